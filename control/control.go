@@ -1,0 +1,59 @@
+// Package control holds sluice's controllers: pure functions of the
+// measurements they are handed that choose how fast a migration may move data.
+//
+// Contract shared by every controller:
+//   - No clocks, no I/O, no goroutines, no global state. Time arrives in the
+//     Observation; the same sequence of observations gives the same decisions.
+//   - Rates are bytes per second (float64); 0 means paused.
+//   - "No data" is explicit: a Signal or HostIO whose Err is non-nil (or an
+//     Observation with no usable signal) makes the controller hold its previous
+//     rate and say so in Decision.Hold; it never speeds up blind.
+//   - A Controller is not safe for concurrent use; the control loop owns it.
+package control
+
+import "time"
+
+// Signal is one latency source (a server, or a store with a contract) measured
+// over the control window that ends at Observation.At.
+type Signal struct {
+	Name     string        // server or store name, for reasons and plots
+	Mean     time.Duration // mean transaction latency over the window
+	P95      time.Duration // 95th percentile over the window
+	P99      time.Duration // 99th percentile over the window
+	Count    int           // transactions completed in the window
+	Contract time.Duration // latency contract LC_i of this store (Integral); 0 = controller's default
+	Err      error         // non-nil: this signal has no data this step
+}
+
+// HostIO is the host's block-device activity over the last step (from
+// /proc/diskstats), the input of the Interference controller.
+type HostIO struct {
+	IOPS       float64 // reads+writes completed per second
+	IOTicks    float64 // milliseconds the device was busy per second (0..1000)
+	Throughput float64 // bytes read+written per second
+	Util       float64 // busy fraction, 0..1
+	Err        error   // non-nil: no data this step
+}
+
+// Observation is everything a controller is told at one step.
+type Observation struct {
+	At      time.Time // end of the window; steps are normally 1 s apart
+	Signals []Signal  // latency per server/store; PID uses the max Mean over them
+	Host    *HostIO   // nil when host I/O is not measured
+}
+
+// Decision is a controller's output for one step.
+type Decision struct {
+	Rate     float64 // send rate, bytes/s; 0 = paused
+	Prefetch float64 // read-ahead rate into memory, bytes/s (Interference; others set it = Rate)
+	Hold     bool    // true when the step had no data and the previous rate was kept
+	Reason   string  // short human-readable explanation, e.g. "pid e=-0.12 u=+0.003"
+}
+
+// Controller turns observations into rates.
+type Controller interface {
+	// Name is the controller's kind: "fixed", "pid", "integral", "interference".
+	Name() string
+	// Next returns the decision for the step ending at obs.At.
+	Next(obs Observation) Decision
+}

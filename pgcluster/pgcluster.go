@@ -1,0 +1,492 @@
+// Package pgcluster creates, starts and stops PostgreSQL 15 clusters (one
+// postmaster and its data directory) on this host.
+//
+// It is the thin adapter between sluice and the PostgreSQL binaries: initdb,
+// pg_ctl and friends. initdb and postgres refuse to run as root, so when the
+// calling process is root every PostgreSQL binary is run as the OS user
+// Options.OSUser (default "postgres") and the data directory is given to it.
+//
+// A postmaster started by Start is detached (pg_ctl start): it outlives the
+// calling process, as a tenant must outlive an agent restart. Callers that own a
+// cluster only for a while (tests) must Stop it.
+//
+// Cluster values are safe for concurrent use once created; the methods do not
+// keep state beyond the fields.
+package pgcluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// DefaultBinDir is where Debian's postgresql-15 package installs its binaries.
+const DefaultBinDir = "/usr/lib/postgresql/15/bin"
+
+// ErrNotRunning is returned by operations that need a running postmaster.
+var ErrNotRunning = errors.New("pgcluster: server is not running")
+
+// Options describe a cluster. The zero value is usable: Debian's PostgreSQL 15,
+// 127.0.0.1, trust authentication, superuser "postgres", a free port.
+type Options struct {
+	// BinDir holds initdb, pg_ctl, postgres. Default DefaultBinDir.
+	BinDir string
+	// Port the postmaster listens on. 0 picks a free port at Init.
+	Port int
+	// ListenAddr is listen_addresses. Default "127.0.0.1".
+	ListenAddr string
+	// SuperUser is the bootstrap superuser's name. Default "postgres".
+	SuperUser string
+	// Password, if set, is the superuser's password (stored as SCRAM-SHA-256).
+	Password string
+	// AuthMethod for host connections in pg_hba.conf: "trust" (default),
+	// "scram-sha-256" or "md5". Local (unix socket) connections are always trust
+	// for the OS user running the cluster.
+	AuthMethod string
+	// Settings are extra postgresql.conf parameters, e.g. "shared_buffers": "32MB".
+	// Values are raw (unquoted); sluice quotes those that need it. Written in
+	// sorted order to sluice.conf, included after initdb's defaults, so they win.
+	Settings map[string]string
+	// OSUser runs the binaries when the caller is root. Default "postgres".
+	OSUser string
+}
+
+// Cluster is one PostgreSQL data directory and the postmaster serving it.
+type Cluster struct {
+	Dir  string  // data directory (absolute)
+	Port int     // TCP port
+	Host string  // listen address, for client connections
+	opts Options // defaults filled
+}
+
+func (o Options) withDefaults() Options {
+	if o.BinDir == "" {
+		o.BinDir = DefaultBinDir
+	}
+	if o.ListenAddr == "" {
+		o.ListenAddr = "127.0.0.1"
+	}
+	if o.SuperUser == "" {
+		o.SuperUser = "postgres"
+	}
+	if o.AuthMethod == "" {
+		o.AuthMethod = "trust"
+	}
+	if o.OSUser == "" {
+		o.OSUser = "postgres"
+	}
+	return o
+}
+
+// Open returns a Cluster for an existing data directory without touching it.
+// The port is read from o.Port, or else from the directory's sluice.conf.
+func Open(dir string, o Options) (*Cluster, error) {
+	o = o.withDefaults()
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Dir: abs, Port: o.Port, Host: o.ListenAddr, opts: o}
+	if c.Port == 0 {
+		p, err := readConfPort(filepath.Join(abs, "postgresql.conf"))
+		if err != nil {
+			return nil, fmt.Errorf("pgcluster: open %s: %w", dir, err)
+		}
+		c.Port = p
+	}
+	return c, nil
+}
+
+// Init runs initdb into dir (which must not exist or be empty), writes the
+// settings and pg_hba.conf, and returns the stopped cluster.
+func Init(ctx context.Context, dir string, o Options) (*Cluster, error) {
+	o = o.withDefaults()
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	if o.Port == 0 {
+		if o.Port, err = FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	c := &Cluster{Dir: abs, Port: o.Port, Host: o.ListenAddr, opts: o}
+	if err := os.MkdirAll(abs, 0o700); err != nil {
+		return nil, fmt.Errorf("pgcluster: init: %w", err)
+	}
+	if err := c.chown(abs); err != nil {
+		return nil, err
+	}
+	args := []string{"-D", abs, "-U", o.SuperUser, "-E", "UTF8", "--locale=C", "-N", "--auth-local=trust", "--auth-host=" + o.AuthMethod}
+	var pwfile string
+	if o.Password != "" {
+		f, err := os.CreateTemp("", "sluice-pw-")
+		if err != nil {
+			return nil, err
+		}
+		pwfile = f.Name()
+		defer os.Remove(pwfile)
+		if _, err := f.WriteString(o.Password + "\n"); err != nil {
+			f.Close()
+			return nil, err
+		}
+		f.Close()
+		if err := c.chown(pwfile); err != nil {
+			return nil, err
+		}
+		args = append(args, "--pwfile="+pwfile)
+	}
+	if out, err := c.Run(ctx, "initdb", args...); err != nil {
+		return nil, fmt.Errorf("pgcluster: initdb %s: %w\n%s", abs, err, tail(out))
+	}
+	if err := c.Configure(o.Settings); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Configure writes sluice.conf (port, listen address, socket directory and
+// settings) and includes it from postgresql.conf, then rewrites pg_hba.conf.
+// Safe to call again: sluice.conf is replaced and the include is added once.
+// A running server must be restarted or reloaded to see changes.
+func (c *Cluster) Configure(settings map[string]string) error {
+	all := map[string]string{
+		"port":                    strconv.Itoa(c.Port),
+		"listen_addresses":        quoteConf(c.Host),
+		"unix_socket_directories": quoteConf(c.Dir),
+		"wal_level":               "replica",
+		"max_wal_senders":         "10",
+		"max_replication_slots":   "10",
+		"hot_standby":             "on",
+	}
+	for k, v := range settings {
+		all[k] = v
+	}
+	keys := make([]string, 0, len(all))
+	for k := range all {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString("# written by sluice; edits are replaced\n")
+	for _, k := range keys {
+		v := all[k]
+		if k != "listen_addresses" && k != "unix_socket_directories" && needsQuote(v) {
+			v = quoteConf(v)
+		}
+		fmt.Fprintf(&b, "%s = %s\n", k, v)
+	}
+	if err := c.writeFile("sluice.conf", b.String()); err != nil {
+		return err
+	}
+	conf := filepath.Join(c.Dir, "postgresql.conf")
+	cur, err := os.ReadFile(conf)
+	if err != nil {
+		return fmt.Errorf("pgcluster: configure: %w", err)
+	}
+	if !bytes.Contains(cur, []byte("include_if_exists = 'sluice.conf'")) {
+		cur = append(cur, []byte("\ninclude_if_exists = 'sluice.conf'\n")...)
+		if err := c.writeFile("postgresql.conf", string(cur)); err != nil {
+			return err
+		}
+	}
+	m := c.opts.AuthMethod
+	hba := "# written by sluice\n" +
+		"local all all trust\n" +
+		"local replication all trust\n" +
+		"host all all 127.0.0.1/32 " + m + "\n" +
+		"host all all ::1/128 " + m + "\n" +
+		"host replication all 127.0.0.1/32 " + m + "\n" +
+		"host replication all ::1/128 " + m + "\n"
+	if c.Host != "127.0.0.1" && c.Host != "localhost" {
+		hba += "host all all 0.0.0.0/0 " + m + "\nhost replication all 0.0.0.0/0 " + m + "\n"
+	}
+	return c.writeFile("pg_hba.conf", hba)
+}
+
+// Start starts the postmaster with pg_ctl and waits until it accepts
+// connections. The server log goes to Dir/log/postmaster.log.
+func (c *Cluster) Start(ctx context.Context) error {
+	logDir := filepath.Join(c.Dir, "log")
+	if err := os.MkdirAll(logDir, 0o700); err != nil {
+		return err
+	}
+	if err := c.chown(logDir); err != nil {
+		return err
+	}
+	out, err := c.Run(ctx, "pg_ctl", "start", "-w", "-t", "60", "-D", c.Dir, "-l", filepath.Join(logDir, "postmaster.log"), "-o", "-p "+strconv.Itoa(c.Port))
+	if err != nil {
+		return fmt.Errorf("pgcluster: start %s: %w\n%s%s", c.Dir, err, tail(out), c.LogTail(20))
+	}
+	return nil
+}
+
+// StopMode is pg_ctl's shutdown mode.
+type StopMode string
+
+const (
+	Smart     StopMode = "smart"     // wait for clients to disconnect
+	Fast      StopMode = "fast"      // roll back and disconnect clients, checkpoint
+	Immediate StopMode = "immediate" // abort; crash recovery at next start
+)
+
+// Stop stops the postmaster with pg_ctl and waits for it to exit.
+// Stopping a cluster that is not running returns nil.
+func (c *Cluster) Stop(ctx context.Context, mode StopMode) error {
+	if !c.Running() {
+		return nil
+	}
+	out, err := c.Run(ctx, "pg_ctl", "stop", "-w", "-t", "60", "-D", c.Dir, "-m", string(mode))
+	if err != nil && c.Running() {
+		return fmt.Errorf("pgcluster: stop %s: %w\n%s", c.Dir, err, tail(out))
+	}
+	return nil
+}
+
+// Promote asks a standby to become primary without waiting (pg_ctl promote -W).
+// Callers poll pg_is_in_recovery() over their own connection.
+func (c *Cluster) Promote(ctx context.Context) error {
+	out, err := c.Run(ctx, "pg_ctl", "promote", "-W", "-D", c.Dir)
+	if err != nil {
+		return fmt.Errorf("pgcluster: promote %s: %w\n%s", c.Dir, err, tail(out))
+	}
+	return nil
+}
+
+// Running reports whether postmaster.pid names a live process.
+func (c *Cluster) Running() bool {
+	pid, err := c.PID()
+	if err != nil {
+		return false
+	}
+	return syscall.Kill(pid, 0) == nil
+}
+
+// PID returns the postmaster's process id from postmaster.pid.
+func (c *Cluster) PID() (int, error) {
+	b, err := os.ReadFile(filepath.Join(c.Dir, "postmaster.pid"))
+	if err != nil {
+		return 0, ErrNotRunning
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		return 0, fmt.Errorf("pgcluster: bad postmaster.pid: %w", err)
+	}
+	return pid, nil
+}
+
+// ConnString returns a libpq URL for database db as the superuser over TCP.
+// The password, if any, is included.
+func (c *Cluster) ConnString(db string) string {
+	u := c.opts.SuperUser
+	if c.opts.Password != "" {
+		u += ":" + urlEscape(c.opts.Password)
+	}
+	return fmt.Sprintf("postgres://%s@%s/%s?sslmode=disable", u, net.JoinHostPort(c.Host, strconv.Itoa(c.Port)), db)
+}
+
+// Addr returns host:port.
+func (c *Cluster) Addr() string { return net.JoinHostPort(c.Host, strconv.Itoa(c.Port)) }
+
+// Options returns the options the cluster was created or opened with, defaults filled.
+func (c *Cluster) Options() Options { return c.opts }
+
+// Run runs a PostgreSQL binary from BinDir as the cluster's OS user (when the
+// caller is root) and returns its combined output.
+func (c *Cluster) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(c.opts.BinDir, name), args...)
+	if err := c.asOSUser(cmd); err != nil {
+		return nil, err
+	}
+	cmd.Dir = "/"
+	return cmd.CombinedOutput()
+}
+
+// Command returns an *exec.Cmd for a PostgreSQL binary (pgbench, psql,
+// pg_basebackup…) that runs as the cluster's OS user when the caller is root.
+func (c *Cluster) Command(ctx context.Context, name string, args ...string) (*exec.Cmd, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(c.opts.BinDir, name), args...)
+	if err := c.asOSUser(cmd); err != nil {
+		return nil, err
+	}
+	cmd.Dir = "/"
+	return cmd, nil
+}
+
+// LogTail returns the last n lines of the server log, for error messages.
+func (c *Cluster) LogTail(n int) string {
+	b, err := os.ReadFile(filepath.Join(c.Dir, "log", "postmaster.log"))
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// WriteFile writes a file inside the data directory, owned by the OS user.
+func (c *Cluster) WriteFile(rel, content string) error { return c.writeFile(rel, content) }
+
+func (c *Cluster) writeFile(rel, content string) error {
+	p := filepath.Join(c.Dir, rel)
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		return fmt.Errorf("pgcluster: write %s: %w", rel, err)
+	}
+	return c.chown(p)
+}
+
+// Chown gives path (recursively) to the cluster's OS user when running as root.
+func (c *Cluster) Chown(path string) error {
+	uid, gid, ok, err := osUserIDs(c.opts.OSUser)
+	if err != nil || !ok {
+		return err
+	}
+	return filepath.Walk(path, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, gid)
+	})
+}
+
+func (c *Cluster) chown(path string) error {
+	uid, gid, ok, err := osUserIDs(c.opts.OSUser)
+	if err != nil || !ok {
+		return err
+	}
+	return os.Lchown(path, uid, gid)
+}
+
+func (c *Cluster) asOSUser(cmd *exec.Cmd) error {
+	uid, gid, ok, err := osUserIDs(c.opts.OSUser)
+	if err != nil {
+		return err
+	}
+	if ok {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+		cmd.Env = append(os.Environ(), "HOME=/tmp", "USER="+c.opts.OSUser, "LOGNAME="+c.opts.OSUser)
+	}
+	return nil
+}
+
+// osUserIDs returns the uid and gid to run PostgreSQL as; ok is false when the
+// caller is not root (binaries run as the caller).
+func osUserIDs(name string) (uid, gid int, ok bool, err error) {
+	if os.Geteuid() != 0 {
+		return 0, 0, false, nil
+	}
+	u, err := user.Lookup(name)
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("pgcluster: running as root needs OS user %q to run PostgreSQL: %w", name, err)
+	}
+	uid, _ = strconv.Atoi(u.Uid)
+	gid, _ = strconv.Atoi(u.Gid)
+	return uid, gid, true, nil
+}
+
+// OSUserIDs exposes the uid/gid PostgreSQL runs as (ok=false when not root),
+// for callers that create files a cluster must own.
+func OSUserIDs(name string) (uid, gid int, ok bool, err error) {
+	if name == "" {
+		name = "postgres"
+	}
+	return osUserIDs(name)
+}
+
+// FreePort asks the kernel for a free TCP port on loopback. Another process
+// may take it before it is used; callers that bind it retry on failure.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("pgcluster: free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// WaitReady dials the server until it accepts TCP connections or ctx ends.
+func (c *Cluster) WaitReady(ctx context.Context) error {
+	for {
+		conn, err := net.DialTimeout("tcp", c.Addr(), time.Second)
+		if err == nil {
+			conn.Close()
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pgcluster: %s not ready: %w", c.Addr(), ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func readConfPort(path string) (int, error) {
+	for _, f := range []string{filepath.Join(filepath.Dir(path), "sluice.conf"), path} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			k, v, ok := strings.Cut(line, "=")
+			if !ok || strings.TrimSpace(k) != "port" {
+				continue
+			}
+			v, _, _ = strings.Cut(v, "#")
+			if p, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+				return p, nil
+			}
+		}
+	}
+	return 0, errors.New("no port setting found")
+}
+
+func needsQuote(v string) bool {
+	if v == "" {
+		return true
+	}
+	if _, err := strconv.ParseFloat(v, 64); err == nil {
+		return false
+	}
+	for _, r := range v {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.') {
+			return true
+		}
+	}
+	return false
+}
+
+func quoteConf(v string) string { return "'" + strings.ReplaceAll(v, "'", "''") + "'" }
+
+func urlEscape(s string) string {
+	var b strings.Builder
+	for _, r := range []byte(s) {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.' || r == '~' {
+			b.WriteByte(r)
+		} else {
+			fmt.Fprintf(&b, "%%%02X", r)
+		}
+	}
+	return b.String()
+}
+
+func tail(b []byte) string {
+	const max = 2000
+	if len(b) > max {
+		b = b[len(b)-max:]
+	}
+	return string(b)
+}

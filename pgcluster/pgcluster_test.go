@@ -1,0 +1,75 @@
+package pgcluster_test
+
+import (
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicedb/sluice/internal/pgtest"
+	"github.com/sluicedb/sluice/pgcluster"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pgtest.Cleanup()
+	os.Exit(code)
+}
+
+func TestStartQueryStop(t *testing.T) {
+	c := pgtest.New(t, pgcluster.Options{Settings: map[string]string{"shared_buffers": "16MB"}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, c.ConnString("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sb, ver string
+	if err := conn.QueryRow(ctx, "SELECT current_setting('shared_buffers'), current_setting('server_version_num')").Scan(&sb, &ver); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+	if sb != "16MB" {
+		t.Errorf("shared_buffers = %q, want 16MB", sb)
+	}
+	if ver[:2] != "15" {
+		t.Errorf("server_version_num = %s, want 15xxxx", ver)
+	}
+	if !c.Running() {
+		t.Fatal("Running() = false for a started cluster")
+	}
+	if err := c.Stop(ctx, pgcluster.Fast); err != nil {
+		t.Fatal(err)
+	}
+	if c.Running() {
+		t.Fatal("Running() = true after Stop")
+	}
+	// Reopen by directory: the port comes from sluice.conf.
+	c2, err := pgcluster.Open(c.Dir, pgcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c2.Port != c.Port {
+		t.Fatalf("reopened port %d, want %d", c2.Port, c.Port)
+	}
+}
+
+func TestPasswordAuth(t *testing.T) {
+	c := pgtest.New(t, pgcluster.Options{AuthMethod: "scram-sha-256", Password: "s3cret'x"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, c.ConnString("postgres"))
+	if err != nil {
+		t.Fatalf("connect with password: %v", err)
+	}
+	conn.Close(ctx)
+	bad := c.ConnString("postgres")
+	cfg, _ := pgx.ParseConfig(bad)
+	cfg.Password = "wrong"
+	if conn, err := pgx.ConnectConfig(ctx, cfg); err == nil {
+		conn.Close(ctx)
+		t.Fatal("connected with a wrong password")
+	}
+}
