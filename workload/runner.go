@@ -1,0 +1,414 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Config describes a run. Zero fields take the defaults noted.
+type Config struct {
+	DSN          string       // connection string (normally the sluice proxy)
+	Rate         float64      // mean arrivals per second (Poisson); must be > 0
+	MPL          int          // connections serving the queue; default 8
+	OpsPerTx     int          // operations per transaction; default 10
+	ReadFraction float64      // share of operations that read; default 0.85
+	Distribution Distribution // key distribution; default zipfian
+	Records      int64        // key space [0, Records); required
+	Duration     time.Duration
+	Seed         uint64 // seeds arrivals, keys and values
+	// QueueCap bounds the arrival queue; arrivals beyond it are dropped and
+	// counted (an open-loop generator never blocks). Default 1<<20.
+	QueueCap int
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.MPL == 0 {
+		c.MPL = 8
+	}
+	if c.OpsPerTx == 0 {
+		c.OpsPerTx = 10
+	}
+	if c.ReadFraction == 0 {
+		c.ReadFraction = 0.85
+	}
+	if c.Distribution == "" {
+		c.Distribution = Zipfian
+	}
+	if c.QueueCap == 0 {
+		c.QueueCap = 1 << 20
+	}
+	switch {
+	case c.DSN == "":
+		return c, errors.New("workload: no connection string")
+	case !(c.Rate > 0) || math.IsInf(c.Rate, 0):
+		return c, fmt.Errorf("workload: rate must be a positive number of transactions/s, got %v", c.Rate)
+	case c.MPL < 1 || c.MPL > 1000:
+		return c, fmt.Errorf("workload: mpl must be in [1, 1000], got %d", c.MPL)
+	case c.OpsPerTx < 1:
+		return c, fmt.Errorf("workload: ops per transaction must be ≥ 1, got %d", c.OpsPerTx)
+	case c.ReadFraction < 0 || c.ReadFraction > 1:
+		return c, fmt.Errorf("workload: read fraction must be in [0, 1], got %v", c.ReadFraction)
+	case c.Records < 1:
+		return c, fmt.Errorf("workload: records must be ≥ 1, got %d", c.Records)
+	case c.Duration <= 0:
+		return c, fmt.Errorf("workload: duration must be positive, got %v", c.Duration)
+	}
+	return c, nil
+}
+
+// Second is the workload's view of one second of wall time.
+type Second struct {
+	T        int     `json:"t"`         // seconds since the run started
+	Count    int     `json:"count"`     // transactions completed (acknowledged) in this second
+	Errors   int     `json:"errors"`    // transactions that failed in this second
+	MeanMs   float64 `json:"mean_ms"`   // mean latency (queue + execution) of completed transactions
+	P50Ms    float64 `json:"p50_ms"`    //
+	P95Ms    float64 `json:"p95_ms"`    //
+	P99Ms    float64 `json:"p99_ms"`    //
+	QueueMs  float64 `json:"queue_ms"`  // mean queue wait of those transactions
+	Rate     float64 `json:"rate"`      // arrival rate in force at the end of the second
+	QueueLen int     `json:"queue_len"` // arrivals waiting at the end of the second
+}
+
+// Summary covers a whole run.
+type Summary struct {
+	Seconds       float64 `json:"seconds"`
+	Transactions  int64   `json:"transactions"`
+	Errors        int64   `json:"errors"`
+	Dropped       int64   `json:"dropped"` // arrivals the queue could not take
+	ThroughputTPS float64 `json:"throughput_tps"`
+	MeanMs        float64 `json:"mean_latency_ms"`
+	P50Ms         float64 `json:"p50_latency_ms"`
+	P95Ms         float64 `json:"p95_latency_ms"`
+	P99Ms         float64 `json:"p99_latency_ms"`
+	WritesAcked   int64   `json:"writes_acknowledged"`
+}
+
+// Runner runs one workload. Its arrival rate may be changed while it runs.
+type Runner struct {
+	cfg     Config
+	rate    atomic.Uint64 // math.Float64bits of arrivals/s
+	queue   chan time.Time
+	dropped atomic.Int64
+	Ledger  *Ledger
+
+	mu struct {
+		sync.Mutex
+		start   time.Time
+		seconds []bucket
+		all     []float64 // every latency, ms
+		errors  int64
+	}
+}
+
+type bucket struct {
+	lat    []float64
+	queue  float64
+	errors int
+}
+
+// NewRunner validates cfg and returns a runner with an empty ledger.
+func NewRunner(cfg Config) (*Runner, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	r := &Runner{cfg: cfg, queue: make(chan time.Time, cfg.QueueCap), Ledger: &Ledger{}}
+	r.SetRate(cfg.Rate)
+	return r, nil
+}
+
+// SetRate changes the mean arrival rate (transactions/s, > 0) from now on.
+func (r *Runner) SetRate(rate float64) {
+	if rate > 0 {
+		r.rate.Store(math.Float64bits(rate))
+	}
+}
+
+// Rate returns the arrival rate in force.
+func (r *Runner) Rate() float64 { return math.Float64frombits(r.rate.Load()) }
+
+// Run generates arrivals for cfg.Duration, serves them with MPL connections,
+// and returns when every accepted arrival has been served or ctx ends.
+// each, if not nil, is called once per elapsed second with that second's
+// figures, from one goroutine, in order.
+func (r *Runner) Run(ctx context.Context, each func(Second)) (Summary, error) {
+	conns := make([]*pgx.Conn, r.cfg.MPL)
+	for i := range conns {
+		c, err := pgx.Connect(ctx, r.cfg.DSN)
+		if err != nil {
+			for _, c := range conns[:i] {
+				c.Close(context.Background())
+			}
+			return Summary{}, fmt.Errorf("workload: connect: %w", err)
+		}
+		conns[i] = c
+	}
+	start := time.Now()
+	r.mu.Lock()
+	r.mu.start = start
+	r.mu.Unlock()
+
+	var wg sync.WaitGroup
+	for i, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.worker(ctx, i, c)
+		}()
+	}
+	genDone := make(chan struct{})
+	go func() {
+		defer close(genDone)
+		r.generate(ctx, start)
+		close(r.queue)
+	}()
+	reportDone := make(chan struct{})
+	stopReport := make(chan struct{})
+	go func() {
+		defer close(reportDone)
+		r.report(start, each, stopReport)
+	}()
+	<-genDone
+	wg.Wait()
+	close(stopReport)
+	<-reportDone
+	return r.summary(time.Since(start)), ctx.Err()
+}
+
+// generate pushes Poisson arrival times into the queue until the duration ends.
+func (r *Runner) generate(ctx context.Context, start time.Time) {
+	rng := rand.New(rand.NewPCG(r.cfg.Seed, 0xa771))
+	end := start.Add(r.cfg.Duration)
+	next := start
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		next = next.Add(time.Duration(rng.ExpFloat64() / r.Rate() * float64(time.Second)))
+		if next.After(end) {
+			return
+		}
+		if d := time.Until(next); d > 0 {
+			timer.Reset(d)
+			select {
+			case <-ctx.Done():
+				return
+			case <-timer.C:
+			}
+		}
+		select {
+		case r.queue <- next:
+		default:
+			r.dropped.Add(1)
+		}
+	}
+}
+
+func (r *Runner) worker(ctx context.Context, id int, conn *pgx.Conn) {
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
+	rng := rand.New(rand.NewPCG(r.cfg.Seed, uint64(id)+1))
+	keys, _ := NewKeyChooser(r.cfg.Distribution, r.cfg.Records)
+	var seq int64
+	var val [FieldBytes]byte
+	for arrival := range r.queue {
+		if ctx.Err() != nil {
+			continue // drain
+		}
+		if conn == nil || conn.IsClosed() {
+			c, err := reconnect(ctx, r.cfg.DSN)
+			if err != nil {
+				r.record(arrival, time.Now(), time.Now(), err)
+				continue
+			}
+			conn = c
+		}
+		begin := time.Now()
+		seq++
+		ledgerID := int64(id+1)<<40 | seq
+		wrote, err := r.transaction(ctx, conn, rng, keys, ledgerID, val[:])
+		end := time.Now()
+		if err == nil && wrote {
+			r.Ledger.add(ledgerID)
+		}
+		r.record(arrival, begin, end, err)
+	}
+}
+
+func reconnect(ctx context.Context, dsn string) (*pgx.Conn, error) {
+	var err error
+	for i := 0; i < 50 && ctx.Err() == nil; i++ {
+		var c *pgx.Conn
+		if c, err = pgx.Connect(ctx, dsn); err == nil {
+			return c, nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil, fmt.Errorf("workload: reconnect: %w", err)
+}
+
+var (
+	readSQL   string
+	updateSQL [Fields]string
+)
+
+func init() {
+	readSQL = "SELECT field0, field1, field2, field3, field4, field5, field6, field7, field8, field9 FROM " + Table + " WHERE ycsb_key = $1"
+	for i := range updateSQL {
+		updateSQL[i] = fmt.Sprintf("UPDATE %s SET field%d = $2 WHERE ycsb_key = $1", Table, i)
+	}
+}
+
+// transaction runs one YCSB transaction; wrote reports whether it updated
+// (and so inserted ledgerID). A failed transaction is rolled back.
+func (r *Runner) transaction(ctx context.Context, conn *pgx.Conn, rng *rand.Rand, keys KeyChooser, ledgerID int64, val []byte) (wrote bool, err error) {
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	defer func() {
+		if err != nil {
+			tx.Rollback(context.Background())
+		}
+	}()
+	var f [Fields]string
+	for op := 0; op < r.cfg.OpsPerTx; op++ {
+		key := keys.Next(rng)
+		if rng.Float64() < r.cfg.ReadFraction {
+			err = tx.QueryRow(ctx, readSQL, key).Scan(&f[0], &f[1], &f[2], &f[3], &f[4], &f[5], &f[6], &f[7], &f[8], &f[9])
+			if errors.Is(err, pgx.ErrNoRows) {
+				err = nil
+			}
+		} else {
+			fillValue(rng, val)
+			_, err = tx.Exec(ctx, updateSQL[rng.IntN(Fields)], key, string(val))
+			wrote = true
+		}
+		if err != nil {
+			return false, err
+		}
+	}
+	if wrote {
+		if _, err = tx.Exec(ctx, "INSERT INTO "+LedgerTable+" (id) VALUES ($1)", ledgerID); err != nil {
+			return false, err
+		}
+	}
+	if err = tx.Commit(ctx); err != nil {
+		return false, err
+	}
+	return wrote, nil
+}
+
+func (r *Runner) record(arrival, begin, end time.Time, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	sec := int(end.Sub(r.mu.start) / time.Second)
+	for len(r.mu.seconds) <= sec {
+		r.mu.seconds = append(r.mu.seconds, bucket{})
+	}
+	b := &r.mu.seconds[sec]
+	if err != nil {
+		b.errors++
+		r.mu.errors++
+		return
+	}
+	ms := float64(end.Sub(arrival)) / float64(time.Millisecond)
+	b.lat = append(b.lat, ms)
+	b.queue += float64(begin.Sub(arrival)) / float64(time.Millisecond)
+	r.mu.all = append(r.mu.all, ms)
+}
+
+func (r *Runner) report(start time.Time, each func(Second), stop <-chan struct{}) {
+	emit := func(t int) {
+		r.mu.Lock()
+		var b bucket
+		if t < len(r.mu.seconds) {
+			b = r.mu.seconds[t]
+			b.lat = append([]float64(nil), b.lat...)
+		}
+		r.mu.Unlock()
+		if each == nil {
+			return
+		}
+		s := Second{T: t, Count: len(b.lat), Errors: b.errors, Rate: r.Rate(), QueueLen: len(r.queue)}
+		if len(b.lat) > 0 {
+			sort.Float64s(b.lat)
+			s.MeanMs = mean(b.lat)
+			s.P50Ms, s.P95Ms, s.P99Ms = quantile(b.lat, 0.5), quantile(b.lat, 0.95), quantile(b.lat, 0.99)
+			s.QueueMs = b.queue / float64(len(b.lat))
+		}
+		each(s)
+	}
+	t := 0
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			// Report the seconds that completed; the partial last one too.
+			for ; float64(t) < time.Since(start).Seconds(); t++ {
+				emit(t)
+			}
+			return
+		case <-tick.C:
+			for ; time.Since(start) >= time.Duration(t+1)*time.Second; t++ {
+				emit(t)
+			}
+		}
+	}
+}
+
+func (r *Runner) summary(elapsed time.Duration) Summary {
+	r.mu.Lock()
+	all := append([]float64(nil), r.mu.all...)
+	errs := r.mu.errors
+	r.mu.Unlock()
+	sort.Float64s(all)
+	s := Summary{
+		Seconds:      elapsed.Seconds(),
+		Transactions: int64(len(all)),
+		Errors:       errs,
+		Dropped:      r.dropped.Load(),
+		WritesAcked:  int64(r.Ledger.Len()),
+	}
+	if elapsed > 0 {
+		s.ThroughputTPS = float64(len(all)) / elapsed.Seconds()
+	}
+	if len(all) > 0 {
+		s.MeanMs = mean(all)
+		s.P50Ms, s.P95Ms, s.P99Ms = quantile(all, 0.5), quantile(all, 0.95), quantile(all, 0.99)
+	}
+	return s
+}
+
+func mean(xs []float64) float64 {
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+// quantile of sorted xs by the nearest-rank method.
+func quantile(sorted []float64, q float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	if i < 0 {
+		i = 0
+	}
+	return sorted[i]
+}

@@ -1,0 +1,125 @@
+package workload
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicedb/sluice/internal/pgtest"
+	"github.com/sluicedb/sluice/pgcluster"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pgtest.Cleanup()
+	os.Exit(code)
+}
+
+// TestRunAndVerify loads a small usertable on real PostgreSQL, runs the
+// open-loop workload, and checks the ledger row by row — then removes one
+// acknowledged row and duplicates another to show the check catches both.
+func TestRunAndVerify(t *testing.T) {
+	c := pgtest.New(t, pgcluster.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, c.ConnString("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	const rows = 2000
+	res, err := Load(ctx, conn, rows, 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM usertable WHERE length(field3) = 100").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != rows || res.Rows != rows || res.Bytes <= 0 {
+		t.Fatalf("loaded %d full rows (result %+v), want %d", n, res, rows)
+	}
+
+	r, err := NewRunner(Config{DSN: c.ConnString("postgres"), Rate: 80, MPL: 4, Records: rows, Duration: 2 * time.Second, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var secs []Second
+	sum, err := r.Run(ctx, func(s Second) { secs = append(secs, s) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Transactions == 0 || sum.Errors != 0 || sum.WritesAcked == 0 {
+		t.Fatalf("summary %+v: want transactions and acknowledged writes, no errors", sum)
+	}
+	if len(secs) < 2 {
+		t.Fatalf("got %d per-second reports, want ≥ 2", len(secs))
+	}
+	total := 0
+	for _, s := range secs {
+		total += s.Count
+	}
+	if int64(total) != sum.Transactions {
+		t.Fatalf("per-second counts sum to %d, summary says %d", total, sum.Transactions)
+	}
+
+	chk, err := Verify(ctx, conn, r.Ledger)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !chk.OK() || chk.Acknowledged != sum.WritesAcked {
+		t.Fatalf("verify %+v, want all %d acknowledged present once", chk, sum.WritesAcked)
+	}
+
+	// Save/load round trip.
+	path := filepath.Join(t.TempDir(), "ledger")
+	if err := r.Ledger.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := LoadLedger(path)
+	if err != nil || l2.Len() != r.Ledger.Len() {
+		t.Fatalf("ledger round trip: %v, %d ids, want %d", err, l2.Len(), r.Ledger.Len())
+	}
+
+	// The check must be able to fail.
+	ids := r.Ledger.IDs()
+	if _, err := conn.Exec(ctx, "DELETE FROM sluice_ledger WHERE id = $1", ids[0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "INSERT INTO sluice_ledger (id) VALUES ($1)", ids[len(ids)-1]); err != nil {
+		t.Fatal(err)
+	}
+	chk, err = Verify(ctx, conn, l2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if chk.Missing != 1 || chk.Duplicated != 1 || chk.OK() {
+		t.Fatalf("after deleting one and duplicating one: %+v, want missing 1 duplicated 1", chk)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	good := Config{DSN: "x", Rate: 1, Records: 1, Duration: time.Second}
+	for name, mut := range map[string]func(*Config){
+		"no dsn":        func(c *Config) { c.DSN = "" },
+		"zero rate":     func(c *Config) { c.Rate = 0 },
+		"negative rate": func(c *Config) { c.Rate = -5 },
+		"mpl":           func(c *Config) { c.MPL = -1 },
+		"read fraction": func(c *Config) { c.ReadFraction = 1.5 },
+		"records":       func(c *Config) { c.Records = 0 },
+		"duration":      func(c *Config) { c.Duration = 0 },
+	} {
+		c := good
+		mut(&c)
+		if _, err := NewRunner(c); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if _, err := NewRunner(good); err != nil {
+		t.Fatalf("good config rejected: %v", err)
+	}
+}
