@@ -1,0 +1,144 @@
+// Package loop is the control loop of a migration: every period it asks the
+// monitor for an Observation, hands it to the controller, applies the decided
+// rates to the throttles, and records a time series (latency, setpoint, rate,
+// phase, bytes) for progress displays, reports and plots.
+//
+// Step is deterministic given its inputs (the clock reading is a parameter);
+// Run is the thin goroutine that calls Step on a ticker.
+package loop
+
+import (
+	"context"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sluicedb/sluice/control"
+)
+
+// RateSetter is what applies a rate: *throttle.Limiter satisfies it.
+type RateSetter interface{ SetRate(bytesPerSecond float64) }
+
+// Point is one step of the loop's record.
+type Point struct {
+	T          float64 `json:"t"`           // seconds since the loop started
+	LatencyMs  float64 `json:"latency_ms"`  // max mean latency over signals with data; -1 when none had data
+	SetpointMs float64 `json:"setpoint_ms"` // the controller's target, for plots (0 when it has none)
+	Rate       float64 `json:"rate"`        // send rate decided, bytes/s
+	Prefetch   float64 `json:"prefetch"`    // read-ahead rate decided, bytes/s
+	Hold       bool    `json:"hold"`        // the controller held for lack of data
+	Reason     string  `json:"reason"`      //
+	Phase      string  `json:"phase"`       // migration phase at the step
+	Bytes      int64   `json:"bytes"`       // bytes moved so far
+}
+
+// Loop wires an observer to a controller and throttles. Fields are set before
+// Run; Series may be read concurrently with Run.
+type Loop struct {
+	Controller control.Controller
+	Observe    func(ctx context.Context, at time.Time) control.Observation
+	Send       RateSetter // required
+	Prefetch   RateSetter // optional: read-ahead throttle
+	Period     time.Duration
+	Setpoint   time.Duration                    // recorded with each point
+	Status     func() (phase string, bytes int64) // optional: the migration's progress
+
+	mu struct {
+		sync.Mutex
+		start  time.Time
+		series []Point
+	}
+}
+
+// DefaultPeriod is the control step (Slacker: 1 s).
+const DefaultPeriod = time.Second
+
+// Step runs one control step at time at and returns its record.
+func (l *Loop) Step(ctx context.Context, at time.Time) Point {
+	obs := l.Observe(ctx, at)
+	d := l.Controller.Next(obs)
+	l.Send.SetRate(d.Rate)
+	if l.Prefetch != nil {
+		l.Prefetch.SetRate(d.Prefetch)
+	}
+	l.mu.Lock()
+	if l.mu.start.IsZero() {
+		l.mu.start = at
+	}
+	p := Point{
+		T:          at.Sub(l.mu.start).Seconds(),
+		LatencyMs:  PV(obs),
+		SetpointMs: float64(l.Setpoint) / float64(time.Millisecond),
+		Rate:       d.Rate,
+		Prefetch:   d.Prefetch,
+		Hold:       d.Hold,
+		Reason:     d.Reason,
+	}
+	l.mu.Unlock()
+	if l.Status != nil {
+		p.Phase, p.Bytes = l.Status()
+	}
+	l.mu.Lock()
+	l.mu.series = append(l.mu.series, p)
+	l.mu.Unlock()
+	return p
+}
+
+// Run steps every Period until ctx ends. each, if not nil, sees every point.
+func (l *Loop) Run(ctx context.Context, each func(Point)) error {
+	period := l.Period
+	if period <= 0 {
+		period = DefaultPeriod
+	}
+	if l.Controller == nil || l.Observe == nil || l.Send == nil {
+		return fmt.Errorf("loop: controller, observer and send throttle are required")
+	}
+	tick := time.NewTicker(period)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case now := <-tick.C:
+			p := l.Step(ctx, now)
+			if each != nil {
+				each(p)
+			}
+		}
+	}
+}
+
+// Series returns a copy of the record so far.
+func (l *Loop) Series() []Point {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]Point(nil), l.mu.series...)
+}
+
+// PV is the process variable of an observation: the max mean latency, in ms,
+// over the signals that have data; -1 when none has.
+func PV(obs control.Observation) float64 {
+	pv := -1.0
+	for _, s := range obs.Signals {
+		if s.Err == nil {
+			pv = math.Max(pv, float64(s.Mean)/float64(time.Millisecond))
+		}
+	}
+	return pv
+}
+
+// WriteCSV writes points with a header row.
+func WriteCSV(w io.Writer, pts []Point) error {
+	cw := csv.NewWriter(w)
+	cw.Write([]string{"t", "latency_ms", "setpoint_ms", "rate", "prefetch", "hold", "phase", "bytes", "reason"})
+	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
+	for _, p := range pts {
+		cw.Write([]string{f(p.T), f(p.LatencyMs), f(p.SetpointMs), f(p.Rate), f(p.Prefetch), strconv.FormatBool(p.Hold), p.Phase, strconv.FormatInt(p.Bytes, 10), p.Reason})
+	}
+	cw.Flush()
+	return cw.Error()
+}
