@@ -1,0 +1,139 @@
+package control
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+// Slacker's PID gains (Barker et al., EDBT 2012, §5.3): found by
+// Ziegler-Nichols and manual tuning on their MySQL testbed, with the error
+// normalised by the setpoint and the output a fraction of maximum speed, one
+// step per second over a 3 s latency window. Ki is small and Kd large relative
+// to Kp because latency reacts slowly to a change of migration speed; that
+// damps overshoot at the price of a slow ramp. They are sluice's documented
+// starting point, not a law of nature: `sluice tune` fits the real plant and
+// proposes gains for it (control/tune.ProposePID).
+const (
+	SlackerKp = 0.025 // fraction of max speed per unit change of normalised error, per step
+	SlackerKi = 0.005 // fraction of max speed per unit normalised error, per step
+	SlackerKd = 0.015 // fraction of max speed per unit second difference of normalised error, per step
+)
+
+// PIDParams configures a PID controller. Obtain defaults with
+// DefaultPIDParams and set Setpoint and MaxRate, which have no sensible
+// defaults.
+type PIDParams struct {
+	// Setpoint is the target latency of the process variable; > 0. The
+	// operator names it (Slacker §6: a setpoint near the knee of the
+	// latency/speed curve uses the slack without oscillating).
+	Setpoint time.Duration
+	// MaxRate is the rate at full output, bytes/s; > 0. Output 1.0 = MaxRate.
+	MaxRate float64
+	// Kp, Ki, Kd are the velocity-form gains per step, with the error
+	// normalised by the setpoint and the output a fraction of MaxRate; each
+	// >= 0, Ki > 0 (without it the loop has no steady state). Default:
+	// Slacker's 0.025 / 0.005 / 0.015.
+	Kp, Ki, Kd float64
+	// Initial is the output before the first step, a fraction of MaxRate in
+	// [0, 1]. Default 0.1: start at a tenth of full speed, so a loaded server
+	// is not hit at full speed before the first measurement, and let the loop
+	// find the slack.
+	Initial float64
+	// Stat is the latency statistic used as the process variable. Default
+	// StatMean (Slacker: the mean over the window).
+	Stat Statistic
+}
+
+// DefaultPIDParams returns Slacker's gains, Initial 0.1 and the mean latency
+// as process variable. Setpoint and MaxRate are left zero: the caller must set
+// them (Validate says so if not).
+func DefaultPIDParams() PIDParams {
+	return PIDParams{Kp: SlackerKp, Ki: SlackerKi, Kd: SlackerKd, Initial: 0.1, Stat: StatMean}
+}
+
+// Validate reports the first out-of-range parameter.
+func (p PIDParams) Validate() error {
+	switch {
+	case p.Setpoint <= 0:
+		return fmt.Errorf("control: pid: setpoint must be > 0, got %v", p.Setpoint)
+	case !finite(p.MaxRate) || p.MaxRate <= 0:
+		return fmt.Errorf("control: pid: max rate must be > 0 bytes/s, got %v", p.MaxRate)
+	case !finite(p.Kp) || p.Kp < 0:
+		return fmt.Errorf("control: pid: Kp must be >= 0, got %v", p.Kp)
+	case !finite(p.Ki) || p.Ki <= 0:
+		return fmt.Errorf("control: pid: Ki must be > 0, got %v", p.Ki)
+	case !finite(p.Kd) || p.Kd < 0:
+		return fmt.Errorf("control: pid: Kd must be >= 0, got %v", p.Kd)
+	case !finite(p.Initial) || p.Initial < 0 || p.Initial > 1:
+		return fmt.Errorf("control: pid: initial must be a fraction of max rate in [0,1], got %v", p.Initial)
+	case !p.Stat.valid():
+		return fmt.Errorf("control: pid: unknown statistic %q (want mean, p95 or p99)", p.Stat)
+	}
+	return nil
+}
+
+// PID is Slacker's controller: a PID in velocity form on transaction latency.
+//
+// Law, once per step k (normally 1 s, over a 3 s window):
+//
+//	PV(k) = max over obs.Signals of the statistic (source and target)
+//	if any signal is missing/failed: hold u, report Hold; history unchanged
+//	e(k)  = (Setpoint − PV(k)) / Setpoint          // > 0: room to go faster
+//	on the first usable step: e(k−1) = e(k−2) = e(k)  // no derivative kick
+//	Δu    = Kp·(e(k) − e(k−1)) + Ki·e(k) + Kd·(e(k) − 2e(k−1) + e(k−2))
+//	u(k)  = clamp(u(k−1) + Δu, 0, 1)
+//	Rate  = Prefetch = u(k) · MaxRate               // u = 0 means paused
+//
+// The velocity form keeps no sum of past errors, so a long stretch below the
+// setpoint (the server idle even at full speed) winds nothing up: the first
+// step above the setpoint starts slowing at once. Gains are per step; call
+// Next once per control step.
+type PID struct {
+	p      PIDParams
+	u      float64 // output, fraction of MaxRate
+	e1, e2 float64 // errors at k−1 and k−2
+	primed bool    // e1, e2 hold real errors
+}
+
+var _ Controller = (*PID)(nil)
+
+// NewPID returns a PID controller with parameters p.
+func NewPID(p PIDParams) (*PID, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return &PID{p: p, u: p.Initial}, nil
+}
+
+// Name implements Controller.
+func (c *PID) Name() string { return "pid" }
+
+// Params returns the controller's parameters.
+func (c *PID) Params() PIDParams { return c.p }
+
+// Next implements Controller.
+func (c *PID) Next(obs Observation) Decision {
+	pv, who, err := worstLatency(obs.Signals, c.p.Stat)
+	if err != nil {
+		r := c.u * c.p.MaxRate
+		return Decision{Rate: r, Prefetch: r, Hold: true, Reason: "pid hold: " + err.Error()}
+	}
+	sp := float64(c.p.Setpoint)
+	e := (sp - float64(pv)) / sp
+	if !c.primed {
+		c.e1, c.e2, c.primed = e, e, true
+	}
+	du := c.p.Kp*(e-c.e1) + c.p.Ki*e + c.p.Kd*(e-2*c.e1+c.e2)
+	c.u = clamp(c.u+du, 0, 1)
+	c.e2, c.e1 = c.e1, e
+	r := c.u * c.p.MaxRate
+	return Decision{
+		Rate:     r,
+		Prefetch: r,
+		Reason:   fmt.Sprintf("pid pv=%v(%s) e=%+.3f du=%+.4f u=%.3f", pv.Round(10*time.Microsecond), who, e, du, c.u),
+	}
+}
+
+// finite reports whether v is neither NaN nor infinite.
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
