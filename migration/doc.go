@@ -1,0 +1,24 @@
+// Package migration moves one PostgreSQL tenant (a postmaster and its data
+// directory) from a source server to a target server, live or by
+// stop-and-copy, as a persisted state machine.
+//
+// The core is pure (etcd raft's style): Step(record, event, now) returns the
+// new Record and the next Action; it never touches a disk, a socket or a
+// clock. The driver Run executes actions against three small interfaces —
+// Source (the tenant's running PostgreSQL, local to the driver), Target (the
+// new server; the agent serves it over HTTP, LocalTarget in-process) and
+// Router (the proxy) — persisting the record after every transition, so an
+// agent that dies mid-migration resumes (event Resumed) or rolls back.
+//
+// Live migration (DESIGN.md §4, Slacker's snapshot–catch-up–handover with the
+// buffer-cache idea of "DBMS-aware VM live migration"):
+//
+//	PREPARE   target reserves a directory and port; source creates a physical slot
+//	SNAPSHOT  hot copy (backup start/stop) streamed through the rate limiter
+//	CATCH-UP  target runs as a streaming standby on the slot; lag in bytes
+//	WARM      the source's pg_buffercache block list is prewarmed on the target
+//	HANDOVER  hold, read flush LSN, fence, wait replay, promote, switch, release
+//	CLEANUP   source retired, slot dropped, target committed
+//
+// Validate/Preflight reject bad requests before anything changes.
+package migration

@@ -1,0 +1,145 @@
+package migration
+
+import (
+	"context"
+	"io"
+	"time"
+)
+
+// Block is one page in a source's shared buffers, as pg_buffercache reports
+// it. A physical copy keeps OIDs and filenodes, so the target finds the same
+// relation by (Database, Tablespace, Filenode).
+type Block struct {
+	Database   uint32 `json:"db"`         // pg_database OID (reldatabase)
+	Tablespace uint32 `json:"tablespace"` // reltablespace OID
+	Filenode   uint32 `json:"filenode"`   // relfilenode
+	Fork       int16  `json:"fork"`       // 0 main, 1 fsm, 2 vm, 3 init
+	Block      uint32 `json:"block"`      // block number in the fork
+}
+
+// Position is a standby's progress, as the target reports it.
+type Position struct {
+	Receive    LSN  // pg_last_wal_receive_lsn(); 0 when not streaming
+	Replay     LSN  // pg_last_wal_replay_lsn(); 0 when unknown
+	InRecovery bool // pg_is_in_recovery()
+}
+
+// SourceInfo is what preflight needs to know about a source tenant.
+type SourceInfo struct {
+	Major     int    // PostgreSQL major version (server_version_num / 10000)
+	WALLevel  string // wal_level: "replica" or "logical" allow a live migration
+	DataBytes int64  // size of the data directory to copy
+}
+
+// TargetInfo is what preflight needs to know about a target server.
+type TargetInfo struct {
+	Major     int   // major version of the PostgreSQL binaries it would run
+	FreeBytes int64 // free space where the tenant's directory would go
+}
+
+// SnapshotInfo describes a finished snapshot stream.
+type SnapshotInfo struct {
+	Bytes    int64 // payload bytes sent
+	StartLSN LSN   // backup start LSN
+}
+
+// Limiter paces a byte stream: WaitN blocks until n more bytes may pass.
+// *throttle.Limiter and *rate.Limiter (golang.org/x/time/rate) satisfy it.
+// n never exceeds the limiter's burst (callers chunk by ChunkBytes).
+type Limiter interface {
+	WaitN(ctx context.Context, n int) error
+}
+
+// ChunkBytes is the largest n the driver passes to Limiter.WaitN (64 KiB);
+// a limiter's burst must be at least this.
+const ChunkBytes = 64 << 10
+
+// Source is the source side of a migration: the tenant's running PostgreSQL.
+// It runs on the source's agent, next to the driver. Every method is
+// idempotent; errors are wrapped with an operation prefix.
+type Source interface {
+	// Info reports what preflight checks.
+	Info(ctx context.Context) (SourceInfo, error)
+	// PrimaryConnInfo is the libpq conninfo a standby uses to stream from
+	// this source (host, port, user; no dbname).
+	PrimaryConnInfo() string
+	// CreateSlot creates physical replication slot name reserving WAL now,
+	// dropping an existing slot of that name first; it returns the slot's
+	// restart LSN.
+	CreateSlot(ctx context.Context, name string) (LSN, error)
+	// DropSlot drops the slot if it exists.
+	DropSlot(ctx context.Context, name string) error
+	// SendSnapshot streams a hot copy of the data directory (online backup
+	// between backup start and stop in one session) to w, paced by lim
+	// (nil: unpaced); done is called with bytes sent so far.
+	SendSnapshot(ctx context.Context, w io.Writer, lim Limiter, done func(bytes int64)) (SnapshotInfo, error)
+	// SendCold streams the directory of the stopped source to w (stop-and-copy).
+	SendCold(ctx context.Context, w io.Writer, lim Limiter, done func(bytes int64)) (int64, error)
+	// BufferBlocks lists the pages in shared buffers (pg_buffercache).
+	BufferBlocks(ctx context.Context) ([]Block, error)
+	// FlushLSN returns pg_current_wal_flush_lsn().
+	FlushLSN(ctx context.Context) (LSN, error)
+	// Fence makes the source refuse writes (see FenceMode) and returns the
+	// LSN the target must replay to have every committed write.
+	Fence(ctx context.Context, mode FenceMode) (LSN, error)
+	// Unfence undoes Fence: restarts a stopped source, lifts a read-only
+	// fence. A no-op on an unfenced source.
+	Unfence(ctx context.Context) error
+	// Retire stops the source for good and removes its directory (CLEANUP).
+	Retire(ctx context.Context) error
+	// Close releases connections; the source keeps running.
+	Close() error
+}
+
+// Target is the target side of a migration: a server that will run the
+// tenant. The agent serves it remotely (HTTP) or in-process (LocalTarget).
+// Every method is idempotent and takes the migration record, from which it
+// finds the directory and port it reserved (m.ID, m.TargetDir, m.TargetPort).
+type Target interface {
+	// Info reports what preflight checks for tenant.
+	Info(ctx context.Context, tenant string) (TargetInfo, error)
+	// Reserve reserves a port and an empty data directory for m. Called again
+	// for the same m it returns a fresh, empty directory.
+	Reserve(ctx context.Context, m Record) (dir string, port int, err error)
+	// OpenSnapshot returns a writer for the stream produced by
+	// Source.SendSnapshot or Source.SendCold; Close finishes writing the data
+	// directory and reports a corrupt or short stream.
+	OpenSnapshot(ctx context.Context, m Record) (io.WriteCloser, error)
+	// StartStandby configures the received directory as a streaming standby
+	// (standby.signal, primary_conninfo, primary_slot_name) and starts it; with
+	// primaryConnInfo == "" it starts it as a primary (stop-and-copy). Returns
+	// once it accepts connections; a no-op if already running.
+	StartStandby(ctx context.Context, m Record, primaryConnInfo, slot string) error
+	// Position reports the standby's receive/replay LSNs.
+	Position(ctx context.Context, m Record) (Position, error)
+	// WaitReplay returns once the standby has replayed lsn, polling tightly
+	// over a persistent connection (HANDOVER: every millisecond counts), or
+	// ctx ends.
+	WaitReplay(ctx context.Context, m Record, lsn LSN) (LSN, error)
+	// Prewarm loads blocks from the target's own copy into its shared
+	// buffers (pg_prewarm). The caller paces calls; one call is small.
+	Prewarm(ctx context.Context, m Record, blocks []Block) error
+	// Promote ends recovery and returns once pg_is_in_recovery() is false.
+	// For a primary (stop-and-copy) it returns at once.
+	Promote(ctx context.Context, m Record) error
+	// Addr is the host:port clients use to reach the tenant on the target.
+	Addr(m Record) string
+	// Abort stops the target's postmaster, removes its directory and frees
+	// the port. A no-op when nothing was reserved.
+	Abort(ctx context.Context, m Record) error
+	// Commit records that the tenant now lives on the target.
+	Commit(ctx context.Context, m Record) error
+}
+
+// Router is what a migration needs from the proxy. The agent glues the proxy
+// client to it; DirectRouter and GateRouter serve tests and benchmarks.
+type Router interface {
+	// Hold makes new transactions of tenant wait and returns once in-flight
+	// ones have finished, or with an error if they did not within deadline.
+	// The hold stays in place until Release, even after an error.
+	Hold(ctx context.Context, tenant string, deadline time.Duration) error
+	// Switch routes tenant to addr. An error means the route did not change.
+	Switch(ctx context.Context, tenant, addr string) error
+	// Release lets held transactions go (to the current route).
+	Release(ctx context.Context, tenant string) error
+}
