@@ -1,0 +1,213 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sluicedb/sluice/catalog"
+)
+
+// Agent is one server's sluice agent: the goroutine-and-I/O shell around the
+// catalog, the tenant postmasters and the migrations this server takes part in.
+//
+// New opens the catalog and binds the API listener; Serve reconciles the
+// tenants with the catalog, then serves until its context ends. An Agent is
+// safe for concurrent use.
+type Agent struct {
+	cfg     Config
+	log     *slog.Logger
+	cat     *catalog.Catalog
+	ln      net.Listener
+	url     string
+	pgVer   string // e.g. "15.18"
+	pgMajor int
+
+	locks sync.Map // tenant id (int64) -> *sync.Mutex: serialises lifecycle ops per tenant
+
+	tmplMu sync.Mutex // guards creation of the initdb template
+
+	mig migrations // migrations in progress (migrate.go)
+
+	closeOnce sync.Once
+}
+
+// New validates cfg, creates the root directory, opens the catalog and binds
+// the HTTP listener (so URL is known before Serve). Close releases them if
+// Serve is never called.
+func New(cfg Config) (*Agent, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, configError{err}
+	}
+	ver, major, err := pgVersion(cfg.PGBinDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.Root, "tenants"), 0o755); err != nil {
+		return nil, fmt.Errorf("agent: root: %w", err)
+	}
+	// The PostgreSQL OS user must be able to traverse into tenant directories.
+	for _, d := range []string{cfg.Root, filepath.Join(cfg.Root, "tenants")} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			return nil, fmt.Errorf("agent: root: %w", err)
+		}
+	}
+	cat, err := catalog.Open(filepath.Join(cfg.Root, catalog.FileName))
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w (is another agent using root %s?)", err, cfg.Root)
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		cat.Close()
+		return nil, fmt.Errorf("agent: listen %s: %w", cfg.Listen, err)
+	}
+	a := &Agent{cfg: cfg, log: cfg.Logger.With("agent", cfg.Name), cat: cat, ln: ln, pgVer: ver, pgMajor: major}
+	a.url = cfg.AdvertiseURL
+	if a.url == "" {
+		a.url = "http://" + ln.Addr().String()
+	}
+	a.mig.init()
+	return a, nil
+}
+
+// URL returns the API's base URL as peers reach it.
+func (a *Agent) URL() string { return a.url }
+
+// Name returns the agent's name.
+func (a *Agent) Name() string { return a.cfg.Name }
+
+// Catalog returns the agent's catalog (for tests and tools in this process).
+func (a *Agent) Catalog() *catalog.Catalog { return a.cat }
+
+// Serve reconciles tenants and migrations with the catalog, then serves the
+// HTTP API until ctx ends; it then stops accepting requests, lets running
+// migrations persist their state, and closes the catalog. Tenant postmasters
+// keep running: they belong to the server, not to the agent process.
+func (a *Agent) Serve(ctx context.Context) error {
+	defer a.Close()
+	a.reconcileTenants(ctx)
+	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(a.ln) }()
+	a.log.Info("agent serving", "url", a.url, "root", a.cfg.Root, "pg", a.pgVer)
+	a.resumeMigrations(ctx)
+	select {
+	case <-ctx.Done():
+	case err := <-errc:
+		return fmt.Errorf("agent: serve: %w", err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	srv.Shutdown(sctx)
+	a.mig.wait()
+	return nil
+}
+
+// Close releases the listener and the catalog. Serve calls it on return.
+func (a *Agent) Close() error {
+	var err error
+	a.closeOnce.Do(func() {
+		a.ln.Close()
+		a.mig.wait()
+		err = a.cat.Close()
+	})
+	return err
+}
+
+// reconcileTenants brings postmasters in line with the catalog after a
+// (re)start: a creation cut short is rolled back; a tenant that should serve
+// but whose postmaster is dead is started. Migrating tenants are left to
+// resumeMigrations.
+func (a *Agent) reconcileTenants(ctx context.Context) {
+	ts, err := a.cat.Tenants()
+	if err != nil {
+		a.log.Error("reconcile: reading catalog", "err", err)
+		return
+	}
+	for _, tn := range ts {
+		switch {
+		case tn.State == catalog.Creating:
+			a.log.Warn("reconcile: rolling back interrupted creation", "tenant", tn.ID)
+			if err := a.discardTenant(ctx, tn); err != nil {
+				a.log.Error("reconcile: roll back creation", "tenant", tn.ID, "err", err)
+			}
+		case tn.State.Serving():
+			c, err := a.cluster(tn)
+			if err != nil {
+				a.log.Error("reconcile", "tenant", tn.ID, "err", err)
+				continue
+			}
+			if c.Running() {
+				continue
+			}
+			a.log.Warn("reconcile: postmaster is down, starting it", "tenant", tn.ID, "state", tn.State)
+			if err := c.Start(ctx); err != nil {
+				a.log.Error("reconcile: start", "tenant", tn.ID, "err", err)
+			}
+		}
+	}
+}
+
+// lockTenant serialises lifecycle operations on one tenant; call the
+// returned function to unlock.
+func (a *Agent) lockTenant(id int64) func() {
+	m, _ := a.locks.LoadOrStore(id, &sync.Mutex{})
+	mu := m.(*sync.Mutex)
+	mu.Lock()
+	return mu.Unlock
+}
+
+var pgVersionRE = regexp.MustCompile(`\(PostgreSQL\) (\d+)(\.\d+)?`)
+
+// pgVersion runs `postgres --version` from binDir.
+func pgVersion(binDir string) (string, int, error) {
+	out, err := exec.Command(filepath.Join(binDir, "postgres"), "--version").Output()
+	if err != nil {
+		return "", 0, fmt.Errorf("agent: %s/postgres --version: %w", binDir, err)
+	}
+	m := pgVersionRE.FindSubmatch(out)
+	if m == nil {
+		return "", 0, fmt.Errorf("agent: cannot parse PostgreSQL version from %q", out)
+	}
+	major, _ := strconv.Atoi(string(m[1]))
+	return string(m[1]) + string(m[2]), major, nil
+}
+
+// apiError is an error with the HTTP status the API answers it with.
+type apiError struct {
+	code int
+	msg  string
+}
+
+func (e *apiError) Error() string { return e.msg }
+
+func errf(code int, format string, args ...any) error {
+	return &apiError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// statusOf maps an error to its HTTP status.
+func statusOf(err error) int {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		return ae.code
+	case errors.Is(err, catalog.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, catalog.ErrExists), errors.Is(err, catalog.ErrBadTransition):
+		return http.StatusConflict
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}

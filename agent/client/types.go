@@ -1,0 +1,102 @@
+package client
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Tenant is a tenant as the agent API shows it. The first six fields are what
+// the proxy routes by; keep them stable.
+type Tenant struct {
+	ID       int64  `json:"id"`
+	Name     string `json:"name"`
+	Host     string `json:"host"`     // address clients connect to
+	Port     int    `json:"port"`     // postmaster port (base_port + id)
+	Database string `json:"database"` // default database
+	State    string `json:"state"`    // catalog lifecycle state: creating, running, stopped, migrating-out, migrating-in, moved, deleted
+
+	Alive     bool              `json:"alive"` // postmaster process is up right now
+	Dir       string            `json:"dir"`
+	Settings  map[string]string `json:"settings,omitempty"`
+	Migration string            `json:"migration,omitempty"` // migration moving it in or out
+	Created   time.Time         `json:"created"`
+	Updated   time.Time         `json:"updated"`
+}
+
+// CreateTenant is the body of POST /v1/tenants.
+type CreateTenant struct {
+	ID       int64             `json:"id,omitempty"` // 0: the agent picks max+1
+	Name     string            `json:"name,omitempty"`
+	Settings map[string]string `json:"settings,omitempty"` // override the agent's tenant defaults
+}
+
+// Info is GET /v1/info: what preflight checks need to know about an agent.
+type Info struct {
+	Name          string            `json:"name"`
+	URL           string            `json:"url"`
+	PGVersion     string            `json:"pg_version"`     // e.g. "15.14"
+	PGMajor       int               `json:"pg_major"`       // e.g. 15
+	WalLevel      string            `json:"wal_level"`      // wal_level new tenants get
+	FreeBytes     int64             `json:"free_bytes"`     // space available for new tenant data
+	UsedBytes     int64             `json:"used_bytes"`     // bytes under the tenants directory
+	CapacityBytes int64             `json:"capacity_bytes"` // configured cap; 0 = the filesystem's
+	Tenants       int               `json:"tenants"`        // tenants not deleted or moved
+	Peers         map[string]string `json:"peers,omitempty"`
+}
+
+// StartMigration is the body of POST /v1/migrations on the source agent.
+type StartMigration struct {
+	Tenant int64   `json:"tenant"`
+	To     string  `json:"to"`             // peer name from the agent's config, or a URL
+	Rate   float64 `json:"rate,omitempty"` // bytes/s; 0 = unlimited
+	Mode   string  `json:"mode,omitempty"` // "live" (default) or "stop-and-copy"
+}
+
+// Progress is a migration's live figures.
+type Progress struct {
+	Phase      string  `json:"phase"`
+	Bytes      int64   `json:"bytes"`       // snapshot bytes sent so far
+	TotalBytes int64   `json:"total_bytes"` // snapshot size estimate; 0 = unknown
+	Rate       float64 `json:"rate"`        // measured send rate, bytes/s
+	Limit      float64 `json:"limit"`       // current throttle, bytes/s; 0 = unlimited
+	ETASeconds float64 `json:"eta_seconds"` // -1 = unknown
+	LagBytes   int64   `json:"lag_bytes"`   // WAL the target still has to replay; -1 = unknown
+	Elapsed    float64 `json:"elapsed_seconds"`
+}
+
+// Migration is GET /v1/migrations/{id}.
+type Migration struct {
+	ID       string          `json:"id"`
+	Tenant   int64           `json:"tenant"`
+	Role     string          `json:"role"` // source or target
+	Peer     string          `json:"peer"`
+	PeerURL  string          `json:"peer_url"`
+	Mode     string          `json:"mode"`
+	Done     bool            `json:"done"`
+	Outcome  string          `json:"outcome,omitempty"` // committed, aborted
+	Error    string          `json:"error,omitempty"`
+	Progress Progress        `json:"progress"`
+	Summary  *Summary        `json:"summary,omitempty"` // set when done
+	Record   json.RawMessage `json:"record,omitempty"`  // the migration package's persisted record
+	Created  time.Time       `json:"created"`
+	Updated  time.Time       `json:"updated"`
+}
+
+// Summary is a finished migration's figures.
+type Summary struct {
+	Outcome    string  `json:"outcome"`
+	Bytes      int64   `json:"bytes"`
+	Seconds    float64 `json:"seconds"`
+	FreezeMS   float64 `json:"freeze_ms"`   // writes held at handover (live) — the client-visible pause
+	DowntimeMS float64 `json:"downtime_ms"` // tenant unavailable (stop-and-copy)
+}
+
+// SetRate is the body of POST /v1/migrations/{id}/rate.
+type SetRate struct {
+	Rate float64 `json:"rate"` // bytes/s; 0 = unlimited
+}
+
+// Error is every error response's body.
+type Error struct {
+	Error string `json:"error"`
+}

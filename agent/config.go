@@ -1,0 +1,203 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/sluicedb/sluice/pgcluster"
+)
+
+// Config is an agent's configuration, read from a JSON file:
+//
+//	{
+//	  "name": "db1",
+//	  "root": "/var/lib/sluice/db1",
+//	  "listen": "127.0.0.1:7001",
+//	  "pg_bin_dir": "/usr/lib/postgresql/15/bin",
+//	  "capacity_bytes": 0,
+//	  "tenant": {
+//	    "base_port": 15000,
+//	    "listen_addr": "127.0.0.1",
+//	    "shared_buffers": "128MB",
+//	    "settings": {"max_connections": "100"}
+//	  },
+//	  "peers": {"db2": "http://10.0.0.2:7001"}
+//	}
+type Config struct {
+	// Name identifies the agent to its peers and in migration records. Required.
+	Name string `json:"name"`
+	// Root is the directory the agent owns: catalog.db, tenants/<id>/,
+	// template/. Created if missing. Required.
+	Root string `json:"root"`
+	// Listen is the HTTP API's address, host:port ("127.0.0.1:0" picks a port).
+	// Default "127.0.0.1:7001".
+	Listen string `json:"listen"`
+	// AdvertiseURL is the API's URL as peers should reach it. Default
+	// "http://" + the bound listen address.
+	AdvertiseURL string `json:"advertise_url"`
+	// PGBinDir holds initdb, pg_ctl and postgres. Default pgcluster.DefaultBinDir.
+	PGBinDir string `json:"pg_bin_dir"`
+	// OSUser runs PostgreSQL when the agent runs as root. Default "postgres".
+	OSUser string `json:"os_user"`
+	// CapacityBytes caps the bytes tenants may occupy under Root (bytes);
+	// 0 means the free space of Root's filesystem is the only limit.
+	CapacityBytes int64 `json:"capacity_bytes"`
+	// Tenant holds the defaults every new tenant gets.
+	Tenant TenantDefaults `json:"tenant"`
+	// Peers maps other agents' names to their API URLs, so that migrations can
+	// name a target ("--to db2").
+	Peers map[string]string `json:"peers"`
+
+	// Logger receives the agent's log; default slog's default logger. Not in JSON.
+	Logger *slog.Logger `json:"-"`
+}
+
+// TenantDefaults configure the postmasters the agent creates.
+type TenantDefaults struct {
+	// BasePort: tenant id N listens on BasePort+N. Default 15000.
+	BasePort int `json:"base_port"`
+	// ListenAddr is each tenant's listen_addresses. Default "127.0.0.1".
+	ListenAddr string `json:"listen_addr"`
+	// AdvertiseHost is the host clients (the proxy) connect to. Default
+	// ListenAddr, or "127.0.0.1" when ListenAddr is a wildcard.
+	AdvertiseHost string `json:"advertise_host"`
+	// Database is the database the proxy is told to use. Default "postgres".
+	Database string `json:"database"`
+	// SharedBuffers is shared_buffers (PostgreSQL units, e.g. "128MB"). Default "32MB".
+	SharedBuffers string `json:"shared_buffers"`
+	// Settings are further postgresql.conf parameters (raw values).
+	Settings map[string]string `json:"settings"`
+}
+
+// ErrConfig matches (errors.Is) every error New returns for an invalid Config.
+var ErrConfig = errors.New("invalid agent config")
+
+// configError marks an invalid-config error for errors.Is(err, ErrConfig).
+type configError struct{ error }
+
+func (e configError) Is(target error) bool { return target == ErrConfig }
+func (e configError) Unwrap() error        { return e.error }
+
+// LoadConfig reads a JSON config file. Unknown fields are an error, so typos
+// do not pass silently.
+func LoadConfig(path string) (Config, error) {
+	var c Config
+	f, err := os.Open(path)
+	if err != nil {
+		return c, fmt.Errorf("agent config: %w", err)
+	}
+	defer f.Close()
+	dec := json.NewDecoder(f)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return c, fmt.Errorf("agent config %s: %w", path, err)
+	}
+	return c, nil
+}
+
+var (
+	nameRE    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
+	settingRE = regexp.MustCompile(`^[a-z_][a-z0-9_.]{0,62}$`)
+)
+
+// reservedSettings are set by the agent itself and may not be overridden.
+var reservedSettings = map[string]bool{"port": true, "listen_addresses": true, "unix_socket_directories": true, "data_directory": true, "hba_file": true, "ident_file": true, "config_file": true}
+
+// withDefaults validates c and fills defaults.
+func (c Config) withDefaults() (Config, error) {
+	if !nameRE.MatchString(c.Name) {
+		return c, fmt.Errorf("agent config: name %q must be 1-63 letters, digits, '_', '.', '-'", c.Name)
+	}
+	if c.Root == "" {
+		return c, errors.New("agent config: root is required")
+	}
+	abs, err := filepath.Abs(c.Root)
+	if err != nil {
+		return c, fmt.Errorf("agent config: root: %w", err)
+	}
+	c.Root = abs
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:7001"
+	}
+	if c.PGBinDir == "" {
+		c.PGBinDir = pgcluster.DefaultBinDir
+	}
+	if c.OSUser == "" {
+		c.OSUser = "postgres"
+	}
+	if c.CapacityBytes < 0 {
+		return c, fmt.Errorf("agent config: capacity_bytes %d must be >= 0", c.CapacityBytes)
+	}
+	t := &c.Tenant
+	if t.BasePort == 0 {
+		t.BasePort = 15000
+	}
+	if t.BasePort < 1 || t.BasePort > 65000 {
+		return c, fmt.Errorf("agent config: tenant.base_port %d out of range 1..65000", t.BasePort)
+	}
+	if t.ListenAddr == "" {
+		t.ListenAddr = "127.0.0.1"
+	}
+	if t.AdvertiseHost == "" {
+		t.AdvertiseHost = t.ListenAddr
+		if t.ListenAddr == "*" || t.ListenAddr == "0.0.0.0" || t.ListenAddr == "::" {
+			t.AdvertiseHost = "127.0.0.1"
+		}
+	}
+	if t.Database == "" {
+		t.Database = "postgres"
+	}
+	if t.SharedBuffers == "" {
+		t.SharedBuffers = "32MB"
+	}
+	if err := checkSettings(t.Settings); err != nil {
+		return c, fmt.Errorf("agent config: tenant.settings: %w", err)
+	}
+	for name, u := range c.Peers {
+		if !nameRE.MatchString(name) {
+			return c, fmt.Errorf("agent config: peer name %q is not a valid name", name)
+		}
+		if _, err := parsePeerURL(u); err != nil {
+			return c, fmt.Errorf("agent config: peer %s: %w", name, err)
+		}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c, nil
+}
+
+// checkSettings rejects parameter names that are not PostgreSQL-like or that
+// the agent controls itself.
+func checkSettings(s map[string]string) error {
+	for k, v := range s {
+		if !settingRE.MatchString(k) {
+			return fmt.Errorf("bad parameter name %q", k)
+		}
+		if reservedSettings[k] {
+			return fmt.Errorf("parameter %q is set by the agent", k)
+		}
+		if strings.ContainsAny(v, "\n\r\x00") {
+			return fmt.Errorf("parameter %q: value contains a line break", k)
+		}
+	}
+	return nil
+}
+
+func parsePeerURL(s string) (string, error) {
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return "", fmt.Errorf("bad URL %q", s)
+	}
+	return strings.TrimRight(u.String(), "/"), nil
+}

@@ -1,0 +1,132 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/catalog"
+	"github.com/sluicedb/sluice/internal/pgtest"
+	"github.com/sluicedb/sluice/pgcluster"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pgtest.Cleanup()
+	os.Exit(code)
+}
+
+// freeBase returns a base port such that base+1 … base+n are free right now.
+func freeBase(t testing.TB, n int) int {
+	t.Helper()
+	for try := 0; try < 50; try++ {
+		p, err := pgcluster.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p+n > 65000 {
+			continue
+		}
+		ok := true
+		for i := 0; i < n && ok; i++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+i))
+			if err != nil {
+				ok = false
+				break
+			}
+			l.Close()
+		}
+		if ok {
+			return p - 1
+		}
+	}
+	t.Fatal("no run of free ports")
+	return 0
+}
+
+// testAgent is an agent served in-process on its own root and listener.
+type testAgent struct {
+	*Agent
+	cfg    Config
+	cancel context.CancelFunc
+	done   chan error
+	c      *client.Client
+}
+
+// newTestConfig returns a config with a fresh root and a free port range.
+func newTestConfig(t testing.TB, name string) Config {
+	root := filepath.Join(pgtest.TempDir(t), name)
+	return Config{
+		Name: name, Root: root, Listen: "127.0.0.1:0",
+		Tenant: TenantDefaults{BasePort: freeBase(t, 4), Settings: map[string]string{"fsync": "off"}},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+	}
+}
+
+// startAgent starts an agent on cfg and registers its shutdown; the tenants'
+// postmasters are stopped at the end of the test by stopTenants.
+func startAgent(t testing.TB, cfg Config) *testAgent {
+	t.Helper()
+	if testing.Verbose() {
+		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	a, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ta := &testAgent{Agent: a, cfg: cfg, cancel: cancel, done: make(chan error, 1)}
+	go func() { ta.done <- a.Serve(ctx) }()
+	ta.c, err = client.New(a.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ta.stop)
+	return ta
+}
+
+// stop shuts the agent down (idempotent).
+func (ta *testAgent) stop() {
+	if ta.cancel == nil {
+		return
+	}
+	ta.cancel()
+	<-ta.done
+	ta.cancel = nil
+}
+
+// stopTenants stops every postmaster under root's tenants directory.
+func stopTenants(t testing.TB, root string) {
+	t.Helper()
+	t.Cleanup(func() {
+		dirs, _ := filepath.Glob(filepath.Join(root, "tenants", "*"))
+		for _, d := range dirs {
+			c, err := pgcluster.Open(d, pgcluster.Options{Port: 1})
+			if err != nil {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			c.Stop(ctx, pgcluster.Immediate)
+			cancel()
+		}
+	})
+}
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func catalogTenant(id int64, dir string, port int, state string) catalog.Tenant {
+	return catalog.Tenant{ID: id, Name: fmt.Sprint("t", id), Dir: dir, Port: port, State: catalog.State(state)}
+}
+
+func waitTick() <-chan time.Time { return time.After(50 * time.Millisecond) }

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicedb/sluice/agent"
+	"github.com/sluicedb/sluice/agent/client"
+)
+
+// defaultAgentURL is the agent the tenant and migrate commands talk to when
+// neither --agent nor $SLUICE_AGENT names one.
+const defaultAgentURL = "http://127.0.0.1:7001"
+
+func init() {
+	var configPath string
+	cmd := &cobra.Command{
+		Use:   "agent --config FILE",
+		Short: "Run the per-server agent: tenants, catalog, HTTP API, migrations",
+		Long: `Run the per-server agent. It owns a root directory with its catalog and one
+PostgreSQL postmaster per tenant, serves the HTTP API documented in
+docs/agent-api.md, and runs both ends of migrations with its peers.
+Stops on SIGINT/SIGTERM; tenant postmasters keep running.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if configPath == "" {
+				return usagef("agent: --config is required")
+			}
+			cfg, err := agent.LoadConfig(configPath)
+			if err != nil {
+				return usagef("%v", err)
+			}
+			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			a, err := agent.New(cfg)
+			if err != nil {
+				if errors.Is(err, agent.ErrConfig) {
+					return usagef("%v", err)
+				}
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			fmt.Fprintf(cmd.ErrOrStderr(), "sluice agent %s serving %s\n", a.Name(), a.URL())
+			return a.Serve(ctx)
+		},
+	}
+	cmd.Flags().StringVar(&configPath, "config", "", "agent config file (JSON)")
+	root.AddCommand(cmd)
+}
+
+// agentClient returns a client for --agent (or $SLUICE_AGENT, or the default).
+func agentClient(url string) (*client.Client, error) {
+	if url == "" {
+		url = os.Getenv("SLUICE_AGENT")
+	}
+	if url == "" {
+		url = defaultAgentURL
+	}
+	c, err := client.New(url)
+	if err != nil {
+		return nil, usagef("--agent: %v", err)
+	}
+	return c, nil
+}
+
+// agentErr turns an agent's refusal (4xx: bad input, nothing changed) into a
+// usage error, so the CLI exits 2 with the agent's one-line message.
+func agentErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if client.IsClientError(err) {
+		return usagef("%s: %v", op, err)
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}

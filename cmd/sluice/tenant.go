@@ -1,0 +1,137 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicedb/sluice/agent/client"
+)
+
+func init() {
+	var agentURL string
+	var asJSON bool
+	tc := &cobra.Command{
+		Use:   "tenant",
+		Short: "Create, list, start, stop and delete tenants on an agent",
+	}
+	tc.PersistentFlags().StringVar(&agentURL, "agent", "", "agent API URL (default $SLUICE_AGENT or "+defaultAgentURL+")")
+	tc.PersistentFlags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+
+	var id int64
+	var name string
+	var set []string
+	create := &cobra.Command{
+		Use:   "create [--id N] [--name NAME] [--set key=value]...",
+		Short: "Create a tenant (initdb, configure, start); prints it when it is running",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := agentClient(agentURL)
+			if err != nil {
+				return err
+			}
+			if id < 0 {
+				return usagef("tenant create: --id %d must be positive", id)
+			}
+			settings := map[string]string{}
+			for _, kv := range set {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" {
+					return usagef("tenant create: --set %q: want key=value", kv)
+				}
+				settings[k] = v
+			}
+			tn, err := c.CreateTenant(cmd.Context(), client.CreateTenant{ID: id, Name: name, Settings: settings})
+			if err != nil {
+				return agentErr("tenant create", err)
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), tn)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "tenant %d (%s) %s on %s\n", tn.ID, tn.Name, tn.State, net.JoinHostPort(tn.Host, strconv.Itoa(tn.Port)))
+			return nil
+		},
+	}
+	create.Flags().Int64Var(&id, "id", 0, "tenant id (default: the agent picks the next one); the port is base_port+id")
+	create.Flags().StringVar(&name, "name", "", "tenant name (default tenant-ID)")
+	create.Flags().StringArrayVar(&set, "set", nil, "postgresql.conf parameter key=value (repeatable), e.g. --set shared_buffers=128MB")
+
+	var all bool
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the agent's tenants",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := agentClient(agentURL)
+			if err != nil {
+				return err
+			}
+			ts, err := c.Tenants(cmd.Context(), all)
+			if err != nil {
+				return agentErr("tenant list", err)
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), ts)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tNAME\tSTATE\tALIVE\tADDRESS\tMIGRATION\tDIR")
+			for _, t := range ts {
+				fmt.Fprintf(w, "%d\t%s\t%s\t%t\t%s\t%s\t%s\n", t.ID, t.Name, t.State, t.Alive, net.JoinHostPort(t.Host, strconv.Itoa(t.Port)), dash(t.Migration), t.Dir)
+			}
+			return w.Flush()
+		},
+	}
+	list.Flags().BoolVar(&all, "all", false, "include deleted tenants")
+
+	op := func(use, short string, do func(c *client.Client, cmd *cobra.Command, id int64) (client.Tenant, error)) *cobra.Command {
+		return &cobra.Command{
+			Use:   use + " ID",
+			Short: short,
+			Args:  cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				id, err := strconv.ParseInt(args[0], 10, 64)
+				if err != nil || id <= 0 {
+					return usagef("tenant %s: bad tenant id %q: want a positive integer", use, args[0])
+				}
+				c, err := agentClient(agentURL)
+				if err != nil {
+					return err
+				}
+				tn, err := do(c, cmd, id)
+				if err != nil {
+					return agentErr("tenant "+use, err)
+				}
+				if asJSON {
+					return writeJSON(cmd.OutOrStdout(), tn)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "tenant %d (%s) %s\n", tn.ID, tn.Name, tn.State)
+				return nil
+			},
+		}
+	}
+	start := op("start", "Start a stopped tenant's postmaster", func(c *client.Client, cmd *cobra.Command, id int64) (client.Tenant, error) {
+		return c.StartTenant(cmd.Context(), id)
+	})
+	stop := op("stop", "Stop a tenant's postmaster (fast shutdown)", func(c *client.Client, cmd *cobra.Command, id int64) (client.Tenant, error) {
+		return c.StopTenant(cmd.Context(), id)
+	})
+	del := op("delete", "Stop a tenant and remove its data directory", func(c *client.Client, cmd *cobra.Command, id int64) (client.Tenant, error) {
+		return c.DeleteTenant(cmd.Context(), id)
+	})
+	show := op("show", "Show one tenant", func(c *client.Client, cmd *cobra.Command, id int64) (client.Tenant, error) {
+		return c.Tenant(cmd.Context(), id)
+	})
+	tc.AddCommand(create, list, start, stop, del, show)
+	root.AddCommand(tc)
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
