@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicedb/sluice/proxy"
+)
+
+var proxyFlags struct {
+	listen, api     string
+	authFile        string
+	trust           bool
+	routes          []string
+	routesFile      string
+	catalogs        []string
+	window          time.Duration
+	tlsCert, tlsKey string
+	serverSSLMode   string
+	maxMessage      int
+	jsonOut, quiet  bool
+}
+
+var proxyCmd = &cobra.Command{
+	Use:   "proxy",
+	Short: "Run the PostgreSQL front door: routes tenants, times transactions, moves sessions at handover",
+	Long: `sluice proxy speaks the PostgreSQL protocol to clients and servers. A client's
+database name is a tenant alias; the proxy authenticates the client with
+SCRAM-SHA-256 from --auth-file (PgBouncer userlist.txt format) and opens its own
+session to the tenant's server. The HTTP API (--api) serves routes, handover
+(hold/switch/release), latency windows (/v1/latency) and /metrics.
+
+Routes: --route tenant=host:port[/database][,alias...] (repeatable), --routes FILE
+(JSON [{"tenant","aliases","addr","database"}]), and/or --catalog URL (repeatable:
+a sluice agent whose GET /v1/tenants is followed every second).`,
+	Args: cobra.NoArgs,
+	RunE: runProxy,
+}
+
+func init() {
+	f := proxyCmd.Flags()
+	f.StringVar(&proxyFlags.listen, "listen", "127.0.0.1:6432", "client listen address (host:port)")
+	f.StringVar(&proxyFlags.api, "api", "127.0.0.1:6480", "HTTP API listen address (host:port)")
+	f.StringVar(&proxyFlags.authFile, "auth-file", "", "userlist.txt with \"user\" \"password\" lines (plaintext or SCRAM-SHA-256 secret)")
+	f.BoolVar(&proxyFlags.trust, "trust", false, "accept clients without a password (loopback demos only)")
+	f.StringArrayVar(&proxyFlags.routes, "route", nil, "tenant=host:port[/database][,alias...] (repeatable)")
+	f.StringVar(&proxyFlags.routesFile, "routes", "", "JSON routes file")
+	f.StringArrayVar(&proxyFlags.catalogs, "catalog", nil, "agent base URL whose /v1/tenants to follow (repeatable)")
+	f.DurationVar(&proxyFlags.window, "window", proxy.DefaultWindow, "latency window length")
+	f.StringVar(&proxyFlags.tlsCert, "tls-cert", "", "PEM certificate for client TLS")
+	f.StringVar(&proxyFlags.tlsKey, "tls-key", "", "PEM key for client TLS")
+	f.StringVar(&proxyFlags.serverSSLMode, "server-sslmode", "disable", "sslmode for server connections (disable, prefer, require, ...)")
+	f.IntVar(&proxyFlags.maxMessage, "max-message", proxy.DefaultMaxMessage, "largest client message accepted, bytes")
+	f.BoolVar(&proxyFlags.jsonOut, "json", false, "print the listen addresses as one JSON object when ready")
+	f.BoolVar(&proxyFlags.quiet, "quiet", false, "do not log session events to stderr")
+	root.AddCommand(proxyCmd)
+}
+
+// parseRouteFlag parses tenant=host:port[/database][,alias...].
+func parseRouteFlag(s string) (proxy.RouteConfig, error) {
+	tenant, rest, ok := strings.Cut(s, "=")
+	if !ok || tenant == "" || rest == "" {
+		return proxy.RouteConfig{}, usagef("--route %q: want tenant=host:port[/database][,alias...]", s)
+	}
+	parts := strings.Split(rest, ",")
+	addr, db, _ := strings.Cut(parts[0], "/")
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return proxy.RouteConfig{}, usagef("--route %q: address %q is not host:port", s, addr)
+	}
+	r := proxy.RouteConfig{Tenant: tenant, Addr: addr, Database: db}
+	if len(parts) > 1 {
+		r.Aliases = append([]string{tenant}, parts[1:]...)
+	}
+	return r, nil
+}
+
+func runProxy(cmd *cobra.Command, _ []string) error {
+	pf := proxyFlags
+	if pf.authFile == "" && !pf.trust {
+		return usagef("proxy: give --auth-file (or --trust for a loopback demo)")
+	}
+	if (pf.tlsCert == "") != (pf.tlsKey == "") {
+		return usagef("proxy: --tls-cert and --tls-key go together")
+	}
+	if pf.window <= 0 {
+		return usagef("proxy: --window must be positive")
+	}
+	if pf.maxMessage < 1024 {
+		return usagef("proxy: --max-message must be at least 1024 bytes")
+	}
+	cfg := proxy.Config{
+		Listen: pf.listen, APIListen: pf.api, AuthFile: pf.authFile, Trust: pf.trust,
+		RoutesFile: pf.routesFile, Catalogs: pf.catalogs, Window: pf.window,
+		TLSCert: pf.tlsCert, TLSKey: pf.tlsKey, ServerSSLMode: pf.serverSSLMode, MaxMessage: pf.maxMessage,
+	}
+	for _, s := range pf.routes {
+		r, err := parseRouteFlag(s)
+		if err != nil {
+			return err
+		}
+		cfg.Routes = append(cfg.Routes, r)
+	}
+	if len(cfg.Routes) == 0 && cfg.RoutesFile == "" && len(cfg.Catalogs) == 0 {
+		return usagef("proxy: no routes: give --route, --routes or --catalog")
+	}
+	logger := log.New(cmd.ErrOrStderr(), "", log.LstdFlags)
+	if !pf.quiet {
+		cfg.Logf = logger.Printf
+	}
+	p, err := proxy.New(cfg)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := p.Start(ctx); err != nil {
+		p.Close()
+		return err
+	}
+	if pf.jsonOut {
+		if err := writeJSON(cmd.OutOrStdout(), map[string]string{"listen": p.Addr(), "api": p.APIAddr()}); err != nil {
+			p.Close()
+			return err
+		}
+	} else {
+		fmt.Fprintf(cmd.OutOrStdout(), "sluice proxy: clients on %s, API on http://%s\n", p.Addr(), p.APIAddr())
+	}
+	<-ctx.Done()
+	return p.Close()
+}

@@ -1,0 +1,211 @@
+// Package client is the Go client of the sluice proxy's HTTP API, and the
+// home of the API's JSON types.
+//
+// The agents use it for handover (Router: Hold, Switch, Release) and the
+// control loop uses it to read latency windows (Latency). It has no
+// dependency on the proxy's internals, so importing it is cheap.
+//
+// All durations on the wire are milliseconds (float64) unless the field name
+// says otherwise. A Client is safe for concurrent use.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Route says where a tenant lives now.
+type Route struct {
+	Tenant   string   `json:"tenant"`
+	Aliases  []string `json:"aliases,omitempty"` // database names clients use; default [Tenant]
+	Addr     string   `json:"addr"`              // server host:port
+	Database string   `json:"database"`          // database name on the server
+	Held     bool     `json:"held"`              // a handover hold is in force
+	Sessions int      `json:"sessions"`          // client sessions of the tenant now open
+}
+
+// HoldResult is the answer to a hold: the tenant is quiescent when it returns.
+type HoldResult struct {
+	HeldSessions int     `json:"held_sessions"` // sessions of the tenant at the time the hold completed
+	WaitedMS     float64 `json:"waited_ms"`     // time spent waiting for in-flight transactions, ms
+	Cancelled    int     `json:"cancelled"`     // in-flight transactions cancelled at the deadline
+	InFlight     int     `json:"in_flight"`     // transactions still open at return (idle in a transaction block even after cancel); 0 normally
+}
+
+// Window is one latency window: transactions that ended within the last
+// WindowS seconds, for one (tenant, server) pair, or aggregated when Tenant
+// or Server is "" (see Proxy's doc).
+type Window struct {
+	Tenant  string  `json:"tenant"`
+	Server  string  `json:"server"`
+	WindowS float64 `json:"window_s"` // window length, seconds
+	Count   int     `json:"count"`    // transactions ended in the window
+	MeanMS  float64 `json:"mean_ms"`  // mean transaction latency, ms
+	P50MS   float64 `json:"p50_ms"`   // median, ms (histogram estimate, ≤3% relative error)
+	P95MS   float64 `json:"p95_ms"`   // 95th percentile, ms
+	P99MS   float64 `json:"p99_ms"`   // 99th percentile, ms
+}
+
+// Router is the handover side of the proxy, as the migrating agent uses it.
+type Router interface {
+	// Hold makes new transactions of tenant wait at their boundary and returns
+	// once none is in flight; transactions still running after deadline are
+	// cancelled (CancelRequest to their backend).
+	Hold(ctx context.Context, tenant string, deadline time.Duration) (HoldResult, error)
+	// Switch points tenant at the server addr (host:port); held sessions move
+	// there at their next safe point after Release.
+	Switch(ctx context.Context, tenant string, addr string) error
+	// Release lets held transactions proceed (on the new server if switched).
+	Release(ctx context.Context, tenant string) error
+}
+
+// Client talks to one proxy's HTTP API.
+type Client struct {
+	base string // e.g. "http://127.0.0.1:6433"
+	hc   *http.Client
+}
+
+var _ Router = (*Client)(nil)
+
+// New returns a Client for the API at addr ("host:port" or an http:// URL).
+// hc may be nil (http.DefaultClient).
+func New(addr string, hc *http.Client) *Client {
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	return &Client{base: strings.TrimRight(addr, "/"), hc: hc}
+}
+
+// APIError is a non-2xx answer of the proxy.
+type APIError struct {
+	Status  int    // HTTP status
+	Message string // the proxy's error text
+}
+
+func (e *APIError) Error() string {
+	return fmt.Sprintf("proxy api: %d %s", e.Status, e.Message)
+}
+
+// ErrUnknownTenant is wrapped by errors for a tenant the proxy has no route for (HTTP 404).
+var ErrUnknownTenant = errors.New("unknown tenant")
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return fmt.Errorf("proxy api: %s %s: %w", method, path, err)
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("proxy api: %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return fmt.Errorf("proxy api: %s %s: %w", method, path, err)
+	}
+	if resp.StatusCode/100 != 2 {
+		var e struct {
+			Error string `json:"error"`
+		}
+		msg := strings.TrimSpace(string(data))
+		if json.Unmarshal(data, &e) == nil && e.Error != "" {
+			msg = e.Error
+		}
+		ae := &APIError{Status: resp.StatusCode, Message: msg}
+		if resp.StatusCode == http.StatusNotFound {
+			return fmt.Errorf("%w: %w", ErrUnknownTenant, ae)
+		}
+		return ae
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("proxy api: %s %s: decode: %w", method, path, err)
+		}
+	}
+	return nil
+}
+
+// Hold implements Router.
+func (c *Client) Hold(ctx context.Context, tenant string, deadline time.Duration) (HoldResult, error) {
+	var r HoldResult
+	err := c.do(ctx, http.MethodPost, "/v1/tenants/"+url.PathEscape(tenant)+"/hold",
+		map[string]any{"deadline_ms": deadline.Milliseconds()}, &r)
+	return r, err
+}
+
+// Switch implements Router.
+func (c *Client) Switch(ctx context.Context, tenant string, addr string) error {
+	return c.do(ctx, http.MethodPost, "/v1/tenants/"+url.PathEscape(tenant)+"/switch",
+		map[string]any{"addr": addr}, nil)
+}
+
+// SwitchTo is Switch that also changes the server-side database name.
+func (c *Client) SwitchTo(ctx context.Context, tenant, addr, database string) error {
+	return c.do(ctx, http.MethodPost, "/v1/tenants/"+url.PathEscape(tenant)+"/switch",
+		map[string]any{"addr": addr, "database": database}, nil)
+}
+
+// Release implements Router.
+func (c *Client) Release(ctx context.Context, tenant string) error {
+	return c.do(ctx, http.MethodPost, "/v1/tenants/"+url.PathEscape(tenant)+"/release", nil, nil)
+}
+
+// SetRoute creates or replaces the route of r.Tenant (Addr and Database;
+// Aliases when given).
+func (c *Client) SetRoute(ctx context.Context, r Route) error {
+	in := map[string]any{"addr": r.Addr, "database": r.Database}
+	if len(r.Aliases) > 0 {
+		in["aliases"] = r.Aliases
+	}
+	return c.do(ctx, http.MethodPut, "/v1/routes/"+url.PathEscape(r.Tenant), in, nil)
+}
+
+// Routes lists every route.
+func (c *Client) Routes(ctx context.Context) ([]Route, error) {
+	var rs []Route
+	err := c.do(ctx, http.MethodGet, "/v1/routes", nil, &rs)
+	return rs, err
+}
+
+// Latency returns the latency windows of tenant (one per server it used in
+// the window, plus the tenant's aggregate with Server ""), or of every
+// tenant and server when tenant is "".
+func (c *Client) Latency(ctx context.Context, tenant string) ([]Window, error) {
+	q := ""
+	if tenant != "" {
+		q = "?tenant=" + url.QueryEscape(tenant)
+	}
+	var ws []Window
+	err := c.do(ctx, http.MethodGet, "/v1/latency"+q, nil, &ws)
+	return ws, err
+}
+
+// ServerLatency returns the windows of every tenant on server addr, plus the
+// server's aggregate with Tenant "".
+func (c *Client) ServerLatency(ctx context.Context, addr string) ([]Window, error) {
+	var ws []Window
+	err := c.do(ctx, http.MethodGet, "/v1/latency?server="+url.QueryEscape(addr), nil, &ws)
+	return ws, err
+}

@@ -1,0 +1,137 @@
+package proxy
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"time"
+)
+
+// Tunables, with units.
+const (
+	// DefaultWindow is the latency window length (3 s, DESIGN.md §3).
+	DefaultWindow = 3 * time.Second
+	// DefaultMaxMessage is the largest client message accepted, bytes (64 MiB;
+	// PostgreSQL itself allows 1 GiB for some messages). Larger gets 08P01.
+	DefaultMaxMessage = 64 << 20
+	// DefaultCatalogPoll is how often each catalog URL is polled.
+	DefaultCatalogPoll = time.Second
+	// DefaultDialTimeout bounds opening a server connection (TCP + startup + auth).
+	DefaultDialTimeout = 10 * time.Second
+	// DefaultStartupTimeout bounds a client's startup and authentication.
+	DefaultStartupTimeout = 30 * time.Second
+	// holdGrace is how long a hold waits after cancelling at its deadline for
+	// the cancelled transactions to come back to their boundary.
+	holdGrace = 2 * time.Second
+)
+
+// RouteConfig is one tenant's route as configured (static file or Config.Routes).
+type RouteConfig struct {
+	Tenant   string   `json:"tenant"`
+	Aliases  []string `json:"aliases,omitempty"` // database names clients use; default [Tenant]
+	Addr     string   `json:"addr"`              // server host:port
+	Database string   `json:"database"`          // database on the server; default Tenant
+}
+
+// Config configures a Proxy. Zero values take the defaults named.
+type Config struct {
+	// Listen is the client (PostgreSQL protocol) listen address. Default "127.0.0.1:6432";
+	// use "127.0.0.1:0" for a free port (tests).
+	Listen string
+	// APIListen is the HTTP API listen address. Default "127.0.0.1:0".
+	APIListen string
+
+	// AuthFile is a PgBouncer-style userlist.txt: lines `"user" "password"`,
+	// the password plaintext or a SCRAM-SHA-256 secret.
+	AuthFile string
+	// Users are in-memory credentials (user → plaintext password or
+	// SCRAM-SHA-256 secret), merged over AuthFile's.
+	Users map[string]string
+	// Trust accepts clients without a password (and logs in to servers with
+	// the client's user name and the password from Users if there is one).
+	// Required to be set explicitly when there are no users; for tests and
+	// loopback demos only.
+	Trust bool
+
+	// Routes are the static routes.
+	Routes []RouteConfig
+	// RoutesFile, if set, is a JSON file holding a []RouteConfig, loaded at New.
+	RoutesFile string
+	// Catalogs are agent base URLs polled at CatalogPoll for GET /v1/tenants.
+	Catalogs    []string
+	CatalogPoll time.Duration
+
+	// Window is the latency window length. Default DefaultWindow.
+	Window time.Duration
+
+	// TLSCert and TLSKey (PEM files) enable TLS for clients that ask for it.
+	TLSCert, TLSKey string
+
+	// ServerSSLMode is the sslmode for server connections (libpq values). Default "disable".
+	ServerSSLMode string
+
+	// MaxMessage is the largest client message accepted, bytes. Default DefaultMaxMessage.
+	MaxMessage int
+	// DialTimeout bounds opening a server session. Default DefaultDialTimeout.
+	DialTimeout time.Duration
+
+	// Logf, if set, receives one line per notable event (session errors, route changes).
+	Logf func(format string, args ...any)
+}
+
+func (c Config) withDefaults() Config {
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:6432"
+	}
+	if c.APIListen == "" {
+		c.APIListen = "127.0.0.1:0"
+	}
+	if c.Window <= 0 {
+		c.Window = DefaultWindow
+	}
+	if c.MaxMessage <= 0 {
+		c.MaxMessage = DefaultMaxMessage
+	}
+	if c.CatalogPoll <= 0 {
+		c.CatalogPoll = DefaultCatalogPoll
+	}
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = DefaultDialTimeout
+	}
+	if c.ServerSSLMode == "" {
+		c.ServerSSLMode = "disable"
+	}
+	if c.Logf == nil {
+		c.Logf = func(string, ...any) {}
+	}
+	return c
+}
+
+// LoadRoutesFile reads a JSON []RouteConfig.
+func LoadRoutesFile(path string) ([]RouteConfig, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: routes file: %w", err)
+	}
+	var rs []RouteConfig
+	if err := json.Unmarshal(b, &rs); err != nil {
+		return nil, fmt.Errorf("proxy: routes file %s: %w", path, err)
+	}
+	for i, r := range rs {
+		if err := r.validate(); err != nil {
+			return nil, fmt.Errorf("proxy: routes file %s: entry %d: %w", path, i, err)
+		}
+	}
+	return rs, nil
+}
+
+func (r RouteConfig) validate() error {
+	if r.Tenant == "" {
+		return fmt.Errorf("route without tenant")
+	}
+	if _, _, err := net.SplitHostPort(r.Addr); err != nil {
+		return fmt.Errorf("tenant %q: addr %q: want host:port", r.Tenant, r.Addr)
+	}
+	return nil
+}

@@ -1,0 +1,83 @@
+// Package proxy is sluice's front door: a PostgreSQL protocol 3 proxy that
+// routes each tenant's sessions to its current server, times every
+// transaction the way clients see it, and is the one place a handover
+// pauses traffic (Slacker's frontend; shared/DESIGN.md §2–3).
+//
+// # Sessions
+//
+// A client connects with any driver; the database name in its startup
+// message is an alias of a tenant. The proxy authenticates the client itself
+// with SCRAM-SHA-256 (never -PLUS: channel binding is not implemented, so it
+// is not offered; pgx and libpq then use plain SCRAM over TLS too), against a
+// PgBouncer-style userlist (Config.AuthFile, Config.Users), and opens its own
+// session to the tenant's server with the user's plaintext password from
+// that list (or none, for a trust server). Client TLS is offered when
+// Config.TLSCert/TLSKey are set; otherwise an SSLRequest is answered 'N' and
+// the client may continue in plaintext.
+//
+// After startup the proxy relays raw message frames in both directions,
+// decoding only ReadyForQuery (transaction boundaries), ParameterStatus
+// (session state), and Parse/Close/Query bodies up to 1 MiB (the prepared
+// statement registry). Relaying allocates nothing per message.
+//
+// # Timing
+//
+// A transaction runs from the first client message after a boundary — a
+// ReadyForQuery 'I' answering the last Query/Sync/FunctionCall sent — to the
+// next boundary, and includes time the proxy held it. Latencies go into
+// sliding windows (Config.Window, default 3 s; see package timing) per
+// (tenant, server), served as JSON at GET /v1/latency and as a Prometheus
+// summary at GET /metrics.
+//
+// # Handover
+//
+// POST /v1/tenants/{t}/hold makes new transactions of t wait at their
+// boundary and returns when none is in flight; at deadline_ms, in-flight ones
+// get a CancelRequest and the hold waits up to 2 s more (in_flight in the
+// answer counts what is still open, e.g. a session idle inside BEGIN).
+// POST …/switch changes the route; POST …/release lets held sessions go. A
+// session whose route changed moves at its next boundary: the proxy opens a
+// server session with the client's startup parameters plus reported
+// settings it changed (application_name, client_encoding, DateStyle,
+// IntervalStyle, TimeZone, standard_conforming_strings,
+// default_transaction_read_only), re-Parses the named prepared statements the
+// client created with the extended protocol (and the last unnamed one),
+// closes the old session, and only then forwards the client's message. The
+// client keeps the BackendKeyData the proxy gave it; CancelRequests are sent
+// to whichever backend serves the session now.
+//
+// Not restored at a move: SQL-level PREPARE statements, temporary tables,
+// session advisory locks, LISTEN registrations, WITH HOLD cursors, and
+// settings PostgreSQL does not report (SET work_mem …).
+//
+// # HTTP API (JSON)
+//
+//	GET  /v1/routes                      [{tenant, aliases, addr, database, held, sessions}]
+//	PUT  /v1/routes/{tenant}             {"addr":"host:port","database":"db","aliases":[…]}
+//	POST /v1/tenants/{tenant}/hold       {"deadline_ms":2000} → {held_sessions, waited_ms, cancelled, in_flight}
+//	POST /v1/tenants/{tenant}/switch     {"addr":"host:port","database":"db"}
+//	POST /v1/tenants/{tenant}/release
+//	GET  /v1/latency[?tenant=T][&server=A] [{tenant, server, window_s, count, mean_ms, p50_ms, p95_ms, p99_ms}]
+//	GET  /v1/stats                       {sessions_open, sessions_total, moves, cancels}
+//	GET  /metrics                        Prometheus text format
+//
+// In /v1/latency, rows with both tenant and server are per pair; server ""
+// aggregates a tenant over its servers, tenant "" a server over its tenants,
+// and both "" everything. Unknown tenants get 404, bad bodies 400, both as
+// {"error": "..."}. Package proxy/client is the Go client.
+//
+// # Catalog
+//
+// With Config.Catalogs, every URL's GET /v1/tenants (a sluice agent) is polled
+// each Config.CatalogPoll; each tenant in state "running" is routed to that
+// entry's host:port/database (created if new). While a tenant is held and
+// the API has switched it, polling does not override the API's route.
+//
+// # Bad input
+//
+// Malformed startup packets, unknown message types, lengths below 4 or above
+// Config.MaxMessage, unknown databases (3D000), wrong passwords or unknown
+// users (28P01), and refused channel binding are answered with a FATAL
+// ErrorResponse (08P01 unless said otherwise) and the session is closed;
+// other sessions are unaffected.
+package proxy

@@ -1,0 +1,118 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync/atomic"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+)
+
+// serverConn is one session's connection to a PostgreSQL server, opened and
+// authenticated by pgconn and then taken over (Hijack) for raw relaying.
+type serverConn struct {
+	conn     net.Conn
+	r        *bufio.Reader
+	w        *bufio.Writer
+	addr     string // host:port
+	database string
+	pid      uint32
+	secret   []byte
+	params   map[string]string // ParameterStatus values reported at startup
+	detached atomic.Bool       // set before an intentional close: the reader exits quietly
+	done     chan struct{}     // closed when the reader goroutine has exited
+}
+
+// settableParams are reported parameters a session may have changed with SET
+// that are restored, as startup parameters, on a new server at handover.
+var settableParams = []string{"application_name", "client_encoding", "DateStyle", "IntervalStyle",
+	"TimeZone", "standard_conforming_strings", "default_transaction_read_only", "search_path"}
+
+// dialServer opens a server session for user on route r with startup
+// parameters params (user and database excluded).
+func (p *Proxy) dialServer(ctx context.Context, r RouteConfig, user string, params map[string]string) (*serverConn, error) {
+	host, port, err := net.SplitHostPort(r.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: dial %s: %w", r.Addr, err)
+	}
+	if _, err := strconv.Atoi(port); err != nil {
+		return nil, fmt.Errorf("proxy: dial %s: bad port", r.Addr)
+	}
+	cfg, err := pgconn.ParseConfig(fmt.Sprintf("host=%s port=%s sslmode=%s", host, port, p.cfg.ServerSSLMode))
+	if err != nil {
+		return nil, fmt.Errorf("proxy: dial %s: %w", r.Addr, err)
+	}
+	cfg.User = user
+	cfg.Password = p.serverPassword(user)
+	cfg.Database = r.Database
+	cfg.RuntimeParams = map[string]string{}
+	for k, v := range params {
+		cfg.RuntimeParams[k] = v
+	}
+	cfg.ConnectTimeout = p.cfg.DialTimeout
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
+	defer cancel()
+	pc, err := pgconn.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	hj, err := pc.Hijack()
+	if err != nil {
+		pc.Close(context.Background())
+		return nil, fmt.Errorf("proxy: dial %s: hijack: %w", r.Addr, err)
+	}
+	sc := &serverConn{
+		conn:     hj.Conn,
+		r:        bufio.NewReaderSize(hj.Conn, 16<<10),
+		w:        bufio.NewWriterSize(hj.Conn, 16<<10),
+		addr:     r.Addr,
+		database: r.Database,
+		pid:      hj.PID,
+		secret:   hj.SecretKey,
+		params:   hj.ParameterStatuses,
+		done:     make(chan struct{}),
+	}
+	return sc, nil
+}
+
+// close terminates the server session politely (Terminate, then close).
+func (sc *serverConn) close() {
+	sc.detached.Store(true)
+	sc.w.Write([]byte{'X', 0, 0, 0, 4})
+	sc.w.Flush()
+	sc.conn.Close()
+}
+
+// cancel sends a CancelRequest for this server session's backend.
+func (sc *serverConn) cancel(ctx context.Context) error {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "tcp", sc.addr)
+	if err != nil {
+		return fmt.Errorf("proxy: cancel on %s: %w", sc.addr, err)
+	}
+	defer c.Close()
+	b := encodeMsg(nil, &pgproto3.CancelRequest{ProcessID: sc.pid, SecretKey: sc.secret})
+	if _, err := c.Write(b); err != nil {
+		return fmt.Errorf("proxy: cancel on %s: %w", sc.addr, err)
+	}
+	// The server closes the connection when done; wait for that briefly so the
+	// cancel has been processed when we return.
+	var one [1]byte
+	c.Read(one[:])
+	return nil
+}
+
+// pgErrorResponse converts a connect error into the ErrorResponse for the client.
+func pgErrorResponse(err error) *pgproto3.ErrorResponse {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return &pgproto3.ErrorResponse{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: pe.Code,
+			Message: pe.Message, Detail: pe.Detail, Hint: pe.Hint}
+	}
+	return fatal(codeCannotConnect, "sluice proxy: could not connect to server: "+err.Error())
+}

@@ -1,0 +1,193 @@
+package proxy
+
+import (
+	"context"
+	"github.com/sluicedb/sluice/proxy/client"
+	"sync"
+	"time"
+)
+
+// tenant is one routing entry: where a tenant lives, whether a handover
+// holds it, and how many of its sessions are inside a transaction.
+//
+// A session is "in flight" from the first message it forwards after a
+// boundary (ReadyForQuery 'I' with nothing outstanding) to the next boundary.
+// enter and leave bracket that interval; a hold waits for inflight to reach 0
+// and makes enter block until release.
+type tenant struct {
+	name string
+	mu   struct {
+		sync.Mutex
+		route     RouteConfig
+		gen       uint64        // bumped on every change of Addr or Database
+		held      bool          // a hold is in force
+		apiRoute  bool          // route was set through the API during the hold: catalog polling may not change it
+		releaseCh chan struct{} // closed at release; waiting sessions block on it
+		inflight  int
+		idleCh    chan struct{} // closed when inflight drops to 0 (hold waits on it)
+		sessions  map[*session]struct{}
+	}
+}
+
+func newTenant(r RouteConfig) *tenant {
+	t := &tenant{name: r.Tenant}
+	t.mu.route = r
+	t.mu.gen = 1
+	t.mu.sessions = map[*session]struct{}{}
+	return t
+}
+
+// routeNow returns the current route and its generation.
+func (t *tenant) routeNow() (RouteConfig, uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.mu.route, t.mu.gen
+}
+
+// setRoute changes the server; fromAPI marks changes made through the API.
+// Returns whether the route changed. While held, catalog changes (fromAPI
+// false) are ignored once the API has set the route.
+func (t *tenant) setRoute(addr, database string, fromAPI bool) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !fromAPI && t.mu.held && t.mu.apiRoute {
+		return false
+	}
+	if fromAPI && t.mu.held {
+		t.mu.apiRoute = true
+	}
+	if database == "" {
+		database = t.mu.route.Database
+	}
+	if t.mu.route.Addr == addr && t.mu.route.Database == database {
+		return false
+	}
+	t.mu.route.Addr = addr
+	t.mu.route.Database = database
+	t.mu.gen++
+	return true
+}
+
+// enter waits while the tenant is held, then counts the caller in flight and
+// returns the route to use. REQUIRES: the caller is at a boundary.
+func (t *tenant) enter(ctx context.Context) (RouteConfig, uint64, error) {
+	t.mu.Lock()
+	for t.mu.held {
+		ch := t.mu.releaseCh
+		t.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return RouteConfig{}, 0, ctx.Err()
+		}
+		t.mu.Lock()
+	}
+	t.mu.inflight++
+	r, g := t.mu.route, t.mu.gen
+	t.mu.Unlock()
+	return r, g, nil
+}
+
+// leave undoes enter at the end of a transaction.
+func (t *tenant) leave() {
+	t.mu.Lock()
+	t.mu.inflight--
+	if t.mu.inflight <= 0 {
+		t.mu.inflight = 0
+		if t.mu.idleCh != nil {
+			close(t.mu.idleCh)
+			t.mu.idleCh = nil
+		}
+	}
+	t.mu.Unlock()
+}
+
+func (t *tenant) addSession(s *session) {
+	t.mu.Lock()
+	t.mu.sessions[s] = struct{}{}
+	t.mu.Unlock()
+}
+
+func (t *tenant) removeSession(s *session) {
+	t.mu.Lock()
+	delete(t.mu.sessions, s)
+	t.mu.Unlock()
+}
+
+// waitIdle waits until inflight is 0, until, or ctx ends. Reports whether idle.
+func (t *tenant) waitIdle(ctx context.Context, until time.Time) bool {
+	t.mu.Lock()
+	for t.mu.inflight > 0 {
+		if t.mu.idleCh == nil {
+			t.mu.idleCh = make(chan struct{})
+		}
+		ch := t.mu.idleCh
+		t.mu.Unlock()
+		d := time.Until(until)
+		if d <= 0 {
+			return false
+		}
+		tm := time.NewTimer(d)
+		select {
+		case <-ch:
+		case <-tm.C:
+		case <-ctx.Done():
+			tm.Stop()
+			return false
+		}
+		tm.Stop()
+		t.mu.Lock()
+	}
+	t.mu.Unlock()
+	return true
+}
+
+// hold sets the hold and waits for in-flight transactions, cancelling those
+// still running at deadline (through cancel, which returns whether it sent a
+// CancelRequest) and then waiting up to holdGrace for them to end.
+func (t *tenant) hold(ctx context.Context, deadline time.Duration, cancel func(*session) bool) client.HoldResult {
+	start := time.Now()
+	t.mu.Lock()
+	if !t.mu.held {
+		t.mu.held = true
+		t.mu.apiRoute = false
+		t.mu.releaseCh = make(chan struct{})
+	}
+	t.mu.Unlock()
+	var res client.HoldResult
+	if !t.waitIdle(ctx, start.Add(deadline)) && ctx.Err() == nil {
+		t.mu.Lock()
+		var busy []*session
+		for s := range t.mu.sessions {
+			if s.inFlight() {
+				busy = append(busy, s)
+			}
+		}
+		t.mu.Unlock()
+		for _, s := range busy {
+			if cancel(s) {
+				res.Cancelled++
+			}
+		}
+		t.waitIdle(ctx, time.Now().Add(holdGrace))
+	}
+	t.mu.Lock()
+	res.HeldSessions = len(t.mu.sessions)
+	res.InFlight = t.mu.inflight
+	t.mu.Unlock()
+	res.WaitedMS = float64(time.Since(start).Microseconds()) / 1000
+	return res
+}
+
+// release lifts the hold. Releasing a tenant that is not held is a no-op.
+func (t *tenant) release() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.mu.held {
+		return
+	}
+	t.mu.held = false
+	t.mu.apiRoute = false
+	close(t.mu.releaseCh)
+	t.mu.releaseCh = nil
+}
