@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+
+	"github.com/sluicedb/sluice/control/tune"
 )
 
 // TestDataDriven runs the scripts in testdata/. Each file starts with no
@@ -18,8 +20,13 @@ import (
 //	integral max=<rate> k=<rate>/<dur> [p= contract=<dur> initial=<rate>]
 //	step [lat=<dur>,...|err] [contract=<dur>,...]     one observation
 //	run steps=N base=<dur>,... gain=<dur>/<unit>ps,... [contract=...]
-//	    [noise=<rel sd> seed=N burst=<from>-<to> burstlat=<dur>]
+//	    [noise=<rel sd> seed=N burst=<from>-<to> burstlat=<dur> window=<steps>
+//	     plot=<store index> ref=<dur>]
 //	                                                 closed loop on a linear plant
+//	    (the plot shows the plant's worst latency each step; the controller
+//	    sees each store's mean over the last window steps)
+//	propose-pid gain=<dur>/<unit>ps setpoint=<dur> max=<rate> window=<steps> radius=<r>
+//	    control/tune's gains for that plant; "pid ... tuned" then uses them
 //
 // (interference directives are in interference_test.go).
 // Regenerate the expected output with `go test ./control -rewrite` and review
@@ -40,9 +47,9 @@ type script struct {
 	maxRate  float64
 	ref      float64 // reference latency for plots and settling, ms
 	refName  string
-	contract []time.Duration
 	k        int // steps taken
 	inter    *interferenceScript
+	tuned    *tune.PIDProposal
 }
 
 func (s *script) do(t *testing.T, d *datadriven.TestData) string {
@@ -58,6 +65,12 @@ func (s *script) do(t *testing.T, d *datadriven.TestData) string {
 		p := DefaultPIDParams()
 		p.Setpoint = a.dur("setpoint", 0)
 		p.MaxRate = a.rate("max", 0)
+		if d.HasArg("tuned") {
+			if s.tuned == nil {
+				t.Fatalf("%s: pid tuned before propose-pid", d.Pos)
+			}
+			p.Kp, p.Ki, p.Kd = s.tuned.Kp, s.tuned.Ki, s.tuned.Kd
+		}
 		p.Kp, p.Ki, p.Kd = a.float("kp", p.Kp), a.float("ki", p.Ki), a.float("kd", p.Kd)
 		p.Initial = a.float("initial", p.Initial)
 		p.Stat = Statistic(a.str("stat", string(p.Stat)))
@@ -86,6 +99,17 @@ func (s *script) do(t *testing.T, d *datadriven.TestData) string {
 			s.ctl, s.rate, s.maxRate = c, p.Initial, p.MaxRate
 			s.ref, s.refName = ms(time.Duration(p.P*float64(p.DefaultContract))), "P*LC"
 		}
+	case "propose-pid":
+		g := a.gains("gain")
+		if len(g) != 1 {
+			t.Fatalf("%s: propose-pid needs one gain=", d.Pos)
+		}
+		pr, err := tune.ProposePID(g[0], a.dur("setpoint", 0), a.rate("max", 0), a.int("window", 1), a.float("radius", 0.6))
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		s.tuned = &pr
+		return fmt.Sprintf("g=%.3f kp=%.4f ki=%.4f kd=%.4f radius=%.3f settle≈%d steps", pr.NormGain, pr.Kp, pr.Ki, pr.Kd, pr.Radius, pr.SettleSteps)
 	case "step":
 		return s.step(a)
 	case "run":
@@ -106,10 +130,6 @@ func (s *script) do(t *testing.T, d *datadriven.TestData) string {
 // from the directive (or the script's) when given.
 func (s *script) signals(a args, lats []time.Duration) []Signal {
 	contracts := a.durs("contract")
-	if contracts == nil {
-		contracts = s.contract
-	}
-	s.contract = contracts
 	out := make([]Signal, len(lats))
 	for i, l := range lats {
 		out[i] = Signal{Name: fmt.Sprintf("s%d", i), Mean: l, P95: 2 * l, P99: 3 * l, Count: 100}
@@ -135,11 +155,12 @@ func (s *script) step(a args) string {
 			if err != nil {
 				a.t.Fatalf("%s: lat=%q: %v", a.d.Pos, v, err)
 			}
-			sigs = append(sigs, s.signals(a, []time.Duration{d})[0])
-			sigs[len(sigs)-1].Name = fmt.Sprintf("s%d", len(sigs)-1)
-			if c := s.contract; len(c) >= len(sigs) {
-				sigs[len(sigs)-1].Contract = c[len(sigs)-1]
-			}
+			sigs = append(sigs, Signal{Name: fmt.Sprintf("s%d", len(sigs)), Mean: d, P95: 2 * d, P99: 3 * d, Count: 100})
+		}
+	}
+	for i, c := range a.durs("contract") {
+		if i < len(sigs) {
+			sigs[i].Contract = c
 		}
 	}
 	dec := s.ctl.Next(Observation{At: s.at(), Signals: sigs})
@@ -159,36 +180,62 @@ func (s *script) run(a args) string {
 	}
 	plant := newPlant(a)
 	steps := a.int("steps", 30)
+	window := max(1, a.int("window", 1))
+	plot := a.int("plot", -1) // store whose latency is plotted; -1: the worst
+	ref := s.ref
+	if r := a.dur("ref", 0); r > 0 {
+		ref = ms(r)
+	}
 	var tr trace
+	var hist [][]time.Duration // per-step latencies of every store, newest last
 	lats := plant.latency(0, s.rate)
-	for range steps {
-		dec := s.ctl.Next(Observation{At: s.at(), Signals: s.signals(a, lats)})
-		worst := lats[0]
-		for _, l := range lats {
-			worst = max(worst, l)
+	for k := range steps {
+		// The controller sees each store's mean over the last window steps.
+		hist = append(hist, lats)
+		if len(hist) > window {
+			hist = hist[1:]
 		}
-		tr.lat = append(tr.lat, ms(worst))
+		seen := make([]time.Duration, len(lats))
+		for _, h := range hist {
+			for i, l := range h {
+				seen[i] += l / time.Duration(len(hist))
+			}
+		}
+		dec := s.ctl.Next(Observation{At: s.at(), Signals: s.signals(a, seen)})
+		shown := lats[0]
+		if plot >= 0 {
+			shown = lats[plot]
+		} else {
+			for _, l := range lats {
+				shown = max(shown, l)
+			}
+		}
+		tr.lat = append(tr.lat, ms(shown))
 		tr.rate = append(tr.rate, dec.Rate/mb)
 		if dec.Hold {
 			tr.holds++
 		}
 		s.rate = dec.Rate
 		s.k++
-		lats = plant.latency(s.k, dec.Rate)
+		lats = plant.latency(k+1, dec.Rate) // burst steps count from the run's start
 	}
 	ml, mr := tr.stats()
 	var b strings.Builder
-	fmt.Fprintf(&b, "steps=%d last half: mean worst latency=%.2fms mean rate=%.2fMB/s", steps, ml, mr)
-	if s.ref > 0 {
-		fmt.Fprintf(&b, " (%s %.2fms, %+.1f%%)", s.refName, s.ref, 100*(ml-s.ref)/s.ref)
-		if k := tr.settle(s.ref, 0.05); k >= 0 {
+	what := "worst latency"
+	if plot >= 0 {
+		what = fmt.Sprintf("s%d latency", plot)
+	}
+	fmt.Fprintf(&b, "steps=%d last half: mean %s=%.2fms mean rate=%.2fMB/s", steps, what, ml, mr)
+	if ref > 0 {
+		fmt.Fprintf(&b, " (%s %.2fms, %+.1f%%)", s.refName, ref, 100*(ml-ref)/ref)
+		if k := tr.settle(ref, 0.05); k >= 0 {
 			fmt.Fprintf(&b, "; within ±5%% from step %d", k)
 		} else {
 			b.WriteString("; not settled within ±5%")
 		}
 	}
 	fmt.Fprintf(&b, "; holds=%d\n", tr.holds)
-	b.WriteString(tr.plots(s.ref, s.refName, s.maxRate))
+	b.WriteString(tr.plots(ref, s.refName, s.maxRate))
 	return b.String()
 }
 

@@ -226,7 +226,7 @@ func (tr trace) plots(ref float64, refName string, maxRate float64) string {
 	b.WriteString(asciiplot.RenderOpts([]asciiplot.Series{{Name: "latency ms", Y: tr.lat, Mark: '*'}},
 		asciiplot.Options{Width: 60, Height: 8, Refs: refs}))
 	b.WriteString(asciiplot.RenderOpts([]asciiplot.Series{{Name: "rate MB/s", Y: tr.rate, Mark: '#'}},
-		asciiplot.Options{Width: 60, Height: 6, YMin: 0, YMax: maxRate / mb}))
+		asciiplot.Options{Width: 60, Height: 8, YMin: 0, YMax: maxRate / mb}))
 	return b.String()
 }
 

@@ -1,0 +1,211 @@
+package control
+
+import (
+	"fmt"
+)
+
+// InterferenceParams configures an Interference controller. Obtain defaults
+// with DefaultInterferenceParams and set MaxRate.
+type InterferenceParams struct {
+	// Model maps host I/O to a probability of interference. Default
+	// DefaultModel (the thesis's coefficients).
+	Model Model
+	// Threshold is the probability the PID steers toward, in (0, 1).
+	// Default 0.5 (the thesis's interference threshold; 0.75 migrates faster
+	// and interferes more, §4.2).
+	Threshold float64
+	// High and Low are the lock and unlock probabilities, 0 <= Low < High <= 1.
+	// Defaults 0.5 and 0.15 (thesis §4.2).
+	High, Low float64
+	// LockAfter is the number of consecutive steps with p > High that locks;
+	// UnlockAfter the number of consecutive steps with p < Low that unlocks;
+	// each >= 1. Defaults 2 and 3 (thesis §4.2).
+	LockAfter, UnlockAfter int
+	// Kp, Ki, Kd are velocity-form gains per step: fraction of MaxRate per
+	// unit of probability error; each >= 0, Ki > 0. Defaults 0.2, 0.2, 0.05:
+	// with the disk idle (e = Threshold − p ≈ 0.5) the rate rises by ~10% of
+	// max per step. The thesis's own gains (2e6, 5e4, 6e4 "bytes") are for its
+	// page prefetcher, in a form the excerpt does not state; read as bytes/s
+	// per unit error per step they would take ~4000 steps to reach 100 MB/s.
+	Kp, Ki, Kd float64
+	// MaxRate is the send rate at full output, bytes/s; > 0.
+	MaxRate float64
+	// PrefetchFactor is the read-ahead rate as a multiple of the send rate
+	// while unlocked, >= 1. Default 2: while the disk is calm the read-ahead
+	// buffer fills at the send rate again. (The thesis's "prefetching factor
+	// 50" is in pages of its prefetcher; the unit does not carry over.) The
+	// buffer's memory cap is the transfer layer's business.
+	PrefetchFactor float64
+	// Initial is the output before the first step, a fraction of MaxRate in
+	// [0, 1]. Default 0.1.
+	Initial float64
+}
+
+// DefaultInterferenceParams returns the thesis's model, threshold and
+// hysteresis with sluice's gains and prefetch factor. MaxRate is left zero:
+// the caller must set it.
+func DefaultInterferenceParams() InterferenceParams {
+	return InterferenceParams{
+		Model:          DefaultModel(),
+		Threshold:      0.5,
+		High:           0.5,
+		Low:            0.15,
+		LockAfter:      2,
+		UnlockAfter:    3,
+		Kp:             0.2,
+		Ki:             0.2,
+		Kd:             0.05,
+		PrefetchFactor: 2,
+		Initial:        0.1,
+	}
+}
+
+// Validate reports the first out-of-range parameter.
+func (p InterferenceParams) Validate() error {
+	if err := p.Model.Validate(); err != nil {
+		return fmt.Errorf("control: interference: %w", err)
+	}
+	switch {
+	case !finite(p.Threshold) || p.Threshold <= 0 || p.Threshold >= 1:
+		return fmt.Errorf("control: interference: threshold must be in (0,1), got %v", p.Threshold)
+	case !finite(p.High) || !finite(p.Low) || p.Low < 0 || p.High > 1 || p.Low >= p.High:
+		return fmt.Errorf("control: interference: need 0 <= low < high <= 1, got low=%v high=%v", p.Low, p.High)
+	case p.LockAfter < 1 || p.UnlockAfter < 1:
+		return fmt.Errorf("control: interference: lock/unlock counts must be >= 1, got %d/%d", p.LockAfter, p.UnlockAfter)
+	case !finite(p.Kp) || p.Kp < 0:
+		return fmt.Errorf("control: interference: Kp must be >= 0, got %v", p.Kp)
+	case !finite(p.Ki) || p.Ki <= 0:
+		return fmt.Errorf("control: interference: Ki must be > 0, got %v", p.Ki)
+	case !finite(p.Kd) || p.Kd < 0:
+		return fmt.Errorf("control: interference: Kd must be >= 0, got %v", p.Kd)
+	case !finite(p.MaxRate) || p.MaxRate <= 0:
+		return fmt.Errorf("control: interference: max rate must be > 0 bytes/s, got %v", p.MaxRate)
+	case !finite(p.PrefetchFactor) || p.PrefetchFactor < 1:
+		return fmt.Errorf("control: interference: prefetch factor must be >= 1, got %v", p.PrefetchFactor)
+	case !finite(p.Initial) || p.Initial < 0 || p.Initial > 1:
+		return fmt.Errorf("control: interference: initial must be a fraction of max rate in [0,1], got %v", p.Initial)
+	}
+	return nil
+}
+
+// Interference is the migration-buffering thesis's controller: a logistic
+// model turns host I/O into a probability of interference, a PID steers that
+// probability toward a threshold, and a lock with hysteresis stops disk reads
+// while the host is interfering, so sending continues from the read-ahead
+// buffer.
+//
+// Law, once per step k:
+//
+//	if obs.Host is nil or failed: hold both rates, report Hold;
+//	                              counters and PID history unchanged
+//	p = Model.Prob(obs.Host)
+//	if p > High: above++, below = 0
+//	elif p < Low: below++, above = 0
+//	else: above = below = 0                        // counts are consecutive
+//	if !locked and above >= LockAfter:  locked = true
+//	if  locked and below >= UnlockAfter: locked = false
+//	if !locked:                                     // closed loop
+//	    e = Threshold − p                           // > 0: disk calm, go faster
+//	    (first closed-loop step after start or unlock: e(k−1) = e(k−2) = e)
+//	    u = clamp(u + Kp(e − e1) + Ki·e + Kd(e − 2e1 + e2), 0, 1)
+//	    Rate = u·MaxRate; Prefetch = PrefetchFactor·Rate
+//	else:                                           // open loop
+//	    u held; Rate = u·MaxRate (sent from the buffer); Prefetch = 0
+//
+// While locked the migration reads nothing from disk, so its actions cannot
+// move p: the loop is open and the PID is frozen rather than wound down, and
+// the send rate reached before the lock continues from memory (when the
+// buffer runs dry the sender stalls by itself: there is nothing to send).
+// After UnlockAfter calm steps the loop closes again from the held rate.
+// Before the lock, a probability above Threshold already slows both rates
+// through the PID.
+type Interference struct {
+	p             InterferenceParams
+	u             float64 // output, fraction of MaxRate
+	e1, e2        float64
+	primed        bool // e1, e2 hold real errors of the current closed-loop stretch
+	locked        bool
+	above, below  int
+	lastProb      float64
+	lastProbValid bool
+}
+
+var _ Controller = (*Interference)(nil)
+
+// NewInterference returns an Interference controller with parameters p.
+func NewInterference(p InterferenceParams) (*Interference, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return &Interference{p: p, u: p.Initial}, nil
+}
+
+// Name implements Controller.
+func (c *Interference) Name() string { return "interference" }
+
+// Params returns the controller's parameters.
+func (c *Interference) Params() InterferenceParams { return c.p }
+
+// Locked reports whether the controller is locked (host interfering).
+func (c *Interference) Locked() bool { return c.locked }
+
+// Prob returns the last probability of interference computed and whether
+// there was one.
+func (c *Interference) Prob() (float64, bool) { return c.lastProb, c.lastProbValid }
+
+// Next implements Controller.
+func (c *Interference) Next(obs Observation) Decision {
+	if obs.Host == nil || obs.Host.Err != nil {
+		why := "host I/O not measured"
+		if obs.Host != nil {
+			why = obs.Host.Err.Error()
+		}
+		d := c.decision()
+		d.Hold = true
+		d.Reason = fmt.Sprintf("interference hold: %v: %s", ErrNoData, why)
+		return d
+	}
+	p := c.p.Model.Prob(*obs.Host)
+	c.lastProb, c.lastProbValid = p, true
+	switch {
+	case p > c.p.High:
+		c.above++
+		c.below = 0
+	case p < c.p.Low:
+		c.below++
+		c.above = 0
+	default:
+		c.above, c.below = 0, 0
+	}
+	event := ""
+	if !c.locked && c.above >= c.p.LockAfter {
+		c.locked, c.primed, event = true, false, " LOCK"
+	} else if c.locked && c.below >= c.p.UnlockAfter {
+		c.locked, event = false, " UNLOCK"
+	}
+	if c.locked {
+		d := c.decision()
+		d.Reason = fmt.Sprintf("interference p=%.3f locked (below %d/%d)%s: send from buffer, prefetch 0",
+			p, c.below, c.p.UnlockAfter, event)
+		return d
+	}
+	e := c.p.Threshold - p
+	if !c.primed {
+		c.e1, c.e2, c.primed = e, e, true
+	}
+	du := c.p.Kp*(e-c.e1) + c.p.Ki*e + c.p.Kd*(e-2*c.e1+c.e2)
+	c.u = clamp(c.u+du, 0, 1)
+	c.e2, c.e1 = c.e1, e
+	d := c.decision()
+	d.Reason = fmt.Sprintf("interference p=%.3f e=%+.3f u=%.3f (above %d/%d)%s", p, e, c.u, c.above, c.p.LockAfter, event)
+	return d
+}
+
+// decision returns the rates of the current state.
+func (c *Interference) decision() Decision {
+	r := c.u * c.p.MaxRate
+	if c.locked {
+		return Decision{Rate: r, Prefetch: 0}
+	}
+	return Decision{Rate: r, Prefetch: c.p.PrefetchFactor * r}
+}
