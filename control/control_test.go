@@ -42,14 +42,14 @@ func TestDataDriven(t *testing.T) {
 
 // script is the state of one testdata file.
 type script struct {
-	ctl      Controller
-	rate     float64 // last decided rate, bytes/s (initial rate before any step)
-	maxRate  float64
-	ref      float64 // reference latency for plots and settling, ms
-	refName  string
-	k        int // steps taken
-	inter    *interferenceScript
-	tuned    *tune.PIDProposal
+	ctl     Controller
+	rate    float64 // last decided rate, bytes/s (initial rate before any step)
+	maxRate float64
+	ref     float64 // reference latency for plots and settling, ms
+	refName string
+	k       int // steps taken
+	inter   *interferenceScript
+	tuned   *tune.PIDProposal
 }
 
 func (s *script) do(t *testing.T, d *datadriven.TestData) string {
