@@ -1,0 +1,242 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/sluicedb/sluice/pgcluster"
+	"github.com/sluicedb/sluice/proxy/client"
+)
+
+func historyCount(t *testing.T, c *pgcluster.Cluster) int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, c.ConnString("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var n int
+	if err := conn.QueryRow(ctx, "select count(*) from pgbench_history").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestPgbenchAcrossHandover runs pgbench through the proxy and moves the
+// tenant to a second server mid-run: zero failed transactions, in every
+// query mode, and the transactions after the switch land on the second server.
+func TestPgbenchAcrossHandover(t *testing.T) {
+	for _, mode := range []string{"prepared", "simple", "extended"} {
+		t.Run(mode, func(t *testing.T) {
+			if testing.Short() && mode != "prepared" {
+				t.Skip("short: prepared mode only")
+			}
+			a, b := newServer(t), newServer(t)
+			pgbenchInit(t, a, 1)
+			pgbenchInit(t, b, 1)
+			p := startProxy(t, a, nil)
+			api := client.New(p.APIAddr(), nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+
+			var out string
+			var err error
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				out, err = pgBin(ctx, t, "pgbench", "-n", "-M", mode, "-c", "4", "-T", "6", "-d", kv(p, "acme"))
+			}()
+			time.Sleep(2500 * time.Millisecond)
+			beforeA := historyCount(t, a)
+			hr, herr := api.Hold(ctx, "acme", 2*time.Second)
+			if herr != nil {
+				t.Fatal(herr)
+			}
+			if serr := api.Switch(ctx, "acme", b.Addr()); serr != nil {
+				t.Fatal(serr)
+			}
+			if rerr := api.Release(ctx, "acme"); rerr != nil {
+				t.Fatal(rerr)
+			}
+			<-done
+			checkPgbench(t, out, err)
+			t.Logf("hold: %+v", hr)
+			if hr.HeldSessions != 4 || hr.InFlight != 0 {
+				t.Errorf("hold result %+v: want 4 held sessions, none in flight", hr)
+			}
+			if beforeA == 0 {
+				t.Errorf("no transactions reached server A before the switch")
+			}
+			if nb := historyCount(t, b); nb == 0 {
+				t.Errorf("no transactions reached server B after the switch")
+			}
+			ws, _ := api.Latency(ctx, "acme")
+			seen := map[string]int{}
+			for _, w := range ws {
+				seen[w.Server] = w.Count
+			}
+			if _, ok := seen[b.Addr()]; !ok {
+				t.Errorf("no latency window for server B: %+v", ws)
+			}
+			if p.moves.Load() != 4 {
+				t.Errorf("moves = %d, want 4", p.moves.Load())
+			}
+		})
+	}
+}
+
+// TestSessionMove moves one pgx session and checks its prepared statements,
+// settings and cancel key survive the move.
+func TestSessionMove(t *testing.T) {
+	a, b := newServer(t), newServer(t)
+	p := startProxy(t, a, nil)
+	api := client.New(p.APIAddr(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, proxyURL(p, "acme", "disable"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	port := func() int {
+		var n int
+		if err := conn.QueryRow(ctx, "select inet_server_port()").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if got := port(); got != a.Port {
+		t.Fatalf("port %d, want %d", got, a.Port)
+	}
+	if _, err := conn.Exec(ctx, "set application_name = 'moved-app'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, "set timezone = 'Asia/Tokyo'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Prepare(ctx, "mystmt", "select $1::int * 2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.Hold(ctx, "acme", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Switch(ctx, "acme", b.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Release(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if got := port(); got != b.Port {
+		t.Fatalf("after switch port %d, want %d", got, b.Port)
+	}
+	var n int
+	if err := conn.QueryRow(ctx, "mystmt", 21).Scan(&n); err != nil || n != 42 {
+		t.Fatalf("prepared statement after move: %d, %v", n, err)
+	}
+	var app, tz string
+	if err := conn.QueryRow(ctx, "select current_setting('application_name'), current_setting('TimeZone')").Scan(&app, &tz); err != nil {
+		t.Fatal(err)
+	}
+	if app != "moved-app" || tz != "Asia/Tokyo" {
+		t.Fatalf("settings after move: application_name=%q TimeZone=%q", app, tz)
+	}
+	// Cancel reaches the new backend through the proxy's key.
+	// (pgx's context cancellation only sets a deadline; send the CancelRequest explicitly.)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+		defer ccancel()
+		conn.PgConn().CancelRequest(cctx)
+	}()
+	_, err = conn.Exec(ctx, "select pg_sleep(20)")
+	var pe *pgconn.PgError
+	if !errors.As(err, &pe) || pe.Code != "57014" {
+		t.Fatalf("cancelled query: %v, want SQLSTATE 57014", err)
+	}
+	if got := port(); got != b.Port {
+		t.Fatalf("after cancel port %d", got)
+	}
+}
+
+// TestHoldDeadlineCancels checks that a hold cancels a transaction still
+// running at its deadline, and that held sessions wait and then proceed.
+func TestHoldDeadlineCancels(t *testing.T) {
+	a := newServer(t)
+	p := startProxy(t, a, nil)
+	api := client.New(p.APIAddr(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	slow, err := pgx.Connect(ctx, proxyURL(p, "acme", "disable"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close(ctx)
+	idle, err := pgx.Connect(ctx, proxyURL(p, "acme", "disable"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close(ctx)
+	slowErr := make(chan error, 1)
+	go func() {
+		_, err := slow.Exec(ctx, "select pg_sleep(30)")
+		slowErr <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	hr, err := api.Hold(ctx, "acme", 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hr.Cancelled != 1 || hr.InFlight != 0 || hr.HeldSessions != 2 {
+		t.Fatalf("hold %+v: want 1 cancelled, 0 in flight, 2 sessions", hr)
+	}
+	var pe *pgconn.PgError
+	if err := <-slowErr; !errors.As(err, &pe) || pe.Code != "57014" {
+		t.Fatalf("slow query: %v, want 57014", err)
+	}
+	// A held session waits at its boundary until release.
+	var mu sync.Mutex
+	var got int
+	qdone := make(chan error, 1)
+	go func() {
+		var n int
+		err := idle.QueryRow(ctx, "select 7").Scan(&n)
+		mu.Lock()
+		got = n
+		mu.Unlock()
+		qdone <- err
+	}()
+	select {
+	case err := <-qdone:
+		t.Fatalf("query ran during hold: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	rs, err := api.Routes(ctx)
+	if err != nil || len(rs) != 1 || !rs[0].Held {
+		t.Fatalf("routes during hold: %+v %v", rs, err)
+	}
+	if err := api.Release(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-qdone; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if got != 7 {
+		t.Fatalf("got %d", got)
+	}
+	// The held query's latency includes the hold (≥ the 300 ms it waited).
+	ws, _ := api.Latency(ctx, "acme")
+	for _, w := range ws {
+		if w.Server == a.Addr() && w.P99MS < 300 {
+			t.Fatalf("latency window %+v does not include the held time", w)
+		}
+	}
+}

@@ -1,0 +1,129 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/sluicedb/sluice/proxy/client"
+)
+
+// TestClients runs psql, pgbench in every query mode and pgx (TLS on and off)
+// through one proxy, and checks the latency windows saw them.
+func TestClients(t *testing.T) {
+	srv := newServer(t)
+	pgbenchInit(t, srv, 1)
+	cert, key := writeCert(t)
+	p := startProxy(t, srv, func(c *Config) { c.TLSCert, c.TLSKey = cert, key })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	t.Run("psql", func(t *testing.T) {
+		out, err := pgBin(ctx, t, "psql", "-X", "-At", "-d", kv(p, "acme"), "-c", "select 40+2", "-c", "select current_database()")
+		if err != nil {
+			t.Fatalf("psql: %v\n%s", err, out)
+		}
+		if got := strings.TrimSpace(out); got != "42\npostgres" {
+			t.Fatalf("psql output %q", got)
+		}
+	})
+	for _, mode := range []string{"simple", "extended", "prepared"} {
+		t.Run("pgbench-"+mode, func(t *testing.T) {
+			out, err := pgBin(ctx, t, "pgbench", "-n", "-M", mode, "-c", "4", "-t", "50", "-d", kv(p, "acme"))
+			checkPgbench(t, out, err)
+		})
+	}
+	for _, ssl := range []string{"disable", "require"} {
+		t.Run("pgx-sslmode-"+ssl, func(t *testing.T) {
+			conn, err := pgx.Connect(ctx, proxyURL(p, "acme", ssl))
+			if err != nil {
+				t.Fatalf("pgx connect: %v", err)
+			}
+			defer conn.Close(ctx)
+			if tls := conn.PgConn().Conn().RemoteAddr(); tls == nil {
+				t.Fatal("no remote addr")
+			}
+			var n int
+			for i := 0; i < 20; i++ { // pgx prepares and caches named statements
+				if err := conn.QueryRow(ctx, "select $1::int + 1", i).Scan(&n); err != nil {
+					t.Fatal(err)
+				}
+				if n != i+1 {
+					t.Fatalf("got %d want %d", n, i+1)
+				}
+			}
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cnt int
+			if err := tx.QueryRow(ctx, "select count(*) from pgbench_branches").Scan(&cnt); err != nil {
+				t.Fatal(err)
+			}
+			if err := tx.Commit(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if cnt != 1 {
+				t.Fatalf("pgbench_branches has %d rows", cnt)
+			}
+		})
+	}
+
+	ws, err := client.New(p.APIAddr(), nil).Latency(ctx, "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pair *client.Window
+	for i := range ws {
+		if ws[i].Tenant == "acme" && ws[i].Server == srv.Addr() {
+			pair = &ws[i]
+		}
+	}
+	if pair == nil || pair.Count < 600 || pair.P50MS <= 0 || pair.P99MS < pair.P50MS || pair.WindowS != 3 {
+		t.Fatalf("latency windows %+v: want a pair window with ≥600 transactions", ws)
+	}
+}
+
+// TestWrongPasswordAndUnknownDatabase checks the SQLSTATEs clients see.
+func TestAuthErrors(t *testing.T) {
+	srv := newServer(t)
+	p := startProxy(t, srv, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cases := []struct {
+		name, url, code string
+	}{
+		{"wrong password", fmt.Sprintf("postgres://postgres:nope@%s/acme?sslmode=disable", p.Addr()), "28P01"},
+		{"unknown user", fmt.Sprintf("postgres://mallory:%s@%s/acme?sslmode=disable", testPassword, p.Addr()), "28P01"},
+		{"unknown database", proxyURL(p, "nosuchdb", "disable"), "3D000"},
+		{"ssl refused, client requires it", proxyURL(p, "acme", "require"), ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			conn, err := pgx.Connect(ctx, c.url)
+			if err == nil {
+				conn.Close(ctx)
+				t.Fatal("connected")
+			}
+			if c.code != "" && !strings.Contains(err.Error(), "SQLSTATE "+c.code) {
+				t.Fatalf("error %v: want SQLSTATE %s", err, c.code)
+			}
+		})
+	}
+	// sslmode=prefer: 'N', then plaintext works.
+	conn, err := pgx.Connect(ctx, proxyURL(p, "acme", "prefer"))
+	if err != nil {
+		t.Fatalf("sslmode=prefer: %v", err)
+	}
+	conn.Close(ctx)
+	var nc net.Conn
+	nc, err = net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+}
