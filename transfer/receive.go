@@ -1,0 +1,382 @@
+package transfer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Owner is the uid/gid that received files and directories are given.
+type Owner struct{ UID, GID int }
+
+// ReceiveOptions tune Receive. The zero value writes without fsync and
+// leaves ownership to the calling process.
+type ReceiveOptions struct {
+	// Fsync makes Receive fsync every file before closing it and every
+	// directory at the end, so the copy survives a crash of the target host.
+	Fsync bool
+	// Owner, if set, is given every file and directory created (and the
+	// destination itself); this needs root. For PostgreSQL data use
+	// pgcluster.OSUserIDs.
+	Owner *Owner
+	// Progress, if set, is updated live (BytesSent/FilesSent = written and verified).
+	Progress *Progress
+}
+
+// ReceiveStats describe a finished Receive.
+type ReceiveStats struct {
+	Files     int64         // regular files written and verified
+	Dirs      int64         // directories created
+	Bytes     int64         // file data bytes written
+	Documents []Document    // end-of-stream documents, also written as files
+	Skipped   []string      // files the sender found vanished
+	Duration  time.Duration // wall time of Receive
+}
+
+// Receive reads a transfer stream from r and writes it under dest, which is
+// created (mode 0700) if missing and must otherwise be empty. Every file's
+// length and CRC-32C are checked against its trailer and the stream's totals
+// against the end frame; documents are written as files, byte for byte.
+// Modes are taken from the stream (permission bits only).
+//
+// Errors name the file concerned and wrap ErrCorrupt, ErrChecksum,
+// ErrUnsafePath or ErrAborted where they apply. On error dest holds a partial
+// copy that the caller must discard. If r has SetReadDeadline (a net.Conn),
+// cancelling ctx interrupts a blocked read.
+func Receive(ctx context.Context, r io.Reader, dest string, opts ReceiveOptions) (ReceiveStats, error) {
+	start := time.Now()
+	if err := prepareDest(dest, opts.Owner); err != nil {
+		return ReceiveStats{}, err
+	}
+	if dl, ok := r.(interface{ SetReadDeadline(time.Time) error }); ok {
+		stop := context.AfterFunc(ctx, func() { dl.SetReadDeadline(time.Unix(1, 0)) })
+		defer func() {
+			if !stop() {
+				dl.SetReadDeadline(time.Time{})
+			}
+		}()
+	}
+	s := &diskSink{root: dest, owner: opts.Owner, fsync: opts.Fsync}
+	st, err := receive(ctx, r, s, opts.Progress)
+	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
+		err = fmt.Errorf("%w (%v)", ctx.Err(), err)
+	}
+	st.Duration = time.Since(start)
+	return st, err
+}
+
+func prepareDest(dest string, owner *Owner) error {
+	if err := os.MkdirAll(dest, 0o700); err != nil {
+		return fmt.Errorf("transfer: receive: %w", err)
+	}
+	des, err := os.ReadDir(dest)
+	if err != nil {
+		return fmt.Errorf("transfer: receive: %w", err)
+	}
+	if len(des) > 0 {
+		return fmt.Errorf("transfer: receive: destination %s is not empty", dest)
+	}
+	if err := os.Chmod(dest, 0o700); err != nil {
+		return fmt.Errorf("transfer: receive: %w", err)
+	}
+	if owner != nil {
+		if err := os.Chown(dest, owner.UID, owner.GID); err != nil {
+			return fmt.Errorf("transfer: receive: %w", err)
+		}
+	}
+	return nil
+}
+
+// sink is where a received stream lands; diskSink writes a directory tree,
+// tests and the fuzzer use memory.
+type sink interface {
+	mkdir(p string, mode fs.FileMode) error
+	create(p string, mode fs.FileMode) (fileSink, error)
+	document(p string, data []byte) error
+	finish() error
+}
+
+type fileSink interface {
+	Write(b []byte) (int, error)
+	Close() error
+}
+
+// receive runs the receiver's state machine over the frames of r.
+func receive(ctx context.Context, r io.Reader, s sink, prog *Progress) (ReceiveStats, error) {
+	var st ReceiveStats
+	if prog == nil {
+		prog = new(Progress)
+	}
+	dec := newDecoder(r)
+	if err := dec.readHeader(); err != nil {
+		return st, fmt.Errorf("transfer: receive: %w", err)
+	}
+	seen := make(map[string]bool)
+	var (
+		cur     fileSink
+		curPath string
+		curCRC  uint32
+		curLen  uint64
+	)
+	fail := func(err error) (ReceiveStats, error) {
+		if cur != nil {
+			cur.Close()
+		}
+		return st, err
+	}
+	corrupt := func(format string, args ...any) (ReceiveStats, error) {
+		return fail(fmt.Errorf("transfer: receive: %w: "+format, append([]any{ErrCorrupt}, args...)...))
+	}
+	claim := func(what, p string) error {
+		if err := checkPath(p); err != nil {
+			return fmt.Errorf("transfer: receive: %s: %w", what, err)
+		}
+		if seen[p] {
+			return fmt.Errorf("transfer: receive: %w: %s %s appears twice", ErrCorrupt, what, p)
+		}
+		seen[p] = true
+		return nil
+	}
+	for frames := 0; ; frames++ {
+		if frames&63 == 0 && ctx.Err() != nil {
+			return fail(ctx.Err())
+		}
+		f, err := dec.next()
+		if err != nil {
+			if cur != nil {
+				err = fmt.Errorf("in file %s: %w", curPath, err)
+			}
+			return fail(fmt.Errorf("transfer: receive: %w", err))
+		}
+		if cur != nil && f.typ != frameChunk && f.typ != frameTrailer && f.typ != frameAbort {
+			return corrupt("frame %q inside file %s", f.typ, curPath)
+		}
+		switch f.typ {
+		case frameDir:
+			if err := claim("directory", f.path); err != nil {
+				return fail(err)
+			}
+			if err := s.mkdir(f.path, fs.FileMode(f.mode).Perm()); err != nil {
+				return fail(err)
+			}
+			st.Dirs++
+		case frameFile:
+			if err := claim("file", f.path); err != nil {
+				return fail(err)
+			}
+			if cur, err = s.create(f.path, fs.FileMode(f.mode).Perm()); err != nil {
+				return fail(err)
+			}
+			curPath, curCRC, curLen = f.path, 0, 0
+		case frameChunk:
+			if cur == nil {
+				return corrupt("data chunk outside a file")
+			}
+			curCRC = crc32.Update(curCRC, castagnoli, f.data)
+			if _, err := cur.Write(f.data); err != nil {
+				return fail(fmt.Errorf("transfer: receive: write %s: %w", curPath, err))
+			}
+			curLen += uint64(len(f.data))
+			prog.BytesSent.Add(int64(len(f.data)))
+		case frameTrailer:
+			if cur == nil {
+				return corrupt("file trailer outside a file")
+			}
+			if f.size != curLen {
+				return corrupt("file %s: trailer says %d bytes, received %d", curPath, f.size, curLen)
+			}
+			if f.crc != curCRC {
+				return fail(fmt.Errorf("transfer: receive: file %s: %w (sent crc32c %08x, received %08x)", curPath, ErrChecksum, f.crc, curCRC))
+			}
+			err := cur.Close()
+			cur = nil
+			if err != nil {
+				return fail(fmt.Errorf("transfer: receive: close %s: %w", curPath, err))
+			}
+			st.Files++
+			st.Bytes += int64(curLen)
+			prog.FilesSent.Add(1)
+		case frameSkipped:
+			if err := checkPath(f.path); err != nil {
+				return fail(fmt.Errorf("transfer: receive: skipped file: %w", err))
+			}
+			st.Skipped = append(st.Skipped, f.path)
+		case frameDocument:
+			if err := claim("document", f.path); err != nil {
+				return fail(err)
+			}
+			if crc32.Checksum(f.data, castagnoli) != f.crc {
+				return fail(fmt.Errorf("transfer: receive: document %s: %w", f.path, ErrChecksum))
+			}
+			data := append([]byte(nil), f.data...)
+			if err := s.document(f.path, data); err != nil {
+				return fail(err)
+			}
+			st.Documents = append(st.Documents, Document{Name: f.path, Data: data})
+		case frameAbort:
+			where := ""
+			if cur != nil {
+				where = " during file " + curPath
+			}
+			return fail(fmt.Errorf("transfer: receive: %w%s: %s", ErrAborted, where, f.path))
+		case frameEnd:
+			want := totals{Files: uint64(st.Files), Dirs: uint64(st.Dirs), Bytes: uint64(st.Bytes), Documents: uint64(len(st.Documents)), Skipped: uint64(len(st.Skipped))}
+			if f.totals != want {
+				return corrupt("end frame totals %+v, received %+v", f.totals, want)
+			}
+			if err := s.finish(); err != nil {
+				return fail(err)
+			}
+			return st, nil
+		}
+	}
+}
+
+// diskSink writes the received tree under root.
+type diskSink struct {
+	root  string
+	owner *Owner
+	fsync bool
+	dirs  []string // created directories, fsynced at finish
+}
+
+func (d *diskSink) full(p string) string { return filepath.Join(d.root, filepath.FromSlash(p)) }
+
+// parents creates the missing parents of full (mode 0700, owned by owner).
+func (d *diskSink) parents(full string) error {
+	dir := filepath.Dir(full)
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	if err := d.parents(dir); err != nil {
+		return err
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("transfer: receive: %w", err)
+	}
+	d.dirs = append(d.dirs, dir)
+	return d.chown(dir)
+}
+
+func (d *diskSink) chown(full string) error {
+	if d.owner == nil {
+		return nil
+	}
+	if err := os.Lchown(full, d.owner.UID, d.owner.GID); err != nil {
+		return fmt.Errorf("transfer: receive: %w", err)
+	}
+	return nil
+}
+
+func (d *diskSink) mkdir(p string, mode fs.FileMode) error {
+	full := d.full(p)
+	err := os.Mkdir(full, mode)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = d.parents(full); err == nil {
+			err = os.Mkdir(full, mode)
+		}
+	}
+	if errors.Is(err, fs.ErrExist) {
+		if info, serr := os.Lstat(full); serr == nil && info.IsDir() {
+			err = nil // made earlier as a missing parent
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("transfer: receive: directory %s: %w", p, err)
+	}
+	if err := os.Chmod(full, mode); err != nil { // umask-proof
+		return fmt.Errorf("transfer: receive: directory %s: %w", p, err)
+	}
+	d.dirs = append(d.dirs, full)
+	return d.chown(full)
+}
+
+type diskFile struct {
+	f     *os.File
+	fsync bool
+}
+
+func (f *diskFile) Write(b []byte) (int, error) { return f.f.Write(b) }
+
+func (f *diskFile) Close() error {
+	if f.fsync {
+		if err := f.f.Sync(); err != nil {
+			f.f.Close()
+			return err
+		}
+	}
+	return f.f.Close()
+}
+
+func (d *diskSink) open(p string, mode fs.FileMode) (*os.File, error) {
+	full := d.full(p)
+	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	f, err := os.OpenFile(full, flags, mode)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err = d.parents(full); err == nil {
+			f, err = os.OpenFile(full, flags, mode)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("transfer: receive: file %s: %w", p, err)
+	}
+	if err := f.Chmod(mode); err != nil { // umask-proof
+		f.Close()
+		return nil, fmt.Errorf("transfer: receive: file %s: %w", p, err)
+	}
+	if d.owner != nil {
+		if err := f.Chown(d.owner.UID, d.owner.GID); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("transfer: receive: file %s: %w", p, err)
+		}
+	}
+	return f, nil
+}
+
+func (d *diskSink) create(p string, mode fs.FileMode) (fileSink, error) {
+	f, err := d.open(p, mode)
+	if err != nil {
+		return nil, err
+	}
+	return &diskFile{f: f, fsync: d.fsync}, nil
+}
+
+func (d *diskSink) document(p string, data []byte) error {
+	f, err := d.open(p, 0o600)
+	if err != nil {
+		return err
+	}
+	df := &diskFile{f: f, fsync: d.fsync}
+	if _, err := f.Write(data); err != nil {
+		df.Close()
+		return fmt.Errorf("transfer: receive: document %s: %w", p, err)
+	}
+	if err := df.Close(); err != nil {
+		return fmt.Errorf("transfer: receive: document %s: %w", p, err)
+	}
+	return nil
+}
+
+func (d *diskSink) finish() error {
+	if !d.fsync {
+		return nil
+	}
+	for _, dir := range append(d.dirs, d.root) {
+		f, err := os.Open(dir)
+		if err != nil {
+			return fmt.Errorf("transfer: receive: fsync %s: %w", dir, err)
+		}
+		err = f.Sync()
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("transfer: receive: fsync %s: %w", dir, err)
+		}
+	}
+	return nil
+}
