@@ -80,8 +80,9 @@ func PIDRadius(g float64, window int, kp, ki, kd float64) float64 {
 	return r
 }
 
-// ProposePID proposes velocity-form PID gains for a plant of fitted gain G
-// (seconds of latency per byte/s), a setpoint, the controller's max rate
+// ProposePID proposes velocity-form PID gains for a plant of gain G at the
+// operating point (seconds of latency per byte/s: Queue.GainAt(setpoint) for
+// a plant that bends, FitGain's slope for one that does not), a setpoint, the controller's max rate
 // (bytes/s) and the latency window in steps (1 when the process variable is
 // the last step's latency; 3 for Slacker's 3 s window at 1 s steps).
 //

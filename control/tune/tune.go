@@ -28,49 +28,64 @@ var ErrNoGain = errors.New("latency does not rise with rate")
 // (seconds per byte/s), the intercept (seconds: the latency at rate 0) and
 // R² of the fit in [0, 1].
 //
+// G is the average slope over the profiled range. A server's latency bends
+// upward near its knee, where setpoints usually sit, so a line fitted over low
+// rates underestimates the gain there; when the plant bends, use FitQueue and
+// Queue.GainAt(setpoint) instead 
+//
 // It fails on fewer than 3 points, mismatched lengths, non-finite or negative
 // inputs, or fewer than 2 distinct rates; it returns the fit together with an
 // error wrapping ErrNoGain when G <= 0.
 func FitGain(rates, latencies []float64) (G, intercept, r2 float64, err error) {
-	if len(rates) != len(latencies) {
-		return 0, 0, 0, fmt.Errorf("tune: fit gain: %d rates but %d latencies", len(rates), len(latencies))
-	}
-	n := len(rates)
-	if n < 3 {
-		return 0, 0, 0, fmt.Errorf("tune: fit gain: need at least 3 (rate, latency) points, got %d", n)
-	}
-	var mx, my float64
-	for i := range rates {
+	for i := range min(len(rates), len(latencies)) {
 		x, y := rates[i], latencies[i]
 		if !finite(x) || !finite(y) || x < 0 || y < 0 {
 			return 0, 0, 0, fmt.Errorf("tune: fit gain: point %d (rate=%v, latency=%v) must be finite and >= 0", i, x, y)
 		}
-		mx += x
-		my += y
 	}
-	mx /= float64(n)
-	my /= float64(n)
-	var sxx, sxy, syy float64
-	for i := range rates {
-		dx, dy := rates[i]-mx, latencies[i]-my
-		sxx += dx * dx
-		sxy += dx * dy
-		syy += dy * dy
-	}
-	if sxx == 0 {
-		return 0, 0, 0, fmt.Errorf("tune: fit gain: all %d runs used the same rate; need at least 2 distinct rates", n)
-	}
-	G = sxy / sxx
-	intercept = my - G*mx
-	if syy == 0 {
-		r2 = 0 // latency constant: the line explains nothing
-	} else {
-		r2 = sxy * sxy / (sxx * syy)
+	G, intercept, r2, err = ols(rates, latencies)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("tune: fit gain: %w", err)
 	}
 	if G <= 0 {
 		return G, intercept, r2, fmt.Errorf("tune: fit gain: G=%.3g s per byte/s: %w", G, ErrNoGain)
 	}
 	return G, intercept, r2, nil
+}
+
+// ols fits y = intercept + slope·x by ordinary least squares and returns R²
+// (0 when y is constant). It needs >= 3 pairs and >= 2 distinct x.
+func ols(x, y []float64) (slope, intercept, r2 float64, err error) {
+	if len(x) != len(y) {
+		return 0, 0, 0, fmt.Errorf("%d rates but %d latencies", len(x), len(y))
+	}
+	n := len(x)
+	if n < 3 {
+		return 0, 0, 0, fmt.Errorf("need at least 3 (rate, latency) points, got %d", n)
+	}
+	var mx, my float64
+	for i := range x {
+		mx += x[i]
+		my += y[i]
+	}
+	mx /= float64(n)
+	my /= float64(n)
+	var sxx, sxy, syy float64
+	for i := range x {
+		dx, dy := x[i]-mx, y[i]-my
+		sxx += dx * dx
+		sxy += dx * dy
+		syy += dy * dy
+	}
+	if sxx == 0 {
+		return 0, 0, 0, fmt.Errorf("all %d runs used the same rate; need at least 2 distinct rates", n)
+	}
+	slope = sxy / sxx
+	intercept = my - slope*mx
+	if syy > 0 {
+		r2 = sxy * sxy / (sxx * syy)
+	}
+	return slope, intercept, r2, nil
 }
 
 // Pole returns the closed-loop pole p = 1 − K·G of Aqueduct's integral

@@ -173,3 +173,57 @@ func TestProposePIDErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestFitQueue(t *testing.T) {
+	// L = 4 ms / (1 − r/12.5 MB/s), sampled at low rates only (as a profile
+	// that stays clear of the knee would be).
+	q0 := Queue{L0: 0.004, Capacity: 12.5e6}
+	var rates, lats []float64
+	for _, r := range []float64{1.2e6, 2.4e6, 3.6e6, 4.8e6, 6e6} {
+		rates = append(rates, r)
+		lats = append(lats, q0.Latency(r))
+	}
+	q, err := FitQueue(rates, lats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(q.L0-q0.L0)/q0.L0 > 1e-9 || math.Abs(q.Capacity-q0.Capacity)/q0.Capacity > 1e-9 || q.R2 < 0.999999 {
+		t.Fatalf("fit %+v, want %+v", q, q0)
+	}
+	sp := 0.030
+	if r := q.RateAt(sp); math.Abs(q.Latency(r)-sp) > 1e-12 {
+		t.Fatalf("RateAt(%v)=%v gives latency %v", sp, r, q.Latency(r))
+	}
+	// The local gain at the setpoint is the derivative there, and far above
+	// the straight line's slope over the profiled range.
+	h := 1e3
+	num := (q.Latency(q.RateAt(sp)+h) - q.Latency(q.RateAt(sp)-h)) / (2 * h)
+	if math.Abs(q.GainAt(sp)-num)/num > 1e-4 {
+		t.Fatalf("GainAt=%v, numeric derivative %v", q.GainAt(sp), num)
+	}
+	G, _, _, err := FitGain(rates, lats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.GainAt(sp) < 10*G {
+		t.Fatalf("local gain %v should dwarf the low-rate slope %v near the knee", q.GainAt(sp), G)
+	}
+	if q.RateAt(q0.L0/2) != 0 || !math.IsInf(q.Latency(2*q.Capacity), 1) {
+		t.Fatal("RateAt below L0 must be 0 and Latency beyond capacity +Inf")
+	}
+	for _, tc := range []struct {
+		name       string
+		rates, lat []float64
+		noGain     bool
+	}{
+		{"zero latency", []float64{1, 2, 3}, []float64{1, 0, 3}, false},
+		{"negative rate", []float64{-1, 2, 3}, []float64{1, 2, 3}, false},
+		{"too few", []float64{1, 2}, []float64{1, 2}, false},
+		{"falling latency", []float64{1, 2, 3}, []float64{3, 2, 1}, true},
+	} {
+		_, err := FitQueue(tc.rates, tc.lat)
+		if err == nil || errors.Is(err, ErrNoGain) != tc.noGain {
+			t.Errorf("%s: err=%v, want error (ErrNoGain=%v)", tc.name, err, tc.noGain)
+		}
+	}
+}
