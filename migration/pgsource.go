@@ -1,0 +1,530 @@
+package migration
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/sluicedb/sluice/pgcluster"
+)
+
+// LocalSource is the Source of a tenant whose postmaster runs on this host.
+// It keeps one persistent connection to the tenant (over its Unix socket, which
+// the read-only fence leaves open) so that HANDOVER pays no connection set-up.
+// Safe for concurrent use.
+type LocalSource struct {
+	C *pgcluster.Cluster
+	// RetireGrace is how long Retire keeps the old data directory (renamed to
+	// <dir>.retired) before removing it; 0 removes it at once. The removal
+	// timer lives in this process only: RemoveRetired sweeps after a restart.
+	RetireGrace time.Duration
+	// ReplicationUser is the role a standby streams as (default: the superuser).
+	ReplicationUser string
+
+	mu   sync.Mutex
+	conn *pgx.Conn
+}
+
+// NewLocalSource returns the Source for cluster c.
+func NewLocalSource(c *pgcluster.Cluster) *LocalSource { return &LocalSource{C: c} }
+
+var _ Source = (*LocalSource)(nil)
+
+// socketConnString connects over the cluster's Unix socket (in its data
+// directory), as the superuser, to database db.
+func socketConnString(c *pgcluster.Cluster, db string) string {
+	return fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=disable", c.Dir, c.Port, c.Options().SuperUser, db)
+}
+
+// withConn runs f on the persistent connection, (re)opening it if needed. A
+// failed f closes the connection so the next call reconnects.
+func (s *LocalSource) withConn(ctx context.Context, f func(*pgx.Conn) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn == nil || s.conn.IsClosed() {
+		c, err := pgx.Connect(ctx, socketConnString(s.C, "postgres"))
+		if err != nil {
+			return err
+		}
+		s.conn = c
+	}
+	err := f(s.conn)
+	if err != nil && (s.conn.IsClosed() || s.conn.PgConn().IsBusy() || ctx.Err() != nil || isConnErr(err)) {
+		s.conn.Close(context.Background())
+		s.conn = nil
+	}
+	return err
+}
+
+func isConnErr(err error) bool {
+	var pe interface{ SQLState() string }
+	if errors.As(err, &pe) {
+		st := pe.SQLState()
+		return strings.HasPrefix(st, "08") || strings.HasPrefix(st, "57") // connection / operator intervention
+	}
+	return true
+}
+
+// Close closes the persistent connection.
+func (s *LocalSource) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.conn != nil {
+		s.conn.Close(context.Background())
+		s.conn = nil
+	}
+	return nil
+}
+
+// Info reads the server version and wal_level and sizes the data directory.
+func (s *LocalSource) Info(ctx context.Context) (SourceInfo, error) {
+	var si SourceInfo
+	err := s.withConn(ctx, func(c *pgx.Conn) error {
+		var v int
+		if err := c.QueryRow(ctx, "SELECT current_setting('server_version_num')::int, current_setting('wal_level')").Scan(&v, &si.WALLevel); err != nil {
+			return err
+		}
+		si.Major = v / 10000
+		return nil
+	})
+	if err != nil {
+		return si, fmt.Errorf("migration: source info: %w", err)
+	}
+	if si.DataBytes, err = dirSize(s.C.Dir, hotEmptyDirs); err != nil {
+		return si, fmt.Errorf("migration: source info: %w", err)
+	}
+	return si, nil
+}
+
+// PrimaryConnInfo is the conninfo a standby on another host uses (TCP).
+func (s *LocalSource) PrimaryConnInfo() string {
+	u := s.ReplicationUser
+	if u == "" {
+		u = s.C.Options().SuperUser
+	}
+	ci := fmt.Sprintf("host=%s port=%d user=%s application_name=sluice", s.C.Host, s.C.Port, u)
+	if pw := s.C.Options().Password; pw != "" {
+		ci += " password=" + pw
+	}
+	return ci
+}
+
+// CreateSlot drops a slot of that name if any, then creates it reserving WAL now.
+func (s *LocalSource) CreateSlot(ctx context.Context, name string) (LSN, error) {
+	var lsn string
+	err := s.withConn(ctx, func(c *pgx.Conn) error {
+		if _, err := c.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active", name); err != nil {
+			return err
+		}
+		return c.QueryRow(ctx, "SELECT lsn::text FROM pg_create_physical_replication_slot($1, true)", name).Scan(&lsn)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("migration: create slot %s: %w", name, err)
+	}
+	return ParseLSN(lsn)
+}
+
+// DropSlot drops the slot if it exists; a stopped source has nothing to drop
+// from (its directory goes with Retire).
+func (s *LocalSource) DropSlot(ctx context.Context, name string) error {
+	if !s.C.Running() {
+		return nil
+	}
+	err := s.withConn(ctx, func(c *pgx.Conn) error {
+		// A walsender may still hold the slot for a moment after its standby
+		// stopped: end it first.
+		if _, err := c.Exec(ctx, "SELECT pg_terminate_backend(active_pid, 2000) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL", name); err != nil {
+			return err
+		}
+		_, err := c.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", name)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("migration: drop slot %s: %w", name, err)
+	}
+	return nil
+}
+
+// SendSnapshot takes an online backup: pg_backup_start in a dedicated session,
+// the data directory (pg_basebackup's exclusions) streamed to w through lim,
+// pg_backup_stop in the same session, and backup_label (and tablespace_map)
+// sent last.
+func (s *LocalSource) SendSnapshot(ctx context.Context, w io.Writer, lim Limiter, done func(int64)) (SnapshotInfo, error) {
+	var info SnapshotInfo
+	conn, err := pgx.Connect(ctx, socketConnString(s.C, "postgres"))
+	if err != nil {
+		return info, fmt.Errorf("migration: snapshot: %w", err)
+	}
+	defer conn.Close(context.Background())
+	var start string
+	if err := conn.QueryRow(ctx, "SELECT pg_backup_start('sluice', true)::text").Scan(&start); err != nil {
+		return info, fmt.Errorf("migration: snapshot: backup start: %w", err)
+	}
+	if info.StartLSN, err = ParseLSN(start); err != nil {
+		return info, err
+	}
+	sw := &streamWriter{ctx: ctx, w: w, lim: lim, done: done}
+	err = sendDir(ctx, s.C.Dir, sw, hotEmptyDirs, func() ([][2]string, error) {
+		var label, spc string
+		if err := conn.QueryRow(ctx, "SELECT labelfile, coalesce(spcmapfile, '') FROM pg_backup_stop(false)").Scan(&label, &spc); err != nil {
+			return nil, fmt.Errorf("migration: snapshot: backup stop: %w", err)
+		}
+		docs := [][2]string{{"backup_label", label}}
+		if spc != "" {
+			docs = append(docs, [2]string{"tablespace_map", spc})
+		}
+		return docs, nil
+	})
+	info.Bytes = sw.n
+	return info, err
+}
+
+// SendCold streams the stopped source's directory, WAL included.
+func (s *LocalSource) SendCold(ctx context.Context, w io.Writer, lim Limiter, done func(int64)) (int64, error) {
+	if s.C.Running() {
+		return 0, fmt.Errorf("migration: cold copy: source %s is running", s.C.Dir)
+	}
+	sw := &streamWriter{ctx: ctx, w: w, lim: lim, done: done}
+	err := sendDir(ctx, s.C.Dir, sw, coldEmptyDirs, nil)
+	return sw.n, err
+}
+
+// BufferBlocks lists the source's shared buffers (pg_buffercache) in every
+// database, sorted. It creates the pg_buffercache extension in database
+// postgres and pg_prewarm in every database that has cached blocks: WAL
+// carries them to the standby, which cannot create extensions itself.
+func (s *LocalSource) BufferBlocks(ctx context.Context) ([]Block, error) {
+	var out []Block
+	err := s.withConn(ctx, func(c *pgx.Conn) error {
+		if _, err := c.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_buffercache"); err != nil {
+			return err
+		}
+		rows, err := c.Query(ctx, `SELECT reldatabase::int8, reltablespace::int8, relfilenode::int8, relforknumber, relblocknumber::int8
+			FROM pg_buffercache WHERE relfilenode IS NOT NULL AND reldatabase <> 0
+			ORDER BY 1, 2, 3, 4, 5`)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var b Block
+			var db, ts, fn, blk int64
+			if err := rows.Scan(&db, &ts, &fn, &b.Fork, &blk); err != nil {
+				return err
+			}
+			b.Database, b.Tablespace, b.Filenode, b.Block = uint32(db), uint32(ts), uint32(fn), uint32(blk)
+			out = append(out, b)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		var names []string
+		rows, err = c.Query(ctx, "SELECT datname FROM pg_database WHERE datallowconn AND oid = ANY($1::oid[])", dbOIDs(out))
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var n string
+			if err := rows.Scan(&n); err != nil {
+				return err
+			}
+			names = append(names, n)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, n := range names {
+			dc, err := pgx.Connect(ctx, socketConnString(s.C, n))
+			if err != nil {
+				return err
+			}
+			_, err = dc.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_prewarm")
+			dc.Close(context.Background())
+			if err != nil {
+				return fmt.Errorf("database %s: %w", n, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("migration: buffer blocks: %w", err)
+	}
+	return out, nil
+}
+
+func dbOIDs(bs []Block) []int64 {
+	var out []int64
+	for i, b := range bs {
+		if i == 0 || b.Database != bs[i-1].Database {
+			out = append(out, int64(b.Database))
+		}
+	}
+	return out
+}
+
+// FlushLSN returns pg_current_wal_flush_lsn().
+func (s *LocalSource) FlushLSN(ctx context.Context) (LSN, error) {
+	var l string
+	err := s.withConn(ctx, func(c *pgx.Conn) error {
+		return c.QueryRow(ctx, "SELECT pg_current_wal_flush_lsn()::text").Scan(&l)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("migration: flush lsn: %w", err)
+	}
+	return ParseLSN(l)
+}
+
+const unfencedHBA = "pg_hba.conf.sluice-unfenced"
+
+// Fence makes the source refuse writes.
+//
+// FenceReadOnly: pg_hba.conf keeps only local (Unix socket) and replication
+// lines (the original is saved as pg_hba.conf.sluice-unfenced), ALTER SYSTEM
+// SET default_transaction_read_only = on, reload; once this session sees the
+// new setting the postmaster has reloaded too, so no client can connect over
+// TCP any more; then every other client backend is terminated (waiting for
+// each to exit). Every acknowledged commit (synchronous_commit = on) is now at
+// or below the flush LSN, which is returned.
+//
+// FenceStop: fast shutdown (SIGINT to the postmaster, as pg_ctl stop -m fast)
+// and a tight wait for it to exit; the shutdown checkpoint is streamed to the
+// standby before the walsender exits. Returns the shutdown checkpoint's LSN
+// + 1: a standby that replayed past it has every record.
+func (s *LocalSource) Fence(ctx context.Context, mode FenceMode) (LSN, error) {
+	switch mode {
+	case FenceStop:
+		return s.fenceStop(ctx)
+	case FenceReadOnly:
+		return s.fenceReadOnly(ctx)
+	}
+	return 0, fmt.Errorf("migration: fence: unknown mode %q", mode)
+}
+
+func (s *LocalSource) fenceStop(ctx context.Context) (LSN, error) {
+	s.Close()
+	pid, err := s.C.PID()
+	if err == nil && syscall.Kill(pid, 0) == nil {
+		if err := syscall.Kill(pid, syscall.SIGINT); err != nil {
+			return 0, fmt.Errorf("migration: fence stop: %w", err)
+		}
+		for syscall.Kill(pid, 0) == nil {
+			select {
+			case <-ctx.Done():
+				return 0, fmt.Errorf("migration: fence stop: %w", ctx.Err())
+			case <-time.After(time.Millisecond):
+			}
+		}
+	}
+	ckpt, state, err := readControl(s.C.Dir)
+	if err != nil {
+		return 0, fmt.Errorf("migration: fence stop: %w", err)
+	}
+	if state != dbShutdowned {
+		return 0, fmt.Errorf("migration: fence stop: source not cleanly shut down (pg_control state %d)", state)
+	}
+	return ckpt + 1, nil
+}
+
+// pg_control's DBState for a clean shutdown (DB_SHUTDOWNED).
+const dbShutdowned = 1
+
+// readControl reads the latest checkpoint location and the cluster state from
+// global/pg_control (PostgreSQL 15 layout: system_identifier u64,
+// pg_control_version u32, catalog_version_no u32, state i32, pad, time i64,
+// checkPoint u64 — little-endian on this host).
+func readControl(dir string) (LSN, int, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "global", "pg_control"))
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(b) < 40 {
+		return 0, 0, errors.New("pg_control too short")
+	}
+	if v := binary.LittleEndian.Uint32(b[8:]); v != 1300 {
+		return 0, 0, fmt.Errorf("pg_control version %d, want 1300 (PostgreSQL 15)", v)
+	}
+	return LSN(binary.LittleEndian.Uint64(b[32:])), int(int32(binary.LittleEndian.Uint32(b[16:]))), nil
+}
+
+func (s *LocalSource) fenceReadOnly(ctx context.Context) (LSN, error) {
+	hba := filepath.Join(s.C.Dir, "pg_hba.conf")
+	saved := filepath.Join(s.C.Dir, unfencedHBA)
+	if _, err := os.Stat(saved); errors.Is(err, os.ErrNotExist) {
+		orig, err := os.ReadFile(hba)
+		if err != nil {
+			return 0, fmt.Errorf("migration: fence: %w", err)
+		}
+		if err := s.C.WriteFile(unfencedHBA, string(orig)); err != nil {
+			return 0, fmt.Errorf("migration: fence: %w", err)
+		}
+	}
+	orig, err := os.ReadFile(saved)
+	if err != nil {
+		return 0, fmt.Errorf("migration: fence: %w", err)
+	}
+	if err := s.C.WriteFile("pg_hba.conf", fencedHBA(string(orig))); err != nil {
+		return 0, fmt.Errorf("migration: fence: %w", err)
+	}
+	var lsn string
+	err = s.withConn(ctx, func(c *pgx.Conn) error {
+		if _, err := c.Exec(ctx, "ALTER SYSTEM SET default_transaction_read_only = on"); err != nil {
+			return err
+		}
+		if _, err := c.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+			return err
+		}
+		for i := 0; ; i++ {
+			var ro string
+			if err := c.QueryRow(ctx, "SHOW default_transaction_read_only").Scan(&ro); err != nil {
+				return err
+			}
+			if ro == "on" {
+				break
+			}
+			if i > 5000 {
+				return errors.New("configuration reload not seen after 5 s")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		for i := 0; ; i++ {
+			var left int
+			err := c.QueryRow(ctx, `SELECT count(*) FILTER (WHERE NOT pg_terminate_backend(pid, 5000))
+				FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()`).Scan(&left)
+			if err != nil {
+				return err
+			}
+			var n int
+			if err := c.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()").Scan(&n); err != nil {
+				return err
+			}
+			if n == 0 {
+				break
+			}
+			if i > 20 {
+				return fmt.Errorf("%d client backends survive termination", n)
+			}
+		}
+		return c.QueryRow(ctx, "SELECT pg_current_wal_flush_lsn()::text").Scan(&lsn)
+	})
+	if err != nil {
+		return 0, fmt.Errorf("migration: fence read-only: %w", err)
+	}
+	return ParseLSN(lsn)
+}
+
+// fencedHBA keeps the local and replication lines of a pg_hba.conf.
+func fencedHBA(orig string) string {
+	var b strings.Builder
+	b.WriteString("# fenced by sluice: only local and replication connections\n")
+	for _, line := range strings.Split(orig, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && !strings.HasPrefix(f[0], "#") && (f[0] == "local" || f[1] == "replication") {
+			b.WriteString(line + "\n")
+		}
+	}
+	return b.String()
+}
+
+// Unfence restarts a stopped source, or lifts a read-only fence: restores
+// pg_hba.conf, resets default_transaction_read_only, reloads.
+func (s *LocalSource) Unfence(ctx context.Context) error {
+	saved := filepath.Join(s.C.Dir, unfencedHBA)
+	orig, rerr := os.ReadFile(saved)
+	if rerr == nil {
+		if err := s.C.WriteFile("pg_hba.conf", string(orig)); err != nil {
+			return fmt.Errorf("migration: unfence: %w", err)
+		}
+	}
+	if !s.C.Running() {
+		if err := s.resetAutoConf(); err != nil {
+			return fmt.Errorf("migration: unfence: %w", err)
+		}
+		if err := s.C.Start(ctx); err != nil {
+			return fmt.Errorf("migration: unfence: %w", err)
+		}
+	} else {
+		err := s.withConn(ctx, func(c *pgx.Conn) error {
+			if _, err := c.Exec(ctx, "ALTER SYSTEM RESET default_transaction_read_only"); err != nil {
+				return err
+			}
+			_, err := c.Exec(ctx, "SELECT pg_reload_conf()")
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("migration: unfence: %w", err)
+		}
+	}
+	if rerr == nil {
+		os.Remove(saved)
+	}
+	return nil
+}
+
+// resetAutoConf removes a read-only fence from postgresql.auto.conf of a
+// stopped source (ALTER SYSTEM RESET needs a running server).
+func (s *LocalSource) resetAutoConf() error {
+	p := filepath.Join(s.C.Dir, "postgresql.auto.conf")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "default_transaction_read_only") {
+			out = append(out, line)
+		}
+	}
+	return s.C.WriteFile("postgresql.auto.conf", strings.Join(out, "\n"))
+}
+
+// Retire stops the source for good and removes (or, with RetireGrace, renames
+// and later removes) its data directory.
+func (s *LocalSource) Retire(ctx context.Context) error {
+	s.Close()
+	if err := s.C.Stop(ctx, pgcluster.Fast); err != nil {
+		return fmt.Errorf("migration: retire: %w", err)
+	}
+	if _, err := os.Stat(s.C.Dir); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if s.RetireGrace <= 0 {
+		if err := os.RemoveAll(s.C.Dir); err != nil {
+			return fmt.Errorf("migration: retire: %w", err)
+		}
+		return nil
+	}
+	old := s.C.Dir + ".retired-" + strconv.FormatInt(time.Now().Unix(), 10)
+	if err := os.Rename(s.C.Dir, old); err != nil {
+		return fmt.Errorf("migration: retire: %w", err)
+	}
+	time.AfterFunc(s.RetireGrace, func() { os.RemoveAll(old) })
+	return nil
+}
+
+// RemoveRetired removes directories next to dir that Retire renamed more than
+// grace ago (for an agent that restarted while a grace timer was pending).
+func RemoveRetired(dir string, grace time.Duration, now time.Time) error {
+	ms, err := filepath.Glob(dir + ".retired-*")
+	if err != nil {
+		return err
+	}
+	for _, m := range ms {
+		ts, err := strconv.ParseInt(m[strings.LastIndex(m, "-")+1:], 10, 64)
+		if err != nil || now.Sub(time.Unix(ts, 0)) < grace {
+			continue
+		}
+		if err := os.RemoveAll(m); err != nil {
+			return fmt.Errorf("migration: remove retired %s: %w", m, err)
+		}
+	}
+	return nil
+}

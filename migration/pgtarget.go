@@ -1,0 +1,552 @@
+package migration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/sluicedb/sluice/pgcluster"
+)
+
+// LocalTarget is the Target on this host: tenant directories under Root,
+// PostgreSQL run through pgcluster. It keeps one persistent connection per
+// migration to the standby (over its Unix socket) for positions, replay waits
+// and promotion. The agent wraps it in HTTP for remote use. Safe for
+// concurrent use.
+type LocalTarget struct {
+	// Root is the directory tenant directories are created in (must exist).
+	Root string
+	// Options for the clusters it runs (BinDir, OSUser, ListenAddr, SuperUser,
+	// Password); Port is ignored (Reserve picks one).
+	Options pgcluster.Options
+	// Settings override postgresql.conf settings copied from the source
+	// (e.g. a different shared_buffers on this server).
+	Settings map[string]string
+	// PollInterval is the sleep between polls of replay position and
+	// pg_is_in_recovery() during HANDOVER (default 1 ms).
+	PollInterval time.Duration
+
+	mu    sync.Mutex
+	conns map[string]*pgx.Conn // by migration ID
+	ports map[string]int       // reserved, by migration ID
+}
+
+var _ Target = (*LocalTarget)(nil)
+
+// NewLocalTarget returns a LocalTarget creating tenant directories under root.
+func NewLocalTarget(root string, o pgcluster.Options) *LocalTarget {
+	return &LocalTarget{Root: root, Options: o}
+}
+
+func (t *LocalTarget) poll() time.Duration {
+	if t.PollInterval > 0 {
+		return t.PollInterval
+	}
+	return time.Millisecond
+}
+
+// dirFor is the deterministic directory of migration m on this target.
+func (t *LocalTarget) dirFor(m Record) string {
+	return filepath.Join(t.Root, fmt.Sprintf("%s-%s", m.Tenant, m.ID))
+}
+
+func (t *LocalTarget) cluster(m Record) (*pgcluster.Cluster, error) {
+	if m.TargetDir == "" || m.TargetPort == 0 {
+		return nil, fmt.Errorf("migration: target: migration %s has no reserved directory", m.ID)
+	}
+	o := t.Options
+	o.Port = m.TargetPort
+	return pgcluster.Open(m.TargetDir, o)
+}
+
+// Info reports the major version of this host's PostgreSQL and the free space under Root.
+func (t *LocalTarget) Info(ctx context.Context, tenant string) (TargetInfo, error) {
+	var ti TargetInfo
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(t.Root, &st); err != nil {
+		return ti, fmt.Errorf("migration: target info: %w", err)
+	}
+	ti.FreeBytes = int64(st.Bavail) * int64(st.Bsize)
+	bin := t.Options.BinDir
+	if bin == "" {
+		bin = pgcluster.DefaultBinDir
+	}
+	out, err := runVersion(ctx, bin)
+	if err != nil {
+		return ti, fmt.Errorf("migration: target info: %w", err)
+	}
+	ti.Major = out
+	return ti, nil
+}
+
+// runVersion returns the major version from `postgres --version` in bin.
+func runVersion(ctx context.Context, bin string) (int, error) {
+	c, err := pgcluster.Open(os.TempDir(), pgcluster.Options{BinDir: bin, Port: 1})
+	if err != nil {
+		return 0, err
+	}
+	b, err := c.Run(ctx, "postgres", "--version")
+	if err != nil {
+		return 0, fmt.Errorf("postgres --version: %w", err)
+	}
+	// "postgres (PostgreSQL) 15.10 (Debian 15.10-0+deb12u1)"
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return 0, fmt.Errorf("postgres --version: unexpected %q", b)
+	}
+	var major int
+	if _, err := fmt.Sscanf(f[2], "%d", &major); err != nil {
+		return 0, fmt.Errorf("postgres --version: unexpected %q", b)
+	}
+	return major, nil
+}
+
+// Reserve creates an empty directory for m (removing a previous attempt's)
+// and picks a free port.
+func (t *LocalTarget) Reserve(ctx context.Context, m Record) (string, int, error) {
+	dir := t.dirFor(m)
+	if err := t.Abort(ctx, Record{ID: m.ID, Tenant: m.Tenant, TargetDir: dir, TargetPort: max(m.TargetPort, 1)}); err != nil {
+		return "", 0, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", 0, fmt.Errorf("migration: reserve: %w", err)
+	}
+	if err := t.chown(dir); err != nil {
+		return "", 0, fmt.Errorf("migration: reserve: %w", err)
+	}
+	port, err := pgcluster.FreePort()
+	if err != nil {
+		return "", 0, fmt.Errorf("migration: reserve: %w", err)
+	}
+	t.mu.Lock()
+	if t.ports == nil {
+		t.ports = map[string]int{}
+	}
+	t.ports[m.ID] = port
+	t.mu.Unlock()
+	return dir, port, nil
+}
+
+func (t *LocalTarget) chown(p string) error {
+	uid, gid, ok, err := pgcluster.OSUserIDs(t.Options.OSUser)
+	if err != nil || !ok {
+		return err
+	}
+	return os.Lchown(p, uid, gid)
+}
+
+// OpenSnapshot returns a writer that extracts the stream into m.TargetDir;
+// Close waits for the extraction and returns its error.
+func (t *LocalTarget) OpenSnapshot(ctx context.Context, m Record) (io.WriteCloser, error) {
+	if m.TargetDir == "" {
+		return nil, fmt.Errorf("migration: open snapshot: migration %s has no reserved directory", m.ID)
+	}
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		_, err := receiveDir(pr, m.TargetDir, t.chown)
+		pr.CloseWithError(err)
+		done <- err
+	}()
+	return &snapshotWriter{pw: pw, done: done}, nil
+}
+
+type snapshotWriter struct {
+	pw   *io.PipeWriter
+	done chan error
+}
+
+func (s *snapshotWriter) Write(b []byte) (int, error) { return s.pw.Write(b) }
+func (s *snapshotWriter) Close() error {
+	s.pw.Close()
+	return <-s.done
+}
+
+// confSettings reads the settings of a copied sluice.conf, unquoted, without
+// those that name the old server (port, addresses, socket directory) or its
+// upstream.
+func confSettings(dir string) (map[string]string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, "sluice.conf"))
+	if errors.Is(err, os.ErrNotExist) {
+		return map[string]string{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			continue
+		}
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		switch k {
+		case "port", "listen_addresses", "unix_socket_directories", "primary_conninfo", "primary_slot_name":
+			continue
+		}
+		if len(v) >= 2 && v[0] == '\'' && v[len(v)-1] == '\'' {
+			v = strings.ReplaceAll(v[1:len(v)-1], "''", "'")
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// StartStandby configures the received directory and starts it: as a
+// streaming standby of primaryConnInfo on slot, or (primaryConnInfo == "")
+// as a primary. A running server is left alone.
+func (t *LocalTarget) StartStandby(ctx context.Context, m Record, primaryConnInfo, slot string) error {
+	c, err := t.cluster(m)
+	if err != nil {
+		return err
+	}
+	if c.Running() {
+		return nil
+	}
+	settings, err := confSettings(m.TargetDir)
+	if err != nil {
+		return fmt.Errorf("migration: start standby: %w", err)
+	}
+	for k, v := range t.Settings {
+		settings[k] = v
+	}
+	os.Remove(filepath.Join(m.TargetDir, "standby.signal"))
+	if primaryConnInfo != "" {
+		settings["primary_conninfo"] = primaryConnInfo
+		settings["primary_slot_name"] = slot
+		if err := c.WriteFile("standby.signal", ""); err != nil {
+			return fmt.Errorf("migration: start standby: %w", err)
+		}
+	}
+	if err := c.Configure(settings); err != nil {
+		return fmt.Errorf("migration: start standby: %w", err)
+	}
+	for _, d := range []string{"log", "pg_wal", "pg_replslot"} {
+		p := filepath.Join(m.TargetDir, d)
+		os.MkdirAll(p, 0o700)
+		t.chown(p)
+	}
+	if err := c.Start(ctx); err != nil {
+		return fmt.Errorf("migration: start standby: %w", err)
+	}
+	return nil
+}
+
+// withConn runs f on the persistent connection to m's server.
+func (t *LocalTarget) withConn(ctx context.Context, m Record, f func(*pgx.Conn) error) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.conns == nil {
+		t.conns = map[string]*pgx.Conn{}
+	}
+	conn := t.conns[m.ID]
+	if conn == nil || conn.IsClosed() {
+		c, err := t.cluster(m)
+		if err != nil {
+			return err
+		}
+		conn, err = pgx.Connect(ctx, socketConnString(c, "postgres"))
+		if err != nil {
+			return err
+		}
+		t.conns[m.ID] = conn
+	}
+	err := f(conn)
+	if err != nil && (conn.IsClosed() || ctx.Err() != nil || isConnErr(err)) {
+		conn.Close(context.Background())
+		delete(t.conns, m.ID)
+	}
+	return err
+}
+
+func (t *LocalTarget) closeConn(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if c := t.conns[id]; c != nil {
+		c.Close(context.Background())
+		delete(t.conns, id)
+	}
+}
+
+const positionSQL = "SELECT coalesce(pg_last_wal_receive_lsn(), '0/0')::text, coalesce(pg_last_wal_replay_lsn(), '0/0')::text, pg_is_in_recovery()"
+
+func scanPosition(row pgx.Row) (Position, error) {
+	var p Position
+	var rcv, rpl string
+	if err := row.Scan(&rcv, &rpl, &p.InRecovery); err != nil {
+		return p, err
+	}
+	var err error
+	if p.Receive, err = ParseLSN(rcv); err != nil {
+		return p, err
+	}
+	p.Replay, err = ParseLSN(rpl)
+	return p, err
+}
+
+// Position reports the standby's receive and replay LSNs.
+func (t *LocalTarget) Position(ctx context.Context, m Record) (Position, error) {
+	var p Position
+	err := t.withConn(ctx, m, func(c *pgx.Conn) error {
+		var err error
+		p, err = scanPosition(c.QueryRow(ctx, positionSQL))
+		return err
+	})
+	if err != nil {
+		return p, fmt.Errorf("migration: target position: %w", err)
+	}
+	return p, nil
+}
+
+// WaitReplay polls the replay LSN every PollInterval until it reaches lsn.
+func (t *LocalTarget) WaitReplay(ctx context.Context, m Record, lsn LSN) (LSN, error) {
+	var got LSN
+	err := t.withConn(ctx, m, func(c *pgx.Conn) error {
+		for {
+			p, err := scanPosition(c.QueryRow(ctx, positionSQL))
+			if err != nil {
+				return err
+			}
+			got = p.Replay
+			if got >= lsn {
+				return nil
+			}
+			if !p.InRecovery {
+				return fmt.Errorf("target is not in recovery at %s", got)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(t.poll()):
+			}
+		}
+	})
+	if err != nil {
+		return got, fmt.Errorf("migration: wait replay %s (at %s): %w", lsn, got, err)
+	}
+	return got, nil
+}
+
+// run is one contiguous range of blocks of one relation fork.
+type run struct {
+	db, ts, fn  uint32
+	fork        int16
+	first, last uint32
+}
+
+// mergeRuns sorts blocks and merges them into contiguous runs.
+func mergeRuns(blocks []Block) []run {
+	bs := append([]Block(nil), blocks...)
+	sort.Slice(bs, func(i, j int) bool {
+		a, b := bs[i], bs[j]
+		if a.Database != b.Database {
+			return a.Database < b.Database
+		}
+		if a.Tablespace != b.Tablespace {
+			return a.Tablespace < b.Tablespace
+		}
+		if a.Filenode != b.Filenode {
+			return a.Filenode < b.Filenode
+		}
+		if a.Fork != b.Fork {
+			return a.Fork < b.Fork
+		}
+		return a.Block < b.Block
+	})
+	var out []run
+	for _, b := range bs {
+		if n := len(out); n > 0 {
+			r := &out[n-1]
+			if r.db == b.Database && r.ts == b.Tablespace && r.fn == b.Filenode && r.fork == b.Fork && b.Block <= r.last+1 {
+				r.last = max(r.last, b.Block)
+				continue
+			}
+		}
+		out = append(out, run{b.Database, b.Tablespace, b.Filenode, b.Fork, b.Block, b.Block})
+	}
+	return out
+}
+
+var forkNames = map[int16]string{0: "main", 1: "fsm", 2: "vm", 3: "init"}
+
+// Prewarm maps each block's filenode to its relation in its database
+// (pg_filenode_relation) and loads contiguous runs with pg_prewarm(…,
+// 'buffer', fork, first, last). Blocks of relations that no longer exist, or
+// beyond a relation's end, are skipped. pg_prewarm must exist in each database
+// (LocalSource.BufferBlocks creates it on the source; it waits up to 10 s for
+// the standby to replay that).
+func (t *LocalTarget) Prewarm(ctx context.Context, m Record, blocks []Block) error {
+	c, err := t.cluster(m)
+	if err != nil {
+		return err
+	}
+	runs := mergeRuns(blocks)
+	names := map[uint32]string{}
+	err = t.withConn(ctx, m, func(conn *pgx.Conn) error {
+		rows, err := conn.Query(ctx, "SELECT oid::int8, datname FROM pg_database WHERE datallowconn")
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var oid int64
+			var n string
+			if err := rows.Scan(&oid, &n); err != nil {
+				return err
+			}
+			names[uint32(oid)] = n
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return fmt.Errorf("migration: prewarm: %w", err)
+	}
+	for i := 0; i < len(runs); {
+		j := i
+		for j < len(runs) && runs[j].db == runs[i].db {
+			j++
+		}
+		name, ok := names[runs[i].db]
+		if ok {
+			if err := prewarmDB(ctx, c, name, runs[i:j]); err != nil {
+				return fmt.Errorf("migration: prewarm %s: %w", name, err)
+			}
+		}
+		i = j
+	}
+	return nil
+}
+
+func prewarmDB(ctx context.Context, c *pgcluster.Cluster, db string, runs []run) error {
+	conn, err := pgx.Connect(ctx, socketConnString(c, db))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	for i := 0; ; i++ {
+		var ok bool
+		if err := conn.QueryRow(ctx, "SELECT to_regproc('pg_prewarm') IS NOT NULL").Scan(&ok); err != nil {
+			return err
+		}
+		if ok {
+			break
+		}
+		if i > 1000 {
+			return errors.New("extension pg_prewarm not replayed after 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for _, r := range runs {
+		// Clamp to the relation's current size; skip vanished relations.
+		_, err := conn.Exec(ctx, `SELECT pg_prewarm(rel, 'buffer', $3, $4, least($5::int8, nb - 1))
+			FROM (SELECT rel, pg_relation_size(rel, $3) / current_setting('block_size')::int8 AS nb
+			      FROM pg_filenode_relation($1::oid, $2::oid) AS rel WHERE rel IS NOT NULL) s
+			WHERE nb > $4::int8`,
+			int64(r.ts), int64(r.fn), forkNames[r.fork], int64(r.first), int64(r.last))
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Promote ends recovery with pg_promote(wait => false) over the persistent
+// connection (no pg_ctl process, no 100 ms polling inside pg_promote) and
+// polls pg_is_in_recovery() every PollInterval until it is false. A server
+// already out of recovery returns at once.
+func (t *LocalTarget) Promote(ctx context.Context, m Record) error {
+	err := t.withConn(ctx, m, func(c *pgx.Conn) error {
+		var rec bool
+		if err := c.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&rec); err != nil {
+			return err
+		}
+		if !rec {
+			return nil
+		}
+		if _, err := c.Exec(ctx, "SELECT pg_promote(false)"); err != nil {
+			return err
+		}
+		for rec {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(t.poll()):
+			}
+			if err := c.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&rec); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("migration: promote: %w", err)
+	}
+	return nil
+}
+
+// Addr is host:port of the tenant on this target.
+func (t *LocalTarget) Addr(m Record) string {
+	c, err := t.cluster(m)
+	if err != nil {
+		return ""
+	}
+	return c.Addr()
+}
+
+// Abort stops the target's postmaster (immediate), removes its directory and
+// forgets the port. A no-op if nothing is there.
+func (t *LocalTarget) Abort(ctx context.Context, m Record) error {
+	t.closeConn(m.ID)
+	dir := m.TargetDir
+	if dir == "" {
+		dir = t.dirFor(m)
+	}
+	o := t.Options
+	o.Port = max(m.TargetPort, 1)
+	if c, err := pgcluster.Open(dir, o); err == nil && c.Running() {
+		if err := c.Stop(ctx, pgcluster.Immediate); err != nil {
+			return fmt.Errorf("migration: abort target: %w", err)
+		}
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return fmt.Errorf("migration: abort target: %w", err)
+	}
+	t.mu.Lock()
+	delete(t.ports, m.ID)
+	t.mu.Unlock()
+	return nil
+}
+
+// Commit marks the tenant as living here: it closes the migration's
+// connection and removes the standby settings from sluice.conf (they would
+// be ignored without standby.signal, but a later migration reads this file).
+func (t *LocalTarget) Commit(ctx context.Context, m Record) error {
+	t.closeConn(m.ID)
+	t.mu.Lock()
+	delete(t.ports, m.ID)
+	t.mu.Unlock()
+	c, err := t.cluster(m)
+	if err != nil {
+		return err
+	}
+	settings, err := confSettings(m.TargetDir)
+	if err != nil {
+		return fmt.Errorf("migration: commit: %w", err)
+	}
+	if err := c.Configure(settings); err != nil {
+		return fmt.Errorf("migration: commit: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,408 @@
+package migration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrStuck is returned by Run when a roll-forward or rollback action failed
+// MaxRetries times in a row: the record is persisted with RetryError set; run
+// it again later (Run feeds Resumed).
+var ErrStuck = errors.New("migration: stuck after repeated failures")
+
+// ErrAborted is returned (wrapped, with the record's Error) by Run when the
+// migration rolled back: the tenant still lives on the source.
+var ErrAborted = errors.New("migration: rolled back")
+
+// Progress is what Run reports while it works.
+type Progress struct {
+	ID         string        `json:"id"`
+	Phase      Phase         `json:"phase"`
+	Action     string        `json:"action"`
+	BytesDone  int64         `json:"bytes_done"`  // of the current copy (snapshot, cold copy, warm)
+	BytesTotal int64         `json:"bytes_total"` // estimate; 0 unknown
+	Rate       float64       `json:"rate"`        // bytes/s over the current copy so far
+	ETA        time.Duration `json:"eta_ns"`      // at Rate; 0 unknown
+	LagBytes   int64         `json:"lag_bytes"`   // standby replay lag; -1 unknown
+}
+
+// Env is what Run works with. Source, Target and Router are required.
+type Env struct {
+	Source Source
+	Target Target
+	Router Router
+	// Limiter paces SNAPSHOT and WARM (bytes). The control loop changes its
+	// rate while Run works (e.g. throttle.Limiter.SetRate every step); nil is
+	// unpaced. Stop-and-copy's copy is never paced: clients are waiting.
+	Limiter Limiter
+	// Persist stores the record; Run calls it after every Step, before the
+	// next action. An error stops Run (the action is not run).
+	Persist func(Record) error
+	// Progress, if set, is called often (at most every ProgressEvery).
+	Progress func(Progress)
+	// Abort, if set, is read between actions: a value aborts the migration
+	// with that reason (ignored after the route switch).
+	Abort <-chan string
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+
+	// ReplayTimeout bounds WaitReplay in HANDOVER (default 10 s): a target
+	// that cannot catch up in that time makes the handover roll back.
+	ReplayTimeout time.Duration
+	// PromoteTimeout bounds Promote (default 30 s).
+	PromoteTimeout time.Duration
+	// CatchUpTimeout bounds CATCH-UP within one Run (default 10 min).
+	CatchUpTimeout time.Duration
+	// RetryBackoff is the pause before retrying a failed roll-forward or
+	// rollback action, multiplied by the failure count (default 200 ms).
+	RetryBackoff time.Duration
+	// ProgressEvery is the minimum interval between Progress calls (default 200 ms).
+	ProgressEvery time.Duration
+}
+
+func (e *Env) defaults() {
+	if e.Now == nil {
+		e.Now = time.Now
+	}
+	if e.ReplayTimeout == 0 {
+		e.ReplayTimeout = 10 * time.Second
+	}
+	if e.PromoteTimeout == 0 {
+		e.PromoteTimeout = 30 * time.Second
+	}
+	if e.CatchUpTimeout == 0 {
+		e.CatchUpTimeout = 10 * time.Minute
+	}
+	if e.RetryBackoff == 0 {
+		e.RetryBackoff = 200 * time.Millisecond
+	}
+	if e.ProgressEvery == 0 {
+		e.ProgressEvery = 200 * time.Millisecond
+	}
+	if e.Persist == nil {
+		e.Persist = func(Record) error { return nil }
+	}
+}
+
+// Run drives a migration to its end: it feeds Start (a pending record) or
+// Resumed (any other: Run is called again only after a restart or ErrStuck),
+// then loops: persist the record, run the action Step returned, feed its event
+// back. It returns the final record and nil (done), an error wrapping
+// ErrAborted (rolled back; the source serves), ErrStuck, a Persist error, or
+// ctx's error — in the last cases the persisted record is where a later Run
+// resumes from.
+func Run(ctx context.Context, rec Record, env Env) (Record, error) {
+	env.defaults()
+	r := &runner{env: env, catchUpStart: time.Time{}}
+	var acts []Action
+	if rec.Phase == PhasePending {
+		rec, acts = Step(rec, Start{}, env.Now())
+	} else {
+		rec, acts = Step(rec, Resumed{}, env.Now())
+	}
+	for {
+		if err := env.Persist(rec); err != nil {
+			return rec, fmt.Errorf("migration: persist %s: %w", rec.ID, err)
+		}
+		if len(acts) == 0 {
+			switch rec.Phase {
+			case PhaseDone:
+				r.progress(rec, "", true)
+				return rec, nil
+			case PhaseAborted:
+				r.progress(rec, "", true)
+				return rec, fmt.Errorf("%w: %s", ErrAborted, rec.Error)
+			}
+			return rec, fmt.Errorf("%w: %s in phase %s: %s", ErrStuck, rec.ID, rec.Phase, rec.RetryError)
+		}
+		if err := ctx.Err(); err != nil {
+			return rec, err
+		}
+		var ev Event
+		select {
+		case reason := <-env.Abort:
+			ev = Abort{Reason: reason}
+		default:
+		}
+		at := env.Now()
+		if ev == nil {
+			if rec.Failures > 0 {
+				if err := sleep(ctx, time.Duration(rec.Failures)*env.RetryBackoff); err != nil {
+					return rec, err
+				}
+			}
+			r.progress(rec, acts[0].String(), true)
+			ev = r.execute(ctx, rec, acts[0])
+			if err := ctx.Err(); err != nil {
+				return rec, err // interrupted: resume from the persisted record
+			}
+		}
+		now := env.Now()
+		if _, ok := ev.(Held); ok {
+			now = at // the freeze starts when the hold is asked for
+		}
+		rec, acts = Step(rec, ev, now)
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+type runner struct {
+	env          Env
+	catchUpStart time.Time
+	lastProgress time.Time
+	copyStart    time.Time
+	copyTotal    int64
+	lag          int64
+}
+
+func (r *runner) progress(rec Record, action string, force bool) {
+	r.progressBytes(rec, action, 0, force)
+}
+
+func (r *runner) progressBytes(rec Record, action string, done int64, force bool) {
+	if r.env.Progress == nil {
+		return
+	}
+	now := r.env.Now()
+	if !force && now.Sub(r.lastProgress) < r.env.ProgressEvery {
+		return
+	}
+	r.lastProgress = now
+	p := Progress{ID: rec.ID, Phase: rec.Phase, Action: action, BytesDone: done, BytesTotal: r.copyTotal, LagBytes: rec.LagBytes}
+	if r.lag != 0 {
+		p.LagBytes = r.lag
+	}
+	if done > 0 && !r.copyStart.IsZero() {
+		if el := now.Sub(r.copyStart).Seconds(); el > 0 {
+			p.Rate = float64(done) / el
+			if p.Rate > 0 && r.copyTotal > done {
+				p.ETA = time.Duration(float64(r.copyTotal-done) / p.Rate * float64(time.Second))
+			}
+		}
+	}
+	r.env.Progress(p)
+}
+
+func failed(a Action, err error) Event { return Failed{Err: fmt.Sprintf("%s: %v", a, err)} }
+
+// execute runs one action and returns its event.
+func (r *runner) execute(ctx context.Context, rec Record, a Action) Event {
+	env := r.env
+	src, tgt := env.Source, env.Target
+	switch a := a.(type) {
+	case Reserve:
+		dir, port, err := tgt.Reserve(ctx, rec)
+		if err != nil {
+			return failed(a, err)
+		}
+		return Reserved{Dir: dir, Port: port}
+	case CreateSlot:
+		lsn, err := src.CreateSlot(ctx, a.Slot)
+		if err != nil {
+			return failed(a, err)
+		}
+		return SlotCreated{LSN: lsn}
+	case StreamSnapshot:
+		if si, err := src.Info(ctx); err == nil {
+			r.copyTotal = si.DataBytes
+		}
+		r.copyStart = env.Now()
+		w, err := tgt.OpenSnapshot(ctx, rec)
+		if err != nil {
+			return failed(a, err)
+		}
+		info, err := src.SendSnapshot(ctx, w, env.Limiter, func(n int64) { r.progressBytes(rec, a.String(), n, false) })
+		if cerr := w.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return failed(a, err)
+		}
+		return SnapshotDone{Bytes: info.Bytes, StartLSN: info.StartLSN}
+	case StartStandby:
+		if err := tgt.StartStandby(ctx, rec, src.PrimaryConnInfo(), a.Slot); err != nil {
+			return failed(a, err)
+		}
+		return StandbyStarted{}
+	case WaitCatchUp:
+		if r.catchUpStart.IsZero() {
+			r.catchUpStart = env.Now()
+		}
+		if err := sleep(ctx, a.Poll); err != nil {
+			return failed(a, err)
+		}
+		flush, err := src.FlushLSN(ctx)
+		if err != nil {
+			return failed(a, err)
+		}
+		pos, err := tgt.Position(ctx, rec)
+		if err != nil {
+			return failed(a, err)
+		}
+		lag := int64(-1)
+		if pos.Replay != 0 {
+			lag = max(int64(flush)-int64(pos.Replay), 0)
+		}
+		r.lag = lag
+		r.progress(rec, a.String(), false)
+		if lag < 0 || lag > a.MaxLag {
+			if env.Now().Sub(r.catchUpStart) > env.CatchUpTimeout {
+				return failed(a, fmt.Errorf("replay lag still %d bytes after %s", lag, env.CatchUpTimeout))
+			}
+		}
+		return LagReport{Bytes: lag}
+	case Warm:
+		return r.warm(ctx, rec, a)
+	case Hold:
+		if err := env.Router.Hold(ctx, rec.Tenant, a.Deadline); err != nil {
+			return failed(a, err)
+		}
+		return Held{}
+	case ReadFlushLSN:
+		lsn, err := src.FlushLSN(ctx)
+		if err != nil {
+			return failed(a, err)
+		}
+		return FlushRead{LSN: lsn}
+	case Fence:
+		lsn, err := src.Fence(ctx, a.Mode)
+		if err != nil {
+			return failed(a, err)
+		}
+		return Fenced{LSN: lsn}
+	case CopyCold:
+		r.copyStart = env.Now()
+		w, err := tgt.OpenSnapshot(ctx, rec)
+		if err != nil {
+			return failed(a, err)
+		}
+		n, err := src.SendCold(ctx, w, nil, func(n int64) { r.progressBytes(rec, a.String(), n, false) })
+		if cerr := w.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return failed(a, err)
+		}
+		return Copied{Bytes: n}
+	case WaitReplay:
+		wctx, cancel := context.WithTimeout(ctx, env.ReplayTimeout)
+		defer cancel()
+		got, err := tgt.WaitReplay(wctx, rec, a.LSN)
+		if err != nil {
+			return failed(a, err)
+		}
+		return Replayed{LSN: got}
+	case Promote:
+		pctx, cancel := context.WithTimeout(ctx, env.PromoteTimeout)
+		defer cancel()
+		if rec.Mode == StopAndCopy {
+			if err := tgt.StartStandby(pctx, rec, "", ""); err != nil {
+				return failed(a, err)
+			}
+		}
+		if err := tgt.Promote(pctx, rec); err != nil {
+			return failed(a, err)
+		}
+		return Promoted{}
+	case Switch:
+		addr := tgt.Addr(rec)
+		if addr == "" {
+			return failed(a, errors.New("target has no address"))
+		}
+		if err := env.Router.Switch(ctx, rec.Tenant, addr); err != nil {
+			return failed(a, err)
+		}
+		return Switched{}
+	case Release:
+		if err := env.Router.Release(ctx, rec.Tenant); err != nil {
+			return failed(a, err)
+		}
+		return Released{}
+	case Cleanup:
+		if a.DropSlot {
+			if err := src.DropSlot(ctx, rec.Slot); err != nil {
+				return failed(a, err)
+			}
+		}
+		if err := src.Retire(ctx); err != nil {
+			return failed(a, err)
+		}
+		if err := tgt.Commit(ctx, rec); err != nil {
+			return failed(a, err)
+		}
+		return CleanedUp{}
+	case ResetSnapshot:
+		if err := tgt.Abort(ctx, rec); err != nil {
+			return failed(a, err)
+		}
+		if a.DropSlot {
+			if err := src.DropSlot(ctx, rec.Slot); err != nil {
+				return failed(a, err)
+			}
+		}
+		return SnapshotReset{}
+	case Rollback:
+		var errs []error
+		if a.Unfence {
+			errs = append(errs, src.Unfence(ctx))
+		}
+		if a.Release {
+			errs = append(errs, env.Router.Release(ctx, rec.Tenant))
+		}
+		if a.AbortTarget {
+			errs = append(errs, tgt.Abort(ctx, rec))
+		}
+		if a.DropSlot {
+			errs = append(errs, src.DropSlot(ctx, rec.Slot))
+		}
+		if err := errors.Join(errs...); err != nil {
+			return failed(a, err)
+		}
+		return RolledBack{}
+	}
+	return Failed{Err: fmt.Sprintf("unknown action %T", a)}
+}
+
+// WarmBatchBlocks is how many blocks one Target.Prewarm call loads (128 = 1 MiB).
+const WarmBatchBlocks = 128
+
+// blockSize is PostgreSQL's default page size (bytes).
+const blockSize = 8192
+
+func (r *runner) warm(ctx context.Context, rec Record, a Warm) Event {
+	blocks, err := r.env.Source.BufferBlocks(ctx)
+	if err != nil {
+		return failed(a, err)
+	}
+	r.copyStart, r.copyTotal = r.env.Now(), int64(len(blocks))*blockSize
+	var done int64
+	for i := 0; i < len(blocks); i += WarmBatchBlocks {
+		batch := blocks[i:min(i+WarmBatchBlocks, len(blocks))]
+		n := len(batch) * blockSize
+		if r.env.Limiter != nil {
+			for left := n; left > 0; left -= ChunkBytes {
+				if err := r.env.Limiter.WaitN(ctx, min(left, ChunkBytes)); err != nil {
+					return failed(a, err)
+				}
+			}
+		}
+		if err := r.env.Target.Prewarm(ctx, rec, batch); err != nil {
+			return failed(a, err)
+		}
+		done += int64(n)
+		r.progressBytes(rec, a.String(), done, false)
+	}
+	return Warmed{Blocks: len(blocks), Bytes: done}
+}
