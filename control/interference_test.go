@@ -25,6 +25,10 @@ type interferenceScript struct {
 //	host name=<n> iops=<ops/s> util=<0..1> tput=<rate> [ticks=<ms/s>]   (prints p)
 //	feed <name>*<count> ...       steps; "none" = not measured, "fail" = failed read
 //	fit n=<samples> folds=<k> seed=<s>
+//	rundisk steps=N base=<host> bg=<host> from=<step> to=<step> disk=<rate> io=<bytes> buffer=<bytes>
+//	    closed loop on a toy disk: the migration's disk reads add to the
+//	    base host state (plus bg during [from, to)); sends drain a read-ahead
+//	    buffer filled by those reads
 func (s *script) interference(t *testing.T, d *datadriven.TestData) (string, bool) {
 	if s.inter == nil {
 		s.inter = &interferenceScript{hosts: map[string]HostIO{}}
@@ -57,6 +61,8 @@ func (s *script) interference(t *testing.T, d *datadriven.TestData) (string, boo
 		return s.feed(a), true
 	case "fit":
 		return fitScript(a), true
+	case "rundisk":
+		return s.runDisk(a), true
 	}
 	return "", false
 }
@@ -177,5 +183,68 @@ func fitScript(a args) string {
 		fmt.Fprintf(&b, " %s=%+.3f", FeatureNames[i], c)
 	}
 	b.WriteByte('\n')
+	return b.String()
+}
+
+// runDisk closes the interference loop around a toy host disk. Each step the
+// migration reads R from disk into its buffer (the prefetch rate, or only
+// what the sender takes once the buffer is full; nothing while locked), and
+// sends min(rate, buffered). The host's I/O the controller sees next step is
+// the base (and bg, while scripted) workload's plus the migration's reads:
+// util += R/disk, IOPS += R/io, throughput += R.
+func (s *script) runDisk(a args) string {
+	in := s.inter
+	if in.ctl == nil {
+		a.t.Fatalf("%s: rundisk before interference", a.d.Pos)
+	}
+	base, ok1 := in.hosts[a.str("base", "")]
+	bg, ok2 := in.hosts[a.str("bg", "")]
+	if !ok1 || !ok2 {
+		a.t.Fatalf("%s: rundisk needs base= and bg= host states", a.d.Pos)
+	}
+	steps, from, to := a.int("steps", 60), a.int("from", 0), a.int("to", 0)
+	disk, io, capBytes := a.rate("disk", 200*mb), a.rate("io", 512<<10), a.rate("buffer", 1000*mb)
+	var buf, read, sent float64
+	var probs, sends, reads, bufs []float64
+	locked := 0
+	for k := range steps {
+		w := base
+		if k >= from && k < to {
+			w = bg
+		}
+		h := HostIO{
+			IOPS:       w.IOPS + read/io,
+			Util:       math.Min(1, w.Util+read/disk),
+			Throughput: w.Throughput + read,
+		}
+		h.IOTicks = h.Util * 1000
+		d := in.ctl.Next(Observation{At: s.at(), Host: &h})
+		s.k++
+		p, _ := in.ctl.Prob()
+		if in.ctl.Locked() {
+			locked++
+		}
+		// This step's reads: prefetch while there is room, else only what
+		// the sender takes.
+		read = math.Min(d.Prefetch, capBytes-buf+d.Rate)
+		read = math.Max(read, 0)
+		buf += read
+		out := math.Min(d.Rate, buf)
+		buf -= out
+		sent += out
+		probs = append(probs, p)
+		sends = append(sends, out/mb)
+		reads = append(reads, read/mb)
+		bufs = append(bufs, buf/mb)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "steps=%d sent=%.0fMB locked steps=%d final buffer=%.0fMB\n", steps, sent/mb, locked, buf/mb)
+	p := in.ctl.Params()
+	b.WriteString(asciiplot.RenderOpts([]asciiplot.Series{{Name: "p(interference)", Y: probs, Mark: 'p'}},
+		asciiplot.Options{Width: 60, Height: 6, YMin: 0, YMax: 1, Refs: []asciiplot.Ref{{Name: "high", Y: p.High, Mark: '-'}, {Name: "low", Y: p.Low, Mark: '.'}}}))
+	b.WriteString(asciiplot.RenderOpts([]asciiplot.Series{{Name: "disk read MB/s", Y: reads, Mark: 'r'}, {Name: "sent MB/s", Y: sends, Mark: '#'}},
+		asciiplot.Options{Width: 60, Height: 8, YMin: 0}))
+	b.WriteString(asciiplot.RenderOpts([]asciiplot.Series{{Name: "buffer MB", Y: bufs, Mark: 'b'}},
+		asciiplot.Options{Width: 60, Height: 5, YMin: 0, YMax: capBytes / mb}))
 	return b.String()
 }

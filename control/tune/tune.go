@@ -31,7 +31,7 @@ var ErrNoGain = errors.New("latency does not rise with rate")
 // G is the average slope over the profiled range. A server's latency bends
 // upward near its knee, where setpoints usually sit, so a line fitted over low
 // rates underestimates the gain there; when the plant bends, use FitQueue and
-// Queue.GainAt(setpoint) instead
+// Queue.GainAt(setpoint) instead.
 //
 // It fails on fewer than 3 points, mismatched lengths, non-finite or negative
 // inputs, or fewer than 2 distinct rates; it returns the fit together with an
