@@ -4,11 +4,15 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/sluicedb/sluice/internal/pgtest"
+	"github.com/sluicedb/sluice/pgcluster"
 	"github.com/sluicedb/sluice/proxy/client"
 )
 
@@ -126,4 +130,37 @@ func TestAuthErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	nc.Close()
+}
+
+// TestSCRAMSecretFromPostgres verifies clients against a SCRAM secret that
+// PostgreSQL itself stored (pg_authid.rolpassword) in the auth file; the
+// server trusts the proxy, so no plaintext password is needed for it.
+func TestSCRAMSecretFromPostgres(t *testing.T) {
+	srv := pgtest.New(t, pgcluster.Options{Password: testPassword}) // trust on host connections
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	direct, err := pgx.Connect(ctx, srv.ConnString("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var secret string
+	if err := direct.QueryRow(ctx, "select rolpassword from pg_authid where rolname = 'postgres'").Scan(&secret); err != nil {
+		t.Fatal(err)
+	}
+	direct.Close(ctx)
+	authFile := filepath.Join(t.TempDir(), "userlist.txt")
+	os.WriteFile(authFile, []byte(fmt.Sprintf("; test users\n\"postgres\" \"%s\"\n", secret)), 0o600)
+	p := startProxy(t, srv, func(c *Config) { c.Users = nil; c.AuthFile = authFile })
+	conn, err := pgx.Connect(ctx, proxyURL(p, "acme", "disable"))
+	if err != nil {
+		t.Fatalf("connect with PostgreSQL's secret: %v", err)
+	}
+	conn.Close(ctx)
+	bad := fmt.Sprintf("postgres://postgres:wrong@%s/acme?sslmode=disable", p.Addr())
+	if conn, err := pgx.Connect(ctx, bad); err == nil || !strings.Contains(err.Error(), "28P01") {
+		if conn != nil {
+			conn.Close(ctx)
+		}
+		t.Fatalf("wrong password: %v, want 28P01", err)
+	}
 }
