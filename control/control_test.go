@@ -16,10 +16,10 @@ import (
 // controller. Directives:
 //
 //	fixed rate=<rate>
-//	pid setpoint=<dur> max=<rate> [kp= ki= kd= initial= stat=]
+//	pid setpoint=<dur> max=<rate> [kp= ki= kd= initial= stat= error= tuned]
 //	integral max=<rate> k=<rate>/<dur> [p= contract=<dur> initial=<rate>]
 //	step [lat=<dur>,...|err] [contract=<dur>,...]     one observation
-//	run steps=N base=<dur>,... gain=<dur>/<unit>ps,... [contract=...]
+//	run steps=N base=<dur>,... (gain=<dur>/<unit>ps,... | cap=<rate>,...) [contract=...]
 //	    [noise=<rel sd> seed=N burst=<from>-<to> burstlat=<dur> window=<steps>
 //	     plot=<store index> ref=<dur>]
 //	                                                 closed loop on a linear plant
@@ -74,6 +74,7 @@ func (s *script) do(t *testing.T, d *datadriven.TestData) string {
 		p.Kp, p.Ki, p.Kd = a.float("kp", p.Kp), a.float("ki", p.Ki), a.float("kd", p.Kd)
 		p.Initial = a.float("initial", p.Initial)
 		p.Stat = Statistic(a.str("stat", string(p.Stat)))
+		p.Error = ErrorForm(a.str("error", string(p.Error)))
 		var c *PID
 		if c, err = NewPID(p); err == nil {
 			s.ctl, s.rate, s.maxRate = c, p.Initial*p.MaxRate, p.MaxRate

@@ -156,9 +156,13 @@ func (a args) gains(key string) []float64 {
 // one is scripted, + seeded Gaussian noise). It is Aqueduct's model (eq. 1)
 // with a one-step delay: the rate chosen at step k shows in the latency
 // measured at step k+1.
+//
+// With cap= the plant is a queue instead: latency = base_i/(1 − r/cap_i),
+// with 1 − r/cap floored at 0.01 (100× base at or past capacity).
 type linearPlant struct {
 	base  []time.Duration
 	gain  []float64 // seconds per byte/s
+	cap   []float64 // bytes/s; nil: linear
 	noise float64   // relative standard deviation of latency
 	rng   *rand.Rand
 	burst struct {
@@ -172,6 +176,9 @@ func (p *linearPlant) latency(k int, r float64) []time.Duration {
 	out := make([]time.Duration, len(p.base))
 	for i := range p.base {
 		s := p.base[i].Seconds() + p.gain[i]*r
+		if p.cap != nil {
+			s = p.base[i].Seconds() / math.Max(1-r/p.cap[i], 0.01)
+		}
 		if k >= p.burst.from && k < p.burst.to {
 			s += p.burst.add.Seconds()
 		}
@@ -183,13 +190,26 @@ func (p *linearPlant) latency(k int, r float64) []time.Duration {
 	return out
 }
 
-// newPlant builds a plant from run arguments: base=, gain= (lists, one per
-// store; a single gain applies to every store), noise=, seed=, burst=from-to
-// and burstlat=.
+// newPlant builds a plant from run arguments: base=, gain= or cap= (lists,
+// one per store; a single value applies to every store), noise=, seed=,
+// burst=from-to and burstlat=.
 func newPlant(a args) *linearPlant {
 	p := &linearPlant{base: a.durs("base"), gain: a.gains("gain"), noise: a.float("noise", 0)}
+	if c, ok := a.raw("cap"); ok {
+		for _, f := range strings.Split(c, ",") {
+			r, err := parseRate(f)
+			if err != nil || r <= 0 {
+				a.t.Fatalf("%s: cap=%q: want rates > 0", a.d.Pos, c)
+			}
+			p.cap = append(p.cap, r)
+		}
+		for len(p.cap) < len(p.base) {
+			p.cap = append(p.cap, p.cap[0])
+		}
+		p.gain = []float64{0}
+	}
 	if len(p.base) == 0 || len(p.gain) == 0 {
-		a.t.Fatalf("%s: run needs base= and gain=", a.d.Pos)
+		a.t.Fatalf("%s: run needs base= and gain= (or cap=)", a.d.Pos)
 	}
 	for len(p.gain) < len(p.base) {
 		p.gain = append(p.gain, p.gain[0])

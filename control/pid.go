@@ -43,13 +43,39 @@ type PIDParams struct {
 	// Stat is the latency statistic used as the process variable. Default
 	// StatMean (Slacker: the mean over the window).
 	Stat Statistic
+	// Error is how the error is normalised. Default ErrorLinear (Slacker).
+	Error ErrorForm
 }
 
-// DefaultPIDParams returns Slacker's gains, Initial 0.1 and the mean latency
-// as process variable. Setpoint and MaxRate are left zero: the caller must set
+// ErrorForm names how the PID turns latency into a normalised error.
+type ErrorForm string
+
+// Error forms. Both are 0 at the setpoint and have slope −1/SP there, so the
+// same gains give the same loop at the setpoint.
+const (
+	// ErrorLinear is e = (SP − PV)/SP (Slacker). On a server whose latency
+	// bends up near its knee, the loop gain grows with latency: far below the
+	// setpoint the ramp is slow, far above it the slowdown is strong.
+	ErrorLinear ErrorForm = "linear"
+	// ErrorInverse is e = SP/PV − 1. It makes a queueing plant
+	// (L = L0/(1 − r/C), where 1/L falls linearly with rate) exactly linear,
+	// so gains tuned at the setpoint (control/tune.Queue.GainAt) hold at
+	// every latency: the ramp from an idle server is fast. Its price: e >= −1,
+	// so one step slows by at most Kp+Ki+2Kd-ish of max speed when latency
+	// explodes.
+	ErrorInverse ErrorForm = "inverse"
+)
+
+// InverseErrorCap bounds ErrorInverse's error from above: a process variable
+// under a tenth of the setpoint counts as a tenth, so that a near-empty
+// window (a few microseconds of latency) cannot command a huge step.
+const InverseErrorCap = 9.0
+
+// DefaultPIDParams returns Slacker's gains, Initial 0.1, the mean latency as
+// process variable and the linear error. Setpoint and MaxRate are left zero: the caller must set
 // them (Validate says so if not).
 func DefaultPIDParams() PIDParams {
-	return PIDParams{Kp: SlackerKp, Ki: SlackerKi, Kd: SlackerKd, Initial: 0.1, Stat: StatMean}
+	return PIDParams{Kp: SlackerKp, Ki: SlackerKi, Kd: SlackerKd, Initial: 0.1, Stat: StatMean, Error: ErrorLinear}
 }
 
 // Validate reports the first out-of-range parameter.
@@ -69,6 +95,8 @@ func (p PIDParams) Validate() error {
 		return fmt.Errorf("control: pid: initial must be a fraction of max rate in [0,1], got %v", p.Initial)
 	case !p.Stat.valid():
 		return fmt.Errorf("control: pid: unknown statistic %q (want mean, p95 or p99)", p.Stat)
+	case p.Error != ErrorLinear && p.Error != ErrorInverse:
+		return fmt.Errorf("control: pid: unknown error form %q (want linear or inverse)", p.Error)
 	}
 	return nil
 }
@@ -80,6 +108,7 @@ func (p PIDParams) Validate() error {
 //	PV(k) = max over obs.Signals of the statistic (source and target)
 //	if any signal is missing/failed: hold u, report Hold; history unchanged
 //	e(k)  = (Setpoint − PV(k)) / Setpoint          // > 0: room to go faster
+//	        (ErrorInverse: e(k) = min(Setpoint/PV(k) − 1, InverseErrorCap))
 //	on the first usable step: e(k−1) = e(k−2) = e(k)  // no derivative kick
 //	Δu    = Kp·(e(k) − e(k−1)) + Ki·e(k) + Kd·(e(k) − 2e(k−1) + e(k−2))
 //	u(k)  = clamp(u(k−1) + Δu, 0, 1)
@@ -121,6 +150,9 @@ func (c *PID) Next(obs Observation) Decision {
 	}
 	sp := float64(c.p.Setpoint)
 	e := (sp - float64(pv)) / sp
+	if c.p.Error == ErrorInverse {
+		e = min(sp/float64(pv)-1, InverseErrorCap)
+	}
 	if !c.primed {
 		c.e1, c.e2, c.primed = e, e, true
 	}
