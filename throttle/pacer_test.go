@@ -97,6 +97,40 @@ func TestPacer(t *testing.T) {
 			h.clk.Advance(1500 * time.Millisecond)
 			h.expectDone(c, nil)
 		}},
+		{"a late wake-up is made up in the next slot", 1000, func(h *harness) {
+			c := h.pace(bg, 1000, 300*time.Millisecond)
+			h.expectPark("700ms")
+			h.clk.Advance(710 * time.Millisecond) // woke 10 ms late
+			h.expectDone(c, nil)
+			h.clk.Advance(300 * time.Millisecond) // the next sub-move
+			c = h.pace(bg, 1000, 300*time.Millisecond)
+			h.expectPark("690ms") // slot counted from the previous slot's end
+			h.clk.Advance(690 * time.Millisecond)
+			h.expectDone(c, nil)
+		}},
+		{"a gap longer than PacerCatchUp is made up only by PacerCatchUp", 1000, func(h *harness) {
+			c := h.pace(bg, 1000, 300*time.Millisecond)
+			h.expectPark("700ms")
+			h.clk.Advance(700 * time.Millisecond)
+			h.expectDone(c, nil)
+			h.clk.Advance(time.Minute + 300*time.Millisecond)
+			c = h.pace(bg, 1000, 300*time.Millisecond)
+			h.expectPark("680ms")
+			h.clk.Advance(680 * time.Millisecond)
+			h.expectDone(c, nil)
+		}},
+		{"a slow sub-move earns at most PacerCatchUp", 1000, func(h *harness) {
+			h.expectDone(h.pace(bg, 1000, 1010*time.Millisecond), nil) // 10 ms over its slot
+			c := h.pace(bg, 1000, 0)
+			h.expectPark("990ms")
+			h.clk.Advance(990 * time.Millisecond)
+			h.expectDone(c, nil)
+			h.expectDone(h.pace(bg, 1000, 2*time.Second), nil) // 1 s over: only 20 ms made up
+			c = h.pace(bg, 1000, 0)
+			h.expectPark("980ms")
+			h.clk.Advance(980 * time.Millisecond)
+			h.expectDone(c, nil)
+		}},
 		{"cancel while paused returns ctx.Err", 0, func(h *harness) {
 			ctx, cancel := context.WithCancel(bg)
 			c := h.pace(ctx, 1000, 0)
