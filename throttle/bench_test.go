@@ -277,4 +277,3 @@ func BenchmarkPacerRate(b *testing.B) {
 		})
 	}
 }
-

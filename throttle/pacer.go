@@ -58,7 +58,7 @@ type Pacer struct {
 
 	mu struct {
 		sync.Mutex
-		init bool
+		init    bool
 		rate    float64       // bytes/s
 		wake    chan struct{} // closed (and replaced) whenever the rate changes
 		slotEnd time.Time     // when the last paced slot ended (zero: none yet)
