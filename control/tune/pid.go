@@ -12,7 +12,9 @@ import (
 // PIDGains are velocity-form PID gains in control.PID's units: per step, error
 // normalised by the setpoint, output a fraction of max rate.
 type PIDGains struct {
-	Kp, Ki, Kd float64
+	Kp float64 `json:"kp"`
+	Ki float64 `json:"ki"`
+	Kd float64 `json:"kd"`
 }
 
 // PIDProposal is ProposePID's answer with the figures behind it.
@@ -20,13 +22,13 @@ type PIDProposal struct {
 	PIDGains
 	// NormGain is the plant's gain in the controller's units: the change of
 	// normalised error per unit of output, g = G·maxRate/setpoint.
-	NormGain float64
+	NormGain float64 `json:"norm_gain"`
 	// Radius is the spectral radius of the closed loop on the model (< 1 is
 	// stable); the error shrinks roughly by this factor per step.
-	Radius float64
+	Radius float64 `json:"radius"`
 	// SettleSteps is ceil(ln 0.02 / ln Radius): steps for the model's slowest
 	// mode to decay to 2%.
-	SettleSteps int
+	SettleSteps int `json:"settle_steps"`
 }
 
 // PIDRadius returns the spectral radius of the closed loop formed by a

@@ -17,9 +17,9 @@ import (
 // over low rates misses: its slope there is far below the slope at a setpoint
 // near the knee, and gains designed with it oscillate.
 type Queue struct {
-	L0       float64 // latency at rate 0, seconds
-	Capacity float64 // rate at which latency diverges, bytes/s
-	R2       float64 // R² of the fit of 1/L against r, in [0, 1]
+	L0       float64 `json:"l0_s"`         // latency at rate 0, seconds
+	Capacity float64 `json:"capacity_Bps"` // rate at which latency diverges, bytes/s
+	R2       float64 `json:"r2"`           // R² of the fit of 1/L against r, in [0, 1]
 }
 
 // FitQueue fits Queue to profiling runs (rates bytes/s, latencies seconds,

@@ -227,3 +227,56 @@ func TestFitQueue(t *testing.T) {
 		}
 	}
 }
+
+func TestRecommend(t *testing.T) {
+	// A queueing plant profiled at low rates: the queue model wins and the
+	// design is made at the setpoint's local gain.
+	q0 := Queue{L0: 0.004, Capacity: 12.5e6}
+	var rates, lats []float64
+	for _, r := range []float64{1.2e6, 2.4e6, 3.6e6, 4.8e6, 6e6, 7.2e6} {
+		rates = append(rates, r)
+		lats = append(lats, q0.Latency(r))
+	}
+	rec, err := Recommend(rates, lats, 30*time.Millisecond, 12e6, 3, 0.5, 0.6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Model != "queue" || rec.ErrorForm != "inverse" {
+		t.Fatalf("model %q form %q, want queue/inverse", rec.Model, rec.ErrorForm)
+	}
+	if math.Abs(rec.Gain-q0.GainAt(0.03))/q0.GainAt(0.03) > 1e-6 || math.Abs(rec.RateAtSetpoint-q0.RateAt(0.03)) > 1 {
+		t.Fatalf("gain %v rate %v", rec.Gain, rec.RateAtSetpoint)
+	}
+	if math.Abs(Pole(rec.Gain, rec.K)-0.5) > 1e-9 || rec.PID.Radius > 0.6 {
+		t.Fatalf("K %v (pole %v), PID %+v", rec.K, Pole(rec.Gain, rec.K), rec.PID)
+	}
+	if len(rec.Warnings) != 1 { // 30 ms is 2.6x the highest profiled 12.2 ms
+		t.Fatalf("warnings %q", rec.Warnings)
+	}
+
+	// A straight plant: the line wins.
+	lats = lats[:0]
+	for _, r := range rates {
+		lats = append(lats, 0.005+0.5e-9*r)
+	}
+	rec, err = Recommend(rates, lats, 8*time.Millisecond, 12e6, 1, 0, 0.6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Model != "line" || rec.ErrorForm != "linear" || math.Abs(rec.Gain-0.5e-9) > 1e-15 {
+		t.Fatalf("%+v", rec)
+	}
+
+	// Setpoint under the idle latency: refused.
+	if _, err := Recommend(rates, lats, 4*time.Millisecond, 12e6, 1, 0, 0.6); !errors.Is(err, ErrSetpointTooLow) {
+		t.Fatalf("want ErrSetpointTooLow, got %v", err)
+	}
+	// Flat latency: no gain.
+	if _, err := Recommend(rates, []float64{5e-3, 5e-3, 5e-3, 5e-3, 5e-3, 5e-3}, 8*time.Millisecond, 12e6, 1, 0, 0.6); !errors.Is(err, ErrNoGain) {
+		t.Fatalf("want ErrNoGain, got %v", err)
+	}
+	// Unstable pole: refused.
+	if _, err := Recommend(rates, lats, 8*time.Millisecond, 12e6, 1, 1.2, 0.6); !errors.Is(err, ErrUnstable) {
+		t.Fatalf("want ErrUnstable, got %v", err)
+	}
+}
