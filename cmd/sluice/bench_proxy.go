@@ -1,0 +1,375 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicedb/sluice/pgcluster"
+	"github.com/sluicedb/sluice/proxy"
+)
+
+var benchProxyFlags struct {
+	duration  time.Duration
+	scale     int
+	clients   int
+	rounds    int
+	pgbouncer string
+	jsonOut   bool
+	keep      bool
+}
+
+var benchProxyCmd = &cobra.Command{
+	Use:   "proxy",
+	Short: "pgbench select-only and read-write: direct vs through sluice proxy vs through PgBouncer",
+	Long: `Starts its own PostgreSQL 15 cluster, PgBouncer (session mode) and sluice proxy
+(in process), then runs pgbench -S (select_only) and the default TPC-B-like script
+(read_write) with --clients clients for --duration against each of the three, the
+three interleaved, --rounds times (the median round is reported). p50 latency is
+computed from pgbench's per-transaction log. Everything runs on this machine: the
+proxy competes with pgbench and the server for the same cores, as PgBouncer does.
+
+The server runs with synchronous_commit=off so read-write measures the path, not
+the disk's flush latency.`,
+	Args: cobra.NoArgs,
+	RunE: runBenchProxy,
+}
+
+func init() {
+	f := benchProxyCmd.Flags()
+	f.DurationVar(&benchProxyFlags.duration, "duration", 20*time.Second, "length of each pgbench run")
+	f.IntVar(&benchProxyFlags.scale, "scale", 10, "pgbench scale factor")
+	f.IntVar(&benchProxyFlags.clients, "clients", 8, "pgbench clients")
+	f.IntVar(&benchProxyFlags.rounds, "rounds", 1, "rounds of the three targets; the median is reported")
+	f.StringVar(&benchProxyFlags.pgbouncer, "pgbouncer", "/usr/sbin/pgbouncer", "PgBouncer binary")
+	f.BoolVar(&benchProxyFlags.jsonOut, "json", false, "print results as JSON")
+	f.BoolVar(&benchProxyFlags.keep, "keep", false, "keep the temp directory (logs) for inspection")
+	benchCmd.AddCommand(benchProxyCmd)
+}
+
+// benchResult is one workload's figures (the JSON contract).
+type benchResult struct {
+	DirectTPS      float64 `json:"direct_tps"`
+	SluiceTPS      float64 `json:"sluice_tps"`
+	PgbouncerTPS   float64 `json:"pgbouncer_tps"`
+	DirectP50MS    float64 `json:"direct_p50_ms"`
+	SluiceP50MS    float64 `json:"sluice_p50_ms"`
+	PgbouncerP50MS float64 `json:"pgbouncer_p50_ms"`
+}
+
+type pgbenchRun struct {
+	tps   float64
+	p50ms float64
+}
+
+const benchPassword = "bench-pw"
+
+func runBenchProxy(cmd *cobra.Command, _ []string) error {
+	bf := benchProxyFlags
+	if bf.duration < time.Second {
+		return usagef("bench proxy: --duration must be at least 1s")
+	}
+	if bf.scale < 1 || bf.clients < 1 || bf.rounds < 1 {
+		return usagef("bench proxy: --scale, --clients and --rounds must be positive")
+	}
+	if _, err := os.Stat(bf.pgbouncer); err != nil {
+		return fmt.Errorf("bench proxy: PgBouncer not found at %s (install it: make bench-deps): %w", bf.pgbouncer, err)
+	}
+	pgbench := filepath.Join(pgcluster.DefaultBinDir, "pgbench")
+	if _, err := os.Stat(pgbench); err != nil {
+		return fmt.Errorf("bench proxy: pgbench not found: %w", err)
+	}
+	progress := func(format string, args ...any) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "bench proxy: "+format+"\n", args...)
+	}
+	ctx, cancel := context.WithCancel(cmd.Context())
+	defer cancel()
+
+	dir, err := os.MkdirTemp("", "sluice-bench-proxy-")
+	if err != nil {
+		return err
+	}
+	if !bf.keep {
+		defer os.RemoveAll(dir)
+	} else {
+		progress("keeping %s", dir)
+	}
+	os.Chmod(dir, 0o755)
+	uid, gid, asRoot, err := pgcluster.OSUserIDs("")
+	if err != nil {
+		return err
+	}
+	if asRoot {
+		os.Chown(dir, uid, gid)
+	}
+
+	progress("initdb and start PostgreSQL")
+	c, err := pgcluster.Init(ctx, filepath.Join(dir, "data"), pgcluster.Options{
+		Settings: map[string]string{"max_connections": "100", "shared_buffers": "256MB", "synchronous_commit": "off"},
+	})
+	if err != nil {
+		return err
+	}
+	if err := c.Start(ctx); err != nil {
+		return err
+	}
+	defer c.Stop(context.Background(), pgcluster.Fast)
+	pgHost, pgPort, _ := net.SplitHostPort(c.Addr())
+	progress("pgbench -i -s %d", bf.scale)
+	if out, err := runPgbench(ctx, pgbench, dir, nil, "-i", "-q", "-s", strconv.Itoa(bf.scale), "-h", pgHost, "-p", pgPort, "-U", "postgres", "postgres"); err != nil {
+		return fmt.Errorf("bench proxy: pgbench -i: %w\n%s", err, out)
+	}
+
+	// Both proxies authenticate clients with SCRAM from the same userlist and
+	// reach the (trust) server as postgres.
+	userlist := filepath.Join(dir, "userlist.txt")
+	if err := os.WriteFile(userlist, []byte(fmt.Sprintf("\"postgres\" \"%s\"\n", benchPassword)), 0o600); err != nil {
+		return err
+	}
+	if asRoot {
+		os.Chown(userlist, uid, gid)
+	}
+
+	progress("start PgBouncer (session mode)")
+	bouncerPort, stopBouncer, err := startPgbouncer(ctx, bf.pgbouncer, dir, userlist, c.Addr(), uid, gid, asRoot)
+	if err != nil {
+		return err
+	}
+	defer stopBouncer()
+
+	progress("start sluice proxy")
+	p, err := proxy.New(proxy.Config{
+		Listen: "127.0.0.1:0", APIListen: "127.0.0.1:0", AuthFile: userlist,
+		Routes: []proxy.RouteConfig{{Tenant: "bench", Addr: c.Addr(), Database: "postgres"}},
+	})
+	if err != nil {
+		return err
+	}
+	if err := p.Start(ctx); err != nil {
+		return err
+	}
+	defer p.Close()
+	_, sluicePort, _ := net.SplitHostPort(p.Addr())
+
+	targets := []struct {
+		name string
+		args []string
+	}{
+		{"direct", []string{"-h", pgHost, "-p", pgPort, "-U", "postgres", "postgres"}},
+		{"sluice", []string{"-h", "127.0.0.1", "-p", sluicePort, "-U", "postgres", "bench"}},
+		{"pgbouncer", []string{"-h", "127.0.0.1", "-p", strconv.Itoa(bouncerPort), "-U", "postgres", "bench"}},
+	}
+	workloads := []struct {
+		name string
+		args []string
+	}{
+		{"select_only", []string{"-S"}},
+		{"read_write", nil},
+	}
+	results := map[string]*benchResult{}
+	for _, wl := range workloads {
+		runs := map[string][]pgbenchRun{}
+		for r := 0; r < bf.rounds; r++ {
+			for _, tg := range targets {
+				progress("%s via %s, round %d/%d, %v", wl.name, tg.name, r+1, bf.rounds, bf.duration)
+				prefix := filepath.Join(dir, fmt.Sprintf("log-%s-%s-%d", wl.name, tg.name, r))
+				args := append([]string{"-n", "-c", strconv.Itoa(bf.clients), "-T", strconv.Itoa(int(bf.duration.Seconds())),
+					"-l", "--log-prefix=" + prefix}, wl.args...)
+				args = append(args, tg.args...)
+				out, err := runPgbench(ctx, pgbench, dir, []string{"PGPASSWORD=" + benchPassword}, args...)
+				if err != nil {
+					return fmt.Errorf("bench proxy: pgbench %s via %s: %w\n%s", wl.name, tg.name, err, out)
+				}
+				run, err := parsePgbench(out, prefix)
+				if err != nil {
+					return fmt.Errorf("bench proxy: %s via %s: %w", wl.name, tg.name, err)
+				}
+				progress("  %.0f tps, p50 %.3f ms", run.tps, run.p50ms)
+				runs[tg.name] = append(runs[tg.name], run)
+				removeLogs(prefix)
+			}
+		}
+		d, s, b := median(runs["direct"]), median(runs["sluice"]), median(runs["pgbouncer"])
+		results[wl.name] = &benchResult{
+			DirectTPS: round1(d.tps), SluiceTPS: round1(s.tps), PgbouncerTPS: round1(b.tps),
+			DirectP50MS: round3(d.p50ms), SluiceP50MS: round3(s.p50ms), PgbouncerP50MS: round3(b.p50ms),
+		}
+	}
+	if bf.jsonOut {
+		return writeJSON(cmd.OutOrStdout(), struct {
+			SelectOnly *benchResult `json:"select_only"`
+			ReadWrite  *benchResult `json:"read_write"`
+		}{results["select_only"], results["read_write"]})
+	}
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "%-12s %12s %12s %12s %10s %10s %10s\n", "workload", "direct tps", "sluice tps", "bouncer tps", "direct p50", "sluice p50", "bouncer p50")
+	for _, wl := range workloads {
+		r := results[wl.name]
+		fmt.Fprintf(w, "%-12s %12.1f %12.1f %12.1f %8.3fms %8.3fms %8.3fms\n", wl.name, r.DirectTPS, r.SluiceTPS, r.PgbouncerTPS, r.DirectP50MS, r.SluiceP50MS, r.PgbouncerP50MS)
+	}
+	return nil
+}
+
+func round1(x float64) float64 { return float64(int64(x*10+0.5)) / 10 }
+func round3(x float64) float64 { return float64(int64(x*1000+0.5)) / 1000 }
+
+// median returns the run with the median TPS.
+func median(rs []pgbenchRun) pgbenchRun {
+	if len(rs) == 0 {
+		return pgbenchRun{}
+	}
+	s := append([]pgbenchRun(nil), rs...)
+	sort.Slice(s, func(i, j int) bool { return s[i].tps < s[j].tps })
+	return s[len(s)/2]
+}
+
+func runPgbench(ctx context.Context, bin, dir string, env []string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+var tpsRe = regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`)
+
+// parsePgbench reads TPS from pgbench's summary and the median latency from
+// its per-transaction logs (prefix.*): field 3 is the latency in µs.
+func parsePgbench(out, prefix string) (pgbenchRun, error) {
+	var run pgbenchRun
+	m := tpsRe.FindStringSubmatch(out)
+	if m == nil {
+		return run, fmt.Errorf("no tps in pgbench output:\n%s", out)
+	}
+	run.tps, _ = strconv.ParseFloat(m[1], 64)
+	if !strings.Contains(out, "number of failed transactions: 0 ") {
+		return run, fmt.Errorf("pgbench reports failed transactions:\n%s", out)
+	}
+	files, _ := filepath.Glob(prefix + ".*")
+	if len(files) == 0 {
+		return run, errors.New("pgbench wrote no transaction log")
+	}
+	var lat []int64
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			return run, err
+		}
+		sc := bufio.NewScanner(fh)
+		for sc.Scan() {
+			fs := strings.Fields(sc.Text())
+			if len(fs) < 3 {
+				continue
+			}
+			us, err := strconv.ParseInt(fs[2], 10, 64)
+			if err != nil {
+				continue
+			}
+			lat = append(lat, us)
+		}
+		fh.Close()
+	}
+	if len(lat) == 0 {
+		return run, errors.New("empty pgbench transaction log")
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	run.p50ms = float64(lat[(len(lat)-1)/2]) / 1000
+	return run, nil
+}
+
+func removeLogs(prefix string) {
+	files, _ := filepath.Glob(prefix + ".*")
+	for _, f := range files {
+		os.Remove(f)
+	}
+}
+
+// startPgbouncer runs PgBouncer in session mode in front of pgAddr, as the
+// PostgreSQL OS user when root, and returns its port and a stop function.
+func startPgbouncer(ctx context.Context, bin, dir, userlist, pgAddr string, uid, gid int, asRoot bool) (int, func(), error) {
+	port, err := pgcluster.FreePort()
+	if err != nil {
+		return 0, nil, err
+	}
+	host, pgPort, _ := net.SplitHostPort(pgAddr)
+	ini := filepath.Join(dir, "pgbouncer.ini")
+	conf := fmt.Sprintf(`[databases]
+bench = host=%s port=%s dbname=postgres user=postgres
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = %d
+unix_socket_dir =
+auth_type = scram-sha-256
+auth_file = %s
+pool_mode = session
+max_client_conn = 200
+default_pool_size = 50
+logfile = %s
+pidfile = %s
+`, host, pgPort, port, userlist, filepath.Join(dir, "pgbouncer.log"), filepath.Join(dir, "pgbouncer.pid"))
+	if err := os.WriteFile(ini, []byte(conf), 0o600); err != nil {
+		return 0, nil, err
+	}
+	if asRoot {
+		os.Chown(ini, uid, gid)
+	}
+	cmd := exec.CommandContext(ctx, bin, ini)
+	cmd.Dir = dir
+	var stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	if asRoot {
+		cmd.SysProcAttr = sysProcAs(uid, gid)
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, nil, fmt.Errorf("bench proxy: start pgbouncer: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	stop := func() {
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+		if err == nil {
+			conn.Close()
+			return port, stop, nil
+		}
+		select {
+		case <-exited:
+			log, _ := os.ReadFile(filepath.Join(dir, "pgbouncer.log"))
+			return 0, nil, fmt.Errorf("bench proxy: pgbouncer exited: %s%s", stderr.String(), log)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return 0, nil, errors.New("bench proxy: pgbouncer did not start listening")
+		}
+	}
+}
+
+// sysProcAs returns process attributes that run a child as uid/gid.
+func sysProcAs(uid, gid int) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+}
