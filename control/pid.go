@@ -50,23 +50,25 @@ type PIDParams struct {
 // ErrorForm names how the PID turns latency into a normalised error.
 type ErrorForm string
 
-// Error forms. Both are 0 at the setpoint and have slope −1/SP there, so the
-// same gains give the same loop at the setpoint.
+// Error forms. Both are 0 at the setpoint with slope −1/SP there, so the same
+// gains give the same loop at the setpoint.
 const (
 	// ErrorLinear is e = (SP − PV)/SP (Slacker). On a server whose latency
-	// bends up near its knee, the loop gain grows with latency: far below the
-	// setpoint the ramp is slow, far above it the slowdown is strong.
+	// bends up near its knee the loop gain grows with latency: far below the
+	// setpoint the ramp is slow, above it the slowdown is strong.
 	ErrorLinear ErrorForm = "linear"
-	// ErrorInverse is e = SP/PV − 1. It makes a queueing plant
-	// (L = L0/(1 − r/C), where 1/L falls linearly with rate) exactly linear,
-	// so gains tuned at the setpoint (control/tune.Queue.GainAt) hold at
-	// every latency: the ramp from an idle server is fast. Its price: e >= −1,
-	// so one step slows by at most Kp+Ki+2Kd-ish of max speed when latency
-	// explodes.
-	ErrorInverse ErrorForm = "inverse"
+	// ErrorHybrid is e = SP/PV − 1 below the setpoint (capped at
+	// InverseErrorCap) and (SP − PV)/SP at or above it. Below the setpoint it
+	// makes a queueing plant (L = L0/(1 − r/C): 1/L falls linearly with rate)
+	// exactly linear, so gains tuned at the setpoint
+	// (control/tune.Queue.GainAt) hold all the way down and the ramp from an
+	// idle server is fast; above it, it keeps the linear form's unbounded
+	// push-back in bursts (a pure SP/PV − 1 is >= −1 and backs off too
+	// gently: on the simulator's bursty scenario it doubled the mean latency).
+	ErrorHybrid ErrorForm = "hybrid"
 )
 
-// InverseErrorCap bounds ErrorInverse's error from above: a process variable
+// InverseErrorCap bounds ErrorHybrid's error from above: a process variable
 // under a tenth of the setpoint counts as a tenth, so that a near-empty
 // window (a few microseconds of latency) cannot command a huge step.
 const InverseErrorCap = 9.0
@@ -95,8 +97,8 @@ func (p PIDParams) Validate() error {
 		return fmt.Errorf("control: pid: initial must be a fraction of max rate in [0,1], got %v", p.Initial)
 	case !p.Stat.valid():
 		return fmt.Errorf("control: pid: unknown statistic %q (want mean, p95 or p99)", p.Stat)
-	case p.Error != ErrorLinear && p.Error != ErrorInverse:
-		return fmt.Errorf("control: pid: unknown error form %q (want linear or inverse)", p.Error)
+	case p.Error != ErrorLinear && p.Error != ErrorHybrid:
+		return fmt.Errorf("control: pid: unknown error form %q (want linear or hybrid)", p.Error)
 	}
 	return nil
 }
@@ -108,7 +110,8 @@ func (p PIDParams) Validate() error {
 //	PV(k) = max over obs.Signals of the statistic (source and target)
 //	if any signal is missing/failed: hold u, report Hold; history unchanged
 //	e(k)  = (Setpoint − PV(k)) / Setpoint          // > 0: room to go faster
-//	        (ErrorInverse: e(k) = min(Setpoint/PV(k) − 1, InverseErrorCap))
+//	        (ErrorHybrid, when PV(k) < Setpoint:
+//	         e(k) = min(Setpoint/PV(k) − 1, InverseErrorCap))
 //	on the first usable step: e(k−1) = e(k−2) = e(k)  // no derivative kick
 //	Δu    = Kp·(e(k) − e(k−1)) + Ki·e(k) + Kd·(e(k) − 2e(k−1) + e(k−2))
 //	u(k)  = clamp(u(k−1) + Δu, 0, 1)
@@ -150,7 +153,7 @@ func (c *PID) Next(obs Observation) Decision {
 	}
 	sp := float64(c.p.Setpoint)
 	e := (sp - float64(pv)) / sp
-	if c.p.Error == ErrorInverse {
+	if c.p.Error == ErrorHybrid && float64(pv) < sp {
 		e = min(sp/float64(pv)-1, InverseErrorCap)
 	}
 	if !c.primed {

@@ -45,9 +45,9 @@ type Recommendation struct {
 	K    float64 `json:"integral_K"` // (bytes/s) per second of error
 	// PID is the velocity-form proposal (ProposePID at Gain).
 	PID PIDProposal `json:"pid"`
-	// ErrorForm is the PID error form to use with these gains: "inverse" on
-	// a queue model (it keeps the tuned loop gain at every latency),
-	// "linear" on a line.
+	// ErrorForm is the PID error form to use with these gains: "hybrid" on
+	// a queue model (it keeps the tuned loop gain at every latency below the
+	// setpoint), "linear" on a line.
 	ErrorForm string `json:"pid_error_form"`
 	// Warnings name the ways the profile may mislead (setpoint outside the
 	// profiled latencies, plant never reaching the setpoint).
@@ -91,7 +91,7 @@ func Recommend(rates, latencies []float64, setpoint time.Duration, maxRate float
 	}
 	switch {
 	case r.Queue != nil && (lineErr != nil || sse(r.Queue.Latency) <= sse(r.Line.Latency)):
-		r.Model, r.ErrorForm = "queue", "inverse"
+		r.Model, r.ErrorForm = "queue", "hybrid"
 		r.IdleLatency = r.Queue.L0
 		r.Gain = r.Queue.GainAt(sp)
 		r.RateAtSetpoint = r.Queue.RateAt(sp)
