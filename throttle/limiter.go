@@ -178,12 +178,15 @@ func (w *waiter) chunk(ctx context.Context, n int) (int, error) {
 		l.mu.Unlock()
 
 		var fired <-chan time.Time
-		if !paused {
-			if w.timer == nil {
-				w.timer = w.clk.NewTimer(d)
-			} else {
-				w.timer.Reset(d)
-			}
+		switch {
+		case paused && w.timer != nil:
+			w.timer.Stop() // a plan from before the pause must not fire
+		case paused:
+		case w.timer == nil:
+			w.timer = w.clk.NewTimer(d)
+			fired = w.timer.C()
+		default:
+			w.timer.Reset(d)
 			fired = w.timer.C()
 		}
 		if l.parked != nil {

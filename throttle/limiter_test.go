@@ -383,14 +383,16 @@ func TestLimiterConcurrentWaitersShareRate(t *testing.T) {
 func TestLimiterConcurrentRateChanges(t *testing.T) {
 	l := NewLimiter(1e8, 0)
 	ctx := context.Background()
-	var wg sync.WaitGroup
+	var wg, workers sync.WaitGroup
+	var progress atomic.Int64 // WaitN calls completed
 	for w := range 6 {
-		wg.Go(func() {
+		workers.Go(func() {
 			for i := range 200 {
 				if err := l.WaitN(ctx, (w+1)*(i%7+1)*1000); err != nil {
 					t.Errorf("WaitN: %v", err)
 					return
 				}
+				progress.Add(1)
 			}
 		})
 	}
@@ -398,12 +400,35 @@ func TestLimiterConcurrentRateChanges(t *testing.T) {
 	wg.Go(func() { // a waiter that is cancelled
 		_ = l.WaitN(cctx, 1<<30)
 	})
-	rates := []float64{0, 1e6, 1e9, math.Inf(1), 5e7, 0, 2e9}
-	for i := range 300 {
-		l.SetRate(rates[i%len(rates)])
-		_ = l.Rate()
-		_ = l.Burst()
-		runtime.Gosched()
+	rates := []float64{0, 1e8, 1e9, 5e8, 0, 2e9, 3e8}
+	workersDone := make(chan struct{})
+	go func() { workers.Wait(); close(workersDone) }()
+	// Flip the rate until every worker is through, letting at least one call
+	// complete between flips (except while paused); every 50th flip is to
+	// +Inf.
+	for i := 0; ; i++ {
+		select {
+		case <-workersDone:
+			t.Logf("%d rate changes, %d calls", i, progress.Load())
+		default:
+			r := rates[i%len(rates)]
+			if i%50 == 49 {
+				r = math.Inf(1)
+			}
+			l.SetRate(r)
+			_, _ = l.Rate(), l.Burst()
+			for before := progress.Load(); r != 0 && progress.Load() == before; {
+				select {
+				case <-workersDone:
+				default:
+					runtime.Gosched()
+					continue
+				}
+				break
+			}
+			continue
+		}
+		break
 	}
 	cancel()
 	l.SetRate(math.Inf(1))

@@ -162,12 +162,15 @@ func (p *Pacer) Wait(ctx context.Context, moved int64, took time.Duration) error
 			return nil
 		}
 		var fired <-chan time.Time
-		if !paused {
-			if timer == nil {
-				timer = clk.NewTimer(d)
-			} else {
-				timer.Reset(d)
-			}
+		switch {
+		case paused && timer != nil:
+			timer.Stop() // a plan from before the pause must not fire
+		case paused:
+		case timer == nil:
+			timer = clk.NewTimer(d)
+			fired = timer.C()
+		default:
+			timer.Reset(d)
 			fired = timer.C()
 		}
 		if p.parked != nil {
