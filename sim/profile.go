@@ -1,0 +1,245 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/sluicedb/sluice/control"
+	"github.com/sluicedb/sluice/control/tune"
+)
+
+// ProfileOptions configure a profiling run: a staircase of fixed rates, each
+// held for Hold, measured after Settle (Aqueduct §5.1 ran one migration per
+// rate; a staircase in one run is the same measurement done the way a live
+// system would do it, without restarting the workload).
+type ProfileOptions struct {
+	// Rates is the ladder, bytes/s, ascending. Default: 0 then Steps equal
+	// steps up to the plant's MaxRate.
+	Rates []float64
+	// Steps is the number of non-zero rungs of the default ladder. Default 24.
+	Steps int
+	// Hold is how long each rate is held, whole seconds. Default 15 s.
+	Hold time.Duration
+	// Settle is skipped at the start of each hold before measuring. Default 5 s.
+	Settle time.Duration
+	// The profile ends at the first rung where some store's mean latency
+	// exceeds its contract (Options.Contract, else the store's own, else the
+	// setpoint): that rung is reported but not fitted, as beyond the contract
+	// the plant may be overloaded and latency unbounded. A control window
+	// above AbortFactor × a contract aborts the rung at once.
+	// P picks the victim store as Aqueduct's controller does: the store with
+	// the smallest P·LC_i − L_i. Default 0.9.
+	P float64
+}
+
+// Profiling tunables.
+const (
+	DefaultProfileSteps  = 24
+	DefaultProfileHold   = 15 * time.Second
+	DefaultProfileSettle = 5 * time.Second
+	DefaultProfileP      = 0.9
+	AbortFactor          = 3.0 // a window above 3× a store's contract aborts the profile
+)
+
+// ProfilePoint is one rung of the staircase.
+type ProfilePoint struct {
+	Rate    float64         // bytes/s
+	Latency time.Duration   // victim store's mean latency over the measured part
+	Victim  string          // the victim store
+	Stores  []time.Duration // every store's mean latency
+	Aborted bool            // the rung was cut short (latency ran away)
+	Over    bool            // some store exceeded its contract: the last rung
+}
+
+// Fit is a linear fit latency = Intercept + G·rate over some profile points.
+type Fit struct {
+	G         float64 // seconds of latency per byte/s
+	Intercept float64 // seconds
+	R2        float64
+	Points    int // points used
+	MinRate   float64
+	MaxRate   float64
+}
+
+// Profile is the outcome of ProfilePlant.
+type Profile struct {
+	Scenario string
+	Seed     uint64
+	Points   []ProfilePoint // in ladder order, up to and including the first over a contract
+	// Binding is the victim store at the last rung within the contracts: the
+	// store whose contract limits the migration, and BindingContract its
+	// contract.
+	Binding         string
+	BindingContract time.Duration
+	// Global fits the victim latency of every rung within the contracts
+	// (Aqueduct's method). Local fits the binding store's latency over the
+	// operating region only: the rungs where it is in the upper half between
+	// its idle latency and its contract (at least 3 rungs). The plant is
+	// convex, so its slope where a controller works is steeper than the
+	// global average; proposals should use Local.
+	Global, Local Fit
+}
+
+// staircase plays a ladder of rates, Hold each, and aborts (rate 0 from then
+// on) when a window's latency exceeds abort.
+type staircase struct {
+	rates   []float64
+	hold    int             // steps per rung
+	abort   []time.Duration // per store
+	k       int
+	aborted int // rung index that aborted, -1 if none
+}
+
+func (s *staircase) Name() string { return "staircase" }
+
+func (s *staircase) Next(obs control.Observation) control.Decision {
+	rung := s.k / s.hold
+	s.k++
+	if s.aborted < 0 && s.k > 1 {
+		for i, sig := range obs.Signals {
+			if sig.Err == nil && sig.Mean > s.abort[i] {
+				s.aborted = (s.k - 2) / s.hold
+			}
+		}
+	}
+	if s.aborted >= 0 || rung >= len(s.rates) {
+		return control.Decision{Rate: 0, Reason: "staircase done"}
+	}
+	r := s.rates[rung]
+	return control.Decision{Rate: r, Prefetch: r, Reason: fmt.Sprintf("staircase rung %d", rung)}
+}
+
+// ProfilePlant runs the staircase on scenario s and fits the process gain.
+func ProfilePlant(s Scenario, po ProfileOptions, opt Options) (Profile, error) {
+	o, err := opt.resolve(s)
+	if err != nil {
+		return Profile{}, err
+	}
+	if po.Steps == 0 {
+		po.Steps = DefaultProfileSteps
+	}
+	if po.Hold == 0 {
+		po.Hold = DefaultProfileHold
+	}
+	if po.Settle == 0 {
+		po.Settle = DefaultProfileSettle
+	}
+	if po.P == 0 {
+		po.P = DefaultProfileP
+	}
+	switch {
+	case po.Steps < 2:
+		return Profile{}, fmt.Errorf("sim: profile: need at least 2 steps, got %d", po.Steps)
+	case po.Hold%o.Step != 0 || po.Hold < 2*o.Step:
+		return Profile{}, fmt.Errorf("sim: profile: hold must be a multiple of the step and at least 2 steps, got %v", po.Hold)
+	case po.Settle < 0 || po.Settle >= po.Hold:
+		return Profile{}, fmt.Errorf("sim: profile: settle must be in [0, hold), got %v", po.Settle)
+	case !(po.P > 0 && po.P <= 1):
+		return Profile{}, fmt.Errorf("sim: profile: P must be in (0,1], got %v", po.P)
+	}
+	rates := po.Rates
+	if len(rates) == 0 {
+		rates = []float64{0}
+		for i := 1; i <= po.Steps; i++ {
+			rates = append(rates, s.Plant.MaxRate*float64(i)/float64(po.Steps))
+		}
+	}
+	for i, r := range rates {
+		if !(r >= 0) || math.IsInf(r, 0) || (i > 0 && r <= rates[i-1]) {
+			return Profile{}, fmt.Errorf("sim: profile: rates must be finite, >= 0 and ascending")
+		}
+	}
+	perRung := int(po.Hold / o.Step)
+	sc := &staircase{rates: rates, hold: perRung, aborted: -1}
+	for _, st := range s.Stores {
+		sc.abort = append(sc.abort, time.Duration(AbortFactor*float64(contractOf(st, o))))
+	}
+	// The migration must not complete during the profile: make it endless.
+	big := s
+	big.Plant.Size = math.MaxInt64 / 4
+	o.MaxDuration = time.Duration(len(rates)) * po.Hold
+	e := newEngine(big, sc, o)
+	e.run()
+
+	prof := Profile{Scenario: s.Name, Seed: o.Seed}
+	hold, settle := po.Hold.Seconds(), po.Settle.Seconds()
+	for i, r := range rates {
+		lo, hi := float64(i)*hold+settle, float64(i+1)*hold
+		pt := ProfilePoint{Rate: r, Stores: make([]time.Duration, len(e.stores)), Aborted: sc.aborted == i}
+		best := math.Inf(1)
+		for j, st := range e.stores {
+			var sum float64
+			var n int
+			for _, p := range e.points {
+				if p.T > lo && p.T <= hi {
+					sum += p.Stores[j].Latency.Seconds() * float64(p.Stores[j].Count)
+					n += p.Stores[j].Count
+				}
+			}
+			if n > 0 {
+				pt.Stores[j] = secs(sum / float64(n))
+			}
+			if pt.Stores[j].Seconds() > st.contract {
+				pt.Over = true
+			}
+			if err := po.P*st.contract - pt.Stores[j].Seconds(); err < best {
+				best, pt.Victim, pt.Latency = err, st.cfg.Name, pt.Stores[j]
+			}
+		}
+		pt.Over = pt.Over || pt.Aborted
+		prof.Points = append(prof.Points, pt)
+		if pt.Over {
+			break
+		}
+	}
+	var xs, ys []float64
+	var in []ProfilePoint
+	for _, p := range prof.Points {
+		if !p.Over {
+			xs = append(xs, p.Rate)
+			ys = append(ys, p.Latency.Seconds())
+			in = append(in, p)
+		}
+	}
+	if prof.Global, err = fit(xs, ys); err != nil {
+		return prof, fmt.Errorf("sim: profile %s: global fit: %w", s.Name, err)
+	}
+	// Operating region of the binding store.
+	last := in[len(in)-1]
+	b := 0
+	for j, st := range e.stores {
+		if st.cfg.Name == last.Victim {
+			b = j
+		}
+	}
+	prof.Binding, prof.BindingContract = last.Victim, secs(e.stores[b].contract)
+	idle := in[0].Stores[b].Seconds()
+	cut := idle + 0.5*(e.stores[b].contract-idle)
+	var lx, ly []float64
+	for _, p := range in {
+		if y := p.Stores[b].Seconds(); y >= cut {
+			lx, ly = append(lx, p.Rate), append(ly, y)
+		}
+	}
+	if len(lx) < 3 {
+		n := min(3, len(in))
+		lx, ly = nil, nil
+		for _, p := range in[len(in)-n:] {
+			lx, ly = append(lx, p.Rate), append(ly, p.Stores[b].Seconds())
+		}
+	}
+	if prof.Local, err = fit(lx, ly); err != nil {
+		return prof, fmt.Errorf("sim: profile %s: local fit: %w", s.Name, err)
+	}
+	return prof, nil
+}
+
+func fit(xs, ys []float64) (Fit, error) {
+	g, b, r2, err := tune.FitGain(xs, ys)
+	f := Fit{G: g, Intercept: b, R2: r2, Points: len(xs)}
+	if len(xs) > 0 {
+		f.MinRate, f.MaxRate = xs[0], xs[len(xs)-1]
+	}
+	return f, err
+}
