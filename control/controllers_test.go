@@ -189,8 +189,8 @@ func TestInterferenceLockCountsExact(t *testing.T) {
 				if locked && d.Prefetch != 0 {
 					t.Fatalf("N=%d M=%d step %d: prefetch %v while locked", n, m, k, d.Prefetch)
 				}
-				if !locked && d.Prefetch != p.PrefetchFactor*d.Rate {
-					t.Fatalf("N=%d M=%d step %d: prefetch %v, rate %v while calm", n, m, k, d.Prefetch, d.Rate)
+				if !locked && d.Rate != min(p.MaxRate, d.Prefetch) {
+					t.Fatalf("N=%d M=%d step %d: prefetch %v, rate %v while unlocked", n, m, k, d.Prefetch, d.Rate)
 				}
 			}
 		}

@@ -21,23 +21,29 @@ type InterferenceParams struct {
 	// UnlockAfter the number of consecutive steps with p < Low that unlocks;
 	// each >= 1. Defaults 2 and 3 (thesis §4.2).
 	LockAfter, UnlockAfter int
-	// Kp, Ki, Kd are velocity-form gains per step: fraction of MaxRate per
-	// unit of probability error; each >= 0, Ki > 0. Defaults 0.2, 0.2, 0.05:
-	// with the disk idle (e = Threshold − p ≈ 0.5) the rate rises by ~10% of
-	// max per step. The thesis's own gains (2e6, 5e4, 6e4 "bytes") are for its
-	// page prefetcher, in a form the excerpt does not state; read as bytes/s
-	// per unit error per step they would take ~4000 steps to reach 100 MB/s.
+	// Kp, Ki, Kd are velocity-form gains per step: fraction of the maximum
+	// read rate (PrefetchFactor·MaxRate) per unit of probability error; each
+	// >= 0, Ki > 0. Defaults 0, 0.03, 0: pure integral action. A fitted
+	// classifier is steep, so the sensed probability is nearly binary (0 or 1
+	// from one step to the next); proportional and derivative terms then
+	// turn each flip into a large step and the loop settles into a two-step
+	// limit cycle (on the simulator with Kp 0.2, Ki 0.2, Kd 0.05: p flipping
+	// 0↔1 and the rate ±30% per step, mean latency 5× the setpoint), while
+	// integral action alone dithers by ±Ki/2 around the boundary. The
+	// thesis's own gains (2e6, 5e4, 6e4 "bytes") are for its page prefetcher,
+	// in a form the excerpt does not state.
 	Kp, Ki, Kd float64
-	// MaxRate is the send rate at full output, bytes/s; > 0.
+	// MaxRate is the maximum send rate, bytes/s; > 0.
 	MaxRate float64
-	// PrefetchFactor is the read-ahead rate as a multiple of the send rate
-	// while unlocked, >= 1. Default 2: while the disk is calm the read-ahead
-	// buffer fills at the send rate again. (The thesis's "prefetching factor
-	// 50" is in pages of its prefetcher; the unit does not carry over.) The
-	// buffer's memory cap is the transfer layer's business.
+	// PrefetchFactor sets the maximum disk read (read-ahead) rate as a
+	// multiple of MaxRate, >= 1. Default 2: when the disk is calm enough, the
+	// reader runs ahead of the sender at up to twice its maximum and fills
+	// the buffer. (The thesis's "prefetching factor 50" is in pages of its
+	// prefetcher; the unit does not carry over.) The buffer's memory cap is
+	// the transfer layer's business.
 	PrefetchFactor float64
-	// Initial is the output before the first step, a fraction of MaxRate in
-	// [0, 1]. Default 0.1.
+	// Initial is the output before the first step, a fraction of the
+	// maximum read rate in [0, 1]. Default 0.1.
 	Initial float64
 }
 
@@ -52,9 +58,9 @@ func DefaultInterferenceParams() InterferenceParams {
 		Low:            0.15,
 		LockAfter:      2,
 		UnlockAfter:    3,
-		Kp:             0.2,
-		Ki:             0.2,
-		Kd:             0.05,
+		Kp:             0,
+		Ki:             0.03,
+		Kd:             0,
 		PrefetchFactor: 2,
 		Initial:        0.1,
 	}
@@ -90,11 +96,11 @@ func (p InterferenceParams) Validate() error {
 
 // Interference is the migration-buffering thesis's controller: a logistic
 // model turns host I/O into a probability of interference, a PID steers that
-// probability toward a threshold, and a lock with hysteresis stops disk reads
-// while the host is interfering, so sending continues from the read-ahead
-// buffer.
+// probability toward a threshold by setting the disk read (prefetch) rate,
+// and a lock with hysteresis stops disk reads while the host is interfering,
+// so sending continues from the read-ahead buffer.
 //
-// Law, once per step k:
+// Law, once per step k (ReadMax = PrefetchFactor·MaxRate):
 //
 //	if obs.Host is nil or failed: hold both rates, report Hold;
 //	                              counters and PID history unchanged
@@ -105,20 +111,23 @@ func (p InterferenceParams) Validate() error {
 //	if !locked and above >= LockAfter:  locked = true
 //	if  locked and below >= UnlockAfter: locked = false
 //	if !locked:                                     // closed loop
-//	    e = Threshold − p                           // > 0: disk calm, go faster
+//	    e = Threshold − p                           // > 0: disk calm, read faster
 //	    (first closed-loop step after start or unlock: e(k−1) = e(k−2) = e)
 //	    u = clamp(u + Kp(e − e1) + Ki·e + Kd(e − 2e1 + e2), 0, 1)
-//	    Rate = u·MaxRate; Prefetch = PrefetchFactor·Rate
+//	    Prefetch = u·ReadMax                       // disk reads: the actuator
+//	    Rate = min(MaxRate, Prefetch)              // send what is read
 //	else:                                           // open loop
-//	    u held; Rate = u·MaxRate (sent from the buffer); Prefetch = 0
+//	    u held; Prefetch = 0; Rate = min(MaxRate, u·ReadMax)  // from the buffer
 //
-// While locked the migration reads nothing from disk, so its actions cannot
-// move p: the loop is open and the PID is frozen rather than wound down, and
-// the send rate reached before the lock continues from memory (when the
-// buffer runs dry the sender stalls by itself: there is nothing to send).
-// After UnlockAfter calm steps the loop closes again from the held rate.
-// Before the lock, a probability above Threshold already slows both rates
-// through the PID.
+// The PID drives the disk reads, the migration's only action on the disk, so
+// the loop has one continuous actuator. While the disk allows reading faster
+// than MaxRate the reader runs ahead of the sender and fills the buffer.
+// While locked the migration reads nothing, so its actions cannot move p: the
+// loop is open and the PID is frozen rather than wound down, and sending
+// continues at the pre-lock rate from memory (when the buffer runs dry the
+// sender stalls by itself: there is nothing to send). After UnlockAfter calm
+// steps the loop closes again from the held output. Before the lock, a
+// probability above Threshold already slows the reads through the PID.
 type Interference struct {
 	p             InterferenceParams
 	u             float64 // output, fraction of MaxRate
@@ -203,9 +212,10 @@ func (c *Interference) Next(obs Observation) Decision {
 
 // decision returns the rates of the current state.
 func (c *Interference) decision() Decision {
-	r := c.u * c.p.MaxRate
+	read := c.u * c.p.PrefetchFactor * c.p.MaxRate
+	r := min(c.p.MaxRate, read)
 	if c.locked {
 		return Decision{Rate: r, Prefetch: 0}
 	}
-	return Decision{Rate: r, Prefetch: c.p.PrefetchFactor * r}
+	return Decision{Rate: r, Prefetch: read}
 }
