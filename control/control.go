@@ -9,6 +9,32 @@
 //     Observation with no usable signal) makes the controller hold its previous
 //     rate and say so in Decision.Hold; it never speeds up blind.
 //   - A Controller is not safe for concurrent use; the control loop owns it.
+//
+// # Controllers
+//
+//   - Fixed (fixed.go): a constant rate, the baseline. It uses no
+//     measurement, so it never holds.
+//   - PID (pid.go): Slacker's velocity-form PID on the worst server's
+//     latency. DefaultPIDParams carries Slacker's gains; they are safe but
+//     slow on a plant that answers within a step, so tune them
+//     (control/tune.Recommend) for anything that matters.
+//   - Integral (integral.go): Aqueduct's integral law on the worst store's
+//     error against per-store contracts; K = (1 − p)/G from control/tune.
+//   - Interference (interference.go, model.go): the migration-buffering
+//     thesis's logistic model of interference from host I/O, a PID on the
+//     disk read rate toward a probability threshold, and lock/unlock
+//     hysteresis; sends from the read-ahead buffer while locked. The thesis's
+//     coefficients are the default model; fit your own (Fit) for a new host,
+//     since a model fitted elsewhere may never fire (on the simulator's
+//     transactional host, ~4800 IOPS, the default model says p ≈ 0 always).
+//
+// # Tuning
+//
+// Profile the plant with Fixed at a ladder of rates, one run per rate, and
+// hand the (rate, latency) pairs to control/tune.Recommend with the setpoint:
+// it fits a line and a queueing model (latency bends up near the knee, where
+// setpoints sit), takes the local gain at the setpoint, and proposes K for
+// Integral and gains and error form for PID.
 package control
 
 import "time"

@@ -58,7 +58,7 @@ const (
 	// setpoint the ramp is slow, above it the slowdown is strong.
 	ErrorLinear ErrorForm = "linear"
 	// ErrorHybrid is e = SP/PV − 1 below the setpoint (capped at
-	// InverseErrorCap) and (SP − PV)/SP at or above it. Below the setpoint it
+	// HybridErrorCap) and (SP − PV)/SP at or above it. Below the setpoint it
 	// makes a queueing plant (L = L0/(1 − r/C): 1/L falls linearly with rate)
 	// exactly linear, so gains tuned at the setpoint
 	// (control/tune.Queue.GainAt) hold all the way down and the ramp from an
@@ -68,10 +68,10 @@ const (
 	ErrorHybrid ErrorForm = "hybrid"
 )
 
-// InverseErrorCap bounds ErrorHybrid's error from above: a process variable
+// HybridErrorCap bounds ErrorHybrid's error from above: a process variable
 // under a tenth of the setpoint counts as a tenth, so that a near-empty
 // window (a few microseconds of latency) cannot command a huge step.
-const InverseErrorCap = 9.0
+const HybridErrorCap = 9.0
 
 // DefaultPIDParams returns Slacker's gains, Initial 0.1, the mean latency as
 // process variable and the linear error. Setpoint and MaxRate are left zero: the caller must set
@@ -111,7 +111,7 @@ func (p PIDParams) Validate() error {
 //	if any signal is missing/failed: hold u, report Hold; history unchanged
 //	e(k)  = (Setpoint − PV(k)) / Setpoint          // > 0: room to go faster
 //	        (ErrorHybrid, when PV(k) < Setpoint:
-//	         e(k) = min(Setpoint/PV(k) − 1, InverseErrorCap))
+//	         e(k) = min(Setpoint/PV(k) − 1, HybridErrorCap))
 //	on the first usable step: e(k−1) = e(k−2) = e(k)  // no derivative kick
 //	Δu    = Kp·(e(k) − e(k−1)) + Ki·e(k) + Kd·(e(k) − 2e(k−1) + e(k−2))
 //	u(k)  = clamp(u(k−1) + Δu, 0, 1)
@@ -154,7 +154,7 @@ func (c *PID) Next(obs Observation) Decision {
 	sp := float64(c.p.Setpoint)
 	e := (sp - float64(pv)) / sp
 	if c.p.Error == ErrorHybrid && float64(pv) < sp {
-		e = min(sp/float64(pv)-1, InverseErrorCap)
+		e = min(sp/float64(pv)-1, HybridErrorCap)
 	}
 	if !c.primed {
 		c.e1, c.e2, c.primed = e, e, true
