@@ -266,11 +266,15 @@ func (p *Proxy) pollCatalog(ctx context.Context, hc *http.Client, base string) e
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&ts); err != nil {
 		return fmt.Errorf("GET /v1/tenants: %w", err)
 	}
-	return p.applyCatalog(ts)
+	return p.applyCatalog(base, ts)
 }
 
-// applyCatalog routes every running tenant to where the catalog says.
-func (p *Proxy) applyCatalog(ts []catalogTenant) error {
+// applyCatalog routes every running tenant to where the catalog at base
+// says. It is edge-triggered: a tenant's route changes only when that
+// catalog reports a location different from the last one it reported, so a
+// route switched through the API is not reverted by a catalog that has not
+// caught up yet.
+func (p *Proxy) applyCatalog(base string, ts []catalogTenant) error {
 	var errs []error
 	for _, ct := range ts {
 		if ct.State != "running" || ct.Name == "" || ct.Port == 0 {
@@ -287,6 +291,14 @@ func (p *Proxy) applyCatalog(ts []catalogTenant) error {
 		db := ct.Database
 		if db == "" {
 			db = "postgres"
+		}
+		seenKey, loc := base+"\x00"+ct.Name, addr+"/"+db
+		p.catMu.Lock()
+		last, seen := p.catSeen[seenKey]
+		p.catSeen[seenKey] = loc
+		p.catMu.Unlock()
+		if seen && last == loc {
+			continue
 		}
 		if t := p.tenantByName(ct.Name); t != nil {
 			if t.setRoute(addr, db, false) {

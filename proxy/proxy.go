@@ -39,7 +39,10 @@ type Proxy struct {
 		aliases map[string]*tenant // by database alias
 	}
 	sessMu   sync.Mutex
-	sessions map[uint32]*session // by proxy BackendKeyData process id
+	sessions map[uint32]*session   // by proxy BackendKeyData process id
+	conns    map[net.Conn]struct{} // every accepted client connection, for Close
+	catMu    sync.Mutex
+	catSeen  map[string]string // catalog URL + "\x00" + tenant → last "addr/db" it reported
 
 	sessionsOpen  atomic.Int64
 	sessionsTotal atomic.Int64
@@ -59,7 +62,7 @@ type Proxy struct {
 // connections until Start or Serve.
 func New(cfg Config) (*Proxy, error) {
 	cfg = cfg.withDefaults()
-	p := &Proxy{cfg: cfg, secrets: map[string]scram.Secret{}, passwords: map[string]string{}, sessions: map[uint32]*session{}}
+	p := &Proxy{cfg: cfg, secrets: map[string]scram.Secret{}, passwords: map[string]string{}, sessions: map[uint32]*session{}, conns: map[net.Conn]struct{}{}, catSeen: map[string]string{}}
 	p.mu.tenants = map[string]*tenant{}
 	p.mu.aliases = map[string]*tenant{}
 	p.reg = timing.NewRegistry(cfg.Window, timing.DefaultSlots)
@@ -211,10 +214,21 @@ func (p *Proxy) acceptLoop() {
 			tc.SetNoDelay(true)
 		}
 		p.sessionsTotal.Add(1)
+		p.sessMu.Lock()
+		if p.closed.Load() {
+			p.sessMu.Unlock()
+			c.Close()
+			return
+		}
+		p.conns[c] = struct{}{}
+		p.sessMu.Unlock()
 		p.wg.Add(1)
 		go func() {
 			defer p.wg.Done()
 			p.serveConn(p.ctx, c)
+			p.sessMu.Lock()
+			delete(p.conns, c)
+			p.sessMu.Unlock()
 		}()
 	}
 }
@@ -233,8 +247,8 @@ func (p *Proxy) Close() error {
 	cancel()
 	p.apiLn.Close()
 	p.sessMu.Lock()
-	for _, s := range p.sessions {
-		s.conn.Close()
+	for c := range p.conns {
+		c.Close()
 	}
 	p.sessMu.Unlock()
 	// Release every hold so waiting sessions see their context end.

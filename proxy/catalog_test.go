@@ -1,0 +1,116 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/proxy/client"
+)
+
+// fakeCatalog serves GET /v1/tenants like a sluice agent.
+type fakeCatalog struct {
+	mu      sync.Mutex
+	tenants []catalogTenant
+}
+
+func (f *fakeCatalog) set(ts ...catalogTenant) {
+	f.mu.Lock()
+	f.tenants = ts
+	f.mu.Unlock()
+}
+
+func (f *fakeCatalog) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/v1/tenants" {
+		http.NotFound(w, r)
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	json.NewEncoder(w).Encode(f.tenants)
+}
+
+func waitRoute(t *testing.T, api *client.Client, tenant, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rs, err := api.Routes(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rs {
+			if r.Tenant == tenant && r.Addr == addr {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tenant %s never routed to %s: %+v", tenant, addr, rs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestCatalogFollowing(t *testing.T) {
+	cat := &fakeCatalog{}
+	cat.set(catalogTenant{ID: 1, Name: "acme", Host: "127.0.0.1", Port: 5001, Database: "postgres", State: "running"},
+		catalogTenant{ID: 2, Name: "beta", Host: "127.0.0.1", Port: 5002, Database: "postgres", State: "creating"})
+	hs := httptest.NewServer(cat)
+	defer hs.Close()
+	p, err := New(Config{Listen: "127.0.0.1:0", APIListen: "127.0.0.1:0", Trust: true,
+		Catalogs: []string{hs.URL}, CatalogPoll: 20 * time.Millisecond, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	api := client.New(p.APIAddr(), nil)
+	ctx := context.Background()
+
+	waitRoute(t, api, "acme", "127.0.0.1:5001")
+	if p.tenantByName("beta") != nil {
+		t.Fatal("tenant beta routed although not running")
+	}
+	// The catalog moves the tenant: the route follows.
+	cat.set(catalogTenant{ID: 1, Name: "acme", Host: "127.0.0.1", Port: 5003, Database: "postgres", State: "running"})
+	waitRoute(t, api, "acme", "127.0.0.1:5003")
+
+	// A handover through the API wins over a catalog that has not caught up.
+	if _, err := api.Hold(ctx, "acme", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Switch(ctx, "acme", "127.0.0.1:5004"); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Release(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // ten polls still reporting 5003
+	waitRoute(t, api, "acme", "127.0.0.1:5004")
+	// When the catalog reports a new location, it is followed again.
+	cat.set(catalogTenant{ID: 1, Name: "acme", Host: "127.0.0.1", Port: 5004, Database: "postgres", State: "running"})
+	time.Sleep(100 * time.Millisecond)
+	waitRoute(t, api, "acme", "127.0.0.1:5004")
+
+	// API errors.
+	if _, err := api.Hold(ctx, "nobody", time.Second); err == nil {
+		t.Fatal("hold of unknown tenant succeeded")
+	}
+	if err := api.Switch(ctx, "acme", "not-an-addr"); err == nil {
+		t.Fatal("switch to a bad address succeeded")
+	}
+	if err := api.SetRoute(ctx, client.Route{Tenant: "gamma", Addr: "127.0.0.1:5010", Database: "g"}); err != nil {
+		t.Fatal(err)
+	}
+	waitRoute(t, api, "gamma", "127.0.0.1:5010")
+	resp, err := http.Get("http://" + p.APIAddr() + "/metrics")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("metrics: %v %v", resp, err)
+	}
+	resp.Body.Close()
+}
