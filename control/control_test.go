@@ -27,6 +27,10 @@ import (
 //	    sees each store's mean over the last window steps)
 //	propose-pid gain=<dur>/<unit>ps setpoint=<dur> max=<rate> window=<steps> radius=<r>
 //	    control/tune's gains for that plant; "pid ... tuned" then uses them
+//	profile rates=<rate>,... steps=N <plant args as run>
+//	    fixed-rate runs, one per rate: the profile `sluice tune` measures
+//	recommend setpoint=<dur> max=<rate> [window= pole= radius=]
+//	    tune.Recommend on the profile; "pid/integral ... recommended" use it
 //
 // (interference directives are in interference_test.go).
 // Regenerate the expected output with `go test ./control -rewrite` and review
@@ -50,6 +54,9 @@ type script struct {
 	k       int // steps taken
 	inter   *interferenceScript
 	tuned   *tune.PIDProposal
+	rec     *tune.Recommendation
+	// profile: mean latency (s) of a fixed-rate run at each rate (bytes/s)
+	profRates, profLats []float64
 }
 
 func (s *script) do(t *testing.T, d *datadriven.TestData) string {
@@ -65,6 +72,12 @@ func (s *script) do(t *testing.T, d *datadriven.TestData) string {
 		p := DefaultPIDParams()
 		p.Setpoint = a.dur("setpoint", 0)
 		p.MaxRate = a.rate("max", 0)
+		if d.HasArg("recommended") {
+			if s.rec == nil {
+				t.Fatalf("%s: pid recommended before recommend", d.Pos)
+			}
+			p.Kp, p.Ki, p.Kd, p.Error = s.rec.PID.Kp, s.rec.PID.Ki, s.rec.PID.Kd, ErrorForm(s.rec.ErrorForm)
+		}
 		if d.HasArg("tuned") {
 			if s.tuned == nil {
 				t.Fatalf("%s: pid tuned before propose-pid", d.Pos)
@@ -86,6 +99,12 @@ func (s *script) do(t *testing.T, d *datadriven.TestData) string {
 		p.P = a.float("p", p.P)
 		p.DefaultContract = a.dur("contract", p.DefaultContract)
 		p.Initial = a.rate("initial", p.Initial)
+		if d.HasArg("recommended") {
+			if s.rec == nil {
+				t.Fatalf("%s: integral recommended before recommend", d.Pos)
+			}
+			p.K = s.rec.K
+		}
 		if k, ok := a.raw("k"); ok {
 			i := strings.LastIndex(k, "/")
 			r, err1 := parseRate(k[:i])
@@ -111,6 +130,27 @@ func (s *script) do(t *testing.T, d *datadriven.TestData) string {
 		}
 		s.tuned = &pr
 		return fmt.Sprintf("g=%.3f kp=%.4f ki=%.4f kd=%.4f radius=%.3f settle≈%d steps", pr.NormGain, pr.Kp, pr.Ki, pr.Kd, pr.Radius, pr.SettleSteps)
+	case "profile":
+		return s.profile(a)
+	case "recommend":
+		rec, err := tune.Recommend(s.profRates, s.profLats, a.dur("setpoint", 0), a.rate("max", 0),
+			a.int("window", 1), a.float("pole", 0.5), a.float("radius", 0.6))
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		s.rec = &rec
+		var b strings.Builder
+		fmt.Fprintf(&b, "line: G=%.3gms/MBps intercept=%.2fms R²=%.4f\n", rec.Line.G*1e9, rec.Line.Intercept*1e3, rec.Line.R2)
+		if rec.Queue != nil {
+			fmt.Fprintf(&b, "queue: L0=%.2fms capacity=%.2fMB/s R²(1/L)=%.4f\n", rec.Queue.L0*1e3, rec.Queue.Capacity/mb, rec.Queue.R2)
+		}
+		fmt.Fprintf(&b, "model=%s idle=%.2fms gain@setpoint=%.3gms/MBps rate@setpoint=%.2fMB/s\n", rec.Model, rec.IdleLatency*1e3, rec.Gain*1e9, rec.RateAtSetpoint/mb)
+		fmt.Fprintf(&b, "integral: pole=%.2f K=%.3gMB/s per ms (stable below %.3g)\n", rec.Pole, rec.K/mb/1e3, 2/rec.Gain/mb/1e3)
+		fmt.Fprintf(&b, "pid: kp=%.4f ki=%.4f kd=%.4f error=%s radius=%.3f settle≈%d steps\n", rec.PID.Kp, rec.PID.Ki, rec.PID.Kd, rec.ErrorForm, rec.PID.Radius, rec.PID.SettleSteps)
+		for _, w := range rec.Warnings {
+			fmt.Fprintf(&b, "warning: %s\n", w)
+		}
+		return b.String()
 	case "step":
 		return s.step(a)
 	case "run":
@@ -242,3 +282,33 @@ func (s *script) run(a args) string {
 
 // ms converts d to float milliseconds.
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// profile runs a fixed rate for steps on the plant at each of rates= and
+// records the mean latency of each run, as `sluice tune` profiles a plant.
+func (s *script) profile(a args) string {
+	s.profRates, s.profLats = nil, nil
+	steps := a.int("steps", 30)
+	v, _ := a.raw("rates")
+	var b strings.Builder
+	for _, f := range strings.Split(v, ",") {
+		r, err := parseRate(f)
+		if err != nil {
+			a.t.Fatalf("%s: rates: %v", a.d.Pos, err)
+		}
+		plant := newPlant(a)
+		var sum float64
+		for k := range steps {
+			l := plant.latency(k, r)
+			worst := l[0]
+			for _, x := range l {
+				worst = max(worst, x)
+			}
+			sum += worst.Seconds()
+		}
+		mean := sum / float64(steps)
+		s.profRates = append(s.profRates, r)
+		s.profLats = append(s.profLats, mean)
+		fmt.Fprintf(&b, "fixed %6.2fMB/s: mean latency %.2fms\n", r/mb, mean*1e3)
+	}
+	return b.String()
+}
