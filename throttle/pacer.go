@@ -12,10 +12,11 @@ import (
 // moved bytes that took took, sleep max(0, moved/rate − took) before the next
 // one, so sub-moves of W bytes start at most once every W/R. rate is bytes/s:
 // +Inf gives 0 (no pacing); 0 (or negative, NaN) gives paused=true — wait until
-// the rate is raised. The result is rounded up to the nanosecond and capped at
-// about 146 years.
+// the rate is raised. A negative took counts as 0. The result is rounded up to
+// the nanosecond and capped at about 146 years.
 func Delay(moved int64, rate float64, took time.Duration) (d time.Duration, paused bool) {
 	rate = sanitizeRate(rate)
+	took = max(took, 0)
 	if moved <= 0 || math.IsInf(rate, 1) {
 		return 0, false
 	}

@@ -27,6 +27,7 @@ func TestDelay(t *testing.T) {
 		{"nothing moved, no sleep even when paused", 0, 0, 0, 0, false},
 		{"rounds up to the ns", 1, 3, 0, 333333334, false},
 		{"tiny rate is capped", 1 << 30, 1e-12, 0, maxDelay, false},
+		{"negative took counts as 0", 1000, 1000, -time.Hour, time.Second, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
