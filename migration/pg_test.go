@@ -33,7 +33,15 @@ type fixture struct {
 
 func newFixture(t *testing.T, fillerMB int) *fixture {
 	t.Helper()
-	src := pgtest.New(t, pgcluster.Options{Settings: map[string]string{"shared_buffers": "16MB"}})
+	return fixtureFor(t, pgtest.New(t, pgcluster.Options{Settings: map[string]string{"shared_buffers": "16MB"}}), fillerMB)
+}
+
+func pgtestInit(t *testing.T) *pgcluster.Cluster {
+	return pgtest.Init(t, pgcluster.Options{Settings: map[string]string{"shared_buffers": "16MB"}})
+}
+
+func fixtureFor(t *testing.T, src *pgcluster.Cluster, fillerMB int) *fixture {
+	t.Helper()
 	root := pgtest.TempDir(t)
 	f := &fixture{src: src, source: NewLocalSource(src), target: NewLocalTarget(root, pgcluster.Options{}), root: root}
 	t.Cleanup(func() {
@@ -131,6 +139,11 @@ func runMigration(t *testing.T, f *fixture, mode Mode, router Router, mutate fun
 	defer cancel()
 	out, err := Run(ctx, rec, env)
 	t.Logf("phases %v; freeze %s; error %q", persisted, out.Freeze, out.Error)
+	if !out.ReleasedAt.IsZero() {
+		t.Logf("handover: fence %s, copy %s, replay %s, promote %s, switch %s, release %s",
+			out.FencedAt.Sub(out.HeldAt), out.CopiedAt.Sub(out.FencedAt), out.ReplayedAt.Sub(out.FencedAt),
+			out.PromotedAt.Sub(laterOf(out.ReplayedAt, out.CopiedAt)), out.SwitchedAt.Sub(out.PromotedAt), out.ReleasedAt.Sub(out.SwitchedAt))
+	}
 	return out, err
 }
 
@@ -351,3 +364,10 @@ func TestPreflight(t *testing.T) {
 }
 
 var _ = exec.Command
+
+func laterOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

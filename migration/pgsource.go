@@ -311,12 +311,21 @@ func (s *LocalSource) Fence(ctx context.Context, mode FenceMode) (LSN, error) {
 
 func (s *LocalSource) fenceStop(ctx context.Context) (LSN, error) {
 	s.Close()
+	pidFile := filepath.Join(s.C.Dir, "postmaster.pid")
 	pid, err := s.C.PID()
 	if err == nil && syscall.Kill(pid, 0) == nil {
 		if err := syscall.Kill(pid, syscall.SIGINT); err != nil {
 			return 0, fmt.Errorf("migration: fence stop: %w", err)
 		}
-		for syscall.Kill(pid, 0) == nil {
+		// The postmaster removes postmaster.pid as it exits. (Polling the pid
+		// instead would also wait for whoever reaps the zombie.)
+		for {
+			if _, err := os.Stat(pidFile); errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			if syscall.Kill(pid, 0) != nil {
+				break
+			}
 			select {
 			case <-ctx.Done():
 				return 0, fmt.Errorf("migration: fence stop: %w", ctx.Err())
@@ -395,13 +404,12 @@ func (s *LocalSource) fenceReadOnly(ctx context.Context) (LSN, error) {
 			}
 			time.Sleep(time.Millisecond)
 		}
+		// Signal every client backend at once, then poll until they are gone
+		// (pg_terminate_backend's own wait polls only every 100 ms).
+		if _, err := c.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"); err != nil {
+			return err
+		}
 		for i := 0; ; i++ {
-			var left int
-			err := c.QueryRow(ctx, `SELECT count(*) FILTER (WHERE NOT pg_terminate_backend(pid, 5000))
-				FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()`).Scan(&left)
-			if err != nil {
-				return err
-			}
 			var n int
 			if err := c.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()").Scan(&n); err != nil {
 				return err
@@ -409,9 +417,15 @@ func (s *LocalSource) fenceReadOnly(ctx context.Context) (LSN, error) {
 			if n == 0 {
 				break
 			}
-			if i > 20 {
-				return fmt.Errorf("%d client backends survive termination", n)
+			if i > 5000 {
+				return fmt.Errorf("%d client backends survive termination after 5 s", n)
 			}
+			if i%100 == 99 { // late arrivals (connected just before the reload)
+				if _, err := c.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()"); err != nil {
+					return err
+				}
+			}
+			time.Sleep(time.Millisecond)
 		}
 		return c.QueryRow(ctx, "SELECT pg_current_wal_flush_lsn()::text").Scan(&lsn)
 	})

@@ -42,6 +42,12 @@ type LocalTarget struct {
 
 var _ Target = (*LocalTarget)(nil)
 
+// StandbyRetryInterval is wal_retrieve_retry_interval on a target standby
+// (20 ms instead of 5 s): how long its startup process sleeps after losing the
+// source before it checks for a promotion again.
+const StandbyRetryInterval = "20ms"
+
+
 // NewLocalTarget returns a LocalTarget creating tenant directories under root.
 func NewLocalTarget(root string, o pgcluster.Options) *LocalTarget {
 	return &LocalTarget{Root: root, Options: o}
@@ -225,6 +231,12 @@ func (t *LocalTarget) StartStandby(ctx context.Context, m Record, primaryConnInf
 	}
 	os.Remove(filepath.Join(m.TargetDir, "standby.signal"))
 	if primaryConnInfo != "" {
+		// After a stop fence the walreceiver has lost its primary; the startup
+		// process then sleeps wal_retrieve_retry_interval (default 5 s) between
+		// attempts, and a promotion waits for that sleep. Keep it short.
+		if _, ok := settings["wal_retrieve_retry_interval"]; !ok {
+			settings["wal_retrieve_retry_interval"] = StandbyRetryInterval
+		}
 		settings["primary_conninfo"] = primaryConnInfo
 		settings["primary_slot_name"] = slot
 		if err := c.WriteFile("standby.signal", ""); err != nil {
