@@ -1,0 +1,352 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicedb/sluice/pgcluster"
+	"github.com/sluicedb/sluice/snapshot"
+)
+
+var benchSnapshotFlags struct {
+	sizeMB  int
+	reps    int
+	jsonOut bool
+	out     string
+	keep    bool
+}
+
+var benchSnapshotCmd = &cobra.Command{
+	Use:   "snapshot",
+	Short: "Unthrottled hot snapshot vs tar over TCP vs pg_basebackup, same tenant, one run",
+	Long: `Starts its own PostgreSQL 15 cluster in a temp directory, loads a pgbench tenant
+of about --size MB (pgbench -i, server-side generation), CHECKPOINTs, and then
+copies its data directory three ways, each into a fresh temp directory on the same
+disk over loopback TCP:
+
+  sluice         snapshot.Send → snapshot.Receive (pg_backup_start/stop, per-file
+                 CRC-32C verified, no limiter)
+  tar            tar c of exactly the files sluice copies | TCP | tar x (two tar processes)
+  pg_basebackup  pg_basebackup -X none -c fast --no-sync (plain format)
+
+One untimed warm-up pass of each method runs first so all see the same page-cache
+state; then --reps rounds of the three, interleaved. sync(2) runs (untimed) after
+every copy so dirty pages of one run do not slow the next. No method fsyncs.
+Rates are the bytes of file data sluice copied divided by each method's wall time,
+in MB/s (10^6 bytes); the median round is reported.`,
+	Args: cobra.NoArgs,
+	RunE: runBenchSnapshot,
+}
+
+func init() {
+	f := benchSnapshotCmd.Flags()
+	f.IntVar(&benchSnapshotFlags.sizeMB, "size", 1024, "approximate tenant size, MB")
+	f.IntVar(&benchSnapshotFlags.reps, "reps", 3, "timed rounds of the three methods; the median is reported")
+	f.BoolVar(&benchSnapshotFlags.jsonOut, "json", false, "print results as JSON")
+	f.StringVar(&benchSnapshotFlags.out, "out", "", "also write the JSON result to this file")
+	f.BoolVar(&benchSnapshotFlags.keep, "keep", false, "keep the temp directory for inspection")
+	benchCmd.AddCommand(benchSnapshotCmd)
+}
+
+// benchSnapshotResult is the JSON contract of `sluice bench snapshot --json`.
+type benchSnapshotResult struct {
+	Bytes           int64   `json:"bytes"`
+	SluiceMBs       float64 `json:"sluice_mb_s"`
+	TarMBs          float64 `json:"tar_mb_s"`
+	PgBasebackupMBs float64 `json:"pg_basebackup_mb_s"`
+}
+
+// pgbenchMBPerScale is the approximate on-disk size of one pgbench scale
+// unit (100 000 accounts rows with their primary key), MB.
+const pgbenchMBPerScale = 15
+
+func runBenchSnapshot(cmd *cobra.Command, _ []string) error {
+	bf := benchSnapshotFlags
+	if bf.sizeMB < 16 {
+		return usagef("bench snapshot: --size must be at least 16 (MB)")
+	}
+	if bf.reps < 1 {
+		return usagef("bench snapshot: --reps must be positive")
+	}
+	for _, bin := range []string{filepath.Join(pgcluster.DefaultBinDir, "pgbench"), filepath.Join(pgcluster.DefaultBinDir, "pg_basebackup")} {
+		if _, err := os.Stat(bin); err != nil {
+			return fmt.Errorf("bench snapshot: %w", err)
+		}
+	}
+	if _, err := exec.LookPath("tar"); err != nil {
+		return fmt.Errorf("bench snapshot: %w", err)
+	}
+	progress := func(format string, args ...any) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "bench snapshot: "+format+"\n", args...)
+	}
+	ctx, cancel := context.WithCancel(cmd.Context())
+	defer cancel()
+
+	dir, err := os.MkdirTemp("", "sluice-bench-snapshot-")
+	if err != nil {
+		return err
+	}
+	if bf.keep {
+		progress("keeping %s", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	os.Chmod(dir, 0o755)
+	uid, gid, asRoot, err := pgcluster.OSUserIDs("")
+	if err != nil {
+		return err
+	}
+	if asRoot {
+		os.Chown(dir, uid, gid)
+	}
+
+	progress("initdb and start PostgreSQL")
+	src, err := pgcluster.Init(ctx, filepath.Join(dir, "src"), pgcluster.Options{
+		Settings: map[string]string{"shared_buffers": "128MB", "max_wal_size": "4GB", "synchronous_commit": "off"},
+	})
+	if err != nil {
+		return err
+	}
+	if err := src.Start(ctx); err != nil {
+		return err
+	}
+	defer src.Stop(context.Background(), pgcluster.Fast)
+
+	scale := max(1, (bf.sizeMB-30)/pgbenchMBPerScale)
+	progress("pgbench -i -s %d (about %d MB)", scale, bf.sizeMB)
+	t0 := time.Now()
+	host, port, _ := net.SplitHostPort(src.Addr())
+	pgb, err := src.Command(ctx, "pgbench", "-i", "-q", "-I", "dtGvp", "-s", strconv.Itoa(scale), "-h", host, "-p", port, "-U", "postgres", "postgres")
+	if err != nil {
+		return err
+	}
+	if out, err := pgb.CombinedOutput(); err != nil {
+		return fmt.Errorf("bench snapshot: pgbench -i: %w\n%s", err, out)
+	}
+	if out, err := src.Run(ctx, "psql", "-X", "-q", "-h", host, "-p", port, "-U", "postgres", "-d", "postgres", "-c", "CHECKPOINT"); err != nil {
+		return fmt.Errorf("bench snapshot: checkpoint: %w\n%s", err, out)
+	}
+	progress("loaded in %v", time.Since(t0).Round(time.Second))
+
+	methods := []struct {
+		name string
+		run  func(ctx context.Context, dest string) (int64, error)
+	}{
+		{"sluice", func(ctx context.Context, dest string) (int64, error) { return benchSluice(ctx, src, dest) }},
+		{"tar", func(ctx context.Context, dest string) (int64, error) { return benchTar(ctx, src.Dir, dest, dir) }},
+		{"pg_basebackup", func(ctx context.Context, dest string) (int64, error) { return benchBasebackup(ctx, src, dest) }},
+	}
+	var bytes int64
+	secs := make([][]float64, len(methods))
+	for round := 0; round <= bf.reps; round++ {
+		for i, m := range methods {
+			dest := filepath.Join(dir, "dest-"+m.name)
+			start := time.Now()
+			n, err := m.run(ctx, dest)
+			el := time.Since(start)
+			if err != nil {
+				return fmt.Errorf("bench snapshot: %s: %w", m.name, err)
+			}
+			if m.name == "sluice" {
+				bytes = n
+			}
+			if err := os.RemoveAll(dest); err != nil {
+				return fmt.Errorf("bench snapshot: %w", err)
+			}
+			syscall.Sync()
+			if round == 0 {
+				progress("warm-up %-13s %6.2fs", m.name, el.Seconds())
+				continue
+			}
+			secs[i] = append(secs[i], el.Seconds())
+			progress("round %d/%d %-13s %6.2fs %8.1f MB/s", round, bf.reps, m.name, el.Seconds(), float64(bytes)/1e6/el.Seconds())
+		}
+	}
+	rate := func(i int) float64 { return math.Round(float64(bytes)/1e6/medianFloat(secs[i])*10) / 10 }
+	res := benchSnapshotResult{Bytes: bytes, SluiceMBs: rate(0), TarMBs: rate(1), PgBasebackupMBs: rate(2)}
+	if bf.out != "" {
+		f, err := os.Create(bf.out)
+		if err != nil {
+			return fmt.Errorf("bench snapshot: %w", err)
+		}
+		err = writeJSON(f, res)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("bench snapshot: %w", err)
+		}
+	}
+	if bf.jsonOut {
+		return writeJSON(cmd.OutOrStdout(), res)
+	}
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "hot snapshot of a %.1f MB tenant (pgbench -s %d), median of %d rounds after a warm-up\n", float64(bytes)/1e6, scale, bf.reps)
+	fmt.Fprintf(w, "%-14s %10s %10s\n", "method", "MB/s", "sluice/x")
+	fmt.Fprintf(w, "%-14s %10.1f %10s\n", "sluice", res.SluiceMBs, "")
+	fmt.Fprintf(w, "%-14s %10.1f %10.2f   (goal ≥ 0.90)\n", "tar", res.TarMBs, res.SluiceMBs/res.TarMBs)
+	fmt.Fprintf(w, "%-14s %10.1f %10.2f   (goal ≥ 1.00)\n", "pg_basebackup", res.PgBasebackupMBs, res.SluiceMBs/res.PgBasebackupMBs)
+	return nil
+}
+
+func medianFloat(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// loopback returns both ends of a fresh loopback TCP connection.
+func loopback() (client, server *net.TCPConn, err error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer l.Close()
+	type acc struct {
+		c   net.Conn
+		err error
+	}
+	ac := make(chan acc, 1)
+	go func() {
+		c, err := l.Accept()
+		ac <- acc{c, err}
+	}()
+	c, err := net.Dial("tcp", l.Addr().String())
+	if err != nil {
+		return nil, nil, err
+	}
+	a := <-ac
+	if a.err != nil {
+		c.Close()
+		return nil, nil, a.err
+	}
+	return c.(*net.TCPConn), a.c.(*net.TCPConn), nil
+}
+
+// benchSluice is one unthrottled snapshot over loopback TCP; it returns the
+// file bytes copied.
+func benchSluice(ctx context.Context, src *pgcluster.Cluster, dest string) (int64, error) {
+	c, s, err := loopback()
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	defer s.Close()
+	type recv struct {
+		res snapshot.Result
+		err error
+	}
+	rc := make(chan recv, 1)
+	go func() {
+		res, err := snapshot.Receive(ctx, s, dest, snapshot.ReceiveOptions{})
+		rc <- recv{res, err}
+	}()
+	sres, err := snapshot.Send(ctx, src, c, snapshot.SendOptions{Label: "sluice bench"})
+	if err != nil {
+		c.Close()
+		<-rc
+		return 0, err
+	}
+	r := <-rc
+	if r.err != nil {
+		return 0, r.err
+	}
+	if r.res.Bytes != sres.Bytes {
+		return 0, fmt.Errorf("sent %d bytes, received %d", sres.Bytes, r.res.Bytes)
+	}
+	return sres.Bytes, nil
+}
+
+// benchTar copies exactly the files snapshot.List names with tar c | TCP | tar x.
+func benchTar(ctx context.Context, srcDir, dest, tmp string) (int64, error) {
+	entries, err := snapshot.List(srcDir)
+	if err != nil {
+		return 0, err
+	}
+	var names strings.Builder
+	var bytes int64
+	for _, e := range entries {
+		names.WriteString(e.Path)
+		names.WriteByte('\n')
+		bytes += e.Size
+	}
+	list := filepath.Join(tmp, "tar-files")
+	if err := os.WriteFile(list, []byte(names.String()), 0o600); err != nil {
+		return 0, err
+	}
+	if err := os.MkdirAll(dest, 0o700); err != nil {
+		return 0, err
+	}
+	c, s, err := loopback()
+	if err != nil {
+		return 0, err
+	}
+	cf, err := c.File()
+	c.Close()
+	if err != nil {
+		return 0, err
+	}
+	defer cf.Close()
+	sf, err := s.File()
+	s.Close()
+	if err != nil {
+		return 0, err
+	}
+	defer sf.Close()
+	x := exec.CommandContext(ctx, "tar", "-x", "-f", "-", "-C", dest)
+	x.Stdin = sf
+	var xerr strings.Builder
+	x.Stderr = &xerr
+	cr := exec.CommandContext(ctx, "tar", "-c", "-f", "-", "--no-recursion", "-C", srcDir, "-T", list)
+	cr.Stdout = cf
+	var cerr strings.Builder
+	cr.Stderr = &cerr
+	if err := x.Start(); err != nil {
+		return 0, err
+	}
+	if err := cr.Start(); err != nil {
+		x.Process.Kill()
+		x.Wait()
+		return 0, err
+	}
+	// Our copies of the socket must not keep the stream open.
+	cf.Close()
+	sf.Close()
+	errC := cr.Wait()
+	errX := x.Wait()
+	if errC != nil {
+		return 0, fmt.Errorf("tar c: %w: %s", errC, cerr.String())
+	}
+	if errX != nil {
+		return 0, fmt.Errorf("tar x: %w: %s", errX, xerr.String())
+	}
+	return bytes, nil
+}
+
+// benchBasebackup runs pg_basebackup into dest as the PostgreSQL OS user.
+func benchBasebackup(ctx context.Context, src *pgcluster.Cluster, dest string) (int64, error) {
+	host, port, _ := net.SplitHostPort(src.Addr())
+	cmd, err := src.Command(ctx, "pg_basebackup", "-h", host, "-p", port, "-U", "postgres", "-D", dest, "-X", "none", "-c", "fast", "--no-sync", "-Fp")
+	if err != nil {
+		return 0, err
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("%w\n%s", err, out)
+	}
+	return 0, nil
+}
