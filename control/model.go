@@ -50,10 +50,10 @@ func Features(h HostIO) [NumFeatures]float64 {
 // The zero Mean and Scale of DefaultModel use raw features; Fit stores the
 // standardisation of its training set.
 type Model struct {
-	Intercept float64
-	Coef      [NumFeatures]float64
-	Mean      [NumFeatures]float64
-	Scale     [NumFeatures]float64
+	Intercept float64              `json:"intercept"`
+	Coef      [NumFeatures]float64 `json:"coef"`
+	Mean      [NumFeatures]float64 `json:"mean"`
+	Scale     [NumFeatures]float64 `json:"scale"`
 }
 
 // DefaultModel returns the thesis's final model (§4.1): coefficients
@@ -126,13 +126,13 @@ type Sample struct {
 
 // CVReport is the k-fold cross-validation of Fit.
 type CVReport struct {
-	Folds         int       // k
-	Accuracy      []float64 // held-out accuracy of each fold, at threshold 0.5
-	MeanAccuracy  float64   // mean of Accuracy
-	F1            []float64 // held-out F1 score of each fold (positive = interfering)
-	MeanF1        float64
-	TrainAccuracy float64 // accuracy of the final model on all samples
-	Iterations    int     // LBFGS iterations of the final fit
+	Folds         int       `json:"folds"`          // k
+	Accuracy      []float64 `json:"accuracy"`       // held-out accuracy of each fold, at threshold 0.5
+	MeanAccuracy  float64   `json:"mean_accuracy"`  // mean of Accuracy
+	F1            []float64 `json:"f1"`             // held-out F1 score of each fold (positive = interfering)
+	MeanF1        float64   `json:"mean_f1"`        // mean of F1
+	TrainAccuracy float64   `json:"train_accuracy"` // accuracy of the final model on all samples
+	Iterations    int       `json:"iterations"`     // LBFGS iterations of the final fit
 }
 
 // Fit settings.
