@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand"
+	"strings"
 	"testing"
 	"time"
 
@@ -352,5 +353,61 @@ func TestFitErrors(t *testing.T) {
 	}
 	if _, _, err := Fit(good, 2, 1); err != nil {
 		t.Errorf("good: %v", err)
+	}
+}
+
+func TestInterferenceRejectsImpossibleHostIO(t *testing.T) {
+	p := DefaultInterferenceParams()
+	p.MaxRate = 100e6
+	c, _ := NewInterference(p)
+	calm := HostIO{IOPS: 50, Util: 0.1, IOTicks: 100, Throughput: 1 << 20}
+	first := c.Next(Observation{Host: &calm})
+	for _, h := range []HostIO{
+		{IOPS: math.NaN(), Util: 0.1},
+		{IOPS: 50, Util: math.Inf(1)},
+		{IOPS: -1, Util: 0.1},
+		{IOPS: 50, Throughput: math.NaN()},
+	} {
+		d := c.Next(Observation{Host: &h})
+		if !d.Hold || d.Rate != first.Rate || d.Prefetch != first.Prefetch || !strings.Contains(d.Reason, "out of range") {
+			t.Fatalf("host %+v: %+v, want a hold at %+v", h, d, first)
+		}
+	}
+	if d := c.Next(Observation{Host: &calm}); d.Hold || math.IsNaN(d.Rate) || d.Rate <= first.Rate {
+		t.Fatalf("after bad figures: %+v", d)
+	}
+}
+
+// TestPIDVelocityEqualsPositional checks the velocity form against the
+// textbook positional PID while the output stays inside its clamps:
+// u(k) = u(0) + Kp(e(k) − e(0)) + Ki·Σ_{j=1..k} e(j) + Kd((e(k) − e(k−1)) − 0).
+func TestPIDVelocityEqualsPositional(t *testing.T) {
+	p := DefaultPIDParams()
+	p.Setpoint, p.MaxRate, p.Kp, p.Ki, p.Kd, p.Initial = 40*time.Millisecond, 1, 0.01, 0.002, 0.005, 0.5
+	c, _ := NewPID(p)
+	rng := rand.New(rand.NewSource(9))
+	var es []float64
+	for k := range 300 {
+		l := time.Duration(30+rng.Intn(20)) * time.Millisecond
+		d := c.Next(Observation{At: time.Unix(int64(k), 0), Signals: []Signal{{Mean: l}}})
+		e := (40 - float64(l/time.Millisecond)) / 40
+		es = append(es, e)
+		sum := 0.0
+		for _, x := range es[1:] {
+			sum += x
+		}
+		deriv := 0.0
+		if k > 0 {
+			deriv = es[k] - es[k-1]
+		}
+		// The first step primes e(−1) = e(−2) = e(0): its integral term
+		// Ki·e(0) is the only one the positional sum starts without.
+		want := 0.5 + p.Kp*(es[k]-es[0]) + p.Ki*(sum+es[0]) + p.Kd*deriv
+		if want <= 0 || want >= 1 {
+			t.Fatalf("step %d: reference left the clamps (%v): pick other numbers", k, want)
+		}
+		if math.Abs(d.Rate-want) > 1e-9 {
+			t.Fatalf("step %d: velocity %v, positional %v", k, d.Rate, want)
+		}
 	}
 }

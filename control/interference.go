@@ -2,6 +2,7 @@ package control
 
 import (
 	"fmt"
+	"math"
 )
 
 // InterferenceParams configures an Interference controller. Obtain defaults
@@ -164,17 +165,13 @@ func (c *Interference) Prob() (float64, bool) { return c.lastProb, c.lastProbVal
 
 // Next implements Controller.
 func (c *Interference) Next(obs Observation) Decision {
-	if obs.Host == nil || obs.Host.Err != nil {
-		why := "host I/O not measured"
-		if obs.Host != nil {
-			why = obs.Host.Err.Error()
-		}
+	p, err := c.prob(obs.Host)
+	if err != nil {
 		d := c.decision()
 		d.Hold = true
-		d.Reason = fmt.Sprintf("interference hold: %v: %s", ErrNoData, why)
+		d.Reason = "interference hold: " + err.Error()
 		return d
 	}
-	p := c.p.Model.Prob(*obs.Host)
 	c.lastProb, c.lastProbValid = p, true
 	switch {
 	case p > c.p.High:
@@ -208,6 +205,29 @@ func (c *Interference) Next(obs Observation) Decision {
 	d := c.decision()
 	d.Reason = fmt.Sprintf("interference p=%.3f e=%+.3f u=%.3f (above %d/%d)%s", p, e, c.u, c.above, c.p.LockAfter, event)
 	return d
+}
+
+// prob returns the model's probability for h, or an error wrapping ErrNoData
+// when h is missing, failed, or carries figures no disk can produce
+// (negative or not finite): those would poison the PID's state.
+func (c *Interference) prob(h *HostIO) (float64, error) {
+	if h == nil {
+		return 0, fmt.Errorf("%w: host I/O not measured", ErrNoData)
+	}
+	if h.Err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrNoData, h.Err)
+	}
+	for _, v := range []float64{h.IOPS, h.IOTicks, h.Throughput, h.Util} {
+		if !finite(v) || v < 0 {
+			return 0, fmt.Errorf("%w: host I/O figures out of range (iops=%v ticks=%v throughput=%v util=%v)",
+				ErrNoData, h.IOPS, h.IOTicks, h.Throughput, h.Util)
+		}
+	}
+	p := c.p.Model.Prob(*h)
+	if math.IsNaN(p) {
+		return 0, fmt.Errorf("%w: model gave NaN", ErrNoData)
+	}
+	return p, nil
 }
 
 // decision returns the rates of the current state.
