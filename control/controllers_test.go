@@ -351,6 +351,10 @@ func TestFitErrors(t *testing.T) {
 	if _, _, err := Fit(nan, 2, 1); err == nil {
 		t.Error("NaN sample: want error")
 	}
+	neg := append([]Sample{{IO: HostIO{IOPS: 5, Util: -0.5}}}, good...)
+	if _, _, err := Fit(neg, 2, 1); err == nil {
+		t.Error("negative utilisation: want error")
+	}
 	if _, _, err := Fit(good, 2, 1); err != nil {
 		t.Errorf("good: %v", err)
 	}

@@ -217,11 +217,8 @@ func (c *Interference) prob(h *HostIO) (float64, error) {
 	if h.Err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrNoData, h.Err)
 	}
-	for _, v := range []float64{h.IOPS, h.IOTicks, h.Throughput, h.Util} {
-		if !finite(v) || v < 0 {
-			return 0, fmt.Errorf("%w: host I/O figures out of range (iops=%v ticks=%v throughput=%v util=%v)",
-				ErrNoData, h.IOPS, h.IOTicks, h.Throughput, h.Util)
-		}
+	if err := checkHostIO(*h); err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrNoData, err)
 	}
 	p := c.p.Model.Prob(*h)
 	if math.IsNaN(p) {

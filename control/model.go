@@ -86,6 +86,17 @@ func DefaultModel() Model {
 	}
 }
 
+// checkHostIO returns an error if a figure of h is negative or not finite.
+func checkHostIO(h HostIO) error {
+	for _, v := range []float64{h.IOPS, h.IOTicks, h.Throughput, h.Util} {
+		if !finite(v) || v < 0 {
+			return fmt.Errorf("host I/O figures out of range (iops=%v ticks=%v throughput=%v util=%v)",
+				h.IOPS, h.IOTicks, h.Throughput, h.Util)
+		}
+	}
+	return nil
+}
+
 // Logit returns the model's log-odds of interference for h.
 func (m Model) Logit(h HostIO) float64 {
 	f := Features(h)
@@ -162,10 +173,8 @@ func Fit(samples []Sample, folds int, seed int64) (Model, CVReport, error) {
 		if s.IO.Err != nil {
 			return Model{}, CVReport{}, fmt.Errorf("control: fit: sample %d has no data: %v", i, s.IO.Err)
 		}
-		for _, v := range Features(s.IO) {
-			if !finite(v) {
-				return Model{}, CVReport{}, fmt.Errorf("control: fit: sample %d has non-finite features %v", i, Features(s.IO))
-			}
+		if err := checkHostIO(s.IO); err != nil {
+			return Model{}, CVReport{}, fmt.Errorf("control: fit: sample %d: %v", i, err)
 		}
 		if s.Interfering {
 			pos = append(pos, i)
