@@ -23,9 +23,10 @@ const (
 )
 
 // needSlack is how many bytes short of its ticket a reservation may be and
-// still be granted: it absorbs float rounding in rate×time (a byte is the
-// smallest unit anyone sends, so half a byte early is no overshoot).
-const needSlack = 0.5 // bytes
+// still be granted: it absorbs float rounding in rate×time (relative error
+// ~1e-16 on levels of at most a few GiB), and is far below the one byte anyone
+// can send, so it never lets the stream ahead of its rate.
+const needSlack = 1e-3 // bytes
 
 // maxDelay bounds a single planned wait so tiny rates cannot overflow a
 // time.Duration; the waiter simply re-plans when it expires.
