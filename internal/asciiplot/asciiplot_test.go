@@ -53,3 +53,29 @@ func TestRenderSkipsNaNAndConstant(t *testing.T) {
 		t.Fatal("empty input must still render an axis")
 	}
 }
+
+// FuzzRender checks that any input renders without panicking, with exactly
+// Height plot rows plus the axis, the x labels and the legend.
+func FuzzRender(f *testing.F) {
+	f.Add(3.0, -1.0, 1e300, 7, 4, 10, 0.0, 0.0)
+	f.Add(math.NaN(), math.Inf(1), 0.0, 1, 1, 1, 5.0, 1.0)
+	f.Add(1.0, 2.0, 3.0, 500, 60, 3, -1.0, 1.0)
+	f.Fuzz(func(t *testing.T, a, b, c float64, n, width, height int, ymin, ymax float64) {
+		n, width, height = n%2000, width%200, height%50
+		if n < 0 || width < 0 || height < 0 {
+			t.Skip()
+		}
+		y := make([]float64, n)
+		for i := range y {
+			y[i] = []float64{a, b, c}[i%3]
+		}
+		out := RenderOpts([]Series{{Name: "s", Y: y}}, Options{Width: width, Height: height, YMin: ymin, YMax: ymax, Refs: []Ref{{Name: "r", Y: c}}})
+		h := height
+		if h <= 0 {
+			h = 10
+		}
+		if got := strings.Count(out, "\n"); got != h+3 {
+			t.Fatalf("%d lines, want %d:\n%s", got, h+3, out)
+		}
+	})
+}
