@@ -253,6 +253,10 @@ func TestParamsValidate(t *testing.T) {
 			t.Errorf("%s: err=%v, want error=%v", tc.name, tc.err, tc.bad)
 		}
 	}
+	lit := PIDParams{Setpoint: time.Second, MaxRate: 1, Ki: 0.1} // zero Stat and Error mean the defaults
+	if err := lit.Validate(); err != nil {
+		t.Errorf("literal params with zero Stat/Error: %v", err)
+	}
 	if _, err := NewFixed(math.Inf(1)); err == nil {
 		t.Error("NewFixed(+Inf): want error")
 	}

@@ -27,7 +27,7 @@ type IntegralParams struct {
 	// Default 0: start paused and let the first steps ramp up.
 	Initial float64
 	// Stat is the latency statistic compared with the contracts. Default
-	// StatMean (Aqueduct's sampled average latency per store).
+	// (and "") StatMean (Aqueduct's sampled average latency per store).
 	Stat Statistic
 }
 

@@ -45,9 +45,10 @@ type PIDParams struct {
 	// find the slack.
 	Initial float64
 	// Stat is the latency statistic used as the process variable. Default
-	// StatMean (Slacker: the mean over the window).
+	// (and "") StatMean (Slacker: the mean over the window).
 	Stat Statistic
-	// Error is how the error is normalised. Default ErrorLinear (Slacker).
+	// Error is how the error is normalised. Default (and "") ErrorLinear
+	// (Slacker).
 	Error ErrorForm
 }
 
@@ -78,8 +79,8 @@ const (
 const HybridErrorCap = 9.0
 
 // DefaultPIDParams returns Slacker's gains, Initial 0.1, the mean latency as
-// process variable and the linear error. Setpoint and MaxRate are left zero: the caller must set
-// them (Validate says so if not).
+// process variable and the linear error. Setpoint and MaxRate are left zero:
+// the caller must set them (Validate says so if not).
 func DefaultPIDParams() PIDParams {
 	return PIDParams{Kp: SlackerKp, Ki: SlackerKi, Kd: SlackerKd, Initial: 0.1, Stat: StatMean, Error: ErrorLinear}
 }
@@ -101,7 +102,7 @@ func (p PIDParams) Validate() error {
 		return fmt.Errorf("control: pid: initial must be a fraction of max rate in [0,1], got %v", p.Initial)
 	case !p.Stat.valid():
 		return fmt.Errorf("control: pid: unknown statistic %q (want mean, p95 or p99)", p.Stat)
-	case p.Error != ErrorLinear && p.Error != ErrorHybrid:
+	case p.Error != "" && p.Error != ErrorLinear && p.Error != ErrorHybrid:
 		return fmt.Errorf("control: pid: unknown error form %q (want linear or hybrid)", p.Error)
 	}
 	return nil

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -20,12 +21,12 @@ const (
 	StatP99  Statistic = "p99"  // Signal.P99
 )
 
-// valid reports whether s names a known statistic.
+// valid reports whether s names a known statistic ("" means StatMean).
 func (s Statistic) valid() bool {
-	return s == StatMean || s == StatP95 || s == StatP99
+	return s == "" || s == StatMean || s == StatP95 || s == StatP99
 }
 
-// of returns statistic s of sig.
+// of returns statistic s of sig ("" is the mean).
 func (s Statistic) of(sig Signal) time.Duration {
 	switch s {
 	case StatP95:
@@ -46,7 +47,7 @@ func usable(sig Signal, stat Statistic) error {
 		return fmt.Errorf("%w: signal %q: %v", ErrNoData, sig.Name, sig.Err)
 	}
 	if stat.of(sig) <= 0 {
-		return fmt.Errorf("%w: signal %q has no %s latency", ErrNoData, sig.Name, stat)
+		return fmt.Errorf("%w: signal %q has no %s latency", ErrNoData, sig.Name, cmp.Or(stat, StatMean))
 	}
 	return nil
 }
