@@ -1,0 +1,278 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
+
+	"github.com/sluicedb/sluice/migration"
+	"github.com/sluicedb/sluice/migration/ledger"
+	"github.com/sluicedb/sluice/pgcluster"
+)
+
+var benchHandoverFlags struct {
+	handovers int
+	rate      float64
+	workers   int
+	sizeMB    int
+	fence     string
+	walSegMB  int
+	jsonOut   bool
+	keep      bool
+}
+
+var benchHandoverCmd = &cobra.Command{
+	Use:   "handover",
+	Short: "Live-migrate one tenant back and forth under a write load; freeze percentiles and a ledger check",
+	Long: `Starts its own PostgreSQL 15 tenant (default settings, fsync on) in a temp
+directory with about --size MB of data, runs a write workload of --rate single-row
+INSERT transactions per second over --workers connections, and live-migrates the
+tenant --handovers times between two "hosts" (two directories on this machine), each
+time the full way: slot, hot snapshot, streaming catch-up, warm, handover, cleanup.
+
+Clients reach the tenant through an in-process gate router (migration.GateRouter):
+each transaction asks it for the tenant's address and the handover holds new
+transactions there; clients reconnect when the address changes. The freeze is the
+driver's view: from asking for the hold to the release, in ms.
+
+Every acknowledged INSERT is remembered; at the end the table on the final owner is
+read and compared row by row: missing = acknowledged but absent, duplicated = ids
+present more than once.`,
+	Args: cobra.NoArgs,
+	RunE: runBenchHandover,
+}
+
+func init() {
+	f := benchHandoverCmd.Flags()
+	f.IntVar(&benchHandoverFlags.handovers, "handovers", 20, "number of migrations (alternating between the two hosts)")
+	f.Float64Var(&benchHandoverFlags.rate, "rate", 500, "write transactions per second")
+	f.IntVar(&benchHandoverFlags.workers, "workers", 4, "client connections")
+	f.IntVar(&benchHandoverFlags.sizeMB, "size", 64, "approximate tenant data, MB")
+	f.StringVar(&benchHandoverFlags.fence, "fence", string(migration.FenceReadOnly), "source fence: read-only or stop")
+	f.IntVar(&benchHandoverFlags.walSegMB, "wal-segsize", 16, "WAL segment size of the tenant, MB (power of 2, 1..1024; PostgreSQL's default 16)")
+	f.BoolVar(&benchHandoverFlags.jsonOut, "json", false, "print results as JSON")
+	f.BoolVar(&benchHandoverFlags.keep, "keep", false, "keep the temp directory for inspection")
+	benchCmd.AddCommand(benchHandoverCmd)
+}
+
+// benchHandoverResult is the JSON contract of `sluice bench handover --json`.
+type benchHandoverResult struct {
+	Handovers          int     `json:"handovers"`
+	FreezeP50ms        float64 `json:"freeze_p50_ms"`
+	FreezeP99ms        float64 `json:"freeze_p99_ms"`
+	WritesAcknowledged int     `json:"writes_acknowledged"`
+	WritesMissing      int     `json:"writes_missing"`
+	WritesDuplicated   int     `json:"writes_duplicated"`
+}
+
+func runBenchHandover(cmd *cobra.Command, _ []string) error {
+	bf := benchHandoverFlags
+	switch {
+	case bf.handovers < 1:
+		return usagef("bench handover: --handovers must be at least 1")
+	case bf.rate <= 0 || math.IsInf(bf.rate, 0) || math.IsNaN(bf.rate):
+		return usagef("bench handover: --rate must be a positive number of transactions per second")
+	case bf.workers < 1:
+		return usagef("bench handover: --workers must be at least 1")
+	case bf.sizeMB < 0:
+		return usagef("bench handover: --size must not be negative")
+	case bf.fence != string(migration.FenceReadOnly) && bf.fence != string(migration.FenceStop):
+		return usagef("bench handover: --fence must be %q or %q", migration.FenceReadOnly, migration.FenceStop)
+	case bf.walSegMB < 1 || bf.walSegMB > 1024 || bf.walSegMB&(bf.walSegMB-1) != 0:
+		return usagef("bench handover: --wal-segsize must be a power of 2 from 1 to 1024")
+	}
+	progress := func(format string, args ...any) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "bench handover: "+format+"\n", args...)
+	}
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	b, err := newBenchHosts("sluice-bench-handover-", bf.keep, progress)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	c, err := b.initTenant(ctx, map[string]string{"shared_buffers": "32MB"}, bf.walSegMB)
+	if err != nil {
+		return err
+	}
+	progress("loading about %d MB", bf.sizeMB)
+	if err := loadFiller(ctx, c, bf.sizeMB); err != nil {
+		return err
+	}
+	if err := ledger.Setup(ctx, c.ConnString("postgres")); err != nil {
+		return err
+	}
+	g := migration.NewGateRouter(c.Addr())
+	w := &ledger.Workload{Router: g, ConnString: func(addr string) string { return "postgres://postgres@" + addr + "/postgres?sslmode=disable" }, Rate: bf.rate, Workers: bf.workers}
+	wctx, stopW := context.WithCancel(ctx)
+	wdone := make(chan struct{})
+	go func() { w.Run(wctx); close(wdone) }()
+	defer func() { stopW(); <-wdone }()
+	time.Sleep(time.Second)
+
+	var freezes []float64
+	for i := 0; i < bf.handovers; i++ {
+		host := b.hosts[(i+1)%2]
+		rec := migration.New(fmt.Sprintf("h%d", i+1), "bench", b.names[i%2], b.names[(i+1)%2], migration.Live, time.Now())
+		rec.Fence = migration.FenceMode(bf.fence)
+		src := migration.NewLocalSource(c)
+		tgt := migration.NewLocalTarget(host, pgcluster.Options{})
+		out, err := migration.Run(ctx, rec, migration.Env{Source: src, Target: tgt, Router: g})
+		src.Close()
+		if err != nil {
+			return fmt.Errorf("bench handover: migration %d: %w", i+1, err)
+		}
+		if c, err = pgcluster.Open(out.TargetDir, pgcluster.Options{Port: out.TargetPort}); err != nil {
+			return err
+		}
+		b.current = c
+		ms := float64(out.Freeze) / float64(time.Millisecond)
+		freezes = append(freezes, ms)
+		progress("handover %d/%d %s→%s: freeze %.1f ms (hold+fence %.1f, replay %.1f, promote %.1f; snapshot %d MB; acknowledged writes so far %d)",
+			i+1, bf.handovers, rec.Source, rec.Target, ms, msBetween(out.HeldAt, out.FencedAt), msBetween(out.FencedAt, out.ReplayedAt),
+			msBetween(out.ReplayedAt, out.PromotedAt), out.SnapshotBytes>>20, w.Stats().Acknowledged)
+		time.Sleep(500 * time.Millisecond) // let the workload run on the new owner
+	}
+	stopW()
+	<-wdone
+	rep, err := w.Verify(ctx, c.ConnString("postgres"))
+	if err != nil {
+		return err
+	}
+	res := benchHandoverResult{
+		Handovers:          len(freezes),
+		FreezeP50ms:        roundTenth(freezePercentile(freezes, 50)),
+		FreezeP99ms:        roundTenth(freezePercentile(freezes, 99)),
+		WritesAcknowledged: rep.Acknowledged,
+		WritesMissing:      rep.Missing,
+		WritesDuplicated:   rep.Duplicated,
+	}
+	if bf.jsonOut {
+		return writeJSON(cmd.OutOrStdout(), res)
+	}
+	o := cmd.OutOrStdout()
+	fmt.Fprintf(o, "handovers            %d\n", res.Handovers)
+	fmt.Fprintf(o, "freeze p50           %.1f ms\n", res.FreezeP50ms)
+	fmt.Fprintf(o, "freeze p99           %.1f ms\n", res.FreezeP99ms)
+	fmt.Fprintf(o, "writes acknowledged  %d\n", res.WritesAcknowledged)
+	fmt.Fprintf(o, "writes missing       %d\n", res.WritesMissing)
+	fmt.Fprintf(o, "writes duplicated    %d\n", res.WritesDuplicated)
+	return nil
+}
+
+// percentile is the nearest-rank p-th percentile of xs (0 for none).
+func freezePercentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	k := int(math.Ceil(p/100*float64(len(s)))) - 1
+	return s[max(0, min(k, len(s)-1))]
+}
+
+func roundTenth(x float64) float64 { return math.Round(x*10) / 10 }
+
+// benchHosts is a temp directory with two "host" directories a tenant moves
+// between, and the tenant's current cluster (stopped on close).
+type benchHosts struct {
+	dir      string
+	hosts    [2]string
+	names    [2]string
+	keep     bool
+	current  *pgcluster.Cluster
+	progress func(string, ...any)
+}
+
+func newBenchHosts(prefix string, keep bool, progress func(string, ...any)) (*benchHosts, error) {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return nil, err
+	}
+	b := &benchHosts{dir: dir, keep: keep, names: [2]string{"hostA", "hostB"}, progress: progress}
+	uid, gid, asRoot, err := pgcluster.OSUserIDs("")
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	os.Chmod(dir, 0o755)
+	for i, n := range b.names {
+		b.hosts[i] = filepath.Join(dir, n)
+		if err := os.MkdirAll(b.hosts[i], 0o755); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		if asRoot {
+			os.Chown(b.hosts[i], uid, gid)
+		}
+	}
+	if asRoot {
+		os.Chown(dir, uid, gid)
+	}
+	return b, nil
+}
+
+// initTenant initdb's the tenant on hostA (with a WAL segment size of
+// walSegMB), starts it and returns it.
+func (b *benchHosts) initTenant(ctx context.Context, settings map[string]string, walSegMB int) (*pgcluster.Cluster, error) {
+	b.progress("initdb and start PostgreSQL in %s", b.dir)
+	c, err := pgcluster.Init(ctx, filepath.Join(b.hosts[0], "tenant"), pgcluster.Options{Settings: settings})
+	if err != nil {
+		return nil, err
+	}
+	if walSegMB != 16 {
+		if out, err := c.Run(ctx, "pg_resetwal", fmt.Sprintf("--wal-segsize=%d", walSegMB), "-D", c.Dir); err != nil {
+			return nil, fmt.Errorf("pg_resetwal --wal-segsize=%d: %w\n%s", walSegMB, err, out)
+		}
+	}
+	if err := c.Start(ctx); err != nil {
+		return nil, err
+	}
+	b.current = c
+	return c, nil
+}
+
+func (b *benchHosts) close() {
+	// Stop every postmaster under the temp directory (the current tenant, and
+	// anything a failed migration left behind).
+	ms, _ := filepath.Glob(filepath.Join(b.dir, "*", "*", "postmaster.pid"))
+	for _, m := range ms {
+		if c, err := pgcluster.Open(filepath.Dir(m), pgcluster.Options{Port: 1}); err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			c.Stop(ctx, pgcluster.Immediate)
+			cancel()
+		}
+	}
+	if b.keep {
+		b.progress("keeping %s", b.dir)
+		return
+	}
+	os.RemoveAll(b.dir)
+}
+
+// loadFiller creates table filler of about mb MB.
+func loadFiller(ctx context.Context, c *pgcluster.Cluster, mb int) error {
+	conn, err := pgx.Connect(ctx, c.ConnString("postgres"))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	// A row of 200 bytes of padding takes about 250 bytes on disk: 4000 rows per MB.
+	_, err = conn.Exec(ctx, "CREATE TABLE filler AS SELECT g AS id, repeat(md5(g::text), 6) AS pad FROM generate_series(1, $1::int) g", mb*4000)
+	if err != nil {
+		return fmt.Errorf("load filler: %w", err)
+	}
+	_, err = conn.Exec(ctx, "CHECKPOINT")
+	return err
+}
+
+func msBetween(a, b time.Time) float64 { return float64(b.Sub(a)) / float64(time.Millisecond) }
