@@ -24,9 +24,12 @@
 //     thesis's logistic model of interference from host I/O, a PID on the
 //     disk read rate toward a probability threshold, and lock/unlock
 //     hysteresis; sends from the read-ahead buffer while locked. The thesis's
-//     coefficients are the default model; fit your own (Fit) for a new host,
-//     since a model fitted elsewhere may never fire (on the simulator's
-//     transactional host, ~4800 IOPS, the default model says p ≈ 0 always).
+//     coefficients are the default model; fit your own for a new host
+//     (LabelByLatency on recorded observations, then Fit), since a model
+//     fitted elsewhere may never fire: on the simulator's transactional host
+//     (~4800 IOPS) the default model says p ≈ 0 always and the migration runs
+//     flat out, while a model fitted to 854 labelled simulator steps (CV
+//     accuracy 0.98) held mean latency 13–29% under the setpoint.
 //
 // # Tuning
 //

@@ -419,3 +419,29 @@ func TestPIDVelocityEqualsPositional(t *testing.T) {
 		}
 	}
 }
+
+func TestLabelByLatency(t *testing.T) {
+	h := HostIO{IOPS: 100, Util: 0.5, IOTicks: 500, Throughput: 1e6}
+	bad := HostIO{IOPS: math.NaN()}
+	failed := HostIO{Err: errors.New("x")}
+	sig := func(ms ...int) []Signal {
+		var out []Signal
+		for _, m := range ms {
+			out = append(out, Signal{Mean: time.Duration(m) * time.Millisecond})
+		}
+		return out
+	}
+	obs := []Observation{
+		{Host: &h, Signals: sig(10, 40)},                      // worst 40 > 30: interfering
+		{Host: &h, Signals: sig(10, 20)},                      // calm
+		{Host: &h, Signals: sig(30)},                          // at the threshold: calm
+		{Host: nil, Signals: sig(50)},                         // no host: skipped
+		{Host: &bad, Signals: sig(50)},                        // impossible host: skipped
+		{Host: &failed, Signals: sig(50)},                     // failed host: skipped
+		{Host: &h, Signals: []Signal{{Err: errors.New("x")}}}, // no latency: skipped
+	}
+	got := LabelByLatency(obs, StatMean, 30*time.Millisecond)
+	if len(got) != 3 || !got[0].Interfering || got[1].Interfering || got[2].Interfering {
+		t.Fatalf("got %+v", got)
+	}
+}

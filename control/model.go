@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"time"
 
 	"gonum.org/v1/gonum/optimize"
 )
@@ -133,6 +134,28 @@ func (m Model) Validate() error {
 type Sample struct {
 	IO          HostIO
 	Interfering bool
+}
+
+// LabelByLatency turns recorded observations into labelled samples for Fit:
+// an observation is interfering when the worst of its signals' statistic
+// exceeds threshold (the foreground suffered in that window). Observations
+// without usable host I/O or latency are skipped, so a recorded control loop
+// (or a simulator run) can be handed over as is. The thesis labelled its
+// samples by whether a workload ran next to the migration; on a live system
+// the latency the proxy measures is the label that matters.
+func LabelByLatency(obs []Observation, stat Statistic, threshold time.Duration) []Sample {
+	var out []Sample
+	for _, o := range obs {
+		if o.Host == nil || o.Host.Err != nil || checkHostIO(*o.Host) != nil {
+			continue
+		}
+		worst, _, err := worstLatency(o.Signals, stat)
+		if err != nil {
+			continue
+		}
+		out = append(out, Sample{IO: *o.Host, Interfering: worst > threshold})
+	}
+	return out
 }
 
 // CVReport is the k-fold cross-validation of Fit.
