@@ -153,8 +153,11 @@ var benchRates = []struct {
 // stall-max-ms is the longest; stall-excess/window is the sum, over stalls, of
 // the part the bucket cannot absorb (beyond (burst − chunk)/rate: 20 ms less
 // one chunk at high rates, 0 at 1 MB/s where burst = chunk = 64 KiB), as a
-// fraction of the window: bytes the Limiter refuses to make up by design. 1 − achieved/requested ≈ stall-excess/window means the machine, not
-// the limiter's overhead, set the shortfall.
+// fraction of the window: roughly the bytes the Limiter refuses to make up by
+// design. It is only an estimate (a late wake-up that the next, shorter wait
+// absorbs still counts, so it overstates at low rates), but when
+// 1 − achieved/requested is close to it, the machine, not the limiter's
+// overhead, set the shortfall.
 func BenchmarkLimiterRate(b *testing.B) {
 	for _, br := range benchRates {
 		b.Run(br.name, func(b *testing.B) {
