@@ -39,7 +39,8 @@ var benchProxyCmd = &cobra.Command{
 	Long: `Starts its own PostgreSQL 15 cluster, PgBouncer (session mode) and sluice proxy
 (in process), then runs pgbench -S (select_only) and the default TPC-B-like script
 (read_write) with --clients clients for --duration against each of the three, the
-three interleaved, --rounds times (the median round is reported). p50 latency is
+three interleaved in a rotating order, --rounds times; each figure is the
+median over rounds. p50 latency is
 computed from pgbench's per-transaction log. Everything runs on this machine: the
 proxy competes with pgbench and the server for the same cores, as PgBouncer does.
 
@@ -145,7 +146,7 @@ func runBenchProxy(cmd *cobra.Command, _ []string) error {
 	}
 
 	progress("start PgBouncer (session mode)")
-	bouncerPort, stopBouncer, err := startPgbouncer(ctx, bf.pgbouncer, dir, userlist, c.Addr(), uid, gid, asRoot)
+	bouncerPort, bouncerPID, stopBouncer, err := startPgbouncer(ctx, bf.pgbouncer, dir, userlist, c.Addr(), uid, gid, asRoot)
 	if err != nil {
 		return err
 	}
@@ -184,13 +185,18 @@ func runBenchProxy(cmd *cobra.Command, _ []string) error {
 	for _, wl := range workloads {
 		runs := map[string][]pgbenchRun{}
 		for r := 0; r < bf.rounds; r++ {
-			for _, tg := range targets {
+			// Rotate the order each round so slow drifts of a shared machine's
+			// load do not always fall on the same target.
+			for k := range targets {
+				tg := targets[(k+r)%len(targets)]
 				progress("%s via %s, round %d/%d, %v", wl.name, tg.name, r+1, bf.rounds, bf.duration)
 				prefix := filepath.Join(dir, fmt.Sprintf("log-%s-%s-%d", wl.name, tg.name, r))
 				args := append([]string{"-n", "-c", strconv.Itoa(bf.clients), "-T", strconv.Itoa(int(bf.duration.Seconds())),
 					"-l", "--log-prefix=" + prefix}, wl.args...)
 				args = append(args, tg.args...)
+				cpu0 := targetCPU(tg.name, bouncerPID)
 				out, err := runPgbench(ctx, pgbench, dir, []string{"PGPASSWORD=" + benchPassword}, args...)
+				cpu := targetCPU(tg.name, bouncerPID) - cpu0
 				if err != nil {
 					return fmt.Errorf("bench proxy: pgbench %s via %s: %w\n%s", wl.name, tg.name, err, out)
 				}
@@ -198,7 +204,13 @@ func runBenchProxy(cmd *cobra.Command, _ []string) error {
 				if err != nil {
 					return fmt.Errorf("bench proxy: %s via %s: %w", wl.name, tg.name, err)
 				}
-				progress("  %.0f tps, p50 %.3f ms", run.tps, run.p50ms)
+				if tg.name == "direct" {
+					progress("  %.0f tps, p50 %.3f ms", run.tps, run.p50ms)
+				} else {
+					// CPU the middleman used per transaction: robust to machine noise.
+					progress("  %.0f tps, p50 %.3f ms, %s CPU %.1f µs/transaction", run.tps, run.p50ms, tg.name,
+						cpu.Seconds()*1e6/(run.tps*bf.duration.Seconds()))
+				}
 				runs[tg.name] = append(runs[tg.name], run)
 				removeLogs(prefix)
 			}
@@ -300,10 +312,10 @@ func removeLogs(prefix string) {
 
 // startPgbouncer runs PgBouncer in session mode in front of pgAddr, as the
 // PostgreSQL OS user when root, and returns its port and a stop function.
-func startPgbouncer(ctx context.Context, bin, dir, userlist, pgAddr string, uid, gid int, asRoot bool) (int, func(), error) {
+func startPgbouncer(ctx context.Context, bin, dir, userlist, pgAddr string, uid, gid int, asRoot bool) (int, int, func(), error) {
 	port, err := pgcluster.FreePort()
 	if err != nil {
-		return 0, nil, err
+		return 0, 0, nil, err
 	}
 	host, pgPort, _ := net.SplitHostPort(pgAddr)
 	ini := filepath.Join(dir, "pgbouncer.ini")
@@ -323,7 +335,7 @@ logfile = %s
 pidfile = %s
 `, host, pgPort, port, userlist, filepath.Join(dir, "pgbouncer.log"), filepath.Join(dir, "pgbouncer.pid"))
 	if err := os.WriteFile(ini, []byte(conf), 0o600); err != nil {
-		return 0, nil, err
+		return 0, 0, nil, err
 	}
 	if asRoot {
 		os.Chown(ini, uid, gid)
@@ -336,7 +348,7 @@ pidfile = %s
 		cmd.SysProcAttr = sysProcAs(uid, gid)
 	}
 	if err := cmd.Start(); err != nil {
-		return 0, nil, fmt.Errorf("bench proxy: start pgbouncer: %w", err)
+		return 0, 0, nil, fmt.Errorf("bench proxy: start pgbouncer: %w", err)
 	}
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
@@ -354,17 +366,17 @@ pidfile = %s
 		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
 		if err == nil {
 			conn.Close()
-			return port, stop, nil
+			return port, cmd.Process.Pid, stop, nil
 		}
 		select {
 		case <-exited:
 			log, _ := os.ReadFile(filepath.Join(dir, "pgbouncer.log"))
-			return 0, nil, fmt.Errorf("bench proxy: pgbouncer exited: %s%s", stderr.String(), log)
+			return 0, 0, nil, fmt.Errorf("bench proxy: pgbouncer exited: %s%s", stderr.String(), log)
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			stop()
-			return 0, nil, errors.New("bench proxy: pgbouncer did not start listening")
+			return 0, 0, nil, errors.New("bench proxy: pgbouncer did not start listening")
 		}
 	}
 }
@@ -372,4 +384,33 @@ pidfile = %s
 // sysProcAs returns process attributes that run a child as uid/gid.
 func sysProcAs(uid, gid int) *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+}
+
+// targetCPU returns the CPU time (user+system) used so far by the middleman
+// of target: this process for sluice (the proxy runs in process; the rest of
+// the process idles during a run), the PgBouncer process for pgbouncer.
+func targetCPU(target string, bouncerPID int) time.Duration {
+	switch target {
+	case "sluice":
+		var ru syscall.Rusage
+		if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+			return 0
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	case "pgbouncer":
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", bouncerPID))
+		if err != nil {
+			return 0
+		}
+		// Fields after the ")" of the command name: utime and stime are the 12th and 13th.
+		s := string(b)
+		fs := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(fs) < 13 {
+			return 0
+		}
+		ut, _ := strconv.ParseInt(fs[11], 10, 64)
+		st, _ := strconv.ParseInt(fs[12], 10, 64)
+		return time.Duration(ut+st) * time.Second / 100 // USER_HZ = 100 on Linux
+	}
+	return 0
 }
