@@ -33,8 +33,11 @@
 //
 // POST /v1/tenants/{t}/hold makes new transactions of t wait at their
 // boundary and returns when none is in flight; at deadline_ms, in-flight ones
-// get a CancelRequest and the hold waits up to 2 s more (in_flight in the
-// answer counts what is still open, e.g. a session idle inside BEGIN).
+// get a CancelRequest and the hold waits up to 2 s more; sessions still in a
+// transaction then (idle inside BEGIN, which a cancel does not end) are
+// terminated — their server session closed, rolling the transaction back,
+// and the client sent FATAL 57P01 — so that nothing of the tenant is open
+// when the hold returns (in_flight in the answer says otherwise).
 // POST …/switch changes the route; POST …/release lets held sessions go. A
 // session whose route changed moves at its next boundary: the proxy opens a
 // server session with the client's startup parameters plus reported
@@ -54,7 +57,7 @@
 //
 //	GET  /v1/routes                      [{tenant, aliases, addr, database, held, sessions}]
 //	PUT  /v1/routes/{tenant}             {"addr":"host:port","database":"db","aliases":[…]}
-//	POST /v1/tenants/{tenant}/hold       {"deadline_ms":2000} → {held_sessions, waited_ms, cancelled, in_flight}
+//	POST /v1/tenants/{tenant}/hold       {"deadline_ms":2000} → {held_sessions, waited_ms, cancelled, terminated, in_flight}
 //	POST /v1/tenants/{tenant}/switch     {"addr":"host:port","database":"db"}
 //	POST /v1/tenants/{tenant}/release
 //	GET  /v1/latency[?tenant=T][&server=A] [{tenant, server, window_s, count, mean_ms, p50_ms, p95_ms, p99_ms}]

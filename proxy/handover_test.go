@@ -240,3 +240,47 @@ func TestHoldDeadlineCancels(t *testing.T) {
 		}
 	}
 }
+
+// TestHoldTerminatesIdleInTransaction: a session idle inside BEGIN at the
+// deadline cannot be cancelled; the hold terminates it (rolling back) so the
+// tenant is quiescent, and other sessions are untouched.
+func TestHoldTerminatesIdleInTransaction(t *testing.T) {
+	a := newServer(t)
+	p := startProxy(t, a, nil)
+	api := client.New(p.APIAddr(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	idleTx, err := pgx.Connect(ctx, proxyURL(p, "acme", "disable"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idleTx.Close(ctx)
+	other, err := pgx.Connect(ctx, proxyURL(p, "acme", "disable"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close(ctx)
+	if _, err := idleTx.Exec(ctx, "create table t (x int)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := idleTx.Exec(ctx, "begin; insert into t values (1)"); err != nil {
+		t.Fatal(err)
+	}
+	hr, err := api.Hold(ctx, "acme", 100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hr.Terminated != 1 || hr.InFlight != 0 {
+		t.Fatalf("hold %+v: want 1 terminated, 0 in flight", hr)
+	}
+	if err := api.Release(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := idleTx.Exec(ctx, "commit"); err == nil {
+		t.Fatal("commit succeeded on a terminated session")
+	}
+	var n int
+	if err := other.QueryRow(ctx, "select count(*) from t").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("rows after terminated transaction: %d, %v (want 0: rolled back)", n, err)
+	}
+}

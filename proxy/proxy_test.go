@@ -81,6 +81,19 @@ func TestClients(t *testing.T) {
 		})
 	}
 
+	t.Run("pgx-protocol-3.2", func(t *testing.T) {
+		// The proxy speaks 3.0 and says so with NegotiateProtocolVersion.
+		conn, err := pgx.Connect(ctx, proxyURL(p, "acme", "disable")+"&max_protocol_version=3.2")
+		if err != nil {
+			t.Fatalf("connect asking for 3.2: %v", err)
+		}
+		defer conn.Close(ctx)
+		var n int
+		if err := conn.QueryRow(ctx, "select 5").Scan(&n); err != nil || n != 5 {
+			t.Fatalf("query: %d %v", n, err)
+		}
+	})
+
 	ws, err := client.New(p.APIAddr(), nil).Latency(ctx, "acme")
 	if err != nil {
 		t.Fatal(err)

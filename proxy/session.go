@@ -14,6 +14,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -56,6 +57,8 @@ type session struct {
 	unnamed []byte            // the last unnamed Parse, raw
 	buf     []byte            // scratch for inspected bodies
 	hdr     [5]byte
+
+	killMsg atomic.Pointer[pgproto3.ErrorResponse] // set by terminate: sent to the client when the server loop ends
 
 	mu struct {
 		sync.Mutex
@@ -558,11 +561,27 @@ func (s *session) serverLoop(sc *serverConn) {
 			}
 		}
 	}
+	if km := s.killMsg.Load(); km != nil {
+		w.Write(encodeMsg(nil, km))
+	}
 	w.Flush()
 	if !sc.detached.Load() {
 		// The server ended the session (or the client vanished): end it all.
 		sc.conn.Close()
 		s.conn.Close()
+	}
+}
+
+// terminate ends the session from outside: its server session is closed
+// (rolling back an open transaction) and the client is sent a FATAL error
+// with code and msg.
+func (s *session) terminate(code, msg string) {
+	s.killMsg.Store(fatal(code, msg))
+	s.mu.Lock()
+	sc := s.mu.srv
+	s.mu.Unlock()
+	if sc != nil {
+		sc.conn.Close()
 	}
 }
 

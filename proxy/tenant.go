@@ -144,7 +144,10 @@ func (t *tenant) waitIdle(ctx context.Context, until time.Time) bool {
 
 // hold sets the hold and waits for in-flight transactions, cancelling those
 // still running at deadline (through cancel, which returns whether it sent a
-// CancelRequest) and then waiting up to holdGrace for them to end.
+// CancelRequest) and then waiting up to holdGrace for them to end. Sessions
+// still inside a transaction after that (idle in a transaction block, which
+// a cancel does not end) are terminated: their open transaction is rolled
+// back by closing its server session, and the client gets a FATAL error.
 func (t *tenant) hold(ctx context.Context, deadline time.Duration, cancel func(*session) bool) client.HoldResult {
 	start := time.Now()
 	t.mu.Lock()
@@ -169,7 +172,21 @@ func (t *tenant) hold(ctx context.Context, deadline time.Duration, cancel func(*
 				res.Cancelled++
 			}
 		}
-		t.waitIdle(ctx, time.Now().Add(holdGrace))
+		if !t.waitIdle(ctx, time.Now().Add(holdGrace)) && ctx.Err() == nil {
+			t.mu.Lock()
+			busy = busy[:0]
+			for s := range t.mu.sessions {
+				if s.inFlight() {
+					busy = append(busy, s)
+				}
+			}
+			t.mu.Unlock()
+			for _, s := range busy {
+				s.terminate(codeAdminShutdown, "sluice proxy: terminating connection: transaction still open at the handover deadline")
+				res.Terminated++
+			}
+			t.waitIdle(ctx, time.Now().Add(holdGrace))
+		}
 	}
 	t.mu.Lock()
 	res.HeldSessions = len(t.mu.sessions)

@@ -37,7 +37,8 @@ type HoldResult struct {
 	HeldSessions int     `json:"held_sessions"` // sessions of the tenant at the time the hold completed
 	WaitedMS     float64 `json:"waited_ms"`     // time spent waiting for in-flight transactions, ms
 	Cancelled    int     `json:"cancelled"`     // in-flight transactions cancelled at the deadline
-	InFlight     int     `json:"in_flight"`     // transactions still open at return (idle in a transaction block even after cancel); 0 normally
+	Terminated   int     `json:"terminated"`    // sessions terminated because their transaction stayed open after cancel (idle in a transaction block)
+	InFlight     int     `json:"in_flight"`     // transactions still open at return; 0 unless a terminated session did not end within 2 s
 }
 
 // Window is one latency window: transactions that ended within the last
