@@ -1,0 +1,40 @@
+package chart
+
+import (
+	"bytes"
+	"image/png"
+	"math"
+	"testing"
+)
+
+func TestWritePNG(t *testing.T) {
+	var xs, lat, rate []float64
+	for i := 0; i < 100; i++ {
+		xs = append(xs, float64(i))
+		lat = append(lat, 40+10*math.Sin(float64(i)/8))
+		rate = append(rate, float64(i%30))
+	}
+	lat[50] = math.NaN()
+	c := Chart{Title: "test", XLabel: "seconds", Panels: []Panel{
+		{YLabel: "latency ms", Series: []Series{{Name: "latency", X: xs, Y: lat}, Const("setpoint", xs, 40)}},
+		{YLabel: "rate MB/s", Series: []Series{{Name: "rate", X: xs, Y: rate}}},
+	}}
+	var buf bytes.Buffer
+	if err := WritePNG(&buf, c); err != nil {
+		t.Fatal(err)
+	}
+	img, err := png.Decode(&buf)
+	if err != nil {
+		t.Fatalf("not a PNG: %v", err)
+	}
+	if b := img.Bounds(); b.Dx() < 500 || b.Dy() < 500 {
+		t.Fatalf("image %v too small", b)
+	}
+	if err := WritePNG(&buf, Chart{}); err == nil {
+		t.Fatal("empty chart accepted")
+	}
+	bad := Chart{Panels: []Panel{{Series: []Series{{X: []float64{1, 2}, Y: []float64{1}}}}}}
+	if err := WritePNG(&buf, bad); err == nil {
+		t.Fatal("mismatched series accepted")
+	}
+}
