@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/catalog"
+	"github.com/sluicedb/sluice/migration"
 )
 
 // Agent is one server's sluice agent: the goroutine-and-I/O shell around the
@@ -38,6 +39,9 @@ type Agent struct {
 	tmplMu sync.Mutex // guards creation of the initdb template
 
 	mig migrations // migrations in progress (migrate.go)
+
+	tgtOnce sync.Once
+	tgt     migration.Target // served to source agents (target_local.go)
 
 	closeOnce sync.Once
 }
@@ -136,6 +140,9 @@ func (a *Agent) reconcileTenants(ctx context.Context) {
 		return
 	}
 	for _, tn := range ts {
+		if err := migration.RemoveRetired(tn.Dir, a.cfg.RetireGrace.D(), time.Now()); err != nil {
+			a.log.Warn("reconcile: removing retired directories", "tenant", tn.ID, "err", err)
+		}
 		switch {
 		case tn.State == catalog.Creating:
 			a.log.Warn("reconcile: rolling back interrupted creation", "tenant", tn.ID)

@@ -10,7 +10,9 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
+	"github.com/sluicedb/sluice/migration"
 	"github.com/sluicedb/sluice/pgcluster"
 )
 
@@ -54,6 +56,17 @@ type Config struct {
 	// Peers maps other agents' names to their API URLs, so that migrations can
 	// name a target ("--to db2").
 	Peers map[string]string `json:"peers"`
+	// Proxy is the sluice proxy's API URL used for handover (hold, switch,
+	// release). Empty: no proxy; clients find the new owner themselves.
+	Proxy string `json:"proxy"`
+	// RetireGrace is how long a migrated-away tenant's data directory is kept
+	// (renamed <dir>.retired-<unix time>) before removal, e.g. "10m"; "0s"
+	// removes it at once. Default 10m.
+	RetireGrace *Duration `json:"retire_grace"`
+
+	// RouterFor, if set, supplies the handover Router of a migration of
+	// tenant id instead of Proxy (tests, benchmarks). Not in JSON.
+	RouterFor func(tenant int64) migration.Router `json:"-"`
 
 	// Logger receives the agent's log; default slog's default logger. Not in JSON.
 	Logger *slog.Logger `json:"-"`
@@ -84,6 +97,43 @@ type configError struct{ error }
 
 func (e configError) Is(target error) bool { return target == ErrConfig }
 func (e configError) Unwrap() error        { return e.error }
+
+// DefaultRetireGrace is Config.RetireGrace's default (10 minutes).
+const DefaultRetireGrace = 10 * time.Minute
+
+// Duration is a time.Duration written in JSON as a Go duration string ("10m",
+// "1.5s") or a number of seconds.
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d *Duration) D() time.Duration {
+	if d == nil {
+		return 0
+	}
+	return time.Duration(*d)
+}
+
+// UnmarshalJSON accepts "10m" or 600.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err == nil {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			return err
+		}
+		*d = Duration(v)
+		return nil
+	}
+	var secs float64
+	if err := json.Unmarshal(b, &secs); err != nil {
+		return fmt.Errorf("duration: want \"10m\" or seconds, got %s", b)
+	}
+	*d = Duration(secs * float64(time.Second))
+	return nil
+}
+
+// MarshalJSON writes the Go duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 
 // LoadConfig reads a JSON config file. Unknown fields are an error, so typos
 // do not pass silently.
@@ -167,6 +217,20 @@ func (c Config) withDefaults() (Config, error) {
 		if _, err := parsePeerURL(u); err != nil {
 			return c, fmt.Errorf("agent config: peer %s: %w", name, err)
 		}
+	}
+	if c.RetireGrace == nil {
+		d := Duration(DefaultRetireGrace)
+		c.RetireGrace = &d
+	}
+	if c.RetireGrace.D() < 0 {
+		return c, fmt.Errorf("agent config: retire_grace %s must be >= 0", c.RetireGrace.D())
+	}
+	if c.Proxy != "" {
+		u, err := parsePeerURL(c.Proxy)
+		if err != nil {
+			return c, fmt.Errorf("agent config: proxy: %w", err)
+		}
+		c.Proxy = u
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -2,22 +2,630 @@ package agent
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
 	"net/http"
+	"sort"
+	"strconv"
+	"strings"
 	"sync"
+	"time"
+
+	"github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/catalog"
+	"github.com/sluicedb/sluice/migration"
+	"github.com/sluicedb/sluice/throttle"
 )
 
-// migrations tracks the migration goroutines this agent runs.
+// migrations tracks the migrations this agent drives as their source.
 type migrations struct {
-	wg sync.WaitGroup
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	runs map[string]*run // by migration ID, while a driver goroutine runs
+	base context.Context // Serve's context: drivers stop with the agent
 }
 
-func (m *migrations) init() {}
+// run is one driver goroutine's live state.
+type run struct {
+	id      string
+	tenant  int64
+	lim     *throttle.Limiter
+	abort   chan string
+	started time.Time
 
-// wait blocks until every migration goroutine has returned.
+	mu          sync.Mutex
+	prog        migration.Progress
+	phase       migration.Phase    // of the last persisted record: the running action's phase
+	cancel      context.CancelFunc // cancels the current migration.Run
+	abortReason string             // set once an operator asked to abort
+}
+
+// interruptible reports whether a running action of phase p may be cut short
+// for an abort: long copy and wait phases, all before any fence or switch.
+func interruptible(p migration.Phase) bool {
+	switch p {
+	case migration.PhasePrepare, migration.PhaseSnapshot, migration.PhaseCatchUp, migration.PhaseWarm:
+		return true
+	}
+	return false
+}
+
+func (m *migrations) init() {
+	m.runs = map[string]*run{}
+	m.base = context.Background()
+}
+
+// wait blocks until every driver goroutine has returned.
 func (m *migrations) wait() { m.wg.Wait() }
 
-// migrationRoutes registers the migration endpoints.
-func (a *Agent) migrationRoutes(mux *http.ServeMux) {}
+func (m *migrations) get(id string) *run {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.runs[id]
+}
 
-// resumeMigrations restarts migrations left unfinished by a previous run.
-func (a *Agent) resumeMigrations(ctx context.Context) {}
+// migrationRoutes registers the migration endpoints (public and target-side).
+func (a *Agent) migrationRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/migrations", func(w http.ResponseWriter, r *http.Request) {
+		var req client.StartMigration
+		if err := readJSON(r, &req); err != nil {
+			writeError(w, err)
+			return
+		}
+		v, err := a.StartMigration(r.Context(), req)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeOK(w, http.StatusCreated, v)
+	})
+	mux.HandleFunc("GET /v1/migrations", func(w http.ResponseWriter, r *http.Request) {
+		v, err := a.Migrations()
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeOK(w, http.StatusOK, v)
+	})
+	mux.HandleFunc("GET /v1/migrations/{id}", func(w http.ResponseWriter, r *http.Request) {
+		v, err := a.Migration(r.PathValue("id"))
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeOK(w, http.StatusOK, v)
+	})
+	mux.HandleFunc("POST /v1/migrations/{id}/rate", func(w http.ResponseWriter, r *http.Request) {
+		var req client.SetRate
+		if err := readJSON(r, &req); err != nil {
+			writeError(w, err)
+			return
+		}
+		v, err := a.SetMigrationRate(r.PathValue("id"), req.Rate)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeOK(w, http.StatusOK, v)
+	})
+	mux.HandleFunc("POST /v1/migrations/{id}/abort", func(w http.ResponseWriter, r *http.Request) {
+		v, err := a.AbortMigration(r.PathValue("id"), "operator request")
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeOK(w, http.StatusOK, v)
+	})
+	a.targetRoutes(mux)
+}
+
+// StuckRetry is how long the agent waits before running a stuck migration
+// (migration.ErrStuck: a step after the route switch, or a rollback step,
+// failed MaxRetries times in a row) again (2 s).
+const StuckRetry = 2 * time.Second
+
+// limiterRate converts an API rate (bytes/s, 0 = unlimited) to a throttle rate.
+func limiterRate(r float64) float64 {
+	if r <= 0 {
+		return math.Inf(1)
+	}
+	return r
+}
+
+// resolvePeer turns --to (a peer name or an agent URL) into the peer's URL.
+func (a *Agent) resolvePeer(to string) (string, error) {
+	if to == "" {
+		return "", errf(http.StatusBadRequest, "no target agent given")
+	}
+	if u, ok := a.cfg.Peers[to]; ok {
+		return parsePeerURL(u)
+	}
+	if strings.Contains(to, "://") || strings.Contains(to, ":") {
+		if u, err := parsePeerURL(to); err == nil {
+			return u, nil
+		}
+	}
+	names := make([]string, 0, len(a.cfg.Peers))
+	for n := range a.cfg.Peers {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return "", errf(http.StatusBadRequest, "unknown agent %q: not a peer of %s (peers: %s) and not a URL", to, a.cfg.Name, strings.Join(names, ", "))
+}
+
+// newMigrationID returns a unique, slot-name-safe migration id.
+func newMigrationID(tenant int64, now time.Time) string {
+	var b [3]byte
+	rand.Read(b[:])
+	return fmt.Sprintf("t%d_%s_%s", tenant, now.UTC().Format("20060102t150405"), hex.EncodeToString(b[:]))
+}
+
+// StartMigration checks the request (nothing changes if it is refused),
+// records the migration, marks the tenant migrating-out and starts driving
+// it in the background. It returns the new migration.
+func (a *Agent) StartMigration(ctx context.Context, req client.StartMigration) (client.Migration, error) {
+	mode := migration.Mode(req.Mode)
+	if mode == "" {
+		mode = migration.Live
+	}
+	if mode != migration.Live && mode != migration.StopAndCopy {
+		return client.Migration{}, errf(http.StatusBadRequest, "mode %q is not %q or %q", req.Mode, migration.Live, migration.StopAndCopy)
+	}
+	if math.IsNaN(req.Rate) || req.Rate < 0 {
+		return client.Migration{}, errf(http.StatusBadRequest, "rate %v must be >= 0 bytes/s (0 = unlimited)", req.Rate)
+	}
+	if req.Tenant <= 0 {
+		return client.Migration{}, errf(http.StatusBadRequest, "tenant id %d must be positive", req.Tenant)
+	}
+	tn, err := a.liveTenant(req.Tenant)
+	if err != nil {
+		return client.Migration{}, err
+	}
+	switch tn.State {
+	case catalog.Running:
+	case catalog.MigratingOut, catalog.MigratingIn:
+		return client.Migration{}, errf(http.StatusConflict, "tenant %d is already migrating (migration %s, %s)", tn.ID, tn.Migration, tn.State)
+	case catalog.Moved:
+		return client.Migration{}, errf(http.StatusConflict, "tenant %d has moved away from agent %s", tn.ID, a.cfg.Name)
+	default:
+		return client.Migration{}, errf(http.StatusConflict, "tenant %d is %s; only a running tenant can migrate", tn.ID, tn.State)
+	}
+	peerURL, err := a.resolvePeer(req.To)
+	if err != nil {
+		return client.Migration{}, err
+	}
+	pc, err := client.New(peerURL)
+	if err != nil {
+		return client.Migration{}, errf(http.StatusBadRequest, "target agent: %v", err)
+	}
+	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	info, err := pc.Info(ictx)
+	cancel()
+	if err != nil {
+		return client.Migration{}, errf(http.StatusBadGateway, "target agent %s is unreachable: %v", req.To, err)
+	}
+	if info.Name == a.cfg.Name || strings.TrimRight(peerURL, "/") == a.url {
+		return client.Migration{}, errf(http.StatusBadRequest, "target agent %s is the source: tenant %d already lives here", info.Name, tn.ID)
+	}
+
+	src, err := a.source(tn)
+	if err != nil {
+		return client.Migration{}, err
+	}
+	tgt := a.remoteTarget(pc, tn)
+	active, err := a.activeRecords()
+	if err != nil {
+		return client.Migration{}, err
+	}
+	mreq := migration.Request{Tenant: strconv.FormatInt(tn.ID, 10), Source: a.cfg.Name, Target: info.Name, Mode: mode}
+	if err := migration.Preflight(ctx, mreq, src, tgt, active); err != nil {
+		src.Close()
+		return client.Migration{}, preflightError(err)
+	}
+	now := time.Now()
+	rec := migration.New(newMigrationID(tn.ID, now), mreq.Tenant, a.cfg.Name, info.Name, mode, now)
+	recJSON, err := json.Marshal(rec)
+	if err != nil {
+		src.Close()
+		return client.Migration{}, err
+	}
+	cm := catalog.Migration{ID: rec.ID, TenantID: tn.ID, Role: catalog.Source, Peer: info.Name, PeerURL: peerURL, Mode: string(mode), Rate: req.Rate, Record: recJSON}
+	err = a.cat.Update(func(tx *catalog.Tx) error {
+		cur, err := tx.Tenant(tn.ID)
+		if err != nil {
+			return err
+		}
+		if cur.State != catalog.Running {
+			return errf(http.StatusConflict, "tenant %d is %s (migration %s)", tn.ID, cur.State, cur.Migration)
+		}
+		cur.State, cur.Migration = catalog.MigratingOut, rec.ID
+		if err := tx.PutTenant(cur); err != nil {
+			return err
+		}
+		return tx.PutMigration(cm)
+	})
+	if err != nil {
+		src.Close()
+		return client.Migration{}, err
+	}
+	a.log.Info("migration started", "migration", rec.ID, "tenant", tn.ID, "to", info.Name, "mode", mode, "rate", req.Rate)
+	a.launch(cm, rec, src, tgt)
+	return a.Migration(rec.ID)
+}
+
+// preflightError maps migration.Validate's sentinels to HTTP statuses.
+func preflightError(err error) error {
+	switch {
+	case errors.Is(err, migration.ErrBadRequest), errors.Is(err, migration.ErrSameServer):
+		return errf(http.StatusBadRequest, "%v", err)
+	case errors.Is(err, migration.ErrAlreadyMigrating):
+		return errf(http.StatusConflict, "%v", err)
+	case errors.Is(err, migration.ErrVersion), errors.Is(err, migration.ErrWALLevel), errors.Is(err, migration.ErrNoSpace):
+		return errf(http.StatusUnprocessableEntity, "%v", err)
+	}
+	return errf(http.StatusBadGateway, "preflight: %v", err)
+}
+
+// activeRecords returns the records of this agent's unfinished migrations.
+func (a *Agent) activeRecords() ([]migration.Record, error) {
+	ms, err := a.cat.Migrations()
+	if err != nil {
+		return nil, err
+	}
+	var out []migration.Record
+	for _, m := range ms {
+		if m.Done {
+			continue
+		}
+		var rec migration.Record
+		if err := json.Unmarshal(m.Record, &rec); err == nil {
+			out = append(out, rec)
+		}
+	}
+	return out, nil
+}
+
+// source returns the migration Source for a tenant of this agent.
+func (a *Agent) source(tn catalog.Tenant) (*migration.LocalSource, error) {
+	c, err := a.cluster(tn)
+	if err != nil {
+		return nil, err
+	}
+	s := migration.NewLocalSource(c)
+	s.RetireGrace = a.cfg.RetireGrace.D()
+	return s, nil
+}
+
+// remoteTarget returns the Target of a migration of tn to the agent at pc.
+func (a *Agent) remoteTarget(pc *client.Client, tn catalog.Tenant) *RemoteTarget {
+	return &RemoteTarget{c: pc, source: a.cfg.Name, srcURL: a.url, tenantID: tn.ID, name: tn.Name, settings: tn.Settings}
+}
+
+// launch starts the driver goroutine of a source-side migration.
+func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *migration.LocalSource, tgt migration.Target) {
+	r := &run{id: rec.ID, tenant: cm.TenantID, lim: throttle.NewLimiter(limiterRate(cm.Rate), 0), abort: make(chan string, 1), started: time.Now()}
+	r.prog = migration.Progress{ID: rec.ID, Phase: rec.Phase, LagBytes: rec.LagBytes}
+	a.mig.mu.Lock()
+	if a.mig.runs[rec.ID] != nil {
+		a.mig.mu.Unlock()
+		src.Close()
+		return
+	}
+	a.mig.runs[rec.ID] = r
+	ctx := a.mig.base
+	a.mig.wg.Add(1)
+	a.mig.mu.Unlock()
+	go func() {
+		defer a.mig.wg.Done()
+		defer func() {
+			a.mig.mu.Lock()
+			delete(a.mig.runs, rec.ID)
+			a.mig.mu.Unlock()
+		}()
+		defer src.Close()
+		env := migration.Env{
+			Source: src, Target: tgt, Router: a.router(cm.TenantID), Limiter: r.lim,
+			Persist: func(rec migration.Record) error {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				r.phase = rec.Phase
+				return a.persist(rec)
+			},
+			Progress: func(p migration.Progress) {
+				r.mu.Lock()
+				r.prog = p
+				r.mu.Unlock()
+			},
+			Abort: r.abort,
+		}
+		for {
+			rctx, cancel := context.WithCancel(ctx)
+			r.mu.Lock()
+			r.cancel = cancel
+			r.mu.Unlock()
+			final, err := migration.Run(rctx, rec, env)
+			cancel()
+			r.mu.Lock()
+			reason := r.abortReason
+			r.mu.Unlock()
+			if ctx.Err() == nil && rctx.Err() != nil && reason != "" && !final.Phase.Terminal() {
+				// Cut short for an abort: run again from the persisted
+				// record; Run reads the abort before the next action.
+				rec = final
+				select {
+				case r.abort <- reason:
+				default: // still queued: Run did not read it before it was cut short
+				}
+				continue
+			}
+			if !errors.Is(err, migration.ErrStuck) {
+				a.finish(cm, final, err)
+				return
+			}
+			// Stuck: a roll-forward or rollback step keeps failing (e.g. the
+			// peer agent is down). Try again later while this agent runs.
+			a.log.Warn("migration stuck; retrying", "migration", rec.ID, "phase", final.Phase, "err", final.Error, "in", StuckRetry)
+			rec = final
+			select {
+			case <-ctx.Done():
+				a.finish(cm, final, ctx.Err())
+				return
+			case <-time.After(StuckRetry):
+			}
+		}
+	}()
+}
+
+// persist stores a record after every transition (migration.Env.Persist).
+func (a *Agent) persist(rec migration.Record) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return a.cat.Update(func(tx *catalog.Tx) error {
+		m, err := tx.Migration(rec.ID)
+		if err != nil {
+			return err
+		}
+		m.Record = b
+		m.Error = rec.Error
+		return tx.PutMigration(m)
+	})
+}
+
+// finish records how a driver ended: done (the tenant moved), rolled back
+// (it serves here again) or interrupted (resumed at the next start).
+func (a *Agent) finish(cm catalog.Migration, rec migration.Record, err error) {
+	var outcome string
+	var state catalog.State
+	switch {
+	case err == nil && rec.Phase == migration.PhaseDone:
+		outcome, state = "committed", catalog.Moved
+	case rec.Phase == migration.PhaseAborted:
+		outcome, state = "aborted", catalog.Running
+	default:
+		if a.mig.base.Err() == nil {
+			a.log.Error("migration stopped; it resumes when the agent restarts", "migration", rec.ID, "phase", rec.Phase, "err", err)
+		} else {
+			a.log.Info("migration interrupted by shutdown; it resumes at the next start", "migration", rec.ID, "phase", rec.Phase)
+		}
+		return
+	}
+	b, _ := json.Marshal(rec)
+	uerr := a.cat.Update(func(tx *catalog.Tx) error {
+		m, err := tx.Migration(rec.ID)
+		if err != nil {
+			return err
+		}
+		m.Done, m.Outcome, m.Error, m.Record = true, outcome, rec.Error, b
+		if err := tx.PutMigration(m); err != nil {
+			return err
+		}
+		tn, err := tx.Tenant(cm.TenantID)
+		if err != nil {
+			return err
+		}
+		if tn.Migration == rec.ID {
+			tn.State, tn.Migration = state, ""
+			return tx.PutTenant(tn)
+		}
+		return nil
+	})
+	if uerr != nil {
+		a.log.Error("migration: recording the outcome", "migration", rec.ID, "err", uerr)
+	}
+	a.log.Info("migration finished", "migration", rec.ID, "outcome", outcome, "freeze", rec.Freeze, "error", rec.Error)
+}
+
+// resumeMigrations restarts the drivers of source-side migrations left
+// unfinished by a previous run; migration.Run feeds them Resumed, which
+// resumes or rolls back per the migration package's rules.
+func (a *Agent) resumeMigrations(ctx context.Context) {
+	a.mig.mu.Lock()
+	a.mig.base = ctx
+	a.mig.mu.Unlock()
+	ms, err := a.cat.Migrations()
+	if err != nil {
+		a.log.Error("resume: reading catalog", "err", err)
+		return
+	}
+	for _, cm := range ms {
+		if cm.Done || cm.Role != catalog.Source {
+			continue
+		}
+		var rec migration.Record
+		if err := json.Unmarshal(cm.Record, &rec); err != nil {
+			a.log.Error("resume: bad record", "migration", cm.ID, "err", err)
+			continue
+		}
+		tn, err := a.cat.Tenant(cm.TenantID)
+		if err != nil {
+			a.log.Error("resume: tenant", "migration", cm.ID, "err", err)
+			continue
+		}
+		if rec.Phase.Terminal() {
+			a.finish(cm, rec, nil)
+			continue
+		}
+		src, err := a.source(tn)
+		if err != nil {
+			a.log.Error("resume: source", "migration", cm.ID, "err", err)
+			continue
+		}
+		pc, err := client.New(cm.PeerURL)
+		if err != nil {
+			a.log.Error("resume: target", "migration", cm.ID, "err", err)
+			continue
+		}
+		a.log.Warn("resuming migration", "migration", cm.ID, "phase", rec.Phase)
+		a.launch(cm, rec, src, a.remoteTarget(pc, tn))
+	}
+}
+
+// Migrations lists this agent's migrations (both roles), oldest first.
+func (a *Agent) Migrations() ([]client.Migration, error) {
+	ms, err := a.cat.Migrations()
+	if err != nil {
+		return nil, err
+	}
+	out := []client.Migration{}
+	for _, m := range ms {
+		out = append(out, a.migrationView(m))
+	}
+	return out, nil
+}
+
+// Migration returns one migration with its live progress.
+func (a *Agent) Migration(id string) (client.Migration, error) {
+	m, err := a.cat.Migration(id)
+	if err != nil {
+		return client.Migration{}, errf(http.StatusNotFound, "unknown migration %q on agent %s", id, a.cfg.Name)
+	}
+	return a.migrationView(m), nil
+}
+
+func (a *Agent) migrationView(m catalog.Migration) client.Migration {
+	v := client.Migration{ID: m.ID, Tenant: m.TenantID, Role: string(m.Role), Peer: m.Peer, PeerURL: m.PeerURL, Mode: m.Mode,
+		Done: m.Done, Outcome: m.Outcome, Error: m.Error, Record: m.Record, Created: m.Created, Updated: m.Updated}
+	var rec migration.Record
+	json.Unmarshal(m.Record, &rec)
+	v.Progress = client.Progress{Phase: string(rec.Phase), LagBytes: rec.LagBytes, ETASeconds: -1, Limit: m.Rate, Bytes: rec.SnapshotBytes + rec.CopyBytes}
+	if r := a.mig.get(m.ID); r != nil {
+		r.mu.Lock()
+		p := r.prog
+		r.mu.Unlock()
+		if p.Phase != "" {
+			v.Progress.Phase = string(p.Phase)
+		}
+		if p.BytesDone > 0 {
+			v.Progress.Bytes = p.BytesDone
+		}
+		v.Progress.TotalBytes = p.BytesTotal
+		v.Progress.Rate = p.Rate
+		if p.ETA > 0 {
+			v.Progress.ETASeconds = p.ETA.Seconds()
+		}
+		if p.LagBytes != 0 {
+			v.Progress.LagBytes = p.LagBytes
+		}
+		v.Progress.Action = p.Action
+		if l := r.lim.Rate(); !math.IsInf(l, 1) {
+			v.Progress.Limit = l
+		} else {
+			v.Progress.Limit = 0
+		}
+		v.Progress.Elapsed = time.Since(r.started).Seconds()
+	}
+	if m.Done {
+		s := &client.Summary{Outcome: m.Outcome, Bytes: rec.SnapshotBytes + rec.CopyBytes}
+		if !rec.Finished.IsZero() {
+			s.Seconds = rec.Finished.Sub(rec.Created).Seconds()
+		}
+		ms := float64(rec.Freeze) / float64(time.Millisecond)
+		if rec.Mode == migration.StopAndCopy {
+			s.DowntimeMS = ms
+		}
+		s.FreezeMS = ms
+		v.Summary = s
+		v.Progress.Bytes = s.Bytes
+	}
+	return v
+}
+
+// SetMigrationRate changes a running migration's rate (bytes/s, 0 =
+// unlimited); the throttle applies it at once.
+func (a *Agent) SetMigrationRate(id string, rate float64) (client.Migration, error) {
+	if math.IsNaN(rate) || rate < 0 {
+		return client.Migration{}, errf(http.StatusBadRequest, "rate %v must be >= 0 bytes/s (0 = unlimited)", rate)
+	}
+	m, err := a.cat.Migration(id)
+	if err != nil {
+		return client.Migration{}, errf(http.StatusNotFound, "unknown migration %q on agent %s", id, a.cfg.Name)
+	}
+	if m.Role != catalog.Source {
+		return client.Migration{}, errf(http.StatusConflict, "migration %s is driven by its source agent %s; set its rate there", id, m.Peer)
+	}
+	r := a.mig.get(id)
+	if r == nil || m.Done {
+		return client.Migration{}, errf(http.StatusConflict, "migration %s is not running", id)
+	}
+	r.lim.SetRate(limiterRate(rate))
+	err = a.cat.Update(func(tx *catalog.Tx) error {
+		m, err := tx.Migration(id)
+		if err != nil {
+			return err
+		}
+		m.Rate = rate
+		return tx.PutMigration(m)
+	})
+	if err != nil {
+		return client.Migration{}, err
+	}
+	a.log.Info("migration rate changed", "migration", id, "rate", rate)
+	return a.Migration(id)
+}
+
+// AbortMigration asks a running migration to roll back. It is refused once
+// the route has switched (the migration then only rolls forward).
+func (a *Agent) AbortMigration(id, reason string) (client.Migration, error) {
+	m, err := a.cat.Migration(id)
+	if err != nil {
+		return client.Migration{}, errf(http.StatusNotFound, "unknown migration %q on agent %s", id, a.cfg.Name)
+	}
+	if m.Role != catalog.Source {
+		return client.Migration{}, errf(http.StatusConflict, "migration %s is driven by its source agent %s; abort it there", id, m.Peer)
+	}
+	if m.Done {
+		return client.Migration{}, errf(http.StatusConflict, "migration %s already finished (%s)", id, m.Outcome)
+	}
+	var rec migration.Record
+	json.Unmarshal(m.Record, &rec)
+	if rec.Switched() {
+		return client.Migration{}, errf(http.StatusConflict, "migration %s is past the route switch; it can only complete", id)
+	}
+	r := a.mig.get(id)
+	if r == nil {
+		return client.Migration{}, errf(http.StatusConflict, "migration %s is not running", id)
+	}
+	r.mu.Lock()
+	if r.abortReason == "" {
+		r.abortReason = reason
+		select {
+		case r.abort <- reason:
+		default:
+		}
+		// A long copy or wait is cut short (its action is idempotent and
+		// resumes from the persisted record); a handover is left to finish
+		// its current step, after which Run reads the abort.
+		if interruptible(r.phase) && r.cancel != nil {
+			r.cancel()
+		}
+	}
+	r.mu.Unlock()
+	a.log.Info("migration abort requested", "migration", id, "reason", reason)
+	return a.Migration(id)
+}

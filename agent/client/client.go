@@ -69,7 +69,7 @@ func New(baseURL string) (*Client, error) {
 // URL returns the base URL.
 func (c *Client) URL() string { return c.base }
 
-// HTTPClient returns the underlying client without a timeout, for streams.
+// streamClient returns a client without a timeout, for streams.
 func (c *Client) streamClient() *http.Client {
 	return &http.Client{Transport: c.hc.Transport}
 }
@@ -100,14 +100,18 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 	return decode(resp, out)
 }
 
-// Stream POSTs the bytes of r to path as a chunked request body and decodes
-// the JSON answer into out. It has no timeout beyond ctx.
-func (c *Client) Stream(ctx context.Context, path string, r io.Reader, out any) error {
+// StreamWithHeader POSTs the bytes of r to path as a chunked request body,
+// with one extra header (key may be ""), and decodes the JSON answer into out.
+// It has no timeout beyond ctx.
+func (c *Client) StreamWithHeader(ctx context.Context, path, key, value string, r io.Reader, out any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, r)
 	if err != nil {
 		return fmt.Errorf("agent client: POST %s: %w", path, err)
 	}
 	req.Header.Set("Content-Type", "application/octet-stream")
+	if key != "" {
+		req.Header.Set(key, value)
+	}
 	req.ContentLength = -1
 	resp, err := c.streamClient().Do(req)
 	if err != nil {

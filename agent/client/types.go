@@ -55,12 +55,13 @@ type StartMigration struct {
 // Progress is a migration's live figures.
 type Progress struct {
 	Phase      string  `json:"phase"`
-	Bytes      int64   `json:"bytes"`       // snapshot bytes sent so far
-	TotalBytes int64   `json:"total_bytes"` // snapshot size estimate; 0 = unknown
-	Rate       float64 `json:"rate"`        // measured send rate, bytes/s
-	Limit      float64 `json:"limit"`       // current throttle, bytes/s; 0 = unlimited
-	ETASeconds float64 `json:"eta_seconds"` // -1 = unknown
-	LagBytes   int64   `json:"lag_bytes"`   // WAL the target still has to replay; -1 = unknown
+	Action     string  `json:"action,omitempty"` // what the driver is doing now
+	Bytes      int64   `json:"bytes"`            // snapshot bytes sent so far
+	TotalBytes int64   `json:"total_bytes"`      // snapshot size estimate; 0 = unknown
+	Rate       float64 `json:"rate"`             // measured send rate, bytes/s
+	Limit      float64 `json:"limit"`            // current throttle, bytes/s; 0 = unlimited
+	ETASeconds float64 `json:"eta_seconds"`      // -1 = unknown
+	LagBytes   int64   `json:"lag_bytes"`        // WAL the target still has to replay; -1 = unknown
 	Elapsed    float64 `json:"elapsed_seconds"`
 }
 

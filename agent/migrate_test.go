@@ -1,0 +1,321 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/pgcluster"
+)
+
+// agentPair returns configs for two agents that know each other as peers
+// "a1" and "a2", on free API ports and disjoint tenant port ranges.
+func agentPair(t *testing.T) (Config, Config) {
+	c1, c2 := newTestConfig(t, "a1"), newTestConfig(t, "a2")
+	p1, _ := pgcluster.FreePort()
+	p2, _ := pgcluster.FreePort()
+	c1.Listen, c2.Listen = fmt.Sprintf("127.0.0.1:%d", p1), fmt.Sprintf("127.0.0.1:%d", p2)
+	c1.Peers = map[string]string{"a2": "http://" + c2.Listen}
+	c2.Peers = map[string]string{"a1": "http://" + c1.Listen}
+	zero := Duration(0)
+	c1.RetireGrace, c2.RetireGrace = &zero, &zero
+	stopTenants(t, c1.Root)
+	stopTenants(t, c2.Root)
+	return c1, c2
+}
+
+// waitMigration polls migration id on c until it is done (or until stop
+// returns true for its view) and returns the last view.
+func waitMigration(t *testing.T, c *client.Client, id string, timeout time.Duration, stop func(client.Migration) bool) client.Migration {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last client.Migration
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		m, err := c.Migration(ctx, id)
+		cancel()
+		if err == nil {
+			last = m
+			if m.Done || (stop != nil && stop(m)) {
+				return m
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("migration %s did not finish in %s; last: phase %s error %q", id, timeout, last.Progress.Phase, last.Error)
+	return last
+}
+
+// TestLiveMigration moves a tenant under a steady write workload between two
+// in-process agents, changes the rate while it runs, and checks row by row
+// that every acknowledged write is on the target exactly once.
+func TestLiveMigration(t *testing.T) {
+	c1, c2 := agentPair(t)
+	a1, a2 := startAgent(t, c1), startAgent(t, c2)
+	ctx := ctxT(t)
+	tn, err := a1.c.CreateTenant(ctx, client.CreateTenant{Name: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcCS := a1.ConnString(tn.Port, "")
+	dstCS := a2.ConnString(a2.TenantPort(tn.ID), "")
+	loadData(t, srcCS, 20)
+
+	w := &ledgerWriter{conns: []string{srcCS, dstCS}, pause: 2 * time.Millisecond}
+	wctx, wstop := context.WithCancel(context.Background())
+	wdone := make(chan struct{})
+	go func() { w.run(wctx); close(wdone) }()
+	defer func() { wstop(); <-wdone }()
+	time.Sleep(500 * time.Millisecond)
+
+	m, err := a1.c.StartMigration(ctx, client.StartMigration{Tenant: tn.ID, To: "a2", Rate: 8 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Role != "source" || m.Peer != "a2" || m.Mode != "live" {
+		t.Fatalf("started migration = %+v", m)
+	}
+	// A second migration of the same tenant is refused while this one runs.
+	if _, err := a1.c.StartMigration(ctx, client.StartMigration{Tenant: tn.ID, To: "a2"}); client.StatusOf(err) != 409 {
+		t.Fatalf("second migration: %v, want 409", err)
+	}
+	if ts, _ := a1.c.Tenant(ctx, tn.ID); ts.State != "migrating-out" || ts.Migration != m.ID {
+		t.Fatalf("source tenant during migration = %+v", ts)
+	}
+	// Raise the rate live once the snapshot is under way.
+	waitMigration(t, a1.c, m.ID, time.Minute, func(v client.Migration) bool { return v.Progress.Bytes > 0 })
+	if v, err := a1.c.SetRate(ctx, m.ID, 64<<20); err != nil || v.Progress.Limit != 64<<20 {
+		t.Fatalf("set rate: %+v %v", v.Progress, err)
+	}
+	m = waitMigration(t, a1.c, m.ID, 3*time.Minute, nil)
+	time.Sleep(500 * time.Millisecond) // writes land on the target
+	wstop()
+	<-wdone
+	if m.Outcome != "committed" || m.Summary == nil {
+		t.Fatalf("migration ended %+v (error %q)", m, m.Error)
+	}
+	t.Logf("migration %s: %d bytes in %.1fs, freeze %.0f ms", m.ID, m.Summary.Bytes, m.Summary.Seconds, m.Summary.FreezeMS)
+	if m.Summary.Bytes < 20<<20 || m.Summary.FreezeMS <= 0 {
+		t.Fatalf("summary %+v: want ≥ 20 MiB copied and a measured freeze", m.Summary)
+	}
+	acked, errs, byHome := w.stats()
+	t.Logf("writer: %d acknowledged (%v per home), %d errors", acked, byHome, errs)
+	if byHome[1] == 0 {
+		t.Fatal("no write was acknowledged by the target after the handover")
+	}
+	w.verify(t, dstCS)
+
+	// Catalogs: moved on the source, running on the target; source dir gone.
+	src, _ := a1.c.Tenant(ctx, tn.ID)
+	dst, err := a2.c.Tenant(ctx, tn.ID)
+	if src.State != "moved" || err != nil || dst.State != "running" || !dst.Alive || dst.Name != "acme" {
+		t.Fatalf("after migration: source %+v, target %+v (%v)", src, dst, err)
+	}
+	if _, err := os.Stat(tn.Dir); !os.IsNotExist(err) {
+		t.Fatalf("source data dir still there: %v", err)
+	}
+	tm, err := a2.c.Migration(ctx, m.ID)
+	if err != nil || tm.Role != "target" || !tm.Done || tm.Outcome != "committed" {
+		t.Fatalf("target's migration record = %+v (%v)", tm, err)
+	}
+
+	// And back again, to the agent it came from (its old record is "moved").
+	m2, err := a2.c.StartMigration(ctx, client.StartMigration{Tenant: tn.ID, To: "a1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2 = waitMigration(t, a2.c, m2.ID, 3*time.Minute, nil)
+	if m2.Outcome != "committed" {
+		t.Fatalf("migration back ended %+v", m2)
+	}
+	w.verify(t, srcCS)
+}
+
+// TestStopAndCopyMigration moves a tenant by the stop-and-copy baseline.
+func TestStopAndCopyMigration(t *testing.T) {
+	c1, c2 := agentPair(t)
+	a1, a2 := startAgent(t, c1), startAgent(t, c2)
+	ctx := ctxT(t)
+	tn, err := a1.c.CreateTenant(ctx, client.CreateTenant{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcCS := a1.ConnString(tn.Port, "")
+	dstCS := a2.ConnString(a2.TenantPort(tn.ID), "")
+	loadData(t, srcCS, 5)
+	w := &ledgerWriter{conns: []string{srcCS, dstCS}, pause: 2 * time.Millisecond}
+	wctx, wstop := context.WithCancel(context.Background())
+	wdone := make(chan struct{})
+	go func() { w.run(wctx); close(wdone) }()
+	defer func() { wstop(); <-wdone }()
+	time.Sleep(300 * time.Millisecond)
+	m, err := a1.c.StartMigration(ctx, client.StartMigration{Tenant: tn.ID, To: a2.URL(), Mode: "stop-and-copy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = waitMigration(t, a1.c, m.ID, 3*time.Minute, nil)
+	time.Sleep(300 * time.Millisecond)
+	wstop()
+	<-wdone
+	if m.Outcome != "committed" || m.Summary == nil || m.Summary.DowntimeMS <= 0 {
+		t.Fatalf("stop-and-copy ended %+v (%+v)", m, m.Summary)
+	}
+	t.Logf("stop-and-copy: downtime %.0f ms, %d bytes", m.Summary.DowntimeMS, m.Summary.Bytes)
+	w.verify(t, dstCS)
+}
+
+// TestMigrationBadInput: every refused request answers a specific 4xx and
+// changes nothing on either agent.
+func TestMigrationBadInput(t *testing.T) {
+	c1, c2 := agentPair(t)
+	c3 := newTestConfig(t, "a3") // target without space
+	c3.CapacityBytes = 1 << 20
+	c4 := newTestConfig(t, "a4") // target with another PostgreSQL major version
+	c4.PGBinDir = fakePGBin(t, "14.9")
+	stopTenants(t, c3.Root)
+	a3 := startAgent(t, c3)
+	a4 := startAgent(t, c4)
+	c1.Peers["a3"] = a3.URL()
+	c1.Peers["a4"] = a4.URL()
+	c1.Peers["self"] = "http://" + c1.Listen
+	a1, a2 := startAgent(t, c1), startAgent(t, c2)
+	ctx := ctxT(t)
+	tn, err := a1.c.CreateTenant(ctx, client.CreateTenant{Name: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	minimal, err := a1.c.CreateTenant(ctx, client.CreateTenant{Name: "nowal", Settings: map[string]string{"wal_level": "minimal", "max_wal_senders": "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped, err := a1.c.CreateTenant(ctx, client.CreateTenant{Name: "off"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a1.c.StopTenant(ctx, stopped.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		req  client.StartMigration
+		code int
+		want string
+	}{
+		{"unknown tenant", client.StartMigration{Tenant: 99, To: "a2"}, 404, "unknown tenant 99"},
+		{"unknown agent", client.StartMigration{Tenant: tn.ID, To: "nowhere"}, 400, `unknown agent "nowhere"`},
+		{"target is source by name", client.StartMigration{Tenant: tn.ID, To: "self"}, 400, "is the source"},
+		{"target is source by URL", client.StartMigration{Tenant: tn.ID, To: a1.URL()}, 400, "is the source"},
+		{"bad mode", client.StartMigration{Tenant: tn.ID, To: "a2", Mode: "teleport"}, 400, "mode"},
+		{"negative rate", client.StartMigration{Tenant: tn.ID, To: "a2", Rate: -1}, 400, "rate"},
+		{"no space on target", client.StartMigration{Tenant: tn.ID, To: "a3"}, 422, "not enough space"},
+		{"other major version", client.StartMigration{Tenant: tn.ID, To: "a4"}, 422, "PostgreSQL 14"},
+		{"wal_level minimal", client.StartMigration{Tenant: minimal.ID, To: "a2"}, 422, "wal_level=minimal"},
+		{"stopped tenant", client.StartMigration{Tenant: stopped.ID, To: "a2"}, 409, "only a running tenant"},
+	} {
+		_, err := a1.c.StartMigration(ctx, tc.req)
+		if client.StatusOf(err) != tc.code || err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v (status %d), want status %d containing %q", tc.name, err, client.StatusOf(err), tc.code, tc.want)
+		}
+	}
+	// Nothing changed: no migrations anywhere, tenants as they were.
+	for _, c := range []*client.Client{a1.c, a2.c, a3.c, a4.c} {
+		if ms, err := c.Migrations(ctx); err != nil || len(ms) != 0 {
+			t.Errorf("%s has migrations after refused requests: %+v %v", c.URL(), ms, err)
+		}
+	}
+	if ts, _ := a2.c.Tenants(ctx, true); len(ts) != 0 {
+		t.Errorf("target has tenants after refused requests: %+v", ts)
+	}
+	if cur, _ := a1.c.Tenant(ctx, tn.ID); cur.State != "running" || !cur.Alive {
+		t.Errorf("source tenant after refused requests: %+v", cur)
+	}
+	// A stop-and-copy is fine without wal_level replica.
+	m, err := a1.c.StartMigration(ctx, client.StartMigration{Tenant: minimal.ID, To: "a2", Mode: "stop-and-copy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m = waitMigration(t, a1.c, m.ID, 2*time.Minute, nil); m.Outcome != "committed" {
+		t.Fatalf("stop-and-copy of a wal_level=minimal tenant: %+v", m)
+	}
+	// Unknown migrations.
+	if _, err := a1.c.Migration(ctx, "nope"); client.StatusOf(err) != 404 {
+		t.Errorf("unknown migration: %v", err)
+	}
+	if _, err := a1.c.SetRate(ctx, "nope", 1); client.StatusOf(err) != 404 {
+		t.Errorf("rate of unknown migration: %v", err)
+	}
+	if _, err := a1.c.AbortMigration(ctx, m.ID); client.StatusOf(err) != 409 {
+		t.Errorf("abort of a finished migration: %v", err)
+	}
+}
+
+// TestAbortMigration: an operator abort during the snapshot rolls back; the
+// source keeps every write and the target keeps nothing.
+func TestAbortMigration(t *testing.T) {
+	c1, c2 := agentPair(t)
+	a1, a2 := startAgent(t, c1), startAgent(t, c2)
+	ctx := ctxT(t)
+	tn, err := a1.c.CreateTenant(ctx, client.CreateTenant{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srcCS := a1.ConnString(tn.Port, "")
+	loadData(t, srcCS, 10)
+	w := &ledgerWriter{conns: []string{srcCS}, pause: 2 * time.Millisecond}
+	wctx, wstop := context.WithCancel(context.Background())
+	wdone := make(chan struct{})
+	go func() { w.run(wctx); close(wdone) }()
+	defer func() { wstop(); <-wdone }()
+	m, err := a1.c.StartMigration(ctx, client.StartMigration{Tenant: tn.ID, To: "a2", Rate: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitMigration(t, a1.c, m.ID, time.Minute, func(v client.Migration) bool { return v.Progress.Bytes > 0 })
+	if _, err := a1.c.AbortMigration(ctx, m.ID); err != nil {
+		t.Fatal(err)
+	}
+	m = waitMigration(t, a1.c, m.ID, 2*time.Minute, nil)
+	wstop()
+	<-wdone
+	if m.Outcome != "aborted" {
+		t.Fatalf("aborted migration ended %+v", m)
+	}
+	if cur, _ := a1.c.Tenant(ctx, tn.ID); cur.State != "running" || !cur.Alive {
+		t.Fatalf("source after abort: %+v", cur)
+	}
+	if ts, _ := a2.c.Tenant(ctx, tn.ID); ts.State == "migrating-in" || ts.State == "running" {
+		t.Fatalf("target after abort: %+v", ts)
+	}
+	if _, err := os.Stat(filepath.Join(c2.Root, "tenants", fmt.Sprint(tn.ID))); !os.IsNotExist(err) {
+		t.Fatalf("target dir after abort: %v", err)
+	}
+	w.verify(t, srcCS)
+	// The slot is gone from the source.
+	conn, err := pgx.Connect(ctx, srcCS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var slots int
+	conn.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots").Scan(&slots)
+	if slots != 0 {
+		t.Fatalf("%d replication slots left on the source after abort", slots)
+	}
+}
+
+// fakePGBin returns a directory whose postgres claims another version.
+func fakePGBin(t *testing.T, version string) string {
+	d := t.TempDir()
+	script := fmt.Sprintf("#!/bin/sh\necho 'postgres (PostgreSQL) %s'\n", version)
+	if err := os.WriteFile(filepath.Join(d, "postgres"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}

@@ -1,0 +1,236 @@
+package agent
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+
+	"github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/migration"
+)
+
+// Target-side internal endpoints. The source agent's driver calls them
+// through RemoteTarget; the target agent serves them from its local
+// migration.Target (target_api.go). Every body carries the migration Record
+// as the source last persisted it; the snapshot stream carries it in the
+// recordHeader header (base64 of its JSON) because its body is the stream.
+const (
+	targetPrefix = "/v1/internal/targets"
+	recordHeader = "Sluice-Record"
+)
+
+// reserveRequest is the body of POST .../{mid}/reserve.
+type reserveRequest struct {
+	Record    migration.Record  `json:"record"`
+	Source    string            `json:"source"`     // source agent name
+	SourceURL string            `json:"source_url"` // source agent API
+	TenantID  int64             `json:"tenant_id"`  // numeric tenant id
+	Name      string            `json:"name"`       // tenant name
+	Settings  map[string]string `json:"settings"`   // tenant's postgresql.conf settings on the source
+}
+
+type reserveResponse struct {
+	Dir  string `json:"dir"`
+	Port int    `json:"port"`
+	Host string `json:"host"` // host clients use to reach the target's tenants
+}
+
+type recordRequest struct {
+	Record migration.Record `json:"record"`
+}
+
+type standbyRequest struct {
+	Record          migration.Record `json:"record"`
+	PrimaryConnInfo string           `json:"primary_conninfo"`
+	Slot            string           `json:"slot"`
+}
+
+type replayRequest struct {
+	Record migration.Record `json:"record"`
+	LSN    migration.LSN    `json:"lsn"`
+}
+
+type replayResponse struct {
+	LSN migration.LSN `json:"lsn"`
+}
+
+type prewarmRequest struct {
+	Record migration.Record  `json:"record"`
+	Blocks []migration.Block `json:"blocks"`
+}
+
+type positionResponse struct {
+	Receive    migration.LSN `json:"receive"`
+	Replay     migration.LSN `json:"replay"`
+	InRecovery bool          `json:"in_recovery"`
+}
+
+type targetInfoResponse struct {
+	Major     int   `json:"major"`
+	FreeBytes int64 `json:"free_bytes"`
+}
+
+// RemoteTarget is a migration.Target on another agent, reached over its HTTP
+// API. It is built by the source agent for one migration; safe for
+// concurrent use.
+type RemoteTarget struct {
+	c        *client.Client
+	source   string // this (source) agent's name
+	srcURL   string
+	tenantID int64
+	name     string
+	settings map[string]string
+
+	mu   sync.Mutex
+	host string // target's tenant host, learned from Reserve or Info
+}
+
+var _ migration.Target = (*RemoteTarget)(nil)
+
+func (t *RemoteTarget) path(m migration.Record, op string) string {
+	return targetPrefix + "/" + url.PathEscape(m.ID) + "/" + op
+}
+
+// Info implements migration.Target.
+func (t *RemoteTarget) Info(ctx context.Context, tenant string) (migration.TargetInfo, error) {
+	var v targetInfoResponse
+	if err := t.c.Do(ctx, http.MethodGet, targetPrefix+"/info?tenant="+url.QueryEscape(tenant), nil, &v); err != nil {
+		return migration.TargetInfo{}, fmt.Errorf("remote target: info: %w", err)
+	}
+	return migration.TargetInfo{Major: v.Major, FreeBytes: v.FreeBytes}, nil
+}
+
+// Reserve implements migration.Target.
+func (t *RemoteTarget) Reserve(ctx context.Context, m migration.Record) (string, int, error) {
+	var v reserveResponse
+	req := reserveRequest{Record: m, Source: t.source, SourceURL: t.srcURL, TenantID: t.tenantID, Name: t.name, Settings: t.settings}
+	if err := t.c.Do(ctx, http.MethodPost, t.path(m, "reserve"), req, &v); err != nil {
+		return "", 0, fmt.Errorf("remote target: reserve: %w", err)
+	}
+	t.mu.Lock()
+	t.host = v.Host
+	t.mu.Unlock()
+	return v.Dir, v.Port, nil
+}
+
+// OpenSnapshot implements migration.Target: the stream is the body of one
+// chunked POST; Close ends it and returns the target's verdict.
+func (t *RemoteTarget) OpenSnapshot(ctx context.Context, m migration.Record) (io.WriteCloser, error) {
+	rec, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("remote target: open snapshot: %w", err)
+	}
+	pr, pw := io.Pipe()
+	w := &streamWriter{pw: pw, done: make(chan error, 1)}
+	go func() {
+		err := t.c.StreamWithHeader(ctx, t.path(m, "snapshot"), recordHeader, base64.StdEncoding.EncodeToString(rec), pr, nil)
+		if err != nil {
+			err = fmt.Errorf("remote target: snapshot: %w", err)
+		}
+		pr.CloseWithError(err) // unblocks a writer if the request died early
+		w.done <- err
+	}()
+	return w, nil
+}
+
+// streamWriter feeds a pipe into a streaming request.
+type streamWriter struct {
+	pw   *io.PipeWriter
+	done chan error
+	once sync.Once
+	err  error
+}
+
+func (w *streamWriter) Write(p []byte) (int, error) { return w.pw.Write(p) }
+
+func (w *streamWriter) Close() error {
+	w.once.Do(func() {
+		w.pw.Close()
+		w.err = <-w.done
+	})
+	return w.err
+}
+
+// StartStandby implements migration.Target.
+func (t *RemoteTarget) StartStandby(ctx context.Context, m migration.Record, primaryConnInfo, slot string) error {
+	if err := t.c.Do(ctx, http.MethodPost, t.path(m, "start-standby"), standbyRequest{Record: m, PrimaryConnInfo: primaryConnInfo, Slot: slot}, nil); err != nil {
+		return fmt.Errorf("remote target: start standby: %w", err)
+	}
+	return nil
+}
+
+// Position implements migration.Target.
+func (t *RemoteTarget) Position(ctx context.Context, m migration.Record) (migration.Position, error) {
+	var v positionResponse
+	if err := t.c.Do(ctx, http.MethodPost, t.path(m, "position"), recordRequest{Record: m}, &v); err != nil {
+		return migration.Position{}, fmt.Errorf("remote target: position: %w", err)
+	}
+	return migration.Position{Receive: v.Receive, Replay: v.Replay, InRecovery: v.InRecovery}, nil
+}
+
+// WaitReplay implements migration.Target.
+func (t *RemoteTarget) WaitReplay(ctx context.Context, m migration.Record, lsn migration.LSN) (migration.LSN, error) {
+	var v replayResponse
+	if err := t.c.Do(ctx, http.MethodPost, t.path(m, "wait-replay"), replayRequest{Record: m, LSN: lsn}, &v); err != nil {
+		return 0, fmt.Errorf("remote target: wait replay: %w", err)
+	}
+	return v.LSN, nil
+}
+
+// Prewarm implements migration.Target.
+func (t *RemoteTarget) Prewarm(ctx context.Context, m migration.Record, blocks []migration.Block) error {
+	if err := t.c.Do(ctx, http.MethodPost, t.path(m, "prewarm"), prewarmRequest{Record: m, Blocks: blocks}, nil); err != nil {
+		return fmt.Errorf("remote target: prewarm: %w", err)
+	}
+	return nil
+}
+
+// Promote implements migration.Target.
+func (t *RemoteTarget) Promote(ctx context.Context, m migration.Record) error {
+	if err := t.c.Do(ctx, http.MethodPost, t.path(m, "promote"), recordRequest{Record: m}, nil); err != nil {
+		return fmt.Errorf("remote target: promote: %w", err)
+	}
+	return nil
+}
+
+// Addr implements migration.Target: the target agent's tenant host and the
+// reserved port.
+func (t *RemoteTarget) Addr(m migration.Record) string {
+	t.mu.Lock()
+	host := t.host
+	t.mu.Unlock()
+	if host == "" {
+		// Not learned yet in this process (resumed after a restart): ask.
+		var v reserveResponse
+		if err := t.c.Do(context.Background(), http.MethodPost, t.path(m, "addr"), recordRequest{Record: m}, &v); err == nil {
+			host = v.Host
+			t.mu.Lock()
+			t.host = host
+			t.mu.Unlock()
+		}
+	}
+	return net.JoinHostPort(host, strconv.Itoa(m.TargetPort))
+}
+
+// Abort implements migration.Target.
+func (t *RemoteTarget) Abort(ctx context.Context, m migration.Record) error {
+	if err := t.c.Do(ctx, http.MethodPost, t.path(m, "abort"), recordRequest{Record: m}, nil); err != nil {
+		return fmt.Errorf("remote target: abort: %w", err)
+	}
+	return nil
+}
+
+// Commit implements migration.Target.
+func (t *RemoteTarget) Commit(ctx context.Context, m migration.Record) error {
+	if err := t.c.Do(ctx, http.MethodPost, t.path(m, "commit"), recordRequest{Record: m}, nil); err != nil {
+		return fmt.Errorf("remote target: commit: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,49 @@
+package agent
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluicedb/sluice/migration"
+	proxyclient "github.com/sluicedb/sluice/proxy/client"
+)
+
+// router returns the handover Router of a migration of tenant id: the
+// configured RouterFor (tests), else the proxy at Config.Proxy, else
+// migration.DirectRouter (clients find the new owner themselves; the fence
+// turns their late writes into errors, never into lost acknowledged writes).
+func (a *Agent) router(id int64) migration.Router {
+	if a.cfg.RouterFor != nil {
+		return a.cfg.RouterFor(id)
+	}
+	if a.cfg.Proxy == "" {
+		return migration.DirectRouter{}
+	}
+	name := ""
+	if tn, err := a.cat.Tenant(id); err == nil {
+		name = tn.Name
+	}
+	return proxyRouter{c: proxyclient.New(a.cfg.Proxy, nil), name: name}
+}
+
+// proxyRouter glues the proxy's client to migration.Router. The proxy knows
+// tenants by name (from GET /v1/tenants); migration records carry the id.
+type proxyRouter struct {
+	c    *proxyclient.Client
+	name string
+}
+
+var _ migration.Router = proxyRouter{}
+
+func (p proxyRouter) Hold(ctx context.Context, _ string, deadline time.Duration) error {
+	_, err := p.c.Hold(ctx, p.name, deadline)
+	return err
+}
+
+func (p proxyRouter) Switch(ctx context.Context, _ string, addr string) error {
+	return p.c.Switch(ctx, p.name, addr)
+}
+
+func (p proxyRouter) Release(ctx context.Context, _ string) error {
+	return p.c.Release(ctx, p.name)
+}

@@ -1,0 +1,310 @@
+package agent
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/sluicedb/sluice/catalog"
+	"github.com/sluicedb/sluice/migration"
+)
+
+// targetRoutes registers the target-side internal endpoints that serve this
+// agent's local migration.Target to a source agent's RemoteTarget.
+func (a *Agent) targetRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET "+targetPrefix+"/info", func(w http.ResponseWriter, r *http.Request) {
+		ti, err := a.localTarget().Info(r.Context(), r.URL.Query().Get("tenant"))
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeOK(w, http.StatusOK, targetInfoResponse{Major: ti.Major, FreeBytes: ti.FreeBytes})
+	})
+	mux.HandleFunc("POST "+targetPrefix+"/{mid}/reserve", a.handleReserve)
+	mux.HandleFunc("POST "+targetPrefix+"/{mid}/snapshot", a.handleSnapshot)
+	mux.HandleFunc("POST "+targetPrefix+"/{mid}/start-standby", func(w http.ResponseWriter, r *http.Request) {
+		var req standbyRequest
+		a.targetCall(w, r, &req, &req.Record, func(ctx context.Context) (any, error) {
+			return nil, a.localTarget().StartStandby(ctx, req.Record, req.PrimaryConnInfo, req.Slot)
+		})
+	})
+	mux.HandleFunc("POST "+targetPrefix+"/{mid}/position", func(w http.ResponseWriter, r *http.Request) {
+		var req recordRequest
+		a.targetCall(w, r, &req, &req.Record, func(ctx context.Context) (any, error) {
+			p, err := a.localTarget().Position(ctx, req.Record)
+			return positionResponse{Receive: p.Receive, Replay: p.Replay, InRecovery: p.InRecovery}, err
+		})
+	})
+	mux.HandleFunc("POST "+targetPrefix+"/{mid}/wait-replay", func(w http.ResponseWriter, r *http.Request) {
+		var req replayRequest
+		a.targetCall(w, r, &req, &req.Record, func(ctx context.Context) (any, error) {
+			lsn, err := a.localTarget().WaitReplay(ctx, req.Record, req.LSN)
+			return replayResponse{LSN: lsn}, err
+		})
+	})
+	mux.HandleFunc("POST "+targetPrefix+"/{mid}/prewarm", func(w http.ResponseWriter, r *http.Request) {
+		var req prewarmRequest
+		a.targetCall(w, r, &req, &req.Record, func(ctx context.Context) (any, error) {
+			return nil, a.localTarget().Prewarm(ctx, req.Record, req.Blocks)
+		})
+	})
+	mux.HandleFunc("POST "+targetPrefix+"/{mid}/promote", func(w http.ResponseWriter, r *http.Request) {
+		var req recordRequest
+		a.targetCall(w, r, &req, &req.Record, func(ctx context.Context) (any, error) {
+			return nil, a.localTarget().Promote(ctx, req.Record)
+		})
+	})
+	mux.HandleFunc("POST "+targetPrefix+"/{mid}/addr", func(w http.ResponseWriter, r *http.Request) {
+		var req recordRequest
+		a.targetCall(w, r, &req, &req.Record, func(ctx context.Context) (any, error) {
+			return reserveResponse{Dir: req.Record.TargetDir, Port: req.Record.TargetPort, Host: a.cfg.Tenant.AdvertiseHost}, nil
+		})
+	})
+	mux.HandleFunc("POST "+targetPrefix+"/{mid}/abort", func(w http.ResponseWriter, r *http.Request) {
+		var req recordRequest
+		a.targetCall(w, r, &req, &req.Record, func(ctx context.Context) (any, error) {
+			return nil, a.targetAbort(ctx, req.Record)
+		})
+	})
+	mux.HandleFunc("POST "+targetPrefix+"/{mid}/commit", func(w http.ResponseWriter, r *http.Request) {
+		var req recordRequest
+		a.targetCall(w, r, &req, &req.Record, func(ctx context.Context) (any, error) {
+			return nil, a.targetCommit(ctx, req.Record)
+		})
+	})
+}
+
+// targetCall decodes a JSON body into req, checks that rec (inside req)
+// belongs to the {mid} in the path and to a migration this agent is the
+// target of, runs fn and writes its answer.
+func (a *Agent) targetCall(w http.ResponseWriter, r *http.Request, req any, rec *migration.Record, fn func(ctx context.Context) (any, error)) {
+	if err := readJSON(r, req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := a.checkTargetRecord(r.PathValue("mid"), *rec); err != nil {
+		writeError(w, err)
+		return
+	}
+	v, err := fn(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if v == nil {
+		v = struct{}{}
+	}
+	writeOK(w, http.StatusOK, v)
+}
+
+// checkTargetRecord verifies that rec is migration mid and that this agent
+// reserved it (its catalog has the target-side migration).
+func (a *Agent) checkTargetRecord(mid string, rec migration.Record) error {
+	if rec.ID != mid {
+		return errf(http.StatusBadRequest, "record id %q does not match path %q", rec.ID, mid)
+	}
+	m, err := a.cat.Migration(mid)
+	if err != nil {
+		return errf(http.StatusNotFound, "agent %s has no migration %s (not reserved here)", a.cfg.Name, mid)
+	}
+	if m.Role != catalog.Target {
+		return errf(http.StatusConflict, "agent %s is the source of migration %s, not its target", a.cfg.Name, mid)
+	}
+	return a.cat.Update(func(tx *catalog.Tx) error {
+		m, err := tx.Migration(mid)
+		if err != nil {
+			return err
+		}
+		b, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		m.Record = b
+		return tx.PutMigration(m)
+	})
+}
+
+// handleReserve records the incoming tenant (migrating-in) and the
+// target-side migration, then reserves its directory and port.
+func (a *Agent) handleReserve(w http.ResponseWriter, r *http.Request) {
+	var req reserveRequest
+	if err := readJSON(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	rec := req.Record
+	if rec.ID != r.PathValue("mid") || rec.ID == "" {
+		writeError(w, errf(http.StatusBadRequest, "record id %q does not match path %q", rec.ID, r.PathValue("mid")))
+		return
+	}
+	if rec.Target != a.cfg.Name {
+		writeError(w, errf(http.StatusBadRequest, "migration %s targets agent %q, this is %q", rec.ID, rec.Target, a.cfg.Name))
+		return
+	}
+	id := req.TenantID
+	if s, err := strconv.ParseInt(rec.Tenant, 10, 64); err != nil || s != id || id <= 0 {
+		writeError(w, errf(http.StatusBadRequest, "record tenant %q does not match tenant id %d", rec.Tenant, id))
+		return
+	}
+	if err := checkSettings(withoutReserved(req.Settings)); err != nil {
+		writeError(w, errf(http.StatusBadRequest, "tenant settings: %v", err))
+		return
+	}
+	unlock := a.lockTenant(id)
+	defer unlock()
+	recJSON, _ := json.Marshal(rec)
+	err := a.cat.Update(func(tx *catalog.Tx) error {
+		tn, err := tx.Tenant(id)
+		switch {
+		case errors.Is(err, catalog.ErrNotFound):
+		case err != nil:
+			return err
+		case tn.State == catalog.MigratingIn && tn.Migration == rec.ID:
+			// Reserve again (resume after a reset): same tenant record.
+		case tn.State == catalog.Deleted || tn.State == catalog.Moved:
+		default:
+			return errf(http.StatusConflict, "tenant %d already lives on agent %s (state %s)", id, a.cfg.Name, tn.State)
+		}
+		if port := a.TenantPort(id); port > 65535 {
+			return errf(http.StatusBadRequest, "tenant id %d gives port %d > 65535 on agent %s", id, port, a.cfg.Name)
+		}
+		name := req.Name
+		if name == "" {
+			name = "tenant-" + rec.Tenant
+		}
+		old := tn.State
+		tn = catalog.Tenant{ID: id, Name: name, Port: a.TenantPort(id), Dir: a.TenantDir(id), State: catalog.MigratingIn,
+			Settings: withoutReserved(req.Settings), Migration: rec.ID, Created: tn.Created}
+		if !catalog.CanTransition(old, catalog.MigratingIn) && old != "" {
+			return errf(http.StatusConflict, "tenant %d on agent %s: cannot go from %s to migrating-in", id, a.cfg.Name, old)
+		}
+		if err := tx.PutTenant(tn); err != nil {
+			return err
+		}
+		m, err := tx.Migration(rec.ID)
+		if err != nil {
+			m = catalog.Migration{ID: rec.ID, TenantID: id, Role: catalog.Target, Peer: req.Source, PeerURL: req.SourceURL, Mode: string(rec.Mode)}
+		}
+		m.Record = recJSON
+		return tx.PutMigration(m)
+	})
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	dir, port, err := a.localTarget().Reserve(r.Context(), rec)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeOK(w, http.StatusOK, reserveResponse{Dir: dir, Port: port, Host: a.cfg.Tenant.AdvertiseHost})
+}
+
+// handleSnapshot writes the snapshot stream in the request body into the
+// reserved directory through the local target's snapshot writer.
+func (a *Agent) handleSnapshot(w http.ResponseWriter, r *http.Request) {
+	raw, err := base64.StdEncoding.DecodeString(r.Header.Get(recordHeader))
+	var rec migration.Record
+	if err == nil {
+		err = json.Unmarshal(raw, &rec)
+	}
+	if err != nil {
+		writeError(w, errf(http.StatusBadRequest, "bad %s header: %v", recordHeader, err))
+		return
+	}
+	if err := a.checkTargetRecord(r.PathValue("mid"), rec); err != nil {
+		writeError(w, err)
+		return
+	}
+	sw, err := a.localTarget().OpenSnapshot(r.Context(), rec)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	n, err := io.Copy(sw, r.Body)
+	cerr := sw.Close()
+	if err != nil {
+		writeError(w, fmt.Errorf("agent: snapshot stream broke after %d bytes: %w", n, err))
+		return
+	}
+	if cerr != nil {
+		writeError(w, cerr)
+		return
+	}
+	writeOK(w, http.StatusOK, struct {
+		Bytes int64 `json:"bytes"`
+	}{n})
+}
+
+// targetAbort discards the target side: postmaster, directory, port; the
+// incoming tenant's record becomes a deleted tombstone.
+func (a *Agent) targetAbort(ctx context.Context, rec migration.Record) error {
+	id, _ := strconv.ParseInt(rec.Tenant, 10, 64)
+	unlock := a.lockTenant(id)
+	defer unlock()
+	if err := a.localTarget().Abort(ctx, rec); err != nil {
+		return err
+	}
+	return a.cat.Update(func(tx *catalog.Tx) error {
+		tn, err := tx.Tenant(id)
+		if err == nil && tn.State == catalog.MigratingIn && tn.Migration == rec.ID {
+			tn.State, tn.Migration = catalog.Deleted, ""
+			if err := tx.PutTenant(tn); err != nil {
+				return err
+			}
+		}
+		m, err := tx.Migration(rec.ID)
+		if err != nil {
+			return nil
+		}
+		if rec.Phase == migration.PhaseRollback || rec.Phase.Terminal() {
+			m.Done, m.Outcome = true, "aborted"
+			m.Error = rec.Error
+		}
+		return tx.PutMigration(m)
+	})
+}
+
+// targetCommit makes the incoming tenant this agent's: running, serving.
+func (a *Agent) targetCommit(ctx context.Context, rec migration.Record) error {
+	id, _ := strconv.ParseInt(rec.Tenant, 10, 64)
+	unlock := a.lockTenant(id)
+	defer unlock()
+	if err := a.localTarget().Commit(ctx, rec); err != nil {
+		return err
+	}
+	return a.cat.Update(func(tx *catalog.Tx) error {
+		tn, err := tx.Tenant(id)
+		if err != nil {
+			return err
+		}
+		if tn.State == catalog.MigratingIn && tn.Migration == rec.ID {
+			tn.State, tn.Migration = catalog.Running, ""
+			if err := tx.PutTenant(tn); err != nil {
+				return err
+			}
+		}
+		m, err := tx.Migration(rec.ID)
+		if err != nil {
+			return nil
+		}
+		m.Done, m.Outcome = true, "committed"
+		return tx.PutMigration(m)
+	})
+}
+
+// withoutReserved drops the settings the agent sets itself from a copy.
+func withoutReserved(s map[string]string) map[string]string {
+	out := make(map[string]string, len(s))
+	for k, v := range s {
+		if !reservedSettings[k] {
+			out[k] = v
+		}
+	}
+	return out
+}
