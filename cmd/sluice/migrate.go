@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/internal/units"
+)
+
+// migrateResult is what `sluice migrate --json` prints: the final migration
+// and its summary figures.
+type migrateResult struct {
+	ID         string  `json:"id"`
+	Tenant     int64   `json:"tenant"`
+	From       string  `json:"from"`
+	To         string  `json:"to"`
+	Mode       string  `json:"mode"`
+	Outcome    string  `json:"outcome"` // committed, aborted, or "running" when not followed to the end
+	Error      string  `json:"error,omitempty"`
+	Bytes      int64   `json:"bytes"`
+	Seconds    float64 `json:"seconds"`
+	FreezeMS   float64 `json:"freeze_ms"`
+	DowntimeMS float64 `json:"downtime_ms"`
+}
+
+func init() {
+	var (
+		agentURL, to, rate, mode string
+		tenant                   int64
+		asJSON, detach           bool
+	)
+	cmd := &cobra.Command{
+		Use:   "migrate --tenant ID --to AGENT [--agent URL] [--rate R] [--mode live|stop-and-copy]",
+		Short: "Move a tenant to another agent and follow it: phase, bytes, rate, ETA, lag",
+		Long: `Start a migration of tenant ID from the agent at --agent (its current home) to
+AGENT (a peer name from the source agent's config, or an agent URL), then follow
+it: a live progress line on a terminal (plain lines otherwise) and a final
+summary (bytes, seconds, freeze or downtime). --rate caps the copy (e.g. 20MB/s;
+default unlimited); change it later with POST /v1/migrations/{id}/rate.
+Interrupting the command stops following; the migration carries on.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if tenant <= 0 {
+				return usagef("migrate: --tenant ID is required (a positive integer)")
+			}
+			if to == "" {
+				return usagef("migrate: --to AGENT is required")
+			}
+			if mode != "live" && mode != "stop-and-copy" {
+				return usagef("migrate: --mode %q: want live or stop-and-copy", mode)
+			}
+			r := 0.0
+			if rate != "" {
+				v, err := units.ParseRate(rate)
+				if err != nil {
+					return usagef("migrate: --rate: %v", err)
+				}
+				if v == 0 {
+					return usagef("migrate: --rate 0 would never finish; omit it for unlimited")
+				}
+				if !math.IsInf(v, 1) {
+					r = v
+				}
+			}
+			c, err := agentClient(agentURL)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+			defer stop()
+			m, err := c.StartMigration(ctx, client.StartMigration{Tenant: tenant, To: to, Rate: r, Mode: mode})
+			if err != nil {
+				return agentErr("migrate", err)
+			}
+			errw := cmd.ErrOrStderr()
+			if !asJSON {
+				fmt.Fprintf(errw, "migration %s: tenant %d from %s to %s (%s, rate %s)\n", m.ID, tenant, c.URL(), m.Peer, mode, units.FormatRate(limiterRateCLI(r)))
+			}
+			if detach {
+				return printMigrate(cmd.OutOrStdout(), asJSON, result(m, c.URL()))
+			}
+			final, err := follow(ctx, c, m.ID, errw, !asJSON, isTerminal(errw))
+			if errors.Is(err, context.Canceled) {
+				fmt.Fprintf(errw, "\nstopped following; migration %s continues on %s\n", m.ID, c.URL())
+				return printMigrate(cmd.OutOrStdout(), asJSON, result(final, c.URL()))
+			}
+			if err != nil {
+				return fmt.Errorf("migrate: %w", err)
+			}
+			res := result(final, c.URL())
+			if err := printMigrate(cmd.OutOrStdout(), asJSON, res); err != nil {
+				return err
+			}
+			if res.Outcome != "committed" {
+				return fmt.Errorf("migrate: migration %s %s: %s", final.ID, res.Outcome, final.Error)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.Int64Var(&tenant, "tenant", 0, "tenant id to move")
+	f.StringVar(&to, "to", "", "target agent: a peer name of the source agent, or its URL")
+	f.StringVar(&agentURL, "agent", "", "source agent API URL (default $SLUICE_AGENT or "+defaultAgentURL+")")
+	f.StringVar(&rate, "rate", "", "copy rate cap, e.g. 20MB/s (default unlimited)")
+	f.StringVar(&mode, "mode", "live", "live or stop-and-copy")
+	f.BoolVar(&asJSON, "json", false, "print one final JSON object instead of progress and summary")
+	f.BoolVar(&detach, "detach", false, "start the migration and return at once")
+	root.AddCommand(cmd)
+}
+
+func limiterRateCLI(r float64) float64 {
+	if r <= 0 {
+		return math.Inf(1)
+	}
+	return r
+}
+
+// follow polls migration id until it is done, printing progress to w when
+// show is set: one rewritten line on a terminal, else a line per phase
+// change and at most one every 2 s.
+func follow(ctx context.Context, c *client.Client, id string, w io.Writer, show, tty bool) (client.Migration, error) {
+	every := time.Second
+	if tty {
+		every = 250 * time.Millisecond
+	}
+	var last client.Migration
+	var lastPhase string
+	var lastPrint time.Time
+	fails := 0
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		m, err := c.Migration(rctx, id)
+		cancel()
+		if ctx.Err() != nil {
+			return last, ctx.Err()
+		}
+		if err != nil {
+			// The source agent may be restarting; keep trying for a while.
+			if fails++; fails > 60 {
+				return last, err
+			}
+		} else {
+			fails = 0
+			last = m
+			if show {
+				line := progressLine(m)
+				switch {
+				case tty:
+					fmt.Fprintf(w, "\r\033[K%s", line)
+				case m.Progress.Phase != lastPhase || time.Since(lastPrint) >= 2*time.Second || m.Done:
+					fmt.Fprintln(w, line)
+					lastPrint = time.Now()
+				}
+				lastPhase = m.Progress.Phase
+			}
+			if m.Done {
+				if show && tty {
+					fmt.Fprintln(w)
+				}
+				return m, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return last, ctx.Err()
+		case <-time.After(every):
+		}
+	}
+}
+
+// progressLine renders phase, bytes, rate, ETA and lag.
+func progressLine(m client.Migration) string {
+	p := m.Progress
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-9s", p.Phase)
+	if p.TotalBytes > 0 {
+		fmt.Fprintf(&b, "  %s / %s (%.0f%%)", units.FormatBytes(float64(p.Bytes)), units.FormatBytes(float64(p.TotalBytes)), 100*math.Min(1, float64(p.Bytes)/float64(p.TotalBytes)))
+	} else {
+		fmt.Fprintf(&b, "  %s", units.FormatBytes(float64(p.Bytes)))
+	}
+	fmt.Fprintf(&b, "  %s", units.FormatRate(p.Rate))
+	if p.Limit > 0 {
+		fmt.Fprintf(&b, " (cap %s)", units.FormatRate(p.Limit))
+	}
+	if p.ETASeconds >= 0 {
+		fmt.Fprintf(&b, "  ETA %s", (time.Duration(p.ETASeconds * float64(time.Second))).Round(time.Second))
+	} else {
+		b.WriteString("  ETA -")
+	}
+	if p.LagBytes >= 0 {
+		fmt.Fprintf(&b, "  lag %s", units.FormatBytes(float64(p.LagBytes)))
+	} else {
+		b.WriteString("  lag -")
+	}
+	return b.String()
+}
+
+func result(m client.Migration, from string) migrateResult {
+	r := migrateResult{ID: m.ID, Tenant: m.Tenant, From: from, To: m.Peer, Mode: m.Mode, Outcome: "running", Error: m.Error}
+	if m.Done {
+		r.Outcome = m.Outcome
+	}
+	if s := m.Summary; s != nil {
+		r.Bytes, r.Seconds, r.FreezeMS, r.DowntimeMS = s.Bytes, s.Seconds, s.FreezeMS, s.DowntimeMS
+	}
+	return r
+}
+
+func printMigrate(w io.Writer, asJSON bool, r migrateResult) error {
+	if asJSON {
+		return writeJSON(w, r)
+	}
+	switch r.Outcome {
+	case "committed":
+		pause := fmt.Sprintf("freeze %.0f ms", r.FreezeMS)
+		if r.Mode == "stop-and-copy" {
+			pause = fmt.Sprintf("downtime %.0f ms", r.DowntimeMS)
+		}
+		fmt.Fprintf(w, "migration %s committed: tenant %d now on %s; %s in %.1f s, %s\n", r.ID, r.Tenant, r.To, units.FormatBytes(float64(r.Bytes)), r.Seconds, pause)
+	case "running":
+		fmt.Fprintf(w, "migration %s running: tenant %d to %s\n", r.ID, r.Tenant, r.To)
+	default:
+		fmt.Fprintf(w, "migration %s %s: tenant %d stays on %s: %s\n", r.ID, r.Outcome, r.Tenant, r.From, r.Error)
+	}
+	return nil
+}
+
+// isTerminal reports whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
