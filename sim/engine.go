@@ -141,14 +141,15 @@ type engine struct {
 	prefetch  float64 // commanded read rate, bytes/s
 	readRate  float64 // actual disk read rate in the current tick, bytes/s
 	u         float64 // capacity share of the migration in the current tick
+	ufg       float64 // disk share of the foreground's offered I/O in the current tick
 	lastDec   control.Decision
 	steps     int
 
 	// Accumulators over the current second and control step.
-	secSent, secRead    float64
-	stepRead            float64
-	stepBusy, stepUtil  float64
-	stepStart           float64
+	secSent, secRead   float64
+	stepRead           float64
+	stepBusy, stepUtil float64
+	stepStart          float64
 
 	points []Point
 }
@@ -263,7 +264,7 @@ func (e *engine) advance(tn float64) {
 	if e.nActive > 0 || e.u > 0 {
 		e.stepBusy += dt
 	}
-	e.stepUtil += dt * (e.u + (1-e.u)*math.Min(1, float64(e.nActive)/e.scn.Plant.Parallelism))
+	e.stepUtil += dt * math.Min(1, e.u+e.ufg)
 	e.t = tn
 }
 
@@ -275,7 +276,7 @@ func (e *engine) setSpeeds() {
 		share = c / float64(e.nActive)
 	}
 	for _, s := range e.stores {
-		s.speed = math.Max(minSpeed, 1-s.cfg.Exposure*e.u) * share
+		s.speed = math.Max(minSpeed, 1-s.cfg.Exposure*e.u-e.ufg) * share
 	}
 }
 
@@ -380,6 +381,7 @@ func (e *engine) phase(T float64) string {
 // onTick runs at tick boundary i: control steps on whole seconds, then the
 // migration's flows for the coming tick.
 func (e *engine) onTick(i int) {
+	e.setForeground()
 	if e.ctrl == nil {
 		if !e.stopSet && e.t >= 0 {
 			e.stopAt, e.stopSet = math.Ceil(e.horizon), true
@@ -408,6 +410,19 @@ func (e *engine) onTick(i int) {
 		return
 	}
 	e.flow()
+}
+
+// setForeground sets the disk share of the workload's offered I/O for the
+// coming tick.
+func (e *engine) setForeground() {
+	p := e.scn.Plant
+	m := e.load.At(e.t)
+	var u float64
+	for _, s := range e.stores {
+		u += s.rate * m * p.OpsPerTxn * p.IOTime.Seconds()
+	}
+	e.ufg = u
+	e.setSpeeds()
 }
 
 // flow moves data for one tick at the commanded rates: sends come out of the

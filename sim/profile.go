@@ -64,9 +64,10 @@ type Fit struct {
 
 // Profile is the outcome of ProfilePlant.
 type Profile struct {
-	Scenario string
-	Seed     uint64
-	Points   []ProfilePoint // in ladder order, up to and including the first over a contract
+	Scenario   string
+	Seed       uint64
+	StoreNames []string       // order of ProfilePoint.Stores
+	Points     []ProfilePoint // in ladder order, up to and including the first over a contract
 	// Binding is the victim store at the last rung within the contracts: the
 	// store whose contract limits the migration, and BindingContract its
 	// contract.
@@ -163,6 +164,9 @@ func ProfilePlant(s Scenario, po ProfileOptions, opt Options) (Profile, error) {
 	e.run()
 
 	prof := Profile{Scenario: s.Name, Seed: o.Seed}
+	for _, st := range s.Stores {
+		prof.StoreNames = append(prof.StoreNames, st.Name)
+	}
 	hold, settle := po.Hold.Seconds(), po.Settle.Seconds()
 	for i, r := range rates {
 		lo, hi := float64(i)*hold+settle, float64(i+1)*hold

@@ -59,9 +59,16 @@ type Plant struct {
 	// Buffer is the read-ahead memory cap for prefetching controllers
 	// (Interference), bytes.
 	Buffer int64
-	// OpsPerTxn and OpBytes turn transactions into block I/O for the HostIO
-	// figures (IOPS, throughput): each transaction issues OpsPerTxn I/Os of
-	// OpBytes. MigIOBytes is the size of one migration read.
+	// IOTime is the disk time of one foreground page I/O. The workload's
+	// offered I/O keeps the disk busy U_fg(t) = Σ_i rate_i(t)·OpsPerTxn·IOTime
+	// of the time, and every transaction runs at (1 − e_i·u − U_fg) of its
+	// speed: each of its I/Os waits behind the migration's and the other
+	// transactions' (a mean-field disk; the arrivals' own randomness still
+	// shows in the queue and the demands).
+	IOTime time.Duration
+	// OpsPerTxn and OpBytes turn transactions into block I/O: each
+	// transaction issues OpsPerTxn I/Os of OpBytes (for U_fg and the HostIO
+	// figures). MigIOBytes is the size of one migration read.
 	OpsPerTxn  float64
 	OpBytes    float64
 	MigIOBytes float64
@@ -107,6 +114,8 @@ func (s Scenario) Validate() error {
 		return fmt.Errorf("sim: scenario %s: max rate must be > 0 bytes/s", s.Name)
 	case p.Size <= 0:
 		return fmt.Errorf("sim: scenario %s: size must be > 0 bytes", s.Name)
+	case p.IOTime < 0 || p.OpsPerTxn < 0:
+		return fmt.Errorf("sim: scenario %s: IO time and ops per transaction must be >= 0", s.Name)
 	case p.Buffer < 0:
 		return fmt.Errorf("sim: scenario %s: buffer must be >= 0 bytes", s.Name)
 	case s.NewLoad == nil:
@@ -137,26 +146,29 @@ func (s Scenario) Validate() error {
 // milliseconds (see the package doc for the calibration).
 func DefaultPlant() Plant {
 	return Plant{
-		Parallelism: 16,         // 16 transactions at full speed at once
-		Capacity:    12.5e6,     // 12.5 MB/s of migration reads would take the whole server
-		MaxRate:     12e6,       // unthrottled migration: 12 MB/s (96% of the server)
-		Size:        1 << 30,    // 1 GiB tenant, as Slacker's YCSB database
-		Buffer:      256 << 20,  // 256 MiB read-ahead for prefetching controllers
-		OpsPerTxn:   10,         // YCSB: 10 operations per transaction
-		OpBytes:     8 << 10,    // one 8 KiB page per operation
-		MigIOBytes:  128 << 10,  // 128 KiB sequential migration reads
+		Parallelism: 32,                    // transactions at full speed at once (CPU cores × disk queue)
+		Capacity:    17e6,                  // 17 MB/s of migration reads would take the whole disk
+		MaxRate:     12e6,                  // unthrottled migration: 12 MB/s (71% of the disk)
+		Size:        1 << 30,               // 1 GiB tenant, as Slacker's YCSB database
+		Buffer:      256 << 20,             // 256 MiB read-ahead for prefetching controllers
+		IOTime:      80 * time.Microsecond, // disk time per foreground page I/O
+		OpsPerTxn:   10,                    // YCSB: 10 operations per transaction
+		OpBytes:     8 << 10,               // one 8 KiB page per operation
+		MigIOBytes:  128 << 10,             // 128 KiB sequential migration reads
 	}
 }
 
-// defaultStore is the single tenant of the one-store scenarios.
+// defaultStore is the single tenant of the one-store scenarios: 440 txn/s
+// keep the disk 35% busy (440·10·80 µs), so its idle latency is
+// 2.6 ms / 0.65 = 4 ms.
 func defaultStore() Store {
 	return Store{
 		Name:      "tenant",
-		Rate:      440,                   // transactions/s
-		Work:      4 * time.Millisecond,  // service demand alone on the server
-		WorkCV:    0.5,                   // lognormal spread of the demand
-		MPL:       20,                    // client threads (Slacker: 10 on a smaller server)
-		Exposure:  1,                     // it is the tenant being moved
+		Rate:      440,                     // transactions/s
+		Work:      2600 * time.Microsecond, // service demand alone on an idle disk
+		WorkCV:    0.5,                     // lognormal spread of the demand
+		MPL:       40,                      // client threads
+		Exposure:  1,                       // it is the tenant being moved
 		Migrating: true,
 	}
 }
@@ -178,20 +190,18 @@ func (s stepLoad) At(t float64) float64 {
 }
 func (s stepLoad) Max() float64 { return math.Max(1, s.factor) }
 
-// onOffLoad alternates between High and Low phases whose lengths are drawn
-// up front: a sorted list of switch times.
+// onOffLoad alternates between high and low phases whose lengths are drawn
+// up front (a sorted list of switch times); each switch ramps linearly over
+// ramp seconds, as load does in a real trace.
 type onOffLoad struct {
-	switches []float64 // times at which the phase flips, ascending
+	switches []float64 // times at which the phase starts to flip, ascending
 	firstOn  bool      // phase before switches[0]
 	high     float64
 	low      float64
+	ramp     float64 // s
 }
 
-func (o onOffLoad) At(t float64) float64 {
-	n := sort.SearchFloat64s(o.switches, t)
-	if i := n; i < len(o.switches) && o.switches[i] == t {
-		n++
-	}
+func (o onOffLoad) phase(n int) float64 {
 	on := o.firstOn
 	if n%2 == 1 {
 		on = !on
@@ -200,6 +210,19 @@ func (o onOffLoad) At(t float64) float64 {
 		return o.high
 	}
 	return o.low
+}
+
+func (o onOffLoad) At(t float64) float64 {
+	n := sort.SearchFloat64s(o.switches, t) // switches before t
+	if n == 0 {
+		return o.phase(0)
+	}
+	since := t - o.switches[n-1]
+	to, from := o.phase(n), o.phase(n-1)
+	if o.ramp > 0 && since < o.ramp {
+		return from + (to-from)*since/o.ramp
+	}
+	return to
 }
 func (o onOffLoad) Max() float64 { return math.Max(o.high, o.low) }
 
@@ -220,7 +243,8 @@ const (
 	burstLow     = 0.45 // load multiplier between bursts
 	burstOnMean  = 12.0 // s: mean burst length (exponential, plus burstMinLen)
 	burstOffMean = 15.0 // s: mean lull length (exponential, plus burstMinLen)
-	burstMinLen  = 4.0  // s: shortest burst or lull
+	burstMinLen  = 6.0  // s: shortest burst or lull (ramps included)
+	burstRamp    = 5.0  // s: a burst builds up and dies down over this long
 	burstHorizon = 3600 // s: bursts are drawn this far ahead
 
 	diurnalAmp    = 0.35  // ±35% around the mean load
@@ -246,8 +270,8 @@ func Scenarios() []Scenario {
 		},
 		{
 			Name: "bursty",
-			Description: fmt.Sprintf("on/off bursts like Aqueduct's OpenMail trace: x%.2f for ~%.0f s, x%.2f for ~%.0f s",
-				burstHigh, burstOnMean+burstMinLen, burstLow, burstOffMean+burstMinLen),
+			Description: fmt.Sprintf("on/off bursts like Aqueduct's OpenMail trace: x%.2f for ~%.0f s, x%.2f for ~%.0f s, %.0f s ramps",
+				burstHigh, burstOnMean+burstMinLen, burstLow, burstOffMean+burstMinLen, burstRamp),
 			Plant: base, Stores: one, Setpoint: 30 * time.Millisecond,
 			NewLoad: newBurstLoad,
 		},
@@ -270,19 +294,20 @@ func Scenarios() []Scenario {
 // total work is the same, as in Slacker §5.6) with contracts of their own.
 func multitenantStores() []Store {
 	ms := time.Millisecond
+	us := time.Microsecond
 	return []Store{
-		{Name: "s0", Rate: 400, Work: 1500 * time.Microsecond, WorkCV: 0.5, MPL: 20, Contract: 25 * ms, Exposure: 1, Migrating: true},
-		{Name: "s1", Rate: 200, Work: 2 * ms, WorkCV: 0.5, MPL: 10, Contract: 15 * ms, Exposure: 0.7},
-		{Name: "s2", Rate: 100, Work: 4 * ms, WorkCV: 0.5, MPL: 10, Contract: 40 * ms, Exposure: 0.7},
-		{Name: "s3", Rate: 80, Work: 3 * ms, WorkCV: 0.5, MPL: 10, Contract: 30 * ms, Exposure: 0.7},
-		{Name: "s4", Rate: 60, Work: 5 * ms, WorkCV: 0.5, MPL: 10, Contract: 50 * ms, Exposure: 0.7},
+		{Name: "s0", Rate: 200, Work: 1600 * us, WorkCV: 0.5, MPL: 40, Contract: 25 * ms, Exposure: 1, Migrating: true},
+		{Name: "s1", Rate: 100, Work: 2 * ms, WorkCV: 0.5, MPL: 20, Contract: 15 * ms, Exposure: 0.7},
+		{Name: "s2", Rate: 60, Work: 4 * ms, WorkCV: 0.5, MPL: 20, Contract: 40 * ms, Exposure: 0.7},
+		{Name: "s3", Rate: 50, Work: 3 * ms, WorkCV: 0.5, MPL: 20, Contract: 30 * ms, Exposure: 0.7},
+		{Name: "s4", Rate: 30, Work: 5 * ms, WorkCV: 0.5, MPL: 20, Contract: 50 * ms, Exposure: 0.7},
 	}
 }
 
 // newBurstLoad draws an on/off schedule: phases alternate, each lasting
 // burstMinLen plus an exponential time with the phase's mean.
 func newBurstLoad(rng *rand.Rand) Load {
-	o := onOffLoad{high: burstHigh, low: burstLow}
+	o := onOffLoad{high: burstHigh, low: burstLow, ramp: burstRamp}
 	o.firstOn = false
 	// Start somewhere inside a lull before the warm-up so the phase at t=0
 	// depends on the seed.
