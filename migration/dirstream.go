@@ -14,12 +14,11 @@ import (
 	"strings"
 )
 
-// The directory stream is a tar archive of a data directory, written by
-// LocalSource and read by LocalTarget, ended by an entry named endMarker whose
-// body is the number of entries before it: a stream cut short is never taken
-// for a complete copy. Documents (backup_label, tablespace_map) are ordinary
-// entries written last. It is the fallback until package snapshot's stream is
-// wired in; only LocalSource and LocalTarget know the format.
+// The cold directory stream (stop-and-copy) is a tar archive of a stopped
+// data directory, WAL included, written by LocalSource.SendCold and read by
+// LocalTarget.OpenSnapshot, ended by an entry named endMarker whose body is
+// the number of entries before it: a stream cut short is never taken for a
+// complete copy. (Hot snapshots use package snapshot's stream.)
 const endMarker = ".sluice-end"
 
 // Entries a hot copy leaves out (pg_basebackup's list): the contents of

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"math"
-	"sync/atomic"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -401,8 +401,16 @@ func TestRateChangeMidSnapshot(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	lim.SetRate(0)
-	time.Sleep(50 * time.Millisecond) // let a chunk already granted land
+	// Chunks granted before the pause may still land: wait until it settles.
 	paused := done.Load()
+	for still := 0; still < 4; {
+		time.Sleep(50 * time.Millisecond)
+		if n := done.Load(); n != paused {
+			paused, still = n, 0
+		} else {
+			still++
+		}
+	}
 	time.Sleep(500 * time.Millisecond)
 	if moved := done.Load() - paused; moved > 0 || phase.Load() != PhaseSnapshot {
 		t.Fatalf("paused stream moved %d bytes (phase %v)", moved, phase.Load())

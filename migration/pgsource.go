@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/sluicedb/sluice/pgcluster"
+	"github.com/sluicedb/sluice/snapshot"
 )
 
 // LocalSource is the Source of a tenant whose postmaster runs on this host.
@@ -155,38 +156,48 @@ func (s *LocalSource) DropSlot(ctx context.Context, name string) error {
 	return nil
 }
 
-// SendSnapshot takes an online backup: pg_backup_start in a dedicated session,
-// the data directory (pg_basebackup's exclusions) streamed to w through lim,
-// pg_backup_stop in the same session, and backup_label (and tablespace_map)
-// sent last.
+// SendSnapshot takes an online backup with package snapshot (pg_backup_start
+// and pg_backup_stop in one session, pg_basebackup's exclusions, per-file
+// checksums, a read-ahead buffer), paced by lim on the wire.
 func (s *LocalSource) SendSnapshot(ctx context.Context, w io.Writer, lim Limiter, done func(int64)) (SnapshotInfo, error) {
 	var info SnapshotInfo
-	conn, err := pgx.Connect(ctx, socketConnString(s.C, "postgres"))
+	prog := &snapshot.Progress{}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	if done != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(100 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					done(prog.BytesSent.Load())
+				}
+			}
+		}()
+	}
+	opts := snapshot.SendOptions{Label: "sluice migration", Progress: prog}
+	if lim != nil {
+		opts.Limiter = lim
+	}
+	res, err := snapshot.Send(ctx, s.C, w, opts)
+	close(stop)
+	wg.Wait()
+	info.Bytes = res.Bytes
 	if err != nil {
 		return info, fmt.Errorf("migration: snapshot: %w", err)
 	}
-	defer conn.Close(context.Background())
-	var start string
-	if err := conn.QueryRow(ctx, "SELECT pg_backup_start('sluice', true)::text").Scan(&start); err != nil {
-		return info, fmt.Errorf("migration: snapshot: backup start: %w", err)
+	if done != nil {
+		done(res.Bytes)
 	}
-	if info.StartLSN, err = ParseLSN(start); err != nil {
-		return info, err
+	if info.StartLSN, err = ParseLSN(res.StartLSN); err != nil {
+		return info, fmt.Errorf("migration: snapshot: %w", err)
 	}
-	sw := &streamWriter{ctx: ctx, w: w, lim: lim, done: done}
-	err = sendDir(ctx, s.C.Dir, sw, hotEmptyDirs, func() ([][2]string, error) {
-		var label, spc string
-		if err := conn.QueryRow(ctx, "SELECT labelfile, coalesce(spcmapfile, '') FROM pg_backup_stop(false)").Scan(&label, &spc); err != nil {
-			return nil, fmt.Errorf("migration: snapshot: backup stop: %w", err)
-		}
-		docs := [][2]string{{"backup_label", label}}
-		if spc != "" {
-			docs = append(docs, [2]string{"tablespace_map", spc})
-		}
-		return docs, nil
-	})
-	info.Bytes = sw.n
-	return info, err
+	return info, nil
 }
 
 // SendCold streams the stopped source's directory, WAL included.

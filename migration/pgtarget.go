@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/sluicedb/sluice/pgcluster"
+	"github.com/sluicedb/sluice/snapshot"
 )
 
 // LocalTarget is the Target on this host: tenant directories under Root,
@@ -46,7 +47,6 @@ var _ Target = (*LocalTarget)(nil)
 // (20 ms instead of 5 s): how long its startup process sleeps after losing the
 // source before it checks for a promotion again.
 const StandbyRetryInterval = "20ms"
-
 
 // NewLocalTarget returns a LocalTarget creating tenant directories under root.
 func NewLocalTarget(root string, o pgcluster.Options) *LocalTarget {
@@ -150,8 +150,10 @@ func (t *LocalTarget) chown(p string) error {
 	return os.Lchown(p, uid, gid)
 }
 
-// OpenSnapshot returns a writer that extracts the stream into m.TargetDir;
-// Close waits for the extraction and returns its error.
+// OpenSnapshot returns a writer that extracts the stream into m.TargetDir:
+// a hot snapshot (package snapshot's stream, from Source.SendSnapshot) for a
+// live migration, a cold directory stream (Source.SendCold) for
+// stop-and-copy. Close waits for the extraction and returns its error.
 func (t *LocalTarget) OpenSnapshot(ctx context.Context, m Record) (io.WriteCloser, error) {
 	if m.TargetDir == "" {
 		return nil, fmt.Errorf("migration: open snapshot: migration %s has no reserved directory", m.ID)
@@ -159,7 +161,12 @@ func (t *LocalTarget) OpenSnapshot(ctx context.Context, m Record) (io.WriteClose
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		_, err := receiveDir(pr, m.TargetDir, t.chown)
+		var err error
+		if m.Mode == StopAndCopy {
+			_, err = receiveDir(pr, m.TargetDir, t.chown)
+		} else {
+			_, err = snapshot.Receive(ctx, pr, m.TargetDir, snapshot.ReceiveOptions{OSUser: t.Options.OSUser})
+		}
 		pr.CloseWithError(err)
 		done <- err
 	}()
