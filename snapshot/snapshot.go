@@ -109,6 +109,10 @@ type Result struct {
 	Skipped     []string      `json:"skipped,omitempty"`
 	HighWater   int64         `json:"buffer_high_water,omitempty"` // read-ahead high-water mark, bytes (Send only)
 	Duration    time.Duration `json:"duration_ns"`
+	// StartDuration is the time pg_backup_start took (its checkpoint), Send only.
+	StartDuration time.Duration `json:"start_duration_ns,omitempty"`
+	// StopDuration is the time pg_backup_stop took, Send only.
+	StopDuration time.Duration `json:"stop_duration_ns,omitempty"`
 }
 
 // Send takes a hot copy of the running cluster src and writes it to w as a
@@ -142,9 +146,11 @@ func Send(ctx context.Context, src *pgcluster.Cluster, w io.Writer, opts SendOpt
 	// Closing the session aborts a backup that was not stopped.
 	defer conn.Close(context.Background())
 
+	t0 := time.Now()
 	if err := conn.QueryRow(ctx, "SELECT pg_backup_start($1, $2)::text", label, !opts.SpreadCheckpoint).Scan(&res.StartLSN); err != nil {
 		return res, fmt.Errorf("snapshot: send: pg_backup_start: %w", err)
 	}
+	res.StartDuration = time.Since(t0)
 	entries, err := List(src.Dir)
 	if err != nil {
 		return res, err
@@ -153,6 +159,8 @@ func Send(ctx context.Context, src *pgcluster.Cluster, w io.Writer, opts SendOpt
 	finish := func(ctx context.Context) ([]transfer.Document, error) {
 		prog.setPhase(PhaseStopBackup)
 		var labelFile, spcmap string
+		t0 := time.Now()
+		defer func() { res.StopDuration = time.Since(t0) }()
 		if err := conn.QueryRow(ctx, "SELECT lsn::text, labelfile, spcmapfile FROM pg_backup_stop(false)").Scan(&res.StopLSN, &labelFile, &spcmap); err != nil {
 			return nil, fmt.Errorf("snapshot: send: pg_backup_stop: %w", err)
 		}

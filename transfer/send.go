@@ -16,9 +16,25 @@ import (
 // Limiter paces a stage: WaitN blocks until n more bytes may pass, or ctx
 // ends. *throttle.Limiter satisfies it; its rate may change at any time
 // (0 pauses, raising wakes waiters), which is how the control loop steers a
-// running transfer.
+// running transfer. Send never asks for more than MaxWait bytes at once, so a
+// limiter with a burst of at least MaxWait (e.g. golang.org/x/time/rate) works too.
 type Limiter interface {
 	WaitN(ctx context.Context, n int) error
+}
+
+// MaxWait is the largest n Send passes to Limiter.WaitN, bytes (64 KiB).
+const MaxWait = 64 << 10
+
+// waitN takes n bytes from lim in steps of at most MaxWait.
+func waitN(ctx context.Context, lim Limiter, n int) error {
+	for n > 0 {
+		k := min(n, MaxWait)
+		if err := lim.WaitN(ctx, k); err != nil {
+			return err
+		}
+		n -= k
+	}
+	return nil
 }
 
 // DefaultReadAhead is the default memory cap of the read-ahead buffer, bytes (64 MiB).
@@ -320,7 +336,7 @@ func (r *reader) readFile(ctx context.Context, e Entry) error {
 			want = rem
 		}
 		if r.opts.Prefetch != nil {
-			if err := r.opts.Prefetch.WaitN(ctx, int(want)); err != nil {
+			if err := waitN(ctx, r.opts.Prefetch, int(want)); err != nil {
 				return err
 			}
 		}
@@ -394,7 +410,7 @@ func (r *reader) send(ctx context.Context, w io.Writer) (SendStats, error) {
 
 func (r *reader) write(ctx context.Context, w io.Writer, b []byte, st *SendStats) error {
 	if r.opts.Limiter != nil {
-		if err := r.opts.Limiter.WaitN(ctx, len(b)); err != nil {
+		if err := waitN(ctx, r.opts.Limiter, len(b)); err != nil {
 			return err
 		}
 	}

@@ -558,3 +558,37 @@ func TestDuplicatePathRejected(t *testing.T) {
 		t.Fatalf("Receive = %v, want duplicate rejected", err)
 	}
 }
+
+// maxLimiter records the largest WaitN request.
+type maxLimiter struct{ max, total atomic.Int64 }
+
+func (m *maxLimiter) WaitN(_ context.Context, n int) error {
+	m.total.Add(int64(n))
+	for {
+		c := m.max.Load()
+		if int64(n) <= c || m.max.CompareAndSwap(c, int64(n)) {
+			return nil
+		}
+	}
+}
+
+// TestLimiterRequestsBounded: every byte on the wire is asked of the send
+// limiter, every byte read of the prefetch limiter, never more than MaxWait at once.
+func TestLimiterRequestsBounded(t *testing.T) {
+	root := oddTree(t)
+	entries, err := Walk(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var send, pre maxLimiter
+	_, res := roundTrip(t, context.Background(), root, entries, SendOptions{Limiter: &send, Prefetch: &pre}, ReceiveOptions{})
+	if res.serr != nil || res.rerr != nil {
+		t.Fatalf("send: %v, receive: %v", res.serr, res.rerr)
+	}
+	if send.max.Load() > MaxWait || pre.max.Load() > MaxWait {
+		t.Fatalf("largest WaitN: send %d, prefetch %d; want ≤ %d", send.max.Load(), pre.max.Load(), MaxWait)
+	}
+	if send.total.Load() != res.send.WireBytes || pre.total.Load() != res.send.Bytes {
+		t.Fatalf("limited: send %d of %d wire bytes, prefetch %d of %d file bytes", send.total.Load(), res.send.WireBytes, pre.total.Load(), res.send.Bytes)
+	}
+}

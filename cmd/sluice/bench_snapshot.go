@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,6 +27,7 @@ var benchSnapshotFlags struct {
 	jsonOut bool
 	out     string
 	keep    bool
+	cpuprof string
 }
 
 var benchSnapshotCmd = &cobra.Command{
@@ -57,6 +59,7 @@ func init() {
 	f.BoolVar(&benchSnapshotFlags.jsonOut, "json", false, "print results as JSON")
 	f.StringVar(&benchSnapshotFlags.out, "out", "", "also write the JSON result to this file")
 	f.BoolVar(&benchSnapshotFlags.keep, "keep", false, "keep the temp directory for inspection")
+	f.StringVar(&benchSnapshotFlags.cpuprof, "cpuprofile", "", "write a CPU profile of this process (sluice's side of every copy) to this file")
 	benchCmd.AddCommand(benchSnapshotCmd)
 }
 
@@ -140,6 +143,17 @@ func runBenchSnapshot(cmd *cobra.Command, _ []string) error {
 	}
 	progress("loaded in %v", time.Since(t0).Round(time.Second))
 
+	if bf.cpuprof != "" {
+		f, err := os.Create(bf.cpuprof)
+		if err != nil {
+			return fmt.Errorf("bench snapshot: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("bench snapshot: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	methods := []struct {
 		name string
 		run  func(ctx context.Context, dest string) (int64, error)
@@ -171,7 +185,11 @@ func runBenchSnapshot(cmd *cobra.Command, _ []string) error {
 				continue
 			}
 			secs[i] = append(secs[i], el.Seconds())
-			progress("round %d/%d %-13s %6.2fs %8.1f MB/s", round, bf.reps, m.name, el.Seconds(), float64(bytes)/1e6/el.Seconds())
+			detail := ""
+			if m.name == "sluice" {
+				detail = benchSluiceDetail
+			}
+			progress("round %d/%d %-13s %6.2fs %8.1f MB/s %s", round, bf.reps, m.name, el.Seconds(), float64(bytes)/1e6/el.Seconds(), detail)
 		}
 	}
 	rate := func(i int) float64 { return math.Round(float64(bytes)/1e6/medianFloat(secs[i])*10) / 10 }
@@ -238,6 +256,9 @@ func loopback() (client, server *net.TCPConn, err error) {
 	return c.(*net.TCPConn), a.c.(*net.TCPConn), nil
 }
 
+// benchSluiceDetail describes the last sluice run for the progress line.
+var benchSluiceDetail string
+
 // benchSluice is one unthrottled snapshot over loopback TCP; it returns the
 // file bytes copied.
 func benchSluice(ctx context.Context, src *pgcluster.Cluster, dest string) (int64, error) {
@@ -269,6 +290,7 @@ func benchSluice(ctx context.Context, src *pgcluster.Cluster, dest string) (int6
 	if r.res.Bytes != sres.Bytes {
 		return 0, fmt.Errorf("sent %d bytes, received %d", sres.Bytes, r.res.Bytes)
 	}
+	benchSluiceDetail = fmt.Sprintf("(pg_backup_start %v, pg_backup_stop %v, %d files)", sres.StartDuration.Round(time.Millisecond), sres.StopDuration.Round(time.Millisecond), sres.Files)
 	return sres.Bytes, nil
 }
 
