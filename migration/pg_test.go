@@ -3,6 +3,7 @@ package migration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -142,9 +143,7 @@ func runMigration(t *testing.T, f *fixture, mode Mode, router Router, mutate fun
 	out, err := Run(ctx, rec, env)
 	t.Logf("phases %v; freeze %s; error %q", persisted, out.Freeze, out.Error)
 	if !out.ReleasedAt.IsZero() {
-		t.Logf("handover: fence %s, copy %s, replay %s, promote %s, switch %s, release %s",
-			out.FencedAt.Sub(out.HeldAt), out.CopiedAt.Sub(out.FencedAt), out.ReplayedAt.Sub(out.FencedAt),
-			out.PromotedAt.Sub(laterOf(out.ReplayedAt, out.CopiedAt)), out.SwitchedAt.Sub(out.PromotedAt), out.ReleasedAt.Sub(out.SwitchedAt))
+		t.Logf("handover: %s", handoverBreakdown(out))
 	}
 	return out, err
 }
@@ -363,13 +362,6 @@ func TestPreflight(t *testing.T) {
 	}
 }
 
-func laterOf(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
 // TestRateChangeMidSnapshot: the snapshot stream follows the limiter's rate
 // as it changes: paused (rate 0) it moves nothing, raised it completes.
 func TestRateChangeMidSnapshot(t *testing.T) {
@@ -462,4 +454,22 @@ func TestResumeAfterInterruptedRun(t *testing.T) {
 	waitAcked(t, w, 100)
 	stop()
 	verify(t, w, g.Addr())
+}
+
+// handoverBreakdown lists the handover steps of rec with their durations.
+func handoverBreakdown(rec Record) string {
+	steps := []struct {
+		name string
+		at   time.Time
+	}{{"fence", rec.FencedAt}, {"copy", rec.CopiedAt}, {"replay", rec.ReplayedAt}, {"promote", rec.PromotedAt}, {"switch", rec.SwitchedAt}, {"release", rec.ReleasedAt}}
+	var b strings.Builder
+	prev := rec.HeldAt
+	for _, s := range steps {
+		if s.at.IsZero() {
+			continue
+		}
+		fmt.Fprintf(&b, "%s %s; ", s.name, s.at.Sub(prev))
+		prev = s.at
+	}
+	return b.String()
 }
