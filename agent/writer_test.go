@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 type ledgerWriter struct {
 	conns []string      // libpq URLs of the candidate homes
 	pause time.Duration // between writes
+	pad   atomic.Int64  // bytes of random (incompressible) padding per row, default 100: WAL volume
 
 	mu     sync.Mutex
 	acked  []int64
@@ -51,7 +53,11 @@ func (w *ledgerWriter) run(ctx context.Context) {
 		id := next
 		next++
 		ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_, err := conn.Exec(ectx, "INSERT INTO ledger (id, pad) VALUES ($1, repeat('x', 100))", id)
+		pad := w.pad.Load()
+		if pad <= 0 {
+			pad = 100
+		}
+		_, err := conn.Exec(ectx, "INSERT INTO ledger (id, pad) SELECT $1, string_agg(md5(random()::text), '') FROM generate_series(1, $2::int / 32)", id, pad)
 		cancel()
 		if err != nil {
 			w.fail()

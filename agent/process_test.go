@@ -1,0 +1,256 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/internal/pgtest"
+	"github.com/sluicedb/sluice/pgcluster"
+)
+
+var sluiceBin struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// buildSluice builds the sluice binary once per test binary.
+func buildSluice(t *testing.T) string {
+	t.Helper()
+	sluiceBin.once.Do(func() {
+		dir, err := os.MkdirTemp("", "sluice-bin-")
+		if err != nil {
+			sluiceBin.err = err
+			return
+		}
+		sluiceBin.path = filepath.Join(dir, "sluice")
+		out, err := exec.Command("go", "build", "-o", sluiceBin.path, "github.com/sluicedb/sluice/cmd/sluice").CombinedOutput()
+		if err != nil {
+			sluiceBin.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if sluiceBin.err != nil {
+		t.Fatal(sluiceBin.err)
+	}
+	return sluiceBin.path
+}
+
+// procAgent is a `sluice agent` subprocess.
+type procAgent struct {
+	t    *testing.T
+	bin  string
+	cfg  string // config file
+	log  string // log file (appended across restarts)
+	url  string
+	c    *client.Client
+	cmd  *exec.Cmd
+	exit chan struct{}
+}
+
+func (p *procAgent) start() {
+	p.t.Helper()
+	lf, err := os.OpenFile(p.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.cmd = exec.Command(p.bin, "agent", "--config", p.cfg)
+	p.cmd.Stdout, p.cmd.Stderr = lf, lf
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	lf.Close()
+	p.exit = make(chan struct{})
+	go func(cmd *exec.Cmd, exit chan struct{}) { cmd.Wait(); close(exit) }(p.cmd, p.exit)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for {
+		if _, err := p.c.Info(ctx); err == nil {
+			return
+		}
+		select {
+		case <-p.exit:
+			b, _ := os.ReadFile(p.log)
+			p.t.Fatalf("agent exited at start:\n%s", b)
+		case <-ctx.Done():
+			p.t.Fatal("agent did not come up")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// kill9 kills the agent process with SIGKILL (its tenants' postmasters,
+// detached, keep running).
+func (p *procAgent) kill9() {
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.exit
+}
+
+func (p *procAgent) stop() {
+	if p.cmd != nil && p.cmd.ProcessState == nil {
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exit:
+		case <-time.After(15 * time.Second):
+			p.cmd.Process.Signal(syscall.SIGKILL)
+			<-p.exit
+		}
+	}
+}
+
+// procPair starts two `sluice agent` processes that are peers; tenant
+// settings add extra to the defaults.
+func procPair(t *testing.T, extra map[string]string) (*procAgent, *procAgent) {
+	bin := buildSluice(t)
+	var ps [2]*procAgent
+	var cfgs [2]Config
+	for i, name := range []string{"p1", "p2"} {
+		cfgs[i] = newTestConfig(t, name)
+		port, _ := pgcluster.FreePort()
+		cfgs[i].Listen = fmt.Sprintf("127.0.0.1:%d", port)
+		for k, v := range extra {
+			cfgs[i].Tenant.Settings[k] = v
+		}
+		stopTenants(t, cfgs[i].Root)
+	}
+	zero := Duration(0)
+	for i := range cfgs {
+		cfgs[i].Peers = map[string]string{cfgs[1-i].Name: "http://" + cfgs[1-i].Listen}
+		cfgs[i].RetireGrace = &zero
+		cfgs[i].Logger = nil
+		dir := pgtest.TempDir(t)
+		path := filepath.Join(dir, cfgs[i].Name+".json")
+		b, _ := json.MarshalIndent(cfgs[i], "", "  ")
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		c, _ := client.New("http://" + cfgs[i].Listen)
+		ps[i] = &procAgent{t: t, bin: bin, cfg: path, log: filepath.Join(dir, cfgs[i].Name+".log"), url: "http://" + cfgs[i].Listen, c: c}
+		p := ps[i]
+		t.Cleanup(func() {
+			p.stop()
+			if t.Failed() {
+				b, _ := os.ReadFile(p.log)
+				t.Logf("--- %s log ---\n%s", filepath.Base(p.cfg), b)
+			}
+		})
+		p.start()
+	}
+	return ps[0], ps[1]
+}
+
+// TestAgentKilledMidMigration kills -9 the source or the target agent process
+// during SNAPSHOT or CATCH-UP of a live migration under a steady write
+// workload, restarts it, and checks that the migration completes (source
+// killed: it resumes) or rolls back (target killed: the source's driver loses
+// its target and aborts cleanly once the target is back), with every
+// acknowledged write present exactly once on whichever side serves after.
+func TestAgentKilledMidMigration(t *testing.T) {
+	for _, tc := range []struct {
+		kill    string // "source" or "target"
+		phase   string // "snapshot" or "catch-up"
+		outcome string
+	}{
+		{"source", "snapshot", "committed"},
+		{"source", "catch-up", "committed"},
+		{"target", "snapshot", "aborted"},
+		{"target", "catch-up", "aborted"},
+	} {
+		t.Run(tc.kill+"-in-"+tc.phase, func(t *testing.T) {
+			// A standby that applies commits 2 s late keeps CATCH-UP going
+			// (replay lag stays above 1 MiB) for as long as the writer is
+			// heavy: that is the window in which the agent is killed.
+			p1, p2 := procPair(t, map[string]string{"recovery_min_apply_delay": "2s"})
+			ctx := ctxT(t)
+			tn, err := p1.c.CreateTenant(ctx, client.CreateTenant{Name: "victim"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var info client.Info
+			info, _ = p2.c.Info(ctx)
+			srcCS := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", tn.Port)
+			var p2cfg Config
+			b, _ := os.ReadFile(p2.cfg)
+			json.Unmarshal(b, &p2cfg)
+			dstCS := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", p2cfg.Tenant.BasePort+int(tn.ID))
+			loadData(t, srcCS, 10)
+
+			w := &ledgerWriter{conns: []string{srcCS, dstCS}, pause: time.Millisecond}
+			if tc.phase == "catch-up" {
+				w.pad.Store(8000)
+			}
+			wctx, wstop := context.WithCancel(context.Background())
+			wdone := make(chan struct{})
+			go func() { w.run(wctx); close(wdone) }()
+			defer func() { wstop(); <-wdone }()
+			time.Sleep(300 * time.Millisecond)
+
+			rate := 3 << 20
+			if tc.phase == "catch-up" {
+				rate = 0
+			}
+			m, err := p1.c.StartMigration(ctx, client.StartMigration{Tenant: tn.ID, To: info.Name, Rate: float64(rate)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			at := waitMigration(t, p1.c, m.ID, 2*time.Minute, func(v client.Migration) bool {
+				if tc.phase == "snapshot" {
+					return v.Progress.Phase == "snapshot" && v.Progress.Bytes > 4<<20
+				}
+				// The standby streams and reports its lag.
+				return v.Progress.Phase == "catch-up" && v.Progress.LagBytes > 0
+			})
+			if at.Done {
+				t.Fatalf("migration finished before the kill: outcome %s, progress %+v", at.Outcome, at.Progress)
+			}
+			if tc.phase == "snapshot" {
+				time.Sleep(300 * time.Millisecond)
+			}
+			victim := p1
+			if tc.kill == "target" {
+				victim = p2
+			}
+			victim.kill9()
+			t.Logf("killed %s agent in %s (%d bytes, lag %d)", tc.kill, at.Progress.Phase, at.Progress.Bytes, at.Progress.LagBytes)
+			time.Sleep(time.Second)
+			victim.start()
+			// Let the catch-up end: the writer gets light again.
+			time.Sleep(time.Second)
+			w.pad.Store(100)
+
+			m = waitMigration(t, p1.c, m.ID, 3*time.Minute, nil)
+			time.Sleep(300 * time.Millisecond)
+			wstop()
+			<-wdone
+			acked, errs, byHome := w.stats()
+			t.Logf("outcome %s (%s); writer: %d acknowledged %v, %d errors", m.Outcome, m.Error, acked, byHome, errs)
+			if m.Outcome != tc.outcome {
+				t.Fatalf("outcome %s (error %q), want %s", m.Outcome, m.Error, tc.outcome)
+			}
+			srcT, _ := p1.c.Tenant(ctx, tn.ID)
+			dstT, dstErr := p2.c.Tenant(ctx, tn.ID)
+			if tc.outcome == "committed" {
+				if srcT.State != "moved" || dstErr != nil || dstT.State != "running" || !dstT.Alive {
+					t.Fatalf("after commit: source %+v, target %+v (%v)", srcT, dstT, dstErr)
+				}
+				w.verify(t, dstCS)
+			} else {
+				if srcT.State != "running" || !srcT.Alive || dstErr == nil {
+					t.Fatalf("after abort: source %+v, target %+v (%v)", srcT, dstT, dstErr)
+				}
+				if _, err := os.Stat(p2cfg.Root + "/tenants/" + fmt.Sprint(tn.ID)); !os.IsNotExist(err) {
+					t.Fatalf("target directory left after abort: %v", err)
+				}
+				w.verify(t, srcCS)
+			}
+		})
+	}
+}
