@@ -141,6 +141,9 @@ func (a *Agent) resolvePeer(to string) (string, error) {
 	if to == "" {
 		return "", errf(http.StatusBadRequest, "no target agent given")
 	}
+	if to == a.cfg.Name {
+		return "", errf(http.StatusBadRequest, "target agent %s is the source", to)
+	}
 	if u, ok := a.cfg.Peers[to]; ok {
 		return parsePeerURL(u)
 	}

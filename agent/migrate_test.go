@@ -210,7 +210,8 @@ func TestMigrationBadInput(t *testing.T) {
 	}{
 		{"unknown tenant", client.StartMigration{Tenant: 99, To: "a2"}, 404, "unknown tenant 99"},
 		{"unknown agent", client.StartMigration{Tenant: tn.ID, To: "nowhere"}, 400, `unknown agent "nowhere"`},
-		{"target is source by name", client.StartMigration{Tenant: tn.ID, To: "self"}, 400, "is the source"},
+		{"target is source by peer entry", client.StartMigration{Tenant: tn.ID, To: "self"}, 400, "is the source"},
+		{"target is source by own name", client.StartMigration{Tenant: tn.ID, To: "a1"}, 400, "is the source"},
 		{"target is source by URL", client.StartMigration{Tenant: tn.ID, To: a1.URL()}, 400, "is the source"},
 		{"bad mode", client.StartMigration{Tenant: tn.ID, To: "a2", Mode: "teleport"}, 400, "mode"},
 		{"negative rate", client.StartMigration{Tenant: tn.ID, To: "a2", Rate: -1}, 400, "rate"},

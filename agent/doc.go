@@ -1,0 +1,62 @@
+// Package agent is sluice's per-server agent (Slacker's per-server migration
+// controller, DESIGN.md §2): it creates, starts, stops and deletes the
+// server's tenants — one PostgreSQL postmaster per tenant, with its own data
+// directory and port — keeps their state in an embedded catalog (package
+// catalog) that survives restarts, serves an HTTP API for all of it, and runs
+// both ends of tenant migrations with its peers.
+//
+// The agent is the goroutine-and-I/O shell around pure cores: the tenant
+// lifecycle (catalog.CanTransition) and the migration state machine
+// (migration.Step, driven by migration.Run). It persists the migration
+// Record in the catalog after every transition, so a killed agent resumes or
+// rolls back at its next start (migration package rules). Tenant postmasters
+// are detached (pg_ctl): they outlive the agent process.
+//
+// # Layout of the root directory
+//
+//	catalog.db           bbolt catalog: tenants, migrations
+//	template/            initdb output copied for each new tenant (initdb runs once)
+//	tenants/<id>/        tenant <id>'s data directory; its port is base_port + id
+//	tenants/<id>.retired-<unix>   a migrated-away tenant's directory, removed after retire_grace
+//
+// # Start-up reconciliation
+//
+// A tenant whose creation was cut short is rolled back (directory removed,
+// record deleted); a tenant that should serve (running, migrating-out) whose
+// postmaster is dead is started; source-side migrations not finished are run
+// again (migration.Run feeds Resumed). Target-side migrations need nothing:
+// their source drives them.
+//
+// # HTTP API
+//
+// JSON in and out. Errors are {"error": "one line"} with 400 (bad request),
+// 404 (unknown tenant/migration), 409 (conflict with the current state, e.g.
+// already migrating), 422 (preflight refused: no space, other PostgreSQL
+// major version, wal_level), 502 (a peer agent unreachable), 500 otherwise. A
+// 4xx answer means nothing was changed. Rates are bytes/s, 0 = unlimited.
+//
+//	GET    /v1/info                      name, URL, PostgreSQL version, free/used space, peers
+//	GET    /v1/tenants[?all=true]        tenants (deleted ones only with all=true)
+//	POST   /v1/tenants                   {"id"?, "name"?, "settings"?} → tenant, running (201)
+//	GET    /v1/tenants/{id}              one tenant
+//	DELETE /v1/tenants/{id}              stop it, remove its directory (state deleted)
+//	POST   /v1/tenants/{id}/start        start a stopped tenant
+//	POST   /v1/tenants/{id}/stop         fast shutdown (state stopped)
+//	POST   /v1/migrations                {"tenant", "to", "rate"?, "mode"?} on the source → migration (201)
+//	GET    /v1/migrations                this agent's migrations (source and target sides)
+//	GET    /v1/migrations/{id}           record, live progress (phase, bytes, rate, ETA, lag), summary when done
+//	POST   /v1/migrations/{id}/rate      {"rate"}: change the throttle at once
+//	POST   /v1/migrations/{id}/abort     roll back (refused after the route switch)
+//
+// The tenant object's first fields are what the proxy routes by:
+// {"id":1,"name":"acme","host":"127.0.0.1","port":15001,"database":"postgres","state":"running", …}.
+//
+// Internal, agent to agent (the source's RemoteTarget calls the target; every
+// body carries the migration Record; the snapshot is the chunked body of one
+// POST with the record in the Sluice-Record header):
+//
+//	GET  /v1/internal/targets/info?tenant=ID
+//	POST /v1/internal/targets/{mid}/reserve|snapshot|start-standby|position|wait-replay|prewarm|promote|addr|abort|commit
+//
+// docs/agent-api.md documents every request and answer with examples.
+package agent
