@@ -100,13 +100,21 @@ func exec(t *testing.T, ctx context.Context, c *pgcluster.Cluster, sql string, a
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute) // guards a hang only
+	if err := poll(what, cond); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// poll waits until cond holds; its deadline guards against a hang only.
+func poll(what string, cond func() bool) error {
+	deadline := time.Now().Add(2 * time.Minute)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			return fmt.Errorf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	return nil
 }
 
 // source starts a cluster with a filler table, an unlogged table, the
@@ -328,12 +336,19 @@ func TestSnapshotPausedAndResumed(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() {
 		defer close(errc)
-		waitFor(t, "reader to start while paused", func() bool { return prog.FilesRead.Load() > 10 })
+		defer lim.SetRate(math.Inf(1)) // never leave the copy paused
+		if err := poll("reader to start while paused", func() bool { return prog.FilesRead.Load() > 10 }); err != nil {
+			errc <- err
+			return
+		}
 		if s := prog.Snapshot(); s.BytesSent != 0 || s.Buffered > readAhead {
 			errc <- fmt.Errorf("while paused from the start: %+v; want nothing sent, buffer within %d", s, readAhead)
 		}
 		lim.SetRate(8 << 20)
-		waitFor(t, "some bytes sent", func() bool { return prog.BytesSent.Load() > 2<<20 })
+		if err := poll("some bytes sent", func() bool { return prog.BytesSent.Load() > 2<<20 }); err != nil {
+			errc <- err
+			return
+		}
 		lim.SetRate(0)
 		time.Sleep(300 * time.Millisecond) // writes go on while the copy is paused
 		lim.SetRate(math.Inf(1))

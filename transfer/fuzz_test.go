@@ -63,7 +63,7 @@ func FuzzReceive(f *testing.F) {
 	f.Add(appendTrailer(appendFile(appendHeader(nil), "x", 0o600, 0), 0, 0))
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		m := newMemSink()
-		st, err := receive(context.Background(), bytes.NewReader(stream), m, nil)
+		st, err := receive(context.Background(), bytes.NewReader(stream), m, nil, nil)
 		for p := range m.files {
 			if checkPath(p) != nil {
 				t.Fatalf("unsafe file path %q created", p)

@@ -54,16 +54,17 @@ func Receive(ctx context.Context, r io.Reader, dest string, opts ReceiveOptions)
 	if err := prepareDest(dest, opts.Owner); err != nil {
 		return ReceiveStats{}, err
 	}
+	var interrupt func()
 	if dl, ok := r.(interface{ SetReadDeadline(time.Time) error }); ok {
-		stop := context.AfterFunc(ctx, func() { dl.SetReadDeadline(time.Unix(1, 0)) })
+		interrupt = func() { dl.SetReadDeadline(time.Unix(1, 0)) }
+		stop := context.AfterFunc(ctx, interrupt)
 		defer func() {
-			if !stop() {
-				dl.SetReadDeadline(time.Time{})
-			}
+			stop()
+			dl.SetReadDeadline(time.Time{})
 		}()
 	}
 	s := &diskSink{root: dest, owner: opts.Owner, fsync: opts.Fsync}
-	st, err := receive(ctx, r, s, opts.Progress)
+	st, err := receive(ctx, r, s, opts.Progress, interrupt)
 	if err != nil && ctx.Err() != nil && !errors.Is(err, ctx.Err()) {
 		err = fmt.Errorf("%w (%v)", ctx.Err(), err)
 	}
@@ -107,9 +108,51 @@ type fileSink interface {
 	Close() error
 }
 
-// receive runs the receiver's state machine over the frames of r.
-func receive(ctx context.Context, r io.Reader, s sink, prog *Progress) (ReceiveStats, error) {
-	var st ReceiveStats
+// parsed is one frame handed from the parsing goroutine to the applying one.
+// A frame's data belongs to the receiver of the frame (it is not reused by
+// the decoder); chunk payload buffers go back through the free list.
+type parsed struct {
+	f   frame
+	err error
+}
+
+// receiveQueue is how many parsed frames may wait to be applied: the
+// network is read while the previous chunks are written to disk. It bounds
+// the memory of a receive to about receiveQueue+2 chunk payloads.
+const receiveQueue = 8
+
+// parse decodes frames from dec into out until the end frame, an error, or
+// stop is closed. free supplies payload buffers to reuse.
+func parse(dec *decoder, out chan<- parsed, free <-chan []byte, stop <-chan struct{}) {
+	defer close(out)
+	for {
+		select {
+		case b := <-free:
+			dec.buf = b
+		default:
+			dec.buf = nil
+		}
+		f, err := dec.next()
+		if f.data != nil {
+			dec.buf = nil // ownership passes with the frame
+		}
+		select {
+		case out <- parsed{f, err}:
+		case <-stop:
+			return
+		}
+		if err != nil || f.typ == frameEnd || f.typ == frameAbort {
+			return
+		}
+	}
+}
+
+// receive runs the receiver's state machine over the frames of r. Frames
+// are decoded by a second goroutine so that reading the network overlaps
+// writing the disk. On error it calls interrupt (if set) to unblock that
+// goroutine's read and waits for it; without interrupt the goroutine may
+// stay blocked in r.Read until r returns (the caller closes r).
+func receive(ctx context.Context, r io.Reader, s sink, prog *Progress, interrupt func()) (st ReceiveStats, err error) {
 	if prog == nil {
 		prog = new(Progress)
 	}
@@ -117,6 +160,21 @@ func receive(ctx context.Context, r io.Reader, s sink, prog *Progress) (ReceiveS
 	if err := dec.readHeader(); err != nil {
 		return st, fmt.Errorf("transfer: receive: %w", err)
 	}
+	frames := make(chan parsed, receiveQueue)
+	free := make(chan []byte, receiveQueue+2)
+	stop := make(chan struct{})
+	parseDone := make(chan struct{})
+	go func() {
+		defer close(parseDone)
+		parse(dec, frames, free, stop)
+	}()
+	defer func() {
+		close(stop)
+		if err != nil && interrupt != nil {
+			interrupt()
+			<-parseDone
+		}
+	}()
 	seen := make(map[string]bool)
 	var (
 		cur     fileSink
@@ -143,11 +201,18 @@ func receive(ctx context.Context, r io.Reader, s sink, prog *Progress) (ReceiveS
 		seen[p] = true
 		return nil
 	}
-	for frames := 0; ; frames++ {
-		if frames&63 == 0 && ctx.Err() != nil {
+	for {
+		var p parsed
+		var ok bool
+		select {
+		case p, ok = <-frames:
+		case <-ctx.Done():
 			return fail(ctx.Err())
 		}
-		f, err := dec.next()
+		if !ok {
+			return corrupt("frame parser ended without end frame")
+		}
+		f, err := p.f, p.err
 		if err != nil {
 			if cur != nil {
 				err = fmt.Errorf("in file %s: %w", curPath, err)
@@ -184,6 +249,10 @@ func receive(ctx context.Context, r io.Reader, s sink, prog *Progress) (ReceiveS
 			}
 			curLen += uint64(len(f.data))
 			prog.BytesSent.Add(int64(len(f.data)))
+			select {
+			case free <- f.data[:cap(f.data)]:
+			default:
+			}
 		case frameTrailer:
 			if cur == nil {
 				return corrupt("file trailer outside a file")
@@ -214,7 +283,7 @@ func receive(ctx context.Context, r io.Reader, s sink, prog *Progress) (ReceiveS
 			if crc32.Checksum(f.data, castagnoli) != f.crc {
 				return fail(fmt.Errorf("transfer: receive: document %s: %w", f.path, ErrChecksum))
 			}
-			data := append([]byte(nil), f.data...)
+			data := f.data // owned: the parser does not reuse it
 			if err := s.document(f.path, data); err != nil {
 				return fail(err)
 			}

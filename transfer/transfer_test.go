@@ -189,20 +189,30 @@ type result struct {
 // roundTrip sends root's listing over loopback TCP into a fresh dest.
 func roundTrip(t *testing.T, ctx context.Context, root string, entries []Entry, so SendOptions, ro ReceiveOptions) (string, result) {
 	t.Helper()
+	dest, wait := startRoundTrip(t, ctx, root, entries, so, ro)
+	return dest, wait()
+}
+
+// startRoundTrip sets up a loopback copy (in the test goroutine) and runs
+// it in the background; wait returns both sides' results.
+func startRoundTrip(t *testing.T, ctx context.Context, root string, entries []Entry, so SendOptions, ro ReceiveOptions) (string, func() result) {
+	t.Helper()
 	dest := filepath.Join(t.TempDir(), "dest")
 	c, s := tcpPair(t)
 	var res result
 	var wg sync.WaitGroup
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		res.recv, res.rerr = Receive(ctx, s, dest, ro)
 		s.Close()
 	}()
-	res.send, res.serr = Send(ctx, c, root, entries, so)
-	c.Close()
-	wg.Wait()
-	return dest, res
+	go func() {
+		defer wg.Done()
+		res.send, res.serr = Send(ctx, c, root, entries, so)
+		c.Close()
+	}()
+	return dest, func() result { wg.Wait(); return res }
 }
 
 func TestRoundTripOddTree(t *testing.T) {
@@ -408,20 +418,15 @@ func TestPauseFillsBufferToCapThenResumes(t *testing.T) {
 	}
 	send := newGate(false)
 	prog := new(Progress)
-	done := make(chan struct{})
-	var dest string
-	var res result
-	go func() {
-		defer close(done)
-		dest, res = roundTrip(t, context.Background(), root, entries, SendOptions{ChunkSize: chunk, ReadAhead: capBytes, Limiter: send, Progress: prog}, ReceiveOptions{})
-	}()
+	dest, wait := startRoundTrip(t, context.Background(), root, entries, SendOptions{ChunkSize: chunk, ReadAhead: capBytes, Limiter: send, Progress: prog}, ReceiveOptions{})
+	defer send.setOpen(true)
 	waitFor(t, "buffer to fill", func() bool { return prog.BytesRead.Load() == capBytes })
 	time.Sleep(50 * time.Millisecond) // would the reader overrun the cap?
 	if p := prog.Snapshot(); p.BytesRead != capBytes || p.BytesSent != 0 || p.Buffered != capBytes {
 		t.Fatalf("while paused: %+v; want exactly %d bytes read and buffered, none sent", p, capBytes)
 	}
 	send.setOpen(true)
-	<-done
+	res := wait()
 	if res.serr != nil || res.rerr != nil {
 		t.Fatalf("send: %v, receive: %v", res.serr, res.rerr)
 	}
@@ -441,19 +446,14 @@ func TestPrefetchPauseStopsReading(t *testing.T) {
 	}
 	pre := newGate(false)
 	prog := new(Progress)
-	done := make(chan struct{})
-	var dest string
-	var res result
-	go func() {
-		defer close(done)
-		dest, res = roundTrip(t, context.Background(), root, entries, SendOptions{Prefetch: pre, Progress: prog}, ReceiveOptions{})
-	}()
+	dest, wait := startRoundTrip(t, context.Background(), root, entries, SendOptions{Prefetch: pre, Progress: prog}, ReceiveOptions{})
+	defer pre.setOpen(true)
 	waitFor(t, "reader to block on prefetch", func() bool { return pre.calls.Load() > 0 })
 	if p := prog.Snapshot(); p.BytesRead != 0 {
 		t.Fatalf("read %d bytes while prefetch was paused", p.BytesRead)
 	}
 	pre.setOpen(true)
-	<-done
+	res := wait()
 	if res.serr != nil || res.rerr != nil {
 		t.Fatalf("send: %v, receive: %v", res.serr, res.rerr)
 	}

@@ -44,7 +44,8 @@ disk over loopback TCP:
   pg_basebackup  pg_basebackup -X none -c fast --no-sync (plain format)
 
 One untimed warm-up pass of each method runs first so all see the same page-cache
-state; then --reps rounds of the three, interleaved. sync(2) runs (untimed) after
+state; then --reps rounds of the three, interleaved, each round starting with the
+next method so that none always runs first. sync(2) runs (untimed) after
 every copy so dirty pages of one run do not slow the next. No method fsyncs.
 Rates are the bytes of file data sluice copied divided by each method's wall time,
 in MB/s (10^6 bytes); the median round is reported.`,
@@ -165,7 +166,11 @@ func runBenchSnapshot(cmd *cobra.Command, _ []string) error {
 	var bytes int64
 	secs := make([][]float64, len(methods))
 	for round := 0; round <= bf.reps; round++ {
-		for i, m := range methods {
+		for k := range methods {
+			// sluice first in the warm-up (its bytes are the yardstick), then
+			// each round starts with the next method so none always goes first.
+			i := (k + round) % len(methods)
+			m := methods[i]
 			dest := filepath.Join(dir, "dest-"+m.name)
 			start := time.Now()
 			n, err := m.run(ctx, dest)
@@ -173,7 +178,7 @@ func runBenchSnapshot(cmd *cobra.Command, _ []string) error {
 			if err != nil {
 				return fmt.Errorf("bench snapshot: %s: %w", m.name, err)
 			}
-			if m.name == "sluice" {
+			if i == 0 {
 				bytes = n
 			}
 			if err := os.RemoveAll(dest); err != nil {
@@ -186,7 +191,7 @@ func runBenchSnapshot(cmd *cobra.Command, _ []string) error {
 			}
 			secs[i] = append(secs[i], el.Seconds())
 			detail := ""
-			if m.name == "sluice" {
+			if i == 0 {
 				detail = benchSluiceDetail
 			}
 			progress("round %d/%d %-13s %6.2fs %8.1f MB/s %s", round, bf.reps, m.name, el.Seconds(), float64(bytes)/1e6/el.Seconds(), detail)
