@@ -53,6 +53,12 @@ func TestFiles(t *testing.T) {
 	if got := read(t, filepath.Join(Root, "blkio/sluice-test/blkio.throttle.read_bps_device")); got != "8:0 1048576" {
 		t.Fatalf("blkio file %q", got)
 	}
+	if err := g.SetIOPSLimit("8:0", 3000, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, filepath.Join(Root, "blkio/sluice-test/blkio.throttle.read_iops_device")); got != "8:0 3000" {
+		t.Fatalf("blkio iops file %q", got)
+	}
 	if err := g.AddPID(1234); err != nil {
 		t.Fatal(err)
 	}
@@ -128,5 +134,14 @@ func TestChildren(t *testing.T) {
 	}
 	for _, k := range kids {
 		defer exec.Command("kill", strconv.Itoa(k)).Run()
+	}
+}
+
+func TestDeviceOf(t *testing.T) {
+	if _, err := DeviceOf("/proc"); err == nil {
+		t.Fatal("DeviceOf(/proc) accepted a virtual file system")
+	}
+	if _, err := DeviceOf("/nonexistent/x"); err == nil {
+		t.Fatal("DeviceOf of a missing path succeeded")
 	}
 }

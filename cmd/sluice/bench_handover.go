@@ -95,7 +95,7 @@ func runBenchHandover(cmd *cobra.Command, _ []string) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	b, err := newBenchHosts("sluice-bench-handover-", bf.keep, progress)
+	b, err := newMigHosts("sluice-bench-handover-", bf.keep, progress)
 	if err != nil {
 		return err
 	}
@@ -105,7 +105,7 @@ func runBenchHandover(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	progress("loading about %d MB", bf.sizeMB)
-	if err := loadFiller(ctx, c, bf.sizeMB); err != nil {
+	if err := migLoadFiller(ctx, c, bf.sizeMB); err != nil {
 		return err
 	}
 	if err := ledger.Setup(ctx, c.ConnString("postgres")); err != nil {
@@ -138,8 +138,8 @@ func runBenchHandover(cmd *cobra.Command, _ []string) error {
 		ms := float64(out.Freeze) / float64(time.Millisecond)
 		freezes = append(freezes, ms)
 		progress("handover %d/%d %s→%s: freeze %.1f ms (hold+fence %.1f, replay %.1f, promote %.1f; snapshot %d MB; acknowledged writes so far %d)",
-			i+1, bf.handovers, rec.Source, rec.Target, ms, msBetween(out.HeldAt, out.FencedAt), msBetween(out.FencedAt, out.ReplayedAt),
-			msBetween(out.ReplayedAt, out.PromotedAt), out.SnapshotBytes>>20, w.Stats().Acknowledged)
+			i+1, bf.handovers, rec.Source, rec.Target, ms, migMs(out.HeldAt, out.FencedAt), migMs(out.FencedAt, out.ReplayedAt),
+			migMs(out.ReplayedAt, out.PromotedAt), out.SnapshotBytes>>20, w.Stats().Acknowledged)
 		time.Sleep(500 * time.Millisecond) // let the workload run on the new owner
 	}
 	stopW()
@@ -150,8 +150,8 @@ func runBenchHandover(cmd *cobra.Command, _ []string) error {
 	}
 	res := benchHandoverResult{
 		Handovers:          len(freezes),
-		FreezeP50ms:        roundTenth(freezePercentile(freezes, 50)),
-		FreezeP99ms:        roundTenth(freezePercentile(freezes, 99)),
+		FreezeP50ms:        migRound1(migPercentile(freezes, 50)),
+		FreezeP99ms:        migRound1(migPercentile(freezes, 99)),
 		WritesAcknowledged: rep.Acknowledged,
 		WritesMissing:      rep.Missing,
 		WritesDuplicated:   rep.Duplicated,
@@ -169,8 +169,8 @@ func runBenchHandover(cmd *cobra.Command, _ []string) error {
 	return nil
 }
 
-// percentile is the nearest-rank p-th percentile of xs (0 for none).
-func freezePercentile(xs []float64, p float64) float64 {
+// migPercentile is the nearest-rank p-th percentile of xs (0 for none).
+func migPercentile(xs []float64, p float64) float64 {
 	if len(xs) == 0 {
 		return 0
 	}
@@ -180,11 +180,11 @@ func freezePercentile(xs []float64, p float64) float64 {
 	return s[max(0, min(k, len(s)-1))]
 }
 
-func roundTenth(x float64) float64 { return math.Round(x*10) / 10 }
+func migRound1(x float64) float64 { return math.Round(x*10) / 10 }
 
-// benchHosts is a temp directory with two "host" directories a tenant moves
+// migHosts is a temp directory with two "host" directories a tenant moves
 // between, and the tenant's current cluster (stopped on close).
-type benchHosts struct {
+type migHosts struct {
 	dir      string
 	hosts    [2]string
 	names    [2]string
@@ -193,12 +193,12 @@ type benchHosts struct {
 	progress func(string, ...any)
 }
 
-func newBenchHosts(prefix string, keep bool, progress func(string, ...any)) (*benchHosts, error) {
+func newMigHosts(prefix string, keep bool, progress func(string, ...any)) (*migHosts, error) {
 	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		return nil, err
 	}
-	b := &benchHosts{dir: dir, keep: keep, names: [2]string{"hostA", "hostB"}, progress: progress}
+	b := &migHosts{dir: dir, keep: keep, names: [2]string{"hostA", "hostB"}, progress: progress}
 	uid, gid, asRoot, err := pgcluster.OSUserIDs("")
 	if err != nil {
 		os.RemoveAll(dir)
@@ -223,7 +223,7 @@ func newBenchHosts(prefix string, keep bool, progress func(string, ...any)) (*be
 
 // initTenant initdb's the tenant on hostA (with a WAL segment size of
 // walSegMB), starts it and returns it.
-func (b *benchHosts) initTenant(ctx context.Context, settings map[string]string, walSegMB int) (*pgcluster.Cluster, error) {
+func (b *migHosts) initTenant(ctx context.Context, settings map[string]string, walSegMB int) (*pgcluster.Cluster, error) {
 	b.progress("initdb and start PostgreSQL in %s", b.dir)
 	c, err := pgcluster.Init(ctx, filepath.Join(b.hosts[0], "tenant"), pgcluster.Options{Settings: settings})
 	if err != nil {
@@ -241,7 +241,7 @@ func (b *benchHosts) initTenant(ctx context.Context, settings map[string]string,
 	return c, nil
 }
 
-func (b *benchHosts) close() {
+func (b *migHosts) close() {
 	// Stop every postmaster under the temp directory (the current tenant, and
 	// anything a failed migration left behind).
 	ms, _ := filepath.Glob(filepath.Join(b.dir, "*", "*", "postmaster.pid"))
@@ -259,8 +259,8 @@ func (b *benchHosts) close() {
 	os.RemoveAll(b.dir)
 }
 
-// loadFiller creates table filler of about mb MB.
-func loadFiller(ctx context.Context, c *pgcluster.Cluster, mb int) error {
+// migLoadFiller creates table filler of about mb MB.
+func migLoadFiller(ctx context.Context, c *pgcluster.Cluster, mb int) error {
 	conn, err := pgx.Connect(ctx, c.ConnString("postgres"))
 	if err != nil {
 		return err
@@ -275,4 +275,4 @@ func loadFiller(ctx context.Context, c *pgcluster.Cluster, mb int) error {
 	return err
 }
 
-func msBetween(a, b time.Time) float64 { return float64(b.Sub(a)) / float64(time.Millisecond) }
+func migMs(a, b time.Time) float64 { return float64(b.Sub(a)) / float64(time.Millisecond) }

@@ -35,11 +35,11 @@ func TestBenchMigrationUsageErrors(t *testing.T) {
 func TestFreezePercentile(t *testing.T) {
 	xs := []float64{5, 1, 4, 2, 3}
 	for _, c := range []struct{ p, want float64 }{{50, 3}, {99, 5}, {0, 1}, {100, 5}} {
-		if got := freezePercentile(xs, c.p); got != c.want {
+		if got := migPercentile(xs, c.p); got != c.want {
 			t.Errorf("p%.0f = %v, want %v", c.p, got, c.want)
 		}
 	}
-	if freezePercentile(nil, 50) != 0 {
+	if migPercentile(nil, 50) != 0 {
 		t.Error("empty input")
 	}
 }

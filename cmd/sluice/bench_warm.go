@@ -8,6 +8,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,8 @@ var benchWarmFlags struct {
 	hotMB    int
 	memoryMB int
 	workers  int
+	readIOPS int64
+	rounds   int
 	warmup   time.Duration
 	maxWait  time.Duration
 	jsonOut  bool
@@ -41,12 +44,14 @@ about --size MB of data (several times the buffers), runs a read-mostly workload
 random primary-key lookups over a hot set of the first --hot MB of the table on
 --workers connections, and live-migrates the tenant twice on this machine: first
 without WARM (cold), then back with WARM (the source's pg_buffercache block list is
-prewarmed on the target with pg_prewarm before the handover).
+prewarmed on the target with pg_prewarm before the handover), --rounds times; the
+medians are reported.
 
-Every postmaster runs in a cgroup v1 memory group capped at --memory MB (shared
-buffers included), and the target's copied files are written back and dropped from
-the page cache (fdatasync + POSIX_FADV_DONTNEED) before it starts, so a cold target
-really reads from disk.
+Every postmaster runs in a cgroup v1 group capped at --memory MB of memory (shared
+buffers included) and --read-iops read operations per second on the data disk, and
+the target's copied files are written back and dropped from the page cache
+(fdatasync + POSIX_FADV_DONTNEED) before it starts, so a cold target really reads
+from a disk of known speed.
 
 Before each migration the workload runs --warmup to settle; its throughput over the
 last 3 s is the baseline. Recovery is the time from the release of held
@@ -63,7 +68,9 @@ func init() {
 	f.IntVar(&benchWarmFlags.hotMB, "hot", 96, "hot set the workload reads, MB (should fit the shared buffers)")
 	f.IntVar(&benchWarmFlags.memoryMB, "memory", 192, "cgroup memory cap of each postmaster, MB (shared buffers included)")
 	f.IntVar(&benchWarmFlags.workers, "workers", 4, "client connections")
-	f.DurationVar(&benchWarmFlags.warmup, "warmup", 15*time.Second, "workload time before each migration")
+	f.Int64Var(&benchWarmFlags.readIOPS, "read-iops", 3000, "cgroup cap on each postmaster's read operations per second on the data disk (a cloud volume's baseline); 0 = none")
+	f.DurationVar(&benchWarmFlags.warmup, "warmup", 20*time.Second, "workload time before each migration")
+	f.IntVar(&benchWarmFlags.rounds, "rounds", 2, "rounds of (cold, warm) migrations; medians are reported")
 	f.DurationVar(&benchWarmFlags.maxWait, "max-wait", 60*time.Second, "longest recovery measured")
 	f.BoolVar(&benchWarmFlags.jsonOut, "json", false, "print results as JSON")
 	f.BoolVar(&benchWarmFlags.keep, "keep", false, "keep the temp directory for inspection")
@@ -94,6 +101,10 @@ func runBenchWarm(cmd *cobra.Command, _ []string) error {
 		return usagef("bench warm: --workers must be at least 1")
 	case bf.warmup < 3*time.Second:
 		return usagef("bench warm: --warmup must be at least 3s")
+	case bf.rounds < 1:
+		return usagef("bench warm: --rounds must be at least 1")
+	case bf.readIOPS < 0:
+		return usagef("bench warm: --read-iops must not be negative")
 	case bf.maxWait < time.Second:
 		return usagef("bench warm: --max-wait must be at least 1s")
 	}
@@ -108,6 +119,7 @@ func runBenchWarm(cmd *cobra.Command, _ []string) error {
 		ctx = context.Background()
 	}
 	var groups []*cgroup.Group
+	var dev string
 	defer func() {
 		for _, g := range groups {
 			g.Remove()
@@ -122,15 +134,30 @@ func runBenchWarm(cmd *cobra.Command, _ []string) error {
 		if err := g.SetMemoryLimit(int64(bf.memoryMB) << 20); err != nil {
 			return err
 		}
+		if bf.readIOPS > 0 {
+			if err := g.SetIOPSLimit(dev, bf.readIOPS, 0); err != nil {
+				return err
+			}
+		}
 		return g.AddTree(pid)
 	}
-	b, err := newBenchHosts("sluice-bench-warm-", bf.keep, progress)
+	b, err := newMigHosts("sluice-bench-warm-", bf.keep, progress)
 	if err != nil {
 		return err
 	}
 	defer b.close()
+	if bf.readIOPS > 0 {
+		if dev, err = cgroup.DeviceOf(b.dir); err != nil {
+			return fmt.Errorf("bench warm: --read-iops: %w", err)
+		}
+	}
 	c, err := b.initTenant(ctx, map[string]string{"shared_buffers": fmt.Sprintf("%dMB", bf.sharedMB)}, 16)
 	if err != nil {
+		return err
+	}
+	progress("loading about %d MB", bf.sizeMB)
+	rowsPerMB := 4000
+	if err := warmLoadData(ctx, c, bf.sizeMB*rowsPerMB, float64(bf.hotMB)/float64(bf.sizeMB)); err != nil {
 		return err
 	}
 	pid, err := c.PID()
@@ -140,13 +167,8 @@ func runBenchWarm(cmd *cobra.Command, _ []string) error {
 	if err := newGroup(pid); err != nil {
 		return err
 	}
-	progress("loading about %d MB", bf.sizeMB)
-	rowsPerMB := 4000
-	if err := loadWarmData(ctx, c, bf.sizeMB*rowsPerMB); err != nil {
-		return err
-	}
 	g := migration.NewGateRouter(c.Addr())
-	rd := &readWorkload{router: g, hotRows: bf.hotMB * rowsPerMB, start: time.Now(), buckets: make([]atomic.Int64, 1<<16)}
+	rd := &warmReadWorkload{router: g, hotRows: bf.hotMB * rowsPerMB, start: time.Now(), buckets: make([]atomic.Int64, 1<<16)}
 	wctx, stopW := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for i := 0; i < bf.workers; i++ {
@@ -156,9 +178,11 @@ func runBenchWarm(cmd *cobra.Command, _ []string) error {
 	defer func() { stopW(); wg.Wait() }()
 
 	var res benchWarmResult
-	for i, warm := range []bool{false, true} {
+	var colds, warms []float64
+	for i := 0; i < 2*bf.rounds; i++ {
+		warm := i%2 == 1
 		progress("workload settling for %s on %s", bf.warmup, b.names[i%2])
-		if err := sleepCtx(ctx, bf.warmup); err != nil {
+		if err := migSleep(ctx, bf.warmup); err != nil {
 			return err
 		}
 		now := time.Now()
@@ -166,7 +190,7 @@ func runBenchWarm(cmd *cobra.Command, _ []string) error {
 		rec := migration.New(fmt.Sprintf("w%d", i+1), "bench", b.names[i%2], b.names[(i+1)%2], migration.Live, now)
 		rec.Warm = warm
 		src := migration.NewLocalSource(c)
-		tgt := coldTarget{LocalTarget: migration.NewLocalTarget(b.hosts[(i+1)%2], pgcluster.Options{}), group: newGroup}
+		tgt := warmColdTarget{LocalTarget: migration.NewLocalTarget(b.hosts[(i+1)%2], pgcluster.Options{}), group: newGroup}
 		out, err := migration.Run(ctx, rec, migration.Env{Source: src, Target: tgt, Router: g})
 		src.Close()
 		if err != nil {
@@ -180,19 +204,19 @@ func runBenchWarm(cmd *cobra.Command, _ []string) error {
 		label := "cold"
 		if warm {
 			label = "warm"
-			res.RecoveryWarm = rec2.Seconds()
+			warms = append(warms, rec2.Seconds())
 		} else {
-			res.RecoveryCold = rec2.Seconds()
+			colds = append(colds, rec2.Seconds())
 		}
 		note := ""
 		if !ok {
 			note = " (not recovered: capped at --max-wait)"
 		}
-		progress("%s migration: baseline %.0f reads/s, freeze %.1f ms, warmed %d blocks, recovery %.2f s%s",
-			label, baseline, float64(out.Freeze)/float64(time.Millisecond), out.WarmBlocks, rec2.Seconds(), note)
+		progress("round %d %s migration %s→%s: baseline %.0f reads/s, freeze %.1f ms, warmed %d blocks, recovery %.2f s%s",
+			i/2+1, label, rec.Source, rec.Target, baseline, float64(out.Freeze)/float64(time.Millisecond), out.WarmBlocks, rec2.Seconds(), note)
 	}
-	res.RecoveryWarm = roundHundredth(res.RecoveryWarm)
-	res.RecoveryCold = roundHundredth(res.RecoveryCold)
+	res.RecoveryWarm = migRound2(migMedian(warms))
+	res.RecoveryCold = migRound2(migMedian(colds))
 	if bf.jsonOut {
 		return writeJSON(cmd.OutOrStdout(), res)
 	}
@@ -202,9 +226,23 @@ func runBenchWarm(cmd *cobra.Command, _ []string) error {
 	return nil
 }
 
-func roundHundredth(x float64) float64 { return float64(int64(x*100+0.5)) / 100 }
+// migMedian is the median of xs (mean of the middle two for an even count).
+func migMedian(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	n := len(s)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
+func migRound2(x float64) float64 { return float64(int64(x*100+0.5)) / 100 }
+
+func migSleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -215,8 +253,9 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// loadWarmData creates table data(id primary key, pad) with rows rows.
-func loadWarmData(ctx context.Context, c *pgcluster.Cluster, rows int) error {
+// warmLoadData creates table data(id primary key, pad) with rows rows and
+// loads the first hot fraction of the table and its index into shared buffers.
+func warmLoadData(ctx context.Context, c *pgcluster.Cluster, rows int, hot float64) error {
 	conn, err := pgx.Connect(ctx, c.ConnString("postgres"))
 	if err != nil {
 		return err
@@ -227,6 +266,9 @@ func loadWarmData(ctx context.Context, c *pgcluster.Cluster, rows int) error {
 		fmt.Sprintf("INSERT INTO data SELECT g, repeat(md5(g::text), 6) FROM generate_series(1, %d) g", rows),
 		"VACUUM ANALYZE data",
 		"CHECKPOINT",
+		"CREATE EXTENSION IF NOT EXISTS pg_prewarm",
+		fmt.Sprintf("SELECT pg_prewarm('data', 'buffer', 'main', 0, (pg_relation_size('data') / 8192 * %f)::int8)", hot),
+		fmt.Sprintf("SELECT pg_prewarm('data_pkey', 'buffer', 'main', 0, (pg_relation_size('data_pkey') / 8192 * %f)::int8)", hot),
 	} {
 		if _, err := conn.Exec(ctx, q); err != nil {
 			return fmt.Errorf("load: %s: %w", q, err)
@@ -235,16 +277,16 @@ func loadWarmData(ctx context.Context, c *pgcluster.Cluster, rows int) error {
 	return nil
 }
 
-// readWorkload does random primary-key lookups in the hot set and counts
+// warmReadWorkload does random primary-key lookups in the hot set and counts
 // completions per warmBucket since start.
-type readWorkload struct {
+type warmReadWorkload struct {
 	router  *migration.GateRouter
 	hotRows int
 	start   time.Time
 	buckets []atomic.Int64
 }
 
-func (r *readWorkload) worker(ctx context.Context, seed int64) {
+func (r *warmReadWorkload) worker(ctx context.Context, seed int64) {
 	rng := rand.New(rand.NewSource(seed))
 	var conn *pgx.Conn
 	var connAddr string
@@ -286,7 +328,7 @@ func (r *readWorkload) worker(ctx context.Context, seed int64) {
 }
 
 // rate is the mean completions per second over whole buckets in [from, to).
-func (r *readWorkload) rate(from, to time.Time) float64 {
+func (r *warmReadWorkload) rate(from, to time.Time) float64 {
 	a, b := int(from.Sub(r.start)/warmBucket), int(to.Sub(r.start)/warmBucket)
 	if b <= a {
 		return 0
@@ -301,10 +343,10 @@ func (r *readWorkload) rate(from, to time.Time) float64 {
 // recovery waits (as the workload runs) and returns the time from released
 // until the first window of length win whose rate is ≥ frac×baseline; ok is
 // false when that did not happen within maxWait.
-func (r *readWorkload) recovery(ctx context.Context, released time.Time, baseline, frac float64, win, maxWait time.Duration) (time.Duration, bool) {
+func (r *warmReadWorkload) recovery(ctx context.Context, released time.Time, baseline, frac float64, win, maxWait time.Duration) (time.Duration, bool) {
 	for t := released; t.Sub(released) <= maxWait; t = t.Add(warmBucket) {
 		for time.Now().Before(t.Add(win + warmBucket)) {
-			if sleepCtx(ctx, warmBucket) != nil {
+			if migSleep(ctx, warmBucket) != nil {
 				return maxWait, false
 			}
 		}
@@ -315,22 +357,22 @@ func (r *readWorkload) recovery(ctx context.Context, released time.Time, baselin
 	return maxWait, false
 }
 
-// coldTarget is a LocalTarget whose received files are written back and
+// warmColdTarget is a LocalTarget whose received files are written back and
 // dropped from the page cache, and whose postmaster runs in a memory cgroup.
-type coldTarget struct {
+type warmColdTarget struct {
 	*migration.LocalTarget
 	group func(pid int) error
 }
 
-func (t coldTarget) OpenSnapshot(ctx context.Context, m migration.Record) (io.WriteCloser, error) {
+func (t warmColdTarget) OpenSnapshot(ctx context.Context, m migration.Record) (io.WriteCloser, error) {
 	w, err := t.LocalTarget.OpenSnapshot(ctx, m)
 	if err != nil {
 		return nil, err
 	}
-	return evictOnClose{w, m.TargetDir}, nil
+	return warmEvictOnClose{w, m.TargetDir}, nil
 }
 
-func (t coldTarget) StartStandby(ctx context.Context, m migration.Record, ci, slot string) error {
+func (t warmColdTarget) StartStandby(ctx context.Context, m migration.Record, ci, slot string) error {
 	if err := t.LocalTarget.StartStandby(ctx, m, ci, slot); err != nil {
 		return err
 	}
@@ -345,20 +387,20 @@ func (t coldTarget) StartStandby(ctx context.Context, m migration.Record, ci, sl
 	return t.group(pid)
 }
 
-type evictOnClose struct {
+type warmEvictOnClose struct {
 	io.WriteCloser
 	dir string
 }
 
-func (e evictOnClose) Close() error {
+func (e warmEvictOnClose) Close() error {
 	if err := e.WriteCloser.Close(); err != nil {
 		return err
 	}
-	return evictDir(e.dir)
+	return warmEvictDir(e.dir)
 }
 
-// evictDir writes back and drops from the page cache every file under dir.
-func evictDir(dir string) error {
+// warmEvictDir writes back and drops from the page cache every file under dir.
+func warmEvictDir(dir string) error {
 	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
 			return err
