@@ -14,44 +14,53 @@
 //
 // Server. Running transactions progress at a speed (fraction of full speed):
 //
-//	speed_i = max(0.02, 1 − e_i·u) · min(1, C/n)
+//	speed_i = max(0.02, 1 − e_i·u − U_fg(t)) · min(1, C/n)
 //
-// where n is the number of running transactions over all stores, C is
-// Plant.Parallelism (n ≤ C run at full speed; beyond, they share C as in
-// processor sharing), u is the migration's share of the server and e_i the
-// store's exposure to it (Store.Exposure: 1 for the store being moved, less
-// for neighbours on the same disk). The speed is the same for every running
-// transaction of a store, so the engine keeps one virtual-work clock per
-// store and a heap of finish marks: an exact discrete-event simulation.
+// u is the migration's share of the disk (its read rate over
+// Plant.Capacity), e_i the store's exposure to it (Store.Exposure: 1 for the
+// store being moved, less for neighbours), and U_fg(t) the disk share of the
+// workload's offered I/O, Σ_i rate_i(t)·OpsPerTxn·IOTime: every I/O of a
+// transaction waits behind the migration's and the other transactions'
+// (a mean-field disk). n is the number of running transactions over all
+// stores and C is Plant.Parallelism (beyond C they share it, as in processor
+// sharing). The speed is the same for every running transaction of a store,
+// so the engine keeps one virtual-work clock per store and a heap of finish
+// marks: an exact discrete-event simulation.
+//
+// So service times stretch as 1/(1 − u − U_fg) as the migration speeds up,
+// and a heavier workload shifts the whole curve left; once the disk is
+// oversubscribed the MPL queue grows without bound (Slacker Fig. 5–6: a
+// convex latency curve with a cliff). A load step therefore moves the cliff
+// under a fixed rate (Slacker Fig. 13a), while a controller that gives the
+// migration less finds the same slack as before.
 //
 // Migration. A controller is asked for a Decision every Options.Step (1 s)
 // and shown the latency of the last Options.Window (3 s) per store, with
 // multiplicative Gaussian measurement noise (Options.Noise, 3%), plus the
 // host's I/O figures derived from the load (IOPS, io_ticks, throughput and
-// utilisation of a disk serving OpsPerTxn page reads per transaction and the
-// migration's reads). Sends draw from a read-ahead buffer and read through to
-// disk when it is empty; Decision.Prefetch fills the buffer up to
-// Plant.Buffer. Only disk reads cost capacity: u = read rate / Plant.Capacity.
-// Rates are clamped to [0, Plant.MaxRate]. The migration moves Plant.Size
-// bytes and completes; the run stops Options.Tail after that, or abandons it
-// at Options.MaxDuration.
-//
-// So service times stretch as 1/(1−u) as the migration speeds up (each I/O
-// waits behind migration reads), and once (1−u)·C no longer covers the
-// offered work the MPL queue grows without bound: Slacker's Fig. 5–6, a
-// convex latency curve with a cliff.
+// utilisation of the disk). Sends draw from a read-ahead buffer and read
+// through to disk when it is empty; Decision.Prefetch fills the buffer up to
+// Plant.Buffer. Only disk reads cost capacity. Rates are clamped to
+// [0, Plant.MaxRate]. The migration moves Plant.Size bytes and completes;
+// the run stops Options.Tail after that, or abandons it at
+// Options.MaxDuration.
 //
 // # Calibration
 //
 // DefaultPlant and the scenarios are Slacker's testbed scaled to
-// milliseconds: a 1 GiB tenant, 440 transactions/s of 4 ms demand (CV 0.5,
-// ten page accesses each) on a 16-way server, MPL 20. Idle latency is 4 ms;
-// fixed rates give 6 ms at 4 MB/s, 11 ms at 8 MB/s, 20 ms at 10 MB/s, 26 ms at
-// 10.5 MB/s and 47 ms at 11 MB/s; from about 11.2 MB/s the queue grows
-// without bound, and the unthrottled 12 MB/s takes latency to seconds
-// (Slacker: 79 ms idle, unbounded at 16 MB/s). Setpoints of 20–30 ms are
-// reachable; a 30 ms setpoint uses about 10.5 MB/s and moves the tenant in
-// about 100 s.
+// milliseconds: a 1 GiB tenant, 440 transactions/s of 2.6 ms demand (CV 0.5:
+// ten page accesses each), MPL 40, on a disk the workload keeps 35% busy.
+// Idle latency is 4 ms. Fixed rates give 6.3 ms at 4 MB/s, 14.7 ms at 8 MB/s,
+// 22 ms at 9 MB/s, 29 ms at 9.5 MB/s and 44 ms at 10 MB/s; from about
+// 10.3 MB/s the queue grows without bound, and the unthrottled 12 MB/s takes
+// latency to tens of seconds (Slacker: 79 ms idle, 720 ms at 12 MB/s,
+// unbounded at 16 MB/s). A 30 ms setpoint uses about 9.5 MB/s and moves the
+// tenant in about 113 s; after step40's +40% the same setpoint needs about
+// 7 MB/s, and 9.5 MB/s overloads the server.
+//
+// The PID gains the simulator uses (SimKp, SimKi, SimKd) and why are
+// documented next to them; Integral gains come from the tune path (Tune:
+// profile, local gain fit, K = (1−p)/G).
 //
 // # Determinism
 //
