@@ -59,6 +59,9 @@ type ControllerConfig struct {
 	Pole    float64 // integral pole for the tuned K; default DefaultPole
 	P       float64 // integral reference fraction; default control's 0.9
 	Initial float64 // bytes/s; integral only
+	// Model is the interference model; nil means one fitted to the scenario
+	// (FitInterference).
+	Model *control.Model
 }
 
 // DefaultPole is the integral pole the simulator tunes K for: 0.7, a
@@ -178,6 +181,17 @@ func NewController(s Scenario, cfg ControllerConfig, opt Options) (control.Contr
 	case "interference":
 		p := control.DefaultInterferenceParams()
 		p.MaxRate = max
+		if cfg.Model != nil {
+			p.Model = *cfg.Model
+		} else {
+			o := opt
+			o.Setpoint = sp
+			f, err := FitInterference(s, o)
+			if err != nil {
+				return nil, err
+			}
+			p.Model = f.Model
+		}
 		return control.NewInterference(p)
 	}
 	return nil, fmt.Errorf("unknown controller %q (want one of %s)", cfg.Kind, strings.Join(ControllerNames, ", "))

@@ -263,3 +263,28 @@ func TestRecovery(t *testing.T) {
 		}
 	}
 }
+
+// The plant's host I/O figures separate calm from interfering steps well
+// enough for the thesis's logistic model, fitted on the plant.
+func TestFitInterferenceOnPlant(t *testing.T) {
+	s := mustLookup(t, "steady")
+	f, err := FitInterference(s, Options{Seed: 1, Setpoint: 30 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d samples, %d interfering: %d-fold CV accuracy %.3f (folds %v), F1 %.3f", f.Samples, f.Positive, f.CV.Folds, f.CV.MeanAccuracy, f.CV.Accuracy, f.CV.MeanF1)
+	if f.Positive == 0 || f.Positive == f.Samples || f.CV.MeanAccuracy < 0.8 {
+		t.Fatalf("fit: %+v", f.CV)
+	}
+	// The default (thesis) model reads this plant as calm at any load: that
+	// is why the fitted one is the default here.
+	rec := &recorder{Controller: fixedRate(s.Plant.MaxRate)}
+	mustRun(t, s, rec, Options{Seed: 1, MaxDuration: 30 * time.Second})
+	busy := *rec.obs[len(rec.obs)-1].Host
+	if p := control.DefaultModel().Prob(busy); p > 0.01 {
+		t.Fatalf("thesis model on an overloaded plant: p=%.3f (host %+v)", p, busy)
+	}
+	if p := f.Model.Prob(busy); p < 0.5 {
+		t.Fatalf("fitted model on an overloaded plant: p=%.3f (host %+v)", p, busy)
+	}
+}

@@ -199,6 +199,14 @@ func runSim(cmd *cobra.Command, f simFlags) error {
 	if err != nil {
 		return err
 	}
+	var fit *sim.InterferenceFit
+	if s.ccfg.Kind == "interference" {
+		f, err := sim.FitInterference(s.scn, s.opt)
+		if err != nil {
+			return fmt.Errorf("sim: %w", err)
+		}
+		fit, s.ccfg.Model = &f, &f.Model
+	}
 	c, err := sim.NewController(s.scn, s.ccfg, s.opt)
 	if err != nil {
 		return fmt.Errorf("sim: %w", err)
@@ -213,6 +221,10 @@ func runSim(cmd *cobra.Command, f simFlags) error {
 	out := cmd.OutOrStdout()
 	if f.json {
 		return writeJSON(out, r.Summary())
+	}
+	if fit != nil {
+		fmt.Fprintf(out, "interference model fitted on %d steps of random rates (%d interfering: latency over the setpoint): %d-fold CV accuracy %.3f, F1 %.3f\n",
+			fit.Samples, fit.Positive, fit.CV.Folds, fit.CV.MeanAccuracy, fit.CV.MeanF1)
 	}
 	printSimHuman(out, r)
 	return nil
