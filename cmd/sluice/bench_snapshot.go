@@ -45,7 +45,9 @@ disk over loopback TCP:
 
 One untimed warm-up pass of each method runs first so all see the same page-cache
 state; then --reps rounds of the three, interleaved, each round starting with the
-next method so that none always runs first. sync(2) runs (untimed) after
+next method so that none always runs first. Progress lines also show the CPU time
+each copy cost (this process, or the tar processes, or the pg_basebackup client;
+the server backend that reads files for pg_basebackup is not counted). sync(2) runs (untimed) after
 every copy so dirty pages of one run do not slow the next. No method fsyncs.
 Rates are the bytes of file data sluice copied divided by each method's wall time,
 in MB/s (10^6 bytes); the median round is reported.`,
@@ -172,9 +174,9 @@ func runBenchSnapshot(cmd *cobra.Command, _ []string) error {
 			i := (k + round) % len(methods)
 			m := methods[i]
 			dest := filepath.Join(dir, "dest-"+m.name)
-			start := time.Now()
+			start, cpu0 := time.Now(), cpuTime()
 			n, err := m.run(ctx, dest)
-			el := time.Since(start)
+			el, cpu := time.Since(start), cpuTime()-cpu0
 			if err != nil {
 				return fmt.Errorf("bench snapshot: %s: %w", m.name, err)
 			}
@@ -194,7 +196,7 @@ func runBenchSnapshot(cmd *cobra.Command, _ []string) error {
 			if i == 0 {
 				detail = benchSluiceDetail
 			}
-			progress("round %d/%d %-13s %6.2fs %8.1f MB/s %s", round, bf.reps, m.name, el.Seconds(), float64(bytes)/1e6/el.Seconds(), detail)
+			progress("round %d/%d %-13s %6.2fs %8.1f MB/s  cpu %5.2fs %s", round, bf.reps, m.name, el.Seconds(), float64(bytes)/1e6/el.Seconds(), cpu.Seconds(), detail)
 		}
 	}
 	rate := func(i int) float64 { return math.Round(float64(bytes)/1e6/medianFloat(secs[i])*10) / 10 }
@@ -222,6 +224,16 @@ func runBenchSnapshot(cmd *cobra.Command, _ []string) error {
 	fmt.Fprintf(w, "%-14s %10.1f %10.2f   (goal ≥ 0.90)\n", "tar", res.TarMBs, res.SluiceMBs/res.TarMBs)
 	fmt.Fprintf(w, "%-14s %10.1f %10.2f   (goal ≥ 1.00)\n", "pg_basebackup", res.PgBasebackupMBs, res.SluiceMBs/res.PgBasebackupMBs)
 	return nil
+}
+
+// cpuTime is the CPU time (user+system) of this process and of its waited-for
+// children: sluice's sender and receiver, both tar processes, the
+// pg_basebackup client (not the server backend that reads the files for it).
+func cpuTime() time.Duration {
+	var self, kids syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &self)
+	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
+	return time.Duration(self.Utime.Nano() + self.Stime.Nano() + kids.Utime.Nano() + kids.Stime.Nano())
 }
 
 func medianFloat(xs []float64) float64 {
