@@ -302,11 +302,14 @@ func stats(lat []float64) (mean, p95, p99 time.Duration) {
 	return secs(sum / float64(len(lat))), secs(quantile(lat, 0.95)), secs(quantile(lat, 0.99))
 }
 
-// migrationWindows returns the points whose 1 s window overlaps (0, end].
+// migrationWindows returns the points whose 1 s window lies within (0, end]:
+// the windows of the migration. The last, partial window is left out, as it
+// mixes in latency from after the migration ended (the latency figures count
+// transactions completed by the end only, too).
 func migrationWindows(points []Point, end float64) []Point {
 	var w []Point
 	for _, p := range points {
-		if p.T > 0 && p.T-1 < end {
+		if p.T > 0 && p.T <= end+1e-9 {
 			w = append(w, p)
 		}
 	}
