@@ -100,10 +100,10 @@ func runDemo(cmd *cobra.Command, f demoFlags) error {
 	}
 	const stepAt = 60.0 // s: step40's load step
 	j := demoJSON{
-		Scenario: step.Name, SetpointMS: ms(opt.Setpoint), FixedRate: sw.BestFixedRate,
+		Scenario: step.Name, SetpointMS: simMS(opt.Setpoint), FixedRate: sw.BestFixedRate,
 		PID: pid.Summary(), Fixed: fixed.Summary(),
-		PIDAfterStepMS:   ms(sim.MeanBetween(pid.Points, stepAt+10, pid.MigrationSeconds)),
-		FixedAfterStepMS: ms(sim.MeanBetween(fixed.Points, stepAt+10, fixed.MigrationSeconds)),
+		PIDAfterStepMS:   simMS(sim.MeanBetween(pid.Points, stepAt+10, pid.MigrationSeconds)),
+		FixedAfterStepMS: simMS(sim.MeanBetween(fixed.Points, stepAt+10, fixed.MigrationSeconds)),
 	}
 	if err := os.MkdirAll(f.out, 0o755); err != nil {
 		return fmt.Errorf("demo: %w", err)
@@ -118,14 +118,14 @@ func runDemo(cmd *cobra.Command, f demoFlags) error {
 		{"fixed.csv", func(w io.Writer) error { return sim.WriteCSV(w, fixed) }},
 	} {
 		p := filepath.Join(f.out, w.name)
-		if err := writeFile(p, w.fill); err != nil {
+		if err := simWriteFile(p, w.fill); err != nil {
 			return fmt.Errorf("demo: %w", err)
 		}
 		j.Files = append(j.Files, p)
 	}
 	sum := filepath.Join(f.out, "summary.json")
 	j.Files = append(j.Files, sum)
-	if err := writeFile(sum, func(w io.Writer) error { return writeJSON(w, j) }); err != nil {
+	if err := simWriteFile(sum, func(w io.Writer) error { return writeJSON(w, j) }); err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
 	out := cmd.OutOrStdout()
@@ -136,9 +136,9 @@ func runDemo(cmd *cobra.Command, f demoFlags) error {
 	fmt.Fprintf(out, "%-28s %14s %14s\n", "", "fixed", "pid")
 	fmt.Fprintf(out, "%-28s %14s %14s\n", "rate", units.FormatRate(sw.BestFixedRate), units.FormatRate(pid.MeanRate)+" avg")
 	fmt.Fprintf(out, "%-28s %13.1fs %13.1fs\n", "migration time", fixed.MigrationSeconds, pid.MigrationSeconds)
-	fmt.Fprintf(out, "%-28s %12.1fms %12.1fms\n", "mean latency", ms(fixed.MeanLatency), ms(pid.MeanLatency))
+	fmt.Fprintf(out, "%-28s %12.1fms %12.1fms\n", "mean latency", simMS(fixed.MeanLatency), simMS(pid.MeanLatency))
 	fmt.Fprintf(out, "%-28s %12.1fms %12.1fms\n", "mean latency after the step", j.FixedAfterStepMS, j.PIDAfterStepMS)
-	fmt.Fprintf(out, "%-28s %12.1fms %12.1fms\n", "p99 latency", ms(fixed.P99Latency), ms(pid.P99Latency))
+	fmt.Fprintf(out, "%-28s %12.1fms %12.1fms\n", "p99 latency", simMS(fixed.P99Latency), simMS(pid.P99Latency))
 	fmt.Fprintf(out, "%-28s %13.1f%% %13.1f%%\n", "1 s windows over setpoint", 100*fixed.ViolationFraction, 100*pid.ViolationFraction)
 	fmt.Fprintf(out, "\nPID:\n%s\nfiles: %v\n", sim.ASCIIPlot(pid, 72), j.Files)
 	return nil

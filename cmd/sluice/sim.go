@@ -107,7 +107,7 @@ func parseSimFlags(cmd *cobra.Command, f simFlags, withController bool) (simSetu
 	s.scn = scn
 	s.opt = sim.Options{Seed: f.seed, Setpoint: scn.Setpoint}
 	if cmd.Flags().Changed("setpoint") {
-		d, err := parseLatency("setpoint", f.setpoint)
+		d, err := simParseLatency("setpoint", f.setpoint)
 		if err != nil {
 			return s, err
 		}
@@ -118,7 +118,7 @@ func parseSimFlags(cmd *cobra.Command, f simFlags, withController bool) (simSetu
 			return s, usagef("sim: unknown controller %q (want one of %s)", f.controller, strings.Join(sim.ControllerNames, ", "))
 		}
 		if cmd.Flags().Changed("contract") {
-			d, err := parseLatency("contract", f.contract)
+			d, err := simParseLatency("contract", f.contract)
 			if err != nil {
 				return s, err
 			}
@@ -152,7 +152,7 @@ func parseSimFlags(cmd *cobra.Command, f simFlags, withController bool) (simSetu
 		}
 		s.ccfg.Pole = f.pole
 		if f.png != "" {
-			if err := checkParentDir("png", f.png); err != nil {
+			if err := simCheckParentDir("png", f.png); err != nil {
 				return s, err
 			}
 		}
@@ -174,7 +174,7 @@ func parseSimFlags(cmd *cobra.Command, f simFlags, withController bool) (simSetu
 }
 
 // parseLatency parses a positive duration flag ("40ms", "0.03s").
-func parseLatency(name, v string) (time.Duration, error) {
+func simParseLatency(name, v string) (time.Duration, error) {
 	d, err := time.ParseDuration(strings.TrimSpace(v))
 	if err != nil {
 		return 0, usagef("sim: --%s %q: want a duration such as 30ms", name, v)
@@ -186,7 +186,7 @@ func parseLatency(name, v string) (time.Duration, error) {
 }
 
 // checkParentDir fails when path's directory does not exist.
-func checkParentDir(flag, path string) error {
+func simCheckParentDir(flag, path string) error {
 	dir := filepath.Dir(path)
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 		return usagef("sim: --%s %s: directory %s does not exist", flag, path, dir)
@@ -236,15 +236,15 @@ func writeSimFiles(r sim.Result, dir, png string) error {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("sim: --out: %w", err)
 		}
-		if err := writeFile(filepath.Join(dir, "series.csv"), func(w io.Writer) error { return sim.WriteCSV(w, r) }); err != nil {
+		if err := simWriteFile(filepath.Join(dir, "series.csv"), func(w io.Writer) error { return sim.WriteCSV(w, r) }); err != nil {
 			return err
 		}
-		if err := writeFile(filepath.Join(dir, "summary.json"), func(w io.Writer) error { return writeJSON(w, simDetail(r)) }); err != nil {
+		if err := simWriteFile(filepath.Join(dir, "summary.json"), func(w io.Writer) error { return writeJSON(w, simDetail(r)) }); err != nil {
 			return err
 		}
 	}
 	if png != "" {
-		if err := writeFile(png, func(w io.Writer) error { return sim.WritePNG(w, r) }); err != nil {
+		if err := simWriteFile(png, func(w io.Writer) error { return sim.WritePNG(w, r) }); err != nil {
 			return err
 		}
 	}
@@ -252,7 +252,7 @@ func writeSimFiles(r sim.Result, dir, png string) error {
 }
 
 // writeFile creates path and fills it with fill.
-func writeFile(path string, fill func(io.Writer) error) error {
+func simWriteFile(path string, fill func(io.Writer) error) error {
 	fh, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("sim: %w", err)
@@ -290,11 +290,11 @@ type simDetailJSON struct {
 }
 
 func simDetail(r sim.Result) simDetailJSON {
-	d := simDetailJSON{Summary: r.Summary(), AvgVictimRatio: r.AvgVictimRatio, AvgVictimLatencyMS: ms(r.AvgVictimLatency), Steps: r.Steps}
+	d := simDetailJSON{Summary: r.Summary(), AvgVictimRatio: r.AvgVictimRatio, AvgVictimLatencyMS: simMS(r.AvgVictimLatency), Steps: r.Steps}
 	for _, s := range r.Stores {
 		d.Stores = append(d.Stores, simStoreJSON{
-			Name: s.Name, Migrating: s.Migrating, ContractMS: ms(s.Contract), IdleLatencyMS: ms(s.IdleLatency),
-			MeanLatencyMS: ms(s.MeanLatency), P95LatencyMS: ms(s.P95Latency), P99LatencyMS: ms(s.P99Latency),
+			Name: s.Name, Migrating: s.Migrating, ContractMS: simMS(s.Contract), IdleLatencyMS: simMS(s.IdleLatency),
+			MeanLatencyMS: simMS(s.MeanLatency), P95LatencyMS: simMS(s.P95Latency), P99LatencyMS: simMS(s.P99Latency),
 			ViolationFraction: s.ViolationFraction, Transactions: s.Count,
 		})
 	}
@@ -302,7 +302,7 @@ func simDetail(r sim.Result) simDetailJSON {
 }
 
 // ms is d in milliseconds rounded to microseconds.
-func ms(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }
+func simMS(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }
 
 func printSimHuman(w io.Writer, r sim.Result) {
 	done := "completed"
@@ -312,7 +312,7 @@ func printSimHuman(w io.Writer, r sim.Result) {
 	fmt.Fprintf(w, "scenario %s, controller %s, seed %d, setpoint %v\n", r.Scenario, r.Controller, r.Seed, r.Setpoint)
 	fmt.Fprintf(w, "migration %s in %.1f s at %s mean\n", done, r.MigrationSeconds, units.FormatRate(r.MeanRate))
 	fmt.Fprintf(w, "latency during migration: mean %.2f ms (idle %.2f ms), p95 %.2f ms, p99 %.2f ms\n",
-		ms(r.MeanLatency), ms(r.IdleLatency), ms(r.P95Latency), ms(r.P99Latency))
+		simMS(r.MeanLatency), simMS(r.IdleLatency), simMS(r.P95Latency), simMS(r.P99Latency))
 	fmt.Fprintf(w, "1 s windows over contract: %.1f%%\n", 100*r.ViolationFraction)
 	if len(r.Stores) > 1 {
 		fmt.Fprintf(w, "%-6s %9s %9s %9s %9s %9s\n", "store", "contract", "idle", "mean", "p99", "violated")
@@ -321,10 +321,10 @@ func printSimHuman(w io.Writer, r sim.Result) {
 			if s.Migrating {
 				mark = " (moving)"
 			}
-			fmt.Fprintf(w, "%-6s %7.1fms %7.2fms %7.2fms %7.2fms %8.1f%%%s\n", s.Name, ms(s.Contract), ms(s.IdleLatency),
-				ms(s.MeanLatency), ms(s.P99Latency), 100*s.ViolationFraction, mark)
+			fmt.Fprintf(w, "%-6s %7.1fms %7.2fms %7.2fms %7.2fms %8.1f%%%s\n", s.Name, simMS(s.Contract), simMS(s.IdleLatency),
+				simMS(s.MeanLatency), simMS(s.P99Latency), 100*s.ViolationFraction, mark)
 		}
-		fmt.Fprintf(w, "average victim latency %.2f ms, %.3f of its contract\n", ms(r.AvgVictimLatency), r.AvgVictimRatio)
+		fmt.Fprintf(w, "average victim latency %.2f ms, %.3f of its contract\n", simMS(r.AvgVictimLatency), r.AvgVictimRatio)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprint(w, sim.ASCIIPlot(r, 72))
@@ -349,14 +349,14 @@ func runSweep(cmd *cobra.Command, f simFlags) error {
 	fmt.Fprintf(out, "scenario %s, setpoint %v, seed %d\n", sr.Scenario, sr.Setpoint, sr.Seed)
 	fmt.Fprintf(out, "%12s %10s %12s %s\n", "fixed rate", "seconds", "mean ms", "meets")
 	for _, g := range sr.Rungs {
-		fmt.Fprintf(out, "%12s %10.1f %12.2f %v\n", units.FormatRate(g.Rate), g.Seconds, ms(g.MeanLatency), g.Meets)
+		fmt.Fprintf(out, "%12s %10.1f %12.2f %v\n", units.FormatRate(g.Rate), g.Seconds, simMS(g.MeanLatency), g.Meets)
 	}
 	if sr.BestFixedRate == 0 {
 		fmt.Fprintln(out, "no fixed rate on the ladder met the setpoint")
 	} else {
-		fmt.Fprintf(out, "best fixed: %s, %.1f s, mean %.2f ms\n", units.FormatRate(sr.BestFixedRate), sr.BestFixedSeconds, ms(sr.BestFixedMeanLatency))
+		fmt.Fprintf(out, "best fixed: %s, %.1f s, mean %.2f ms\n", units.FormatRate(sr.BestFixedRate), sr.BestFixedSeconds, simMS(sr.BestFixedMeanLatency))
 	}
 	fmt.Fprintf(out, "pid:        %s mean, %.1f s, mean %.2f ms (%.3f× the best fixed time)\n",
-		units.FormatRate(sr.PID.MeanRate), sr.PID.MigrationSeconds, ms(sr.PID.MeanLatency), sr.PID.MigrationSeconds/math.Max(sr.BestFixedSeconds, 1e-9))
+		units.FormatRate(sr.PID.MeanRate), sr.PID.MigrationSeconds, simMS(sr.PID.MeanLatency), sr.PID.MigrationSeconds/math.Max(sr.BestFixedSeconds, 1e-9))
 	return nil
 }

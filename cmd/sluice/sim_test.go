@@ -15,7 +15,7 @@ import (
 
 // runSim runs the CLI after resetting the sim, tune and demo commands' flags
 // (cobra keeps flag values between invocations in one process).
-func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+func simRunCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
 	for _, c := range []*cobra.Command{simCmd, simSweepCmd, tuneCmd, demoCmd} {
 		c.Flags().VisitAll(func(f *pflag.Flag) {
@@ -31,7 +31,7 @@ func runCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 }
 
 // jsonKeys decodes one JSON object and returns its keys, sorted.
-func jsonKeys(t *testing.T, s string) (map[string]any, []string) {
+func simJSONKeys(t *testing.T, s string) (map[string]any, []string) {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal([]byte(s), &m); err != nil {
@@ -46,11 +46,11 @@ func jsonKeys(t *testing.T, s string) (map[string]any, []string) {
 }
 
 func TestSimJSONHasExactlyTheKeys(t *testing.T) {
-	code, out, errs := runCLI(t, "sim", "--scenario", "steady", "--controller", "pid", "--setpoint", "30ms", "--seed", "2", "--json")
+	code, out, errs := simRunCLI(t, "sim", "--scenario", "steady", "--controller", "pid", "--setpoint", "30ms", "--seed", "2", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	m, keys := jsonKeys(t, out)
+	m, keys := simJSONKeys(t, out)
 	want := []string{"completed", "controller", "idle_latency_ms", "mean_latency_ms", "mean_rate", "migration_seconds",
 		"p95_latency_ms", "p99_latency_ms", "scenario", "seed", "setpoint_ms", "violation_fraction"}
 	if !slices.Equal(keys, want) {
@@ -63,7 +63,7 @@ func TestSimJSONHasExactlyTheKeys(t *testing.T) {
 		t.Fatalf("idle %v mean %v", idle, mean)
 	}
 	// Same seed, same bytes.
-	_, again, _ := runCLI(t, "sim", "--scenario", "steady", "--controller", "pid", "--setpoint", "30ms", "--seed", "2", "--json")
+	_, again, _ := simRunCLI(t, "sim", "--scenario", "steady", "--controller", "pid", "--setpoint", "30ms", "--seed", "2", "--json")
 	if again != out {
 		t.Fatalf("not deterministic:\n%s\n%s", out, again)
 	}
@@ -72,7 +72,7 @@ func TestSimJSONHasExactlyTheKeys(t *testing.T) {
 func TestSimHumanOutputAndFiles(t *testing.T) {
 	dir := t.TempDir()
 	outDir, png := filepath.Join(dir, "run"), filepath.Join(dir, "plot.png")
-	code, out, errs := runCLI(t, "sim", "--scenario", "multitenant", "--controller", "integral", "--out", outDir, "--png", png)
+	code, out, errs := simRunCLI(t, "sim", "--scenario", "multitenant", "--controller", "integral", "--out", outDir, "--png", png)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -93,7 +93,7 @@ func TestSimHumanOutputAndFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m, _ := jsonKeys(t, string(sum)); len(m["stores"].([]any)) != 5 {
+	if m, _ := simJSONKeys(t, string(sum)); len(m["stores"].([]any)) != 5 {
 		t.Fatalf("summary.json stores: %v", m["stores"])
 	}
 	b, err := os.ReadFile(png)
@@ -135,7 +135,7 @@ func TestSimBadInputWritesNothing(t *testing.T) {
 				args = append(args, "--png", png)
 			}
 		}
-		code, out, errs := runCLI(t, args...)
+		code, out, errs := simRunCLI(t, args...)
 		if code != 2 {
 			t.Errorf("%s: exit %d, want 2 (stderr %q)", name, code, errs)
 		}
@@ -152,11 +152,11 @@ func TestSimBadInputWritesNothing(t *testing.T) {
 }
 
 func TestSweepJSONHasExactlyTheKeys(t *testing.T) {
-	code, out, errs := runCLI(t, "sim", "sweep", "--scenario", "steady", "--setpoint", "30ms", "--json")
+	code, out, errs := simRunCLI(t, "sim", "sweep", "--scenario", "steady", "--setpoint", "30ms", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	m, keys := jsonKeys(t, out)
+	m, keys := simJSONKeys(t, out)
 	want := []string{"best_fixed_mean_latency_ms", "best_fixed_rate", "best_fixed_seconds", "pid_mean_latency_ms", "pid_seconds"}
 	if !slices.Equal(keys, want) {
 		t.Fatalf("keys %v, want %v", keys, want)
@@ -167,11 +167,11 @@ func TestSweepJSONHasExactlyTheKeys(t *testing.T) {
 }
 
 func TestTuneProposesAndRefusesUnstable(t *testing.T) {
-	code, out, errs := runCLI(t, "tune", "--scenario", "multitenant", "--json")
+	code, out, errs := simRunCLI(t, "tune", "--scenario", "multitenant", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	m, _ := jsonKeys(t, out)
+	m, _ := simJSONKeys(t, out)
 	local := m["local"].(map[string]any)
 	g, k, kmax := local["g_s_per_Bps"].(float64), m["k"].(float64), m["k_max"].(float64)
 	if !(g > 0 && k > 0 && k < kmax && m["stable"] == true && local["r2"].(float64) > 0.9) {
@@ -181,40 +181,40 @@ func TestTuneProposesAndRefusesUnstable(t *testing.T) {
 		t.Fatalf("pole %v, want the default 0.7", p)
 	}
 	// An unstable K is refused, and accepted with --force.
-	if code, _, errs := runCLI(t, "tune", "--scenario", "multitenant", "--k", "1e12"); code != 2 || !strings.Contains(errs, "unstable") {
+	if code, _, errs := simRunCLI(t, "tune", "--scenario", "multitenant", "--k", "1e12"); code != 2 || !strings.Contains(errs, "unstable") {
 		t.Fatalf("unstable K: exit %d %q", code, errs)
 	}
-	code, out, errs = runCLI(t, "tune", "--scenario", "multitenant", "--k", "1e12", "--force", "--json")
+	code, out, errs = simRunCLI(t, "tune", "--scenario", "multitenant", "--k", "1e12", "--force", "--json")
 	if code != 0 {
 		t.Fatalf("forced: exit %d %s", code, errs)
 	}
-	if m, _ := jsonKeys(t, out); m["stable"] != false || m["pole"].(float64) > -1 {
+	if m, _ := simJSONKeys(t, out); m["stable"] != false || m["pole"].(float64) > -1 {
 		t.Fatalf("forced unstable K: %v", m)
 	}
 	// Human output names the fits and the stability range.
-	code, out, _ = runCLI(t, "tune", "--scenario", "steady", "--setpoint", "30ms", "--pole", "0.5")
+	code, out, _ = simRunCLI(t, "tune", "--scenario", "steady", "--setpoint", "30ms", "--pole", "0.5")
 	if code != 0 || !strings.Contains(out, "local fit") || !strings.Contains(out, "stable iff 0 < K <") || !strings.Contains(out, "pid (setpoint 30.0 ms)") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 }
 
 func TestSimInterferenceRuns(t *testing.T) {
-	code, out, errs := runCLI(t, "sim", "--scenario", "bursty", "--controller", "interference", "--json")
+	code, out, errs := simRunCLI(t, "sim", "--scenario", "bursty", "--controller", "interference", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	if m, _ := jsonKeys(t, out); m["controller"] != "interference" {
+	if m, _ := simJSONKeys(t, out); m["controller"] != "interference" {
 		t.Fatalf("%v", m)
 	}
 }
 
 func TestDemoWritesPlots(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "demo")
-	code, out, errs := runCLI(t, "demo", "--out", dir, "--json")
+	code, out, errs := simRunCLI(t, "demo", "--out", dir, "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	m, _ := jsonKeys(t, out)
+	m, _ := simJSONKeys(t, out)
 	for _, f := range []string{"pid.png", "fixed.png", "pid.csv", "fixed.csv", "summary.json"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("%s: %v", f, err)

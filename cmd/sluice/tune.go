@@ -104,7 +104,7 @@ type tuneJSON struct {
 	PIDNormGain       float64         `json:"pid_norm_gain"`
 }
 
-func fitJSON(f sim.Fit) tuneFitJSON {
+func tuneFitToJSON(f sim.Fit) tuneFitJSON {
 	return tuneFitJSON{G: f.G, GmsPerMBps: f.G * 1e3 * 1e6, InterceptMS: f.Intercept * 1e3, R2: f.R2, Points: f.Points, MinRate: f.MinRate, MaxRate: f.MaxRate}
 }
 
@@ -115,12 +115,12 @@ func runTune(cmd *cobra.Command, f tuneFlags) error {
 	}
 	opt := sim.Options{Seed: f.seed, Setpoint: scn.Setpoint}
 	if cmd.Flags().Changed("setpoint") {
-		if opt.Setpoint, err = parseLatency("setpoint", f.setpoint); err != nil {
+		if opt.Setpoint, err = simParseLatency("setpoint", f.setpoint); err != nil {
 			return err
 		}
 	}
 	if cmd.Flags().Changed("contract") {
-		if opt.Contract, err = parseLatency("contract", f.contract); err != nil {
+		if opt.Contract, err = simParseLatency("contract", f.contract); err != nil {
 			return err
 		}
 	}
@@ -163,14 +163,14 @@ func runTune(cmd *cobra.Command, f tuneFlags) error {
 		}
 	}
 	j := tuneJSON{
-		Scenario: scn.Name, Seed: f.seed, SetpointMS: ms(opt.Setpoint),
-		Binding: t.Profile.Binding, BindingContractMS: ms(t.Profile.BindingContract),
-		Global: fitJSON(t.Profile.Global), Local: fitJSON(t.Profile.Local),
+		Scenario: scn.Name, Seed: f.seed, SetpointMS: simMS(opt.Setpoint),
+		Binding: t.Profile.Binding, BindingContractMS: simMS(t.Profile.BindingContract),
+		Global: tuneFitToJSON(t.Profile.Global), Local: tuneFitToJSON(t.Profile.Local),
 		Pole: t.Pole, K: t.K, KMax: 2 / G, Stable: tune.Stable(G, t.K), StartRate: t.Start,
 		PIDKp: t.PID.Kp, PIDKi: t.PID.Ki, PIDKd: t.PID.Kd, PIDRadius: t.PID.Radius, PIDSettleSteps: t.PID.SettleSteps, PIDNormGain: t.PID.NormGain,
 	}
 	for _, p := range t.Profile.Points {
-		j.Profile = append(j.Profile, tunePointJSON{Rate: p.Rate, LatencyMS: ms(p.Latency), Victim: p.Victim, Over: p.Over})
+		j.Profile = append(j.Profile, tunePointJSON{Rate: p.Rate, LatencyMS: simMS(p.Latency), Victim: p.Victim, Over: p.Over})
 	}
 	out := cmd.OutOrStdout()
 	if f.json {
