@@ -30,6 +30,8 @@ type simFlags struct {
 	k          float64
 	pole       float64
 	steps      int
+	window     string
+	noise      float64
 }
 
 var simF simFlags
@@ -76,6 +78,8 @@ func init() {
 		f.StringVar(&simF.setpoint, "setpoint", "", "latency setpoint, e.g. 30ms (default: the scenario's)")
 		f.Uint64Var(&simF.seed, "seed", 1, "random seed: same seed, same result")
 		f.BoolVar(&simF.json, "json", false, "print the figures as one JSON object")
+		f.StringVar(&simF.window, "window", "3s", "latency window the controller is shown, whole seconds (Slacker: 3s)")
+		f.Float64Var(&simF.noise, "noise", sim.DefaultNoise, "relative measurement noise on the latency the controller sees (0 = exact)")
 	}
 	f := simCmd.Flags()
 	f.StringVar(&simF.controller, "controller", "pid", "controller: "+strings.Join(sim.ControllerNames, ", "))
@@ -105,7 +109,18 @@ func parseSimFlags(cmd *cobra.Command, f simFlags, withController bool) (simSetu
 		return s, usagef("sim: %v", err)
 	}
 	s.scn = scn
-	s.opt = sim.Options{Seed: f.seed, Setpoint: scn.Setpoint}
+	s.opt = sim.Options{Seed: f.seed, Setpoint: scn.Setpoint, Noise: f.noise}
+	if f.noise == 0 {
+		s.opt.Noise = -1 // exact
+	}
+	if math.IsNaN(f.noise) || math.IsInf(f.noise, 0) || f.noise < 0 || f.noise > 1 {
+		return s, usagef("sim: --noise must be in [0, 1], got %v", f.noise)
+	}
+	w, err := time.ParseDuration(strings.TrimSpace(f.window))
+	if err != nil || w < time.Second || w%time.Second != 0 || w > time.Minute {
+		return s, usagef("sim: --window %q: want whole seconds from 1s to 1m", f.window)
+	}
+	s.opt.Window = w
 	if cmd.Flags().Changed("setpoint") {
 		d, err := simParseLatency("setpoint", f.setpoint)
 		if err != nil {

@@ -128,6 +128,8 @@ func TestSimBadInputWritesNothing(t *testing.T) {
 		"tune unstable pole":     {"tune", "--pole", "-1.2"},
 		"tune unstable k":        {"tune", "--k", "1e12"},
 		"stray argument":         {"sim", "extra"},
+		"fractional window":      {"sim", "--window", "1500ms"},
+		"negative noise":         {"sim", "--noise", "-0.1"},
 	} {
 		if args[0] == "sim" && args[1] != "sweep" {
 			args = append(args, "--out", outDir)
