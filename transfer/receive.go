@@ -121,20 +121,42 @@ type parsed struct {
 // the memory of a receive to about receiveQueue+2 chunk payloads.
 const receiveQueue = 8
 
+// errStopped ends a parse whose consumer has gone.
+var errStopped = errors.New("transfer: receive: stopped")
+
 // parse decodes frames from dec into out until the end frame, an error, or
-// stop is closed. free supplies payload buffers to reuse.
+// stop is closed. Chunk payloads live in a fixed set of receiveQueue+2
+// buffers that the consumer hands back through free (which must have room
+// for all of them): once all are out, parse waits for one to come back, so
+// a receive touches no new memory after its first few chunks.
 func parse(dec *decoder, out chan<- parsed, free <-chan []byte, stop <-chan struct{}) {
 	defer close(out)
-	for {
+	const maxBufs = receiveQueue + 2
+	bufs := 0 // chunk buffers in circulation: queued, being written, or in free
+	dec.alloc = func(n int) ([]byte, error) {
+		var b []byte
 		select {
-		case b := <-free:
-			dec.buf = b
+		case b = <-free:
 		default:
-			dec.buf = nil
+			if bufs < maxBufs {
+				bufs++
+			} else {
+				select {
+				case b = <-free:
+				case <-stop:
+					return nil, errStopped
+				}
+			}
 		}
+		if cap(b) < n {
+			b = make([]byte, n)
+		}
+		return b[:n], nil
+	}
+	for {
 		f, err := dec.next()
-		if f.data != nil {
-			dec.buf = nil // ownership passes with the frame
+		if f.data != nil && f.typ != frameChunk {
+			bufs-- // a document keeps its buffer
 		}
 		select {
 		case out <- parsed{f, err}:
@@ -251,7 +273,7 @@ func receive(ctx context.Context, r io.Reader, s sink, prog *Progress, interrupt
 			prog.BytesSent.Add(int64(len(f.data)))
 			select {
 			case free <- f.data[:cap(f.data)]:
-			default:
+			default: // cannot happen: free has room for every buffer
 			}
 		case frameTrailer:
 			if cur == nil {

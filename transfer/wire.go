@@ -164,7 +164,10 @@ type frame struct {
 // order of frames (the receiver's state machine does that).
 type decoder struct {
 	r   *bufio.Reader
-	buf []byte // reused for chunk and document payloads
+	buf []byte // reused for chunk and document payloads (when alloc is nil)
+	// alloc, if set, supplies the buffer for each payload instead of buf;
+	// the caller then owns every frame's data.
+	alloc func(n int) ([]byte, error)
 	hdr [40]byte
 	n   int64 // bytes consumed
 }
@@ -236,6 +239,13 @@ func (d *decoder) str() (string, error) {
 
 // payload reads n bytes into the reused buffer.
 func (d *decoder) payload(n int) ([]byte, error) {
+	if d.alloc != nil {
+		b, err := d.alloc(n)
+		if err != nil {
+			return nil, err
+		}
+		return b, d.readFull(b)
+	}
 	if cap(d.buf) < n {
 		d.buf = make([]byte, n)
 	}
