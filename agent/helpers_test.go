@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -21,6 +22,9 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	pgtest.Cleanup()
+	if sluiceBin.path != "" {
+		os.RemoveAll(filepath.Dir(sluiceBin.path))
+	}
 	os.Exit(code)
 }
 
@@ -58,8 +62,17 @@ type testAgent struct {
 }
 
 // newTestConfig returns a config with a fresh root and a free port range.
+// The root is seeded with an initdb template copied from pgtest's (initdb
+// runs once per test binary instead of once per agent).
 func newTestConfig(t testing.TB, name string) Config {
 	root := filepath.Join(pgtest.TempDir(t), name)
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tmpl := pgtest.Init(t, pgcluster.Options{})
+	if out, err := exec.Command("cp", "-a", tmpl.Dir, filepath.Join(root, "template")).CombinedOutput(); err != nil {
+		t.Fatalf("seed template: %v\n%s", err, out)
+	}
 	return Config{
 		Name: name, Root: root, Listen: "127.0.0.1:0",
 		Tenant: TenantDefaults{BasePort: freeBase(t, 4), Settings: map[string]string{"fsync": "off"}},

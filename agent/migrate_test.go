@@ -149,7 +149,7 @@ func TestStopAndCopyMigration(t *testing.T) {
 	}
 	srcCS := a1.ConnString(tn.Port, "")
 	dstCS := a2.ConnString(a2.TenantPort(tn.ID), "")
-	loadData(t, srcCS, 5)
+	loadData(t, srcCS, 2)
 	w := &ledgerWriter{conns: []string{srcCS, dstCS}, pause: 2 * time.Millisecond}
 	wctx, wstop := context.WithCancel(context.Background())
 	wdone := make(chan struct{})

@@ -222,7 +222,14 @@ func TestAgentKilledMidMigration(t *testing.T) {
 			t.Logf("killed %s agent in %s (%d bytes, lag %d)", tc.kill, at.Progress.Phase, at.Progress.Bytes, at.Progress.LagBytes)
 			time.Sleep(time.Second)
 			victim.start()
-			// Let the catch-up end: the writer gets light again.
+			// Lift the throttle on the resumed copy (if the source still
+			// drives it), then let the catch-up end: the writer gets light.
+			for i := 0; i < 20; i++ {
+				if _, err := p1.c.SetRate(ctx, m.ID, 0); err == nil || client.StatusOf(err) == 404 {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
 			time.Sleep(time.Second)
 			w.pad.Store(100)
 
