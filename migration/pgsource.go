@@ -303,8 +303,10 @@ const unfencedHBA = "pg_hba.conf.sluice-unfenced"
 // SET default_transaction_read_only = on, reload; once this session sees the
 // new setting the postmaster has reloaded too, so no client can connect over
 // TCP any more; then every other client backend is terminated (waiting for
-// each to exit). Every acknowledged commit (synchronous_commit = on) is now at
-// or below the flush LSN, which is returned.
+// each to exit); then a tiny synchronous commit of the fencing session flushes
+// the WAL, so every acknowledged commit (even one acknowledged before its
+// flush, with synchronous_commit = off) is at or below the flush LSN, which is
+// returned.
 //
 // FenceStop: fast shutdown (SIGINT to the postmaster, as pg_ctl stop -m fast)
 // and a tight wait for it to exit; the shutdown checkpoint is streamed to the
@@ -437,6 +439,14 @@ func (s *LocalSource) fenceReadOnly(ctx context.Context) (LSN, error) {
 				}
 			}
 			time.Sleep(time.Millisecond)
+		}
+		// Flush WAL up to here: a tiny synchronous commit of our own flushes
+		// every earlier commit record too, including those of clients that
+		// were acknowledged before their flush (synchronous_commit = off).
+		// The transaction must write WAL (a transactional logical message),
+		// or PostgreSQL commits it without a flush.
+		if _, err := c.Exec(ctx, "BEGIN READ WRITE; SET LOCAL synchronous_commit = on; SELECT pg_logical_emit_message(true, 'sluice', 'fence'); COMMIT"); err != nil {
+			return err
 		}
 		return c.QueryRow(ctx, "SELECT pg_current_wal_flush_lsn()::text").Scan(&lsn)
 	})

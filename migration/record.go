@@ -21,9 +21,17 @@ const (
 	// FenceReadOnly makes the source refuse writes without stopping it:
 	// pg_hba.conf is narrowed to the agent's local socket and replication,
 	// default_transaction_read_only=on, reload, every other client backend is
-	// terminated; then the flush LSN is read (nothing can commit after it).
-	// The default: it needs no shutdown checkpoint, and a rollback only has to
-	// undo two configuration changes.
+	// terminated, a tiny synchronous commit flushes the WAL; then the flush
+	// LSN is read (nothing acknowledged can be after it).
+	//
+	// The default, because it is the faster safe fence and the cheaper one to
+	// undo. Measured with `sluice bench handover` (20 handovers under 500
+	// writes/s, 2 shared cores): freeze p50 142 ms vs 181 ms for FenceStop
+	// with 16 MiB WAL segments, 83 ms vs 105 ms with 1 MiB segments. It needs
+	// no shutdown checkpoint, and a rollback only restores two settings while
+	// the source keeps its buffer cache (FenceStop's rollback restarts it).
+	// Safe: no TCP client can connect once the reload is seen, no old session
+	// survives, and the only sessions left are the agent's local ones.
 	FenceReadOnly FenceMode = "read-only"
 	// FenceStop stops the source with a fast shutdown, as Patroni's planned
 	// switchover does: its shutdown checkpoint is streamed to the standby, and

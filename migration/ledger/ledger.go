@@ -49,10 +49,14 @@ type Workload struct {
 	ConnString func(addr string) string // libpq URL for a host:port
 	Rate       float64                  // writes/s, all workers together (default 500)
 	Workers    int                      // connections (default 4)
+	// SessionSQL, if set, runs on every new connection (e.g.
+	// "SET synchronous_commit = off": acknowledged before flushed).
+	SessionSQL string
 
 	next      atomic.Int64
 	mu        sync.Mutex
 	acked     []int64
+	ackedAt   []time.Time
 	uncertain int
 	errs      int
 	lastErr   string
@@ -148,6 +152,12 @@ func (w *Workload) worker(ctx context.Context, tick <-chan struct{}) {
 				if err != nil {
 					return fmt.Errorf("connect: %w", err)
 				}
+				if w.SessionSQL != "" {
+					if _, err := c.Exec(cctx, w.SessionSQL); err != nil {
+						c.Close(context.Background())
+						return fmt.Errorf("connect: %s: %w", w.SessionSQL, err)
+					}
+				}
 				conn, connAddr = c, addr
 			}
 			_, err := conn.Exec(ctx, "INSERT INTO "+Table+" (id) VALUES ($1)", id)
@@ -162,6 +172,7 @@ func (w *Workload) worker(ctx context.Context, tick <-chan struct{}) {
 		w.mu.Lock()
 		if err == nil {
 			w.acked = append(w.acked, id)
+			w.ackedAt = append(w.ackedAt, time.Now())
 			w.maxLat = max(w.maxLat, lat)
 		} else if ctx.Err() == nil {
 			w.errs++
@@ -180,11 +191,12 @@ func isConnect(err error) bool {
 
 // Report is the result of Verify.
 type Report struct {
-	Acknowledged int     `json:"writes_acknowledged"`
-	Missing      int     `json:"writes_missing"`    // acknowledged, not present
-	Duplicated   int     `json:"writes_duplicated"` // ids present more than once
-	Present      int     `json:"rows_present"`      // distinct ids present
-	MissingIDs   []int64 `json:"missing_ids,omitempty"`
+	Acknowledged int         `json:"writes_acknowledged"`
+	Missing      int         `json:"writes_missing"`    // acknowledged, not present
+	Duplicated   int         `json:"writes_duplicated"` // ids present more than once
+	Present      int         `json:"rows_present"`      // distinct ids present
+	MissingIDs   []int64     `json:"missing_ids,omitempty"`
+	MissingAt    []time.Time `json:"missing_acknowledged_at,omitempty"` // when those were acknowledged
 }
 
 // Verify reads every ledger row through cs and compares with the acknowledged
@@ -218,11 +230,12 @@ func (w *Workload) Verify(ctx context.Context, cs string) (Report, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	rep.Acknowledged = len(w.acked)
-	for _, id := range w.acked {
+	for i, id := range w.acked {
 		if present[id] == 0 {
 			rep.Missing++
 			if len(rep.MissingIDs) < 20 {
 				rep.MissingIDs = append(rep.MissingIDs, id)
+				rep.MissingAt = append(rep.MissingAt, w.ackedAt[i])
 			}
 		}
 	}
