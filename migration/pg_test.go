@@ -492,3 +492,52 @@ func handoverBreakdown(rec Record) string {
 	}
 	return b.String()
 }
+
+// TestResumeMidHandoverRollsBack: an agent killed after fencing the source
+// but before the route switch; the restarted agent (fresh Source and Target
+// objects, the persisted record) rolls back: the fence is lifted, the target
+// removed, the slot dropped, and the source serves every acknowledged write.
+func TestResumeMidHandoverRollsBack(t *testing.T) {
+	for _, fence := range []FenceMode{FenceReadOnly, FenceStop} {
+		t.Run(string(fence), func(t *testing.T) {
+			f := newFixture(t, 2)
+			g := NewGateRouter(f.src.Addr())
+			w, stop := startWorkload(t, g)
+			waitAcked(t, w, 100)
+			var saved Record
+			ctx, cancel := context.WithCancel(context.Background())
+			env := Env{
+				Source: f.source, Target: f.target, Router: g,
+				Persist: func(r Record) error {
+					saved = roundTrip(t, r)
+					if !r.FencedAt.IsZero() {
+						cancel() // the agent dies right after the fence
+					}
+					return nil
+				},
+			}
+			rec := New("m1", "t1", "a", "b", Live, time.Now())
+			rec.Fence = fence
+			if _, err := Run(ctx, rec, env); !errors.Is(err, context.Canceled) || saved.FencedAt.IsZero() {
+				t.Fatalf("first Run: %v, saved %+v", err, saved)
+			}
+			f.source.Close()
+			env.Source = NewLocalSource(f.src)
+			env.Target = NewLocalTarget(f.root, pgcluster.Options{})
+			env.Persist = func(r Record) error { saved = r; return nil }
+			out, err := Run(context.Background(), saved, env)
+			if !errors.Is(err, ErrAborted) || out.Phase != PhaseAborted || out.FailedIn != PhaseHandover {
+				t.Fatalf("resumed Run: %v, %+v", err, out)
+			}
+			waitAcked(t, w, 100) // the source takes writes again
+			stop()
+			verify(t, w, f.src.Addr())
+			if _, err := os.Stat(out.TargetDir); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("target dir left: %v", err)
+			}
+			if _, err := os.Stat(filepath.Join(f.src.Dir, unfencedHBA)); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("saved pg_hba.conf left behind: %v", err)
+			}
+		})
+	}
+}
