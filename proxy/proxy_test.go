@@ -39,6 +39,15 @@ func TestClients(t *testing.T) {
 			t.Fatalf("psql output %q", got)
 		}
 	})
+	t.Run("psql-tls", func(t *testing.T) {
+		// libpq supports channel binding; over TLS it is offered only
+		// SCRAM-SHA-256 and must still log in (channel_binding=prefer).
+		out, err := pgBin(ctx, t, "psql", "-X", "-At", "-d", strings.Replace(kv(p, "acme"), "sslmode=disable", "sslmode=require", 1),
+			"-c", "select 'tls-ok'")
+		if err != nil || strings.TrimSpace(out) != "tls-ok" {
+			t.Fatalf("psql over TLS: %v\n%s", err, out)
+		}
+	})
 	for _, mode := range []string{"simple", "extended", "prepared"} {
 		t.Run("pgbench-"+mode, func(t *testing.T) {
 			out, err := pgBin(ctx, t, "pgbench", "-n", "-M", mode, "-c", "4", "-t", "50", "-d", kv(p, "acme"))
