@@ -15,6 +15,7 @@ import (
 	"github.com/sluicedb/sluice/migration"
 	"github.com/sluicedb/sluice/migration/ledger"
 	"github.com/sluicedb/sluice/pgcluster"
+	"github.com/sluicedb/sluice/proxy"
 )
 
 var benchHandoverFlags struct {
@@ -24,6 +25,8 @@ var benchHandoverFlags struct {
 	sizeMB    int
 	fence     string
 	walSegMB  int
+	via       string
+	mode      string
 	jsonOut   bool
 	keep      bool
 }
@@ -37,10 +40,13 @@ INSERT transactions per second over --workers connections, and live-migrates the
 tenant --handovers times between two "hosts" (two directories on this machine), each
 time the full way: slot, hot snapshot, streaming catch-up, warm, handover, cleanup.
 
-Clients reach the tenant through an in-process gate router (migration.GateRouter):
-each transaction asks it for the tenant's address and the handover holds new
-transactions there; clients reconnect when the address changes. The freeze is the
-driver's view: from asking for the hold to the release, in ms.
+Clients reach the tenant through an in-process sluice proxy (--via proxy: one
+connection per worker to the proxy, which holds, re-routes and releases the sessions)
+or through an in-process gate router (--via direct: each transaction asks
+migration.GateRouter for the address and waits while held; clients reconnect when
+it changes). The freeze is the driver's view: from asking for the hold to the
+release, in ms. --mode stop-and-copy runs the baseline instead (hold, stop, copy,
+start, switch, release): its freeze is the downtime.
 
 Every acknowledged INSERT is remembered; at the end the table on the final owner is
 read and compared row by row: missing = acknowledged but absent, duplicated = ids
@@ -57,6 +63,8 @@ func init() {
 	f.IntVar(&benchHandoverFlags.sizeMB, "size", 64, "approximate tenant data, MB")
 	f.StringVar(&benchHandoverFlags.fence, "fence", string(migration.FenceReadOnly), "source fence: read-only or stop")
 	f.IntVar(&benchHandoverFlags.walSegMB, "wal-segsize", 16, "WAL segment size of the tenant, MB (power of 2, 1..1024; PostgreSQL's default 16)")
+	f.StringVar(&benchHandoverFlags.via, "via", "proxy", "how clients reach the tenant: proxy (an in-process sluice proxy, sessions kept across the handover) or direct (gate router, reconnect on switch)")
+	f.StringVar(&benchHandoverFlags.mode, "mode", string(migration.Live), "migration mode: live, or stop-and-copy (the baseline; its freeze is the downtime)")
 	f.BoolVar(&benchHandoverFlags.jsonOut, "json", false, "print results as JSON")
 	f.BoolVar(&benchHandoverFlags.keep, "keep", false, "keep the temp directory for inspection")
 	benchCmd.AddCommand(benchHandoverCmd)
@@ -87,6 +95,10 @@ func runBenchHandover(cmd *cobra.Command, _ []string) error {
 		return usagef("bench handover: --fence must be %q or %q", migration.FenceReadOnly, migration.FenceStop)
 	case bf.walSegMB < 1 || bf.walSegMB > 1024 || bf.walSegMB&(bf.walSegMB-1) != 0:
 		return usagef("bench handover: --wal-segsize must be a power of 2 from 1 to 1024")
+	case bf.via != "proxy" && bf.via != "direct":
+		return usagef("bench handover: --via must be proxy or direct")
+	case bf.mode != string(migration.Live) && bf.mode != string(migration.StopAndCopy):
+		return usagef("bench handover: --mode must be %q or %q", migration.Live, migration.StopAndCopy)
 	}
 	progress := func(format string, args ...any) {
 		fmt.Fprintf(cmd.ErrOrStderr(), "bench handover: "+format+"\n", args...)
@@ -111,8 +123,27 @@ func runBenchHandover(cmd *cobra.Command, _ []string) error {
 	if err := ledger.Setup(ctx, c.ConnString("postgres")); err != nil {
 		return err
 	}
-	g := migration.NewGateRouter(c.Addr())
-	w := &ledger.Workload{Router: g, ConnString: func(addr string) string { return "postgres://postgres@" + addr + "/postgres?sslmode=disable" }, Rate: bf.rate, Workers: bf.workers}
+	var router migration.Router
+	w := &ledger.Workload{Rate: bf.rate, Workers: bf.workers}
+	if bf.via == "direct" {
+		g := migration.NewGateRouter(c.Addr())
+		router, w.Router = g, g
+		w.ConnString = func(addr string) string { return "postgres://postgres@" + addr + "/postgres?sslmode=disable" }
+	} else {
+		p, err := proxy.New(proxy.Config{Listen: "127.0.0.1:0", Trust: true,
+			Routes: []proxy.RouteConfig{{Tenant: "bench", Addr: c.Addr(), Database: "postgres"}}})
+		if err != nil {
+			return err
+		}
+		pctx, stopP := context.WithCancel(ctx)
+		defer stopP()
+		if err := p.Start(pctx); err != nil {
+			return err
+		}
+		defer p.Close()
+		router, w.Router = proxyRouter{p}, fixedRoute(p.Addr())
+		w.ConnString = func(addr string) string { return "postgres://postgres@" + addr + "/bench?sslmode=disable" }
+	}
 	wctx, stopW := context.WithCancel(ctx)
 	wdone := make(chan struct{})
 	go func() { w.Run(wctx); close(wdone) }()
@@ -122,11 +153,13 @@ func runBenchHandover(cmd *cobra.Command, _ []string) error {
 	var freezes []float64
 	for i := 0; i < bf.handovers; i++ {
 		host := b.hosts[(i+1)%2]
-		rec := migration.New(fmt.Sprintf("h%d", i+1), "bench", b.names[i%2], b.names[(i+1)%2], migration.Live, time.Now())
-		rec.Fence = migration.FenceMode(bf.fence)
+		rec := migration.New(fmt.Sprintf("h%d", i+1), "bench", b.names[i%2], b.names[(i+1)%2], migration.Mode(bf.mode), time.Now())
+		if rec.Mode == migration.Live {
+			rec.Fence = migration.FenceMode(bf.fence)
+		}
 		src := migration.NewLocalSource(c)
 		tgt := migration.NewLocalTarget(host, pgcluster.Options{})
-		out, err := migration.Run(ctx, rec, migration.Env{Source: src, Target: tgt, Router: g})
+		out, err := migration.Run(ctx, rec, migration.Env{Source: src, Target: tgt, Router: router})
 		src.Close()
 		if err != nil {
 			return fmt.Errorf("bench handover: migration %d: %w", i+1, err)
@@ -137,13 +170,23 @@ func runBenchHandover(cmd *cobra.Command, _ []string) error {
 		b.current = c
 		ms := float64(out.Freeze) / float64(time.Millisecond)
 		freezes = append(freezes, ms)
-		progress("handover %d/%d %s→%s: freeze %.1f ms (hold+fence %.1f, replay %.1f, promote %.1f; snapshot %d MB; acknowledged writes so far %d)",
-			i+1, bf.handovers, rec.Source, rec.Target, ms, migMs(out.HeldAt, out.FencedAt), migMs(out.FencedAt, out.ReplayedAt),
-			migMs(out.ReplayedAt, out.PromotedAt), out.SnapshotBytes>>20, w.Stats().Acknowledged)
+		st := w.Stats()
+		if rec.Mode == migration.Live {
+			progress("handover %d/%d %s→%s: freeze %.1f ms (hold+fence %.1f, replay %.1f, promote %.1f; snapshot %d MB; acknowledged writes so far %d, slowest %.0f ms)",
+				i+1, bf.handovers, rec.Source, rec.Target, ms, migMs(out.HeldAt, out.FencedAt), migMs(out.FencedAt, out.ReplayedAt),
+				migMs(out.ReplayedAt, out.PromotedAt), out.SnapshotBytes>>20, st.Acknowledged, float64(st.MaxLatency)/float64(time.Millisecond))
+		} else {
+			progress("stop-and-copy %d/%d %s→%s: downtime %.1f ms (hold+stop %.1f, copy %.1f of %d MB, start %.1f; acknowledged writes so far %d)",
+				i+1, bf.handovers, rec.Source, rec.Target, ms, migMs(out.HeldAt, out.FencedAt), migMs(out.FencedAt, out.CopiedAt),
+				out.CopyBytes>>20, migMs(out.CopiedAt, out.PromotedAt), st.Acknowledged)
+		}
 		time.Sleep(500 * time.Millisecond) // let the workload run on the new owner
 	}
 	stopW()
 	<-wdone
+	st := w.Stats()
+	progress("workload: %d writes acknowledged, %d failed attempts (%d with unknown outcome), slowest acknowledged %.0f ms; last error: %s",
+		st.Acknowledged, st.Errors, st.Uncertain, float64(st.MaxLatency)/float64(time.Millisecond), st.LastError)
 	rep, err := w.Verify(ctx, c.ConnString("postgres"))
 	if err != nil {
 		return err
@@ -274,5 +317,30 @@ func migLoadFiller(ctx context.Context, c *pgcluster.Cluster, mb int) error {
 	_, err = conn.Exec(ctx, "CHECKPOINT")
 	return err
 }
+
+// proxyRouter is migration.Router over an in-process sluice proxy.
+type proxyRouter struct{ p *proxy.Proxy }
+
+func (r proxyRouter) Hold(ctx context.Context, tenant string, deadline time.Duration) error {
+	res, err := r.p.Hold(ctx, tenant, deadline)
+	if err != nil {
+		return err
+	}
+	if res.InFlight > 0 {
+		return fmt.Errorf("proxy hold %s: %d transactions still in flight", tenant, res.InFlight)
+	}
+	return nil
+}
+func (r proxyRouter) Switch(_ context.Context, tenant, addr string) error {
+	return r.p.Switch(tenant, addr, "")
+}
+func (r proxyRouter) Release(_ context.Context, tenant string) error { return r.p.Release(tenant) }
+
+// fixedRoute is a ledger.Router that always answers the same address (the
+// proxy's) and never waits: the proxy does the holding.
+type fixedRoute string
+
+func (f fixedRoute) Enter(ctx context.Context) (string, error) { return string(f), ctx.Err() }
+func (fixedRoute) Leave()                                      {}
 
 func migMs(a, b time.Time) float64 { return float64(b.Sub(a)) / float64(time.Millisecond) }
