@@ -27,6 +27,7 @@ type ledgerWriter struct {
 	mu     sync.Mutex
 	acked  []int64
 	errs   int
+	last   string // last error seen
 	byHome map[int]int // acknowledged writes per home index
 }
 
@@ -43,7 +44,7 @@ func (w *ledgerWriter) run(ctx context.Context) {
 			c, err := pgx.Connect(cctx, w.conns[home])
 			cancel()
 			if err != nil {
-				w.fail()
+				w.fail(err)
 				home = (home + 1) % len(w.conns)
 				sleepCtx(ctx, 20*time.Millisecond)
 				continue
@@ -60,7 +61,7 @@ func (w *ledgerWriter) run(ctx context.Context) {
 		_, err := conn.Exec(ectx, "INSERT INTO ledger (id, pad) SELECT $1, string_agg(md5(random()::text), '') FROM generate_series(1, $2::int / 32)", id, pad)
 		cancel()
 		if err != nil {
-			w.fail()
+			w.fail(err)
 			conn.Close(context.Background())
 			conn = nil
 			home = (home + 1) % len(w.conns)
@@ -78,9 +79,10 @@ func (w *ledgerWriter) run(ctx context.Context) {
 	}
 }
 
-func (w *ledgerWriter) fail() {
+func (w *ledgerWriter) fail(err error) {
 	w.mu.Lock()
 	w.errs++
+	w.last = err.Error()
 	w.mu.Unlock()
 }
 

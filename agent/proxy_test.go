@@ -1,0 +1,95 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/migration"
+	"github.com/sluicedb/sluice/proxy"
+	proxyclient "github.com/sluicedb/sluice/proxy/client"
+)
+
+// TestLiveMigrationThroughProxy: clients reach the tenant only through the
+// sluice proxy, which follows both agents' catalogs; the source agent holds,
+// switches and releases the tenant at the proxy (Config.Proxy). Every
+// acknowledged write is on the target exactly once, and the proxy routes the
+// tenant to the target afterwards.
+func TestLiveMigrationThroughProxy(t *testing.T) {
+	c1, c2 := agentPair(t)
+	px, err := proxy.New(proxy.Config{Listen: "127.0.0.1:0", APIListen: "127.0.0.1:0", Trust: true,
+		Catalogs: []string{"http://" + c1.Listen, "http://" + c2.Listen}, CatalogPoll: 100 * time.Millisecond, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := px.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer px.Close()
+	c1.Proxy = "http://" + px.APIAddr()
+	a1, a2 := startAgent(t, c1), startAgent(t, c2)
+	ctx := ctxT(t)
+	tn, err := a1.c.CreateTenant(ctx, client.CreateTenant{Name: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loadData(t, a1.ConnString(tn.Port, ""), 10)
+
+	api := proxyclient.New(px.APIAddr(), nil)
+	waitProxyRoute(t, api, "acme", "127.0.0.1:"+strconv.Itoa(tn.Port))
+
+	proxyCS := fmt.Sprintf("postgres://postgres@%s/acme?sslmode=disable", px.Addr())
+	w := &ledgerWriter{conns: []string{proxyCS}, pause: 2 * time.Millisecond}
+	wctx, wstop := context.WithCancel(context.Background())
+	wdone := make(chan struct{})
+	go func() { w.run(wctx); close(wdone) }()
+	defer func() { wstop(); <-wdone }()
+	time.Sleep(500 * time.Millisecond)
+
+	m, err := a1.c.StartMigration(ctx, client.StartMigration{Tenant: tn.ID, To: "a2", Rate: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = waitMigration(t, a1.c, m.ID, 3*time.Minute, nil)
+	if m.Outcome != "committed" {
+		t.Fatalf("migration through the proxy ended %s: %s", m.Outcome, m.Error)
+	}
+	var rec migration.Record
+	json.Unmarshal(m.Record, &rec)
+	t.Logf("handover: hold→fence %v, →replayed %v, →promoted %v, →switched %v, →released %v",
+		rec.FencedAt.Sub(rec.HeldAt), rec.ReplayedAt.Sub(rec.HeldAt), rec.PromotedAt.Sub(rec.HeldAt), rec.SwitchedAt.Sub(rec.HeldAt), rec.ReleasedAt.Sub(rec.HeldAt))
+	before, _, _ := w.stats()
+	time.Sleep(time.Second)
+	wstop()
+	<-wdone
+	acked, errs, _ := w.stats()
+	t.Logf("freeze %.0f ms; writer through the proxy: %d acknowledged (%d after the migration), %d errors (last: %s)", m.Summary.FreezeMS, acked, acked-before, errs, w.last)
+	if acked == before {
+		t.Fatal("no write was acknowledged through the proxy after the migration")
+	}
+	waitProxyRoute(t, api, "acme", "127.0.0.1:"+strconv.Itoa(a2.TenantPort(tn.ID)))
+	w.verify(t, a2.ConnString(a2.TenantPort(tn.ID), ""))
+}
+
+func waitProxyRoute(t *testing.T, api *proxyclient.Client, tenant, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var last []proxyclient.Route
+	for time.Now().Before(deadline) {
+		rs, err := api.Routes(context.Background())
+		if err == nil {
+			last = rs
+			for _, r := range rs {
+				if r.Tenant == tenant && r.Addr == addr {
+					return
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("proxy never routed %s to %s; routes %+v", tenant, addr, last)
+}
