@@ -166,10 +166,13 @@ type (
 	ResetSnapshot struct{ DropSlot bool }
 	// Rollback: undo everything on the target and give the source back its
 	// clients. Each part is idempotent and done best-effort in this order:
-	// Unfence (restart a stopped source / undo the read-only fence), Release,
-	// AbortTarget (stop, remove dir, free port), DropSlot → RolledBack.
+	// Unfence (restart a stopped source / undo the read-only fence),
+	// SwitchBack (route the tenant to the source again: a crash may have come
+	// between a successful Switch and its record), Release, AbortTarget (stop,
+	// remove dir, free port), DropSlot → RolledBack.
 	Rollback struct {
 		Unfence     bool
+		SwitchBack  bool
 		Release     bool
 		AbortTarget bool
 		DropSlot    bool
@@ -213,5 +216,5 @@ func (Release) String() string         { return "release" }
 func (a Cleanup) String() string       { return fmt.Sprintf("cleanup drop-slot=%t", a.DropSlot) }
 func (a ResetSnapshot) String() string { return fmt.Sprintf("reset-snapshot drop-slot=%t", a.DropSlot) }
 func (a Rollback) String() string {
-	return fmt.Sprintf("rollback unfence=%t release=%t abort-target=%t drop-slot=%t", a.Unfence, a.Release, a.AbortTarget, a.DropSlot)
+	return fmt.Sprintf("rollback unfence=%t switch-back=%t release=%t abort-target=%t drop-slot=%t", a.Unfence, a.SwitchBack, a.Release, a.AbortTarget, a.DropSlot)
 }

@@ -60,6 +60,9 @@ const ChunkBytes = 64 << 10
 type Source interface {
 	// Info reports what preflight checks.
 	Info(ctx context.Context) (SourceInfo, error)
+	// Addr is the host:port clients use to reach the tenant on the source
+	// (where a rollback routes them back to).
+	Addr() string
 	// PrimaryConnInfo is the libpq conninfo a standby uses to stream from
 	// this source (host, port, user; no dbname).
 	PrimaryConnInfo() string

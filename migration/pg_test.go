@@ -541,3 +541,50 @@ func TestResumeMidHandoverRollsBack(t *testing.T) {
 		})
 	}
 }
+
+// switchThenDie routes to the target and then "kills the agent" before the
+// Switched event is recorded.
+type switchThenDie struct {
+	*GateRouter
+	cancel context.CancelFunc
+}
+
+func (s switchThenDie) Switch(ctx context.Context, tenant, addr string) error {
+	err := s.GateRouter.Switch(ctx, tenant, addr)
+	s.cancel()
+	return err
+}
+
+// TestResumeAfterUnrecordedSwitch: the route switched but the agent died
+// before recording it; the restarted agent rolls back and routes the tenant
+// back to the source before releasing, so no client is sent to the removed
+// target and nothing acknowledged is lost.
+func TestResumeAfterUnrecordedSwitch(t *testing.T) {
+	f := newFixture(t, 2)
+	g := NewGateRouter(f.src.Addr())
+	w, stop := startWorkload(t, g)
+	waitAcked(t, w, 100)
+	var saved Record
+	ctx, cancel := context.WithCancel(context.Background())
+	env := Env{
+		Source: f.source, Target: f.target, Router: switchThenDie{g, cancel},
+		Persist: func(r Record) error { saved = roundTrip(t, r); return nil },
+	}
+	if _, err := Run(ctx, New("m1", "t1", "a", "b", Live, time.Now()), env); !errors.Is(err, context.Canceled) || saved.PromotedAt.IsZero() || saved.Switched() {
+		t.Fatalf("first Run: %v, saved %+v", err, saved)
+	}
+	if g.Addr() == f.src.Addr() {
+		t.Fatal("the route did not move")
+	}
+	env.Source, env.Target, env.Router = NewLocalSource(f.src), NewLocalTarget(f.root, pgcluster.Options{}), g
+	out, err := Run(context.Background(), saved, env)
+	if !errors.Is(err, ErrAborted) || out.Phase != PhaseAborted {
+		t.Fatalf("resumed Run: %v, %+v", err, out)
+	}
+	if g.Addr() != f.src.Addr() {
+		t.Fatalf("route %s after rollback, want the source %s", g.Addr(), f.src.Addr())
+	}
+	waitAcked(t, w, 100)
+	stop()
+	verify(t, w, f.src.Addr())
+}

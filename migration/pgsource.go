@@ -107,6 +107,9 @@ func (s *LocalSource) Info(ctx context.Context) (SourceInfo, error) {
 	return si, nil
 }
 
+// Addr is the tenant's host:port.
+func (s *LocalSource) Addr() string { return s.C.Addr() }
+
 // PrimaryConnInfo is the conninfo a standby on another host uses (TCP).
 func (s *LocalSource) PrimaryConnInfo() string {
 	u := s.ReplicationUser

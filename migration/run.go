@@ -358,6 +358,9 @@ func (r *runner) execute(ctx context.Context, rec Record, a Action) Event {
 		if a.Unfence {
 			errs = append(errs, src.Unfence(ctx))
 		}
+		if a.SwitchBack {
+			errs = append(errs, env.Router.Switch(ctx, rec.Tenant, src.Addr()))
+		}
 		if a.Release {
 			errs = append(errs, env.Router.Release(ctx, rec.Tenant))
 		}

@@ -322,6 +322,7 @@ func rollbackAction(rec Record) Rollback {
 	inHandover := rec.FailedIn == PhaseHandover
 	return Rollback{
 		Unfence:     inHandover,
+		SwitchBack:  inHandover,
 		Release:     inHandover,
 		AbortTarget: true,
 		DropSlot:    rec.Mode == Live,

@@ -262,7 +262,7 @@ func TestStepRandomWalk(t *testing.T) {
 				if switched {
 					t.Fatalf("migration %d: rollback after switch: %+v", i, rec)
 				}
-				if rec.FailedIn == PhaseHandover && (!rb.Unfence || !rb.Release) {
+				if rec.FailedIn == PhaseHandover && (!rb.Unfence || !rb.Release || !rb.SwitchBack) {
 					t.Fatalf("migration %d: rollback from handover without unfence/release: %v", i, rb)
 				}
 			}
