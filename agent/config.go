@@ -56,6 +56,12 @@ type Config struct {
 	// Peers maps other agents' names to their API URLs, so that migrations can
 	// name a target ("--to db2").
 	Peers map[string]string `json:"peers"`
+	// Token, if set, is the shared secret every state-changing request (POST,
+	// DELETE: tenant and migration operations, and the agent-to-agent
+	// target endpoints) must carry as "Authorization: Bearer <token>". Peers
+	// share one token; the agent sends it to them. GET requests (listing,
+	// info, progress) stay open so the proxy can poll GET /v1/tenants.
+	Token string `json:"token"`
 	// Proxy is the sluice proxy's API URL used for handover (hold, switch,
 	// release). Empty: no proxy; clients find the new owner themselves.
 	Proxy string `json:"proxy"`

@@ -52,6 +52,9 @@ func freeBase(t testing.TB, n int) int {
 	return 0
 }
 
+// testToken is the shared agent token of the tests' agents.
+const testToken = "test-token"
+
 // testAgent is an agent served in-process on its own root and listener.
 type testAgent struct {
 	*Agent
@@ -74,7 +77,7 @@ func newTestConfig(t testing.TB, name string) Config {
 		t.Fatalf("seed template: %v\n%s", err, out)
 	}
 	return Config{
-		Name: name, Root: root, Listen: "127.0.0.1:0",
+		Name: name, Root: root, Listen: "127.0.0.1:0", Token: testToken,
 		Tenant: TenantDefaults{BasePort: freeBase(t, 4), Settings: map[string]string{"fsync": "off"}},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
@@ -98,6 +101,7 @@ func startAgent(t testing.TB, cfg Config) *testAgent {
 	if err != nil {
 		t.Fatal(err)
 	}
+	ta.c = ta.c.WithToken(cfg.Token)
 	t.Cleanup(ta.stop)
 	return ta
 }

@@ -160,6 +160,15 @@ func (a *Agent) resolvePeer(to string) (string, error) {
 	return "", errf(http.StatusBadRequest, "unknown agent %q: not a peer of %s (peers: %s) and not a URL", to, a.cfg.Name, strings.Join(names, ", "))
 }
 
+// peerClient returns a client for another agent, carrying this agent's token.
+func (a *Agent) peerClient(url string) (*client.Client, error) {
+	c, err := client.New(url)
+	if err != nil {
+		return nil, err
+	}
+	return c.WithToken(a.cfg.Token), nil
+}
+
 // newMigrationID returns a unique, slot-name-safe migration id.
 func newMigrationID(tenant int64, now time.Time) string {
 	var b [3]byte
@@ -201,7 +210,7 @@ func (a *Agent) StartMigration(ctx context.Context, req client.StartMigration) (
 	if err != nil {
 		return client.Migration{}, err
 	}
-	pc, err := client.New(peerURL)
+	pc, err := a.peerClient(peerURL)
 	if err != nil {
 		return client.Migration{}, errf(http.StatusBadRequest, "target agent: %v", err)
 	}
@@ -479,7 +488,7 @@ func (a *Agent) resumeMigrations(ctx context.Context) {
 			a.log.Error("resume: source", "migration", cm.ID, "err", err)
 			continue
 		}
-		pc, err := client.New(cm.PeerURL)
+		pc, err := a.peerClient(cm.PeerURL)
 		if err != nil {
 			a.log.Error("resume: target", "migration", cm.ID, "err", err)
 			continue

@@ -133,6 +133,7 @@ func procPair(t *testing.T, extra map[string]string) (*procAgent, *procAgent) {
 			t.Fatal(err)
 		}
 		c, _ := client.New("http://" + cfgs[i].Listen)
+		c = c.WithToken(cfgs[i].Token)
 		ps[i] = &procAgent{t: t, bin: bin, cfg: path, log: filepath.Join(dir, cfgs[i].Name+".log"), url: "http://" + cfgs[i].Listen, c: c}
 		p := ps[i]
 		t.Cleanup(func() {

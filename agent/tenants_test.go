@@ -61,6 +61,21 @@ func TestTenantLifecycle(t *testing.T) {
 		}
 	}
 
+	// Without the token, state-changing requests are refused; reads are open.
+	noTok, _ := client.New(ta.URL())
+	if _, err := noTok.CreateTenant(ctx, client.CreateTenant{ID: 5}); client.StatusOf(err) != 401 {
+		t.Fatalf("create without token: %v, want 401", err)
+	}
+	if _, err := noTok.StopTenant(ctx, 1); client.StatusOf(err) != 401 {
+		t.Fatalf("stop without token: %v, want 401", err)
+	}
+	if _, err := noTok.WithToken("wrong").DeleteTenant(ctx, 1); client.StatusOf(err) != 401 {
+		t.Fatalf("delete with a wrong token: %v, want 401", err)
+	}
+	if _, err := noTok.Tenants(ctx, false); err != nil {
+		t.Fatalf("list without token: %v", err)
+	}
+
 	// Bad input: a specific error, nothing changed.
 	for _, tc := range []struct {
 		name string

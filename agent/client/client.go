@@ -45,8 +45,23 @@ func StatusOf(err error) int {
 
 // Client is an agent's API at one base URL.
 type Client struct {
-	base string
-	hc   *http.Client
+	base  string
+	hc    *http.Client
+	token string
+}
+
+// WithToken returns a copy of c that sends "Authorization: Bearer token"
+// (agents configured with a token refuse state-changing requests without it).
+func (c *Client) WithToken(token string) *Client {
+	cc := *c
+	cc.token = token
+	return &cc
+}
+
+func (c *Client) auth(req *http.Request) {
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 }
 
 // DefaultTimeout bounds ordinary requests (tenant creation runs initdb, so it
@@ -92,6 +107,7 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	c.auth(req)
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return fmt.Errorf("agent %s: %w", c.base, unwrapURLError(err))
@@ -112,6 +128,7 @@ func (c *Client) StreamWithHeader(ctx context.Context, path, key, value string, 
 	if key != "" {
 		req.Header.Set(key, value)
 	}
+	c.auth(req)
 	req.ContentLength = -1
 	resp, err := c.streamClient().Do(req)
 	if err != nil {

@@ -55,7 +55,8 @@ Stops on SIGINT/SIGTERM; tenant postmasters keep running.`,
 	root.AddCommand(cmd)
 }
 
-// agentClient returns a client for --agent (or $SLUICE_AGENT, or the default).
+// agentClient returns a client for --agent (or $SLUICE_AGENT, or the
+// default) that sends the agents' shared token from $SLUICE_TOKEN, if set.
 func agentClient(url string) (*client.Client, error) {
 	if url == "" {
 		url = os.Getenv("SLUICE_AGENT")
@@ -67,7 +68,7 @@ func agentClient(url string) (*client.Client, error) {
 	if err != nil {
 		return nil, usagef("--agent: %v", err)
 	}
-	return c, nil
+	return c.WithToken(os.Getenv("SLUICE_TOKEN")), nil
 }
 
 // agentErr turns an agent's refusal (4xx: bad input, nothing changed) into a
