@@ -32,8 +32,9 @@
 // JSON in and out. Errors are {"error": "one line"} with 400 (bad request),
 // 404 (unknown tenant/migration), 409 (conflict with the current state, e.g.
 // already migrating), 422 (preflight refused: no space, other PostgreSQL
-// major version, wal_level), 502 (a peer agent unreachable), 500 otherwise. A
-// 4xx answer means nothing was changed. Rates are bytes/s, 0 = unlimited.
+// major version, wal_level), 401 (a POST/DELETE without the configured
+// token), 502 (a peer agent unreachable), 500 otherwise. A 4xx answer means
+// nothing was changed. Rates are bytes/s, 0 = unlimited.
 //
 //	GET    /v1/info                      name, URL, PostgreSQL version, free/used space, peers
 //	GET    /v1/tenants[?all=true]        tenants (deleted ones only with all=true)
