@@ -27,7 +27,7 @@ type ledgerWriter struct {
 	mu     sync.Mutex
 	acked  []int64
 	errs   int
-	last   string // last error seen
+	last   string      // last error seen
 	byHome map[int]int // acknowledged writes per home index
 }
 
