@@ -34,8 +34,9 @@ type Env struct {
 	Target Target
 	Router Router
 	// Limiter paces SNAPSHOT and WARM (bytes). The control loop changes its
-	// rate while Run works (e.g. throttle.Limiter.SetRate every step); nil is
-	// unpaced. Stop-and-copy's copy is never paced: clients are waiting.
+	// rate while Run works: give the same *throttle.Limiter to a loop.Loop as
+	// its Send throttle (see TestControlLoopPacesSnapshot); nil is unpaced.
+	// Stop-and-copy's copy is never paced: clients are waiting.
 	Limiter Limiter
 	// Persist stores the record; Run calls it after every Step, before the
 	// next action. An error stops Run (the action is not run).
