@@ -110,7 +110,7 @@ func Step(rec Record, ev Event, now time.Time) (Record, []Action) {
 	case Held:
 		rec.HeldAt = now
 	case FlushRead:
-		rec.FlushLSN = e.LSN
+		rec.FlushLSN, rec.FlushAt = e.LSN, now
 	case Fenced:
 		rec.FencedAt, rec.FenceLSN = now, e.LSN
 	case Copied:

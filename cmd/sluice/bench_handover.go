@@ -172,8 +172,8 @@ func runBenchHandover(cmd *cobra.Command, _ []string) error {
 		freezes = append(freezes, ms)
 		st := w.Stats()
 		if rec.Mode == migration.Live {
-			progress("handover %d/%d %s→%s: freeze %.1f ms (hold+fence %.1f, replay %.1f, promote %.1f; snapshot %d MB; acknowledged writes so far %d, slowest %.0f ms)",
-				i+1, bf.handovers, rec.Source, rec.Target, ms, migMs(out.HeldAt, out.FencedAt), migMs(out.FencedAt, out.ReplayedAt),
+			progress("handover %d/%d %s→%s: freeze %.1f ms (hold %.1f, fence %.1f, replay %.1f, promote %.1f; snapshot %d MB; acknowledged writes so far %d, slowest %.0f ms)",
+				i+1, bf.handovers, rec.Source, rec.Target, ms, migMs(out.HeldAt, out.FlushAt), migMs(out.FlushAt, out.FencedAt), migMs(out.FencedAt, out.ReplayedAt),
 				migMs(out.ReplayedAt, out.PromotedAt), out.SnapshotBytes>>20, st.Acknowledged, float64(st.MaxLatency)/float64(time.Millisecond))
 		} else {
 			progress("stop-and-copy %d/%d %s→%s: downtime %.1f ms (hold+stop %.1f, copy %.1f of %d MB, start %.1f; acknowledged writes so far %d)",
