@@ -17,7 +17,7 @@ import (
 // beat the rate: the token bucket lets at most rate×t + burst bytes through.
 func TestControlLoopPacesSnapshot(t *testing.T) {
 	f := newFixture(t, 8)
-	const rate = 16 << 20 // bytes/s
+	const rate = 16 << 20            // bytes/s
 	lim := throttle.NewLimiter(0, 0) // paused until the loop's first step
 	ctl, err := control.NewFixed(rate)
 	if err != nil {
