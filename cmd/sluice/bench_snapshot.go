@@ -45,10 +45,11 @@ disk over loopback TCP:
 
 One untimed warm-up pass of each method runs first so all see the same page-cache
 state; then --reps rounds of the three, interleaved, each round starting with the
-next method so that none always runs first. Progress lines also show the CPU time
-each copy cost (this process, or the tar processes, or the pg_basebackup client;
-the server backend that reads files for pg_basebackup is not counted). sync(2) runs (untimed) after
-every copy so dirty pages of one run do not slow the next. No method fsyncs.
+next method so that none always runs first. sync(2) runs (untimed) after every
+copy so dirty pages of one run do not slow the next. No method fsyncs. Progress
+lines also show the CPU time each copy cost (this process, or the tar processes,
+or the pg_basebackup client; the server backend that reads files for
+pg_basebackup is not counted).
 Rates are the bytes of file data sluice copied divided by each method's wall time,
 in MB/s (10^6 bytes); the median round is reported.`,
 	Args: cobra.NoArgs,
