@@ -588,3 +588,30 @@ func TestResumeAfterUnrecordedSwitch(t *testing.T) {
 	stop()
 	verify(t, w, f.src.Addr())
 }
+
+// TestSlotLost: a slot whose WAL the source removed (beyond
+// max_slot_wal_keep_size) is reported lost, and CATCH-UP fails on it at once.
+func TestSlotLost(t *testing.T) {
+	src := pgtest.New(t, pgcluster.Options{Settings: map[string]string{"max_slot_wal_keep_size": "1MB", "max_wal_size": "32MB", "min_wal_size": "32MB"}})
+	s := NewLocalSource(src)
+	defer s.Close()
+	ctx := context.Background()
+	if _, err := s.CreateSlot(ctx, "sluice_lost"); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := s.SlotStatus(ctx, "sluice_lost"); err != nil || st != "reserved" {
+		t.Fatalf("fresh slot status %q, %v", st, err)
+	}
+	for i := 0; i < 3; i++ {
+		exec1(t, src.ConnString("postgres"), "SELECT pg_switch_wal()")
+		exec1(t, src.ConnString("postgres"), "CREATE TABLE IF NOT EXISTS w AS SELECT 1 AS x")
+	}
+	exec1(t, src.ConnString("postgres"), "CHECKPOINT")
+	st, err := s.SlotStatus(ctx, "sluice_lost")
+	if err != nil || st != "lost" {
+		t.Fatalf("slot status after WAL removal %q, %v", st, err)
+	}
+	if st, err := s.SlotStatus(ctx, "no_such_slot"); err != nil || st != "" {
+		t.Fatalf("missing slot status %q, %v", st, err)
+	}
+}

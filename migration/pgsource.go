@@ -138,6 +138,25 @@ func (s *LocalSource) CreateSlot(ctx context.Context, name string) (LSN, error) 
 	return ParseLSN(lsn)
 }
 
+// SlotStatus returns the slot's wal_status ("reserved", "extended",
+// "unreserved" or "lost"; "" when there is no such slot). A slot is lost when
+// the source removed WAL the slot still needed because it exceeded
+// max_slot_wal_keep_size: the standby can never catch up from it.
+func (s *LocalSource) SlotStatus(ctx context.Context, name string) (string, error) {
+	var st string
+	err := s.withConn(ctx, func(c *pgx.Conn) error {
+		err := c.QueryRow(ctx, "SELECT coalesce(wal_status, '') FROM pg_replication_slots WHERE slot_name = $1", name).Scan(&st)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("migration: slot status %s: %w", name, err)
+	}
+	return st, nil
+}
+
 // DropSlot drops the slot if it exists; a stopped source has nothing to drop
 // from (its directory goes with Retire).
 func (s *LocalSource) DropSlot(ctx context.Context, name string) error {

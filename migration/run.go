@@ -252,6 +252,11 @@ func (r *runner) execute(ctx context.Context, rec Record, a Action) Event {
 		if err != nil {
 			return failed(a, err)
 		}
+		if sc, ok := src.(slotChecker); ok {
+			if st, err := sc.SlotStatus(ctx, rec.Slot); err == nil && (st == "lost" || st == "") {
+				return failed(a, fmt.Errorf("replication slot %s is %s: the source removed WAL the standby needs (max_slot_wal_keep_size)", rec.Slot, orGone(st)))
+			}
+		}
 		lag := int64(-1)
 		if pos.Replay != 0 {
 			lag = max(int64(flush)-int64(pos.Replay), 0)
@@ -377,6 +382,19 @@ func (r *runner) execute(ctx context.Context, rec Record, a Action) Event {
 		return RolledBack{}
 	}
 	return Failed{Err: fmt.Sprintf("unknown action %T", a)}
+}
+
+// slotChecker is implemented by Sources that can report their slot's state
+// (LocalSource): CATCH-UP fails at once when the slot is lost.
+type slotChecker interface {
+	SlotStatus(ctx context.Context, name string) (string, error)
+}
+
+func orGone(st string) string {
+	if st == "" {
+		return "gone"
+	}
+	return st
 }
 
 // WarmBatchBlocks is how many blocks one Target.Prewarm call loads (128 = 1 MiB).
