@@ -188,8 +188,12 @@ func Send(ctx context.Context, src *pgcluster.Cluster, w io.Writer, opts SendOpt
 
 // ReceiveOptions tune Receive.
 type ReceiveOptions struct {
-	// Fsync every received file and directory (recommended on real targets;
-	// PostgreSQL also syncs the data directory when it starts from a backup).
+	// Fsync every received file and directory before Receive returns.
+	// Without it the copy is still made durable: PostgreSQL 15 fsyncs the
+	// whole data directory when it first starts from a backup (its copied
+	// pg_control says "in production", so startup runs SyncDataDirectory).
+	// Fsync matters only if a crash of the target host between Receive and
+	// that start must not lose the copy.
 	Fsync bool
 	// OSUser owns the received files when running as root. Default "postgres".
 	OSUser string
