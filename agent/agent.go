@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -40,6 +42,8 @@ type Agent struct {
 
 	mig migrations // migrations in progress (migrate.go)
 
+	peerTLS *tls.Config // for calls to peers; nil = defaults
+
 	tgtOnce sync.Once
 	tgt     migration.Target // served to source agents (target_local.go)
 
@@ -71,15 +75,31 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w (is another agent using root %s?)", err, cfg.Root)
 	}
+	peerTLS, err := clientTLS(cfg.TLSCA)
+	if err != nil {
+		cat.Close()
+		return nil, configError{err}
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		cat.Close()
 		return nil, fmt.Errorf("agent: listen %s: %w", cfg.Listen, err)
 	}
-	a := &Agent{cfg: cfg, log: cfg.Logger.With("agent", cfg.Name), cat: cat, ln: ln, pgVer: ver, pgMajor: major}
+	scheme := "http://"
+	if cfg.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			ln.Close()
+			cat.Close()
+			return nil, configError{fmt.Errorf("agent config: tls: %w", err)}
+		}
+		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+		scheme = "https://"
+	}
+	a := &Agent{cfg: cfg, log: cfg.Logger.With("agent", cfg.Name), cat: cat, ln: ln, pgVer: ver, pgMajor: major, peerTLS: peerTLS}
 	a.url = cfg.AdvertiseURL
 	if a.url == "" {
-		a.url = "http://" + ln.Addr().String()
+		a.url = scheme + ln.Addr().String()
 	}
 	a.mig.init()
 	return a, nil
@@ -101,7 +121,8 @@ func (a *Agent) Catalog() *catalog.Catalog { return a.cat }
 func (a *Agent) Serve(ctx context.Context) error {
 	defer a.Close()
 	a.reconcileTenants(ctx)
-	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx },
+		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(a.ln) }()
 	a.log.Info("agent serving", "url", a.url, "root", a.cfg.Root, "pg", a.pgVer)
@@ -164,6 +185,23 @@ func (a *Agent) reconcileTenants(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// clientTLS returns the TLS client configuration trusting the CA in caFile
+// (nil when caFile is empty: the system roots).
+func clientTLS(caFile string) (*tls.Config, error) {
+	if caFile == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("agent config: tls_ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("agent config: tls_ca %s: no PEM certificate", caFile)
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
 
 // lockTenant serialises lifecycle operations on one tenant; call the

@@ -62,6 +62,13 @@ type Config struct {
 	// share one token; the agent sends it to them. GET requests (listing,
 	// info, progress) stay open so the proxy can poll GET /v1/tenants.
 	Token string `json:"token"`
+	// TLSCert and TLSKey (PEM files), if set, make the API (and so the
+	// snapshot stream between agents) HTTPS only.
+	TLSCert string `json:"tls_cert"`
+	TLSKey  string `json:"tls_key"`
+	// TLSCA (PEM file) is the CA that peers' certificates are checked
+	// against; empty: the system roots.
+	TLSCA string `json:"tls_ca"`
 	// Proxy is the sluice proxy's API URL used for handover (hold, switch,
 	// release). Empty: no proxy; clients find the new owner themselves.
 	Proxy string `json:"proxy"`
@@ -237,6 +244,9 @@ func (c Config) withDefaults() (Config, error) {
 			return c, fmt.Errorf("agent config: proxy: %w", err)
 		}
 		c.Proxy = u
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return c, errors.New("agent config: tls_cert and tls_key go together")
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

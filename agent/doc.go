@@ -59,5 +59,8 @@
 //	GET  /v1/internal/targets/info?tenant=ID
 //	POST /v1/internal/targets/{mid}/reserve|snapshot|start-standby|position|wait-replay|prewarm|promote|addr|abort|commit
 //
+// Security: Config.Token (bearer token on POST/DELETE and agent-to-agent
+// calls) and Config.TLSCert/TLSKey/TLSCA (HTTPS for the API and the stream).
+//
 // docs/agent-api.md documents every request and answer with examples.
 package agent

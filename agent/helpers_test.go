@@ -102,6 +102,11 @@ func startAgent(t testing.TB, cfg Config) *testAgent {
 		t.Fatal(err)
 	}
 	ta.c = ta.c.WithToken(cfg.Token)
+	if tc, err := clientTLS(cfg.TLSCA); err != nil {
+		t.Fatal(err)
+	} else if tc != nil {
+		ta.c = ta.c.WithTLS(tc)
+	}
 	t.Cleanup(ta.stop)
 	return ta
 }

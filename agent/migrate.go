@@ -166,7 +166,11 @@ func (a *Agent) peerClient(url string) (*client.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return c.WithToken(a.cfg.Token), nil
+	c = c.WithToken(a.cfg.Token)
+	if a.peerTLS != nil {
+		c = c.WithTLS(a.peerTLS)
+	}
+	return c, nil
 }
 
 // newMigrationID returns a unique, slot-name-safe migration id.

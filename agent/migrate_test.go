@@ -138,11 +138,24 @@ func TestLiveMigration(t *testing.T) {
 	w.verify(t, srcCS)
 }
 
-// TestStopAndCopyMigration moves a tenant by the stop-and-copy baseline.
+// TestStopAndCopyMigration moves a tenant by the stop-and-copy baseline,
+// between agents that speak HTTPS (the stream goes over TLS).
 func TestStopAndCopyMigration(t *testing.T) {
 	c1, c2 := agentPair(t)
+	withTLS(t, &c1, &c2)
 	a1, a2 := startAgent(t, c1), startAgent(t, c2)
 	ctx := ctxT(t)
+	if !strings.HasPrefix(a1.URL(), "https://") {
+		t.Fatalf("agent URL %s is not https", a1.URL())
+	}
+	plain, _ := client.New("http://" + c1.Listen)
+	if _, err := plain.Info(ctx); err == nil {
+		t.Fatal("plain HTTP to a TLS agent succeeded")
+	}
+	untrusted, _ := client.New(a1.URL())
+	if _, err := untrusted.Info(ctx); err == nil {
+		t.Fatal("HTTPS without the agents' CA succeeded")
+	}
 	tn, err := a1.c.CreateTenant(ctx, client.CreateTenant{})
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +169,7 @@ func TestStopAndCopyMigration(t *testing.T) {
 	go func() { w.run(wctx); close(wdone) }()
 	defer func() { wstop(); <-wdone }()
 	time.Sleep(300 * time.Millisecond)
-	m, err := a1.c.StartMigration(ctx, client.StartMigration{Tenant: tn.ID, To: a2.URL(), Mode: "stop-and-copy"})
+	m, err := a1.c.StartMigration(ctx, client.StartMigration{Tenant: tn.ID, To: "a2", Mode: "stop-and-copy"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -274,7 +287,7 @@ func TestAbortMigration(t *testing.T) {
 	wdone := make(chan struct{})
 	go func() { w.run(wctx); close(wdone) }()
 	defer func() { wstop(); <-wdone }()
-	m, err := a1.c.StartMigration(ctx, client.StartMigration{Tenant: tn.ID, To: "a2", Rate: 1 << 20})
+	m, err := a1.c.StartMigration(ctx, client.StartMigration{Tenant: tn.ID, To: a2.URL(), Rate: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

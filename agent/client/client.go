@@ -8,6 +8,7 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -55,6 +56,16 @@ type Client struct {
 func (c *Client) WithToken(token string) *Client {
 	cc := *c
 	cc.token = token
+	return &cc
+}
+
+// WithTLS returns a copy of c that checks the agent's certificate with cfg
+// (e.g. a private CA in cfg.RootCAs).
+func (c *Client) WithTLS(cfg *tls.Config) *Client {
+	cc := *c
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = cfg
+	cc.hc = &http.Client{Timeout: c.hc.Timeout, Transport: tr}
 	return &cc
 }
 

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -56,7 +58,8 @@ Stops on SIGINT/SIGTERM; tenant postmasters keep running.`,
 }
 
 // agentClient returns a client for --agent (or $SLUICE_AGENT, or the
-// default) that sends the agents' shared token from $SLUICE_TOKEN, if set.
+// default) that sends the agents' shared token from $SLUICE_TOKEN, if set,
+// and trusts the CA in the PEM file $SLUICE_CA for https:// agents.
 func agentClient(url string) (*client.Client, error) {
 	if url == "" {
 		url = os.Getenv("SLUICE_AGENT")
@@ -68,7 +71,19 @@ func agentClient(url string) (*client.Client, error) {
 	if err != nil {
 		return nil, usagef("--agent: %v", err)
 	}
-	return c.WithToken(os.Getenv("SLUICE_TOKEN")), nil
+	c = c.WithToken(os.Getenv("SLUICE_TOKEN"))
+	if ca := os.Getenv("SLUICE_CA"); ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, usagef("$SLUICE_CA: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, usagef("$SLUICE_CA %s: no PEM certificate", ca)
+		}
+		c = c.WithTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+	}
+	return c, nil
 }
 
 // agentErr turns an agent's refusal (4xx: bad input, nothing changed) into a
