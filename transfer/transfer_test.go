@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -590,5 +591,40 @@ func TestLimiterRequestsBounded(t *testing.T) {
 	}
 	if send.total.Load() != res.send.WireBytes || pre.total.Load() != res.send.Bytes {
 		t.Fatalf("limited: send %d of %d wire bytes, prefetch %d of %d file bytes", send.total.Load(), res.send.WireBytes, pre.total.Load(), res.send.Bytes)
+	}
+}
+
+// TestOwnerAndModes: every created file and directory gets the owner asked
+// for (when running as root) and the permission bits from the stream.
+func TestOwnerAndModes(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("chown needs root")
+	}
+	root := oddTree(t)
+	entries, err := Walk(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := &Owner{UID: 65534, GID: 65534}
+	dest, res := roundTrip(t, context.Background(), root, entries, SendOptions{}, ReceiveOptions{Owner: owner})
+	if res.serr != nil || res.rerr != nil {
+		t.Fatalf("send: %v, receive: %v", res.serr, res.rerr)
+	}
+	sameTree(t, root, dest)
+	err = filepath.Walk(dest, func(p string, info fs.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		st := info.Sys().(*syscall.Stat_t)
+		if int(st.Uid) != owner.UID || int(st.Gid) != owner.GID {
+			t.Errorf("%s owned by %d:%d, want %d:%d", p, st.Uid, st.Gid, owner.UID, owner.GID)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := os.Stat(dest); err != nil || info.Mode().Perm() != 0o700 {
+		t.Fatalf("destination mode %v, %v; want 0700", info.Mode().Perm(), err)
 	}
 }
