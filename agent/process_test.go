@@ -166,6 +166,7 @@ func TestAgentKilledMidMigration(t *testing.T) {
 		{"target", "catch-up", "aborted"},
 	} {
 		t.Run(tc.kill+"-in-"+tc.phase, func(t *testing.T) {
+			t.Parallel() // mostly waiting on throttled copies and restarts
 			// A standby that applies commits 2 s late keeps CATCH-UP going
 			// (replay lag stays above 1 MiB) for as long as the writer is
 			// heavy: that is the window in which the agent is killed.
@@ -225,7 +226,7 @@ func TestAgentKilledMidMigration(t *testing.T) {
 			victim.start()
 			// Lift the throttle on the resumed copy (if the source still
 			// drives it), then let the catch-up end: the writer gets light.
-			for i := 0; i < 20; i++ {
+			for i := 0; i < 100; i++ {
 				if _, err := p1.c.SetRate(ctx, m.ID, 0); err == nil || client.StatusOf(err) == 404 {
 					break
 				}
