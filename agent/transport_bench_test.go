@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/catalog"
 	"github.com/sluicedb/sluice/migration"
 )
@@ -28,19 +27,27 @@ func (discardTarget) OpenSnapshot(context.Context, migration.Record) (io.WriteCl
 
 // BenchmarkSnapshotTransport compares streaming a snapshot to the target over
 // the agents' HTTP transport (RemoteTarget → chunked POST → target handler)
-// with a raw loopback TCP connection into the same target writer (what a
+// (plain and TLS) with a raw loopback TCP connection into the same target writer (what a
 // hijacked connection would cost), 64 KiB writes (the driver's chunk size).
 // Report the two MB/s figures as a ratio.
 func BenchmarkSnapshotTransport(b *testing.B) {
 	const total = 256 << 20
-	cfg := newTestConfig(b, "bench")
-	ta := startAgent(b, cfg)
-	ta.tgtOnce.Do(func() {})
-	ta.tgt = discardTarget{}
-	rec := migration.New("bench1", "1", "src", cfg.Name, migration.Live, time.Now())
+	rec := migration.New("bench1", "1", "src", "bench", migration.Live, time.Now())
 	rj, _ := json.Marshal(rec)
-	if err := ta.cat.PutMigration(catalog.Migration{ID: rec.ID, TenantID: 1, Role: catalog.Target, Record: rj}); err != nil {
-		b.Fatal(err)
+	// target starts an agent whose local target discards the stream and
+	// returns a RemoteTarget client for it.
+	target := func(tls bool) *RemoteTarget {
+		cfg := newTestConfig(b, "bench")
+		if tls {
+			withTLS(b, &cfg)
+		}
+		ta := startAgent(b, cfg)
+		ta.tgtOnce.Do(func() {})
+		ta.tgt = discardTarget{}
+		if err := ta.cat.PutMigration(catalog.Migration{ID: rec.ID, TenantID: 1, Role: catalog.Target, Record: rj}); err != nil {
+			b.Fatal(err)
+		}
+		return &RemoteTarget{c: ta.c}
 	}
 	chunk := make([]byte, migration.ChunkBytes)
 	stream := func(w io.WriteCloser) {
@@ -53,18 +60,22 @@ func BenchmarkSnapshotTransport(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	b.Run("http", func(b *testing.B) {
-		pc, _ := client.New(ta.URL())
-		rt := &RemoteTarget{c: pc.WithToken(cfg.Token)}
-		b.SetBytes(total)
-		for i := 0; i < b.N; i++ {
-			w, err := rt.OpenSnapshot(context.Background(), rec)
-			if err != nil {
-				b.Fatal(err)
+	for _, tc := range []struct {
+		name string
+		tls  bool
+	}{{"http", false}, {"https", true}} {
+		rt := target(tc.tls)
+		b.Run(tc.name, func(b *testing.B) {
+			b.SetBytes(total)
+			for i := 0; i < b.N; i++ {
+				w, err := rt.OpenSnapshot(context.Background(), rec)
+				if err != nil {
+					b.Fatal(err)
+				}
+				stream(w)
 			}
-			stream(w)
-		}
-	})
+		})
+	}
 	b.Run("tcp", func(b *testing.B) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
