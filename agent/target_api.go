@@ -285,6 +285,15 @@ func (a *Agent) targetCommit(ctx context.Context, rec migration.Record) error {
 	if err := a.localTarget().Commit(ctx, rec); err != nil {
 		return err
 	}
+	// The promoted tenant must serve from now on, even if its postmaster died
+	// (e.g. this host restarted) between promotion and this commit.
+	if tn, err := a.cat.Tenant(id); err == nil && tn.Migration == rec.ID {
+		if c, err := a.cluster(tn); err == nil && !c.Running() {
+			if err := c.Start(ctx); err != nil {
+				return fmt.Errorf("agent: commit: start tenant %d: %w", id, err)
+			}
+		}
+	}
 	return a.cat.Update(func(tx *catalog.Tx) error {
 		tn, err := tx.Tenant(id)
 		if err != nil {
