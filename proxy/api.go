@@ -111,7 +111,7 @@ func (p *Proxy) windows(series []timing.Series) []client.Window {
 	out := make([]client.Window, 0, len(series))
 	for _, s := range series {
 		out = append(out, client.Window{Tenant: s.Tenant, Server: s.Server, WindowS: ws, Count: s.Count,
-			MeanMS: s.MeanMS, P50MS: s.P50MS, P95MS: s.P95MS, P99MS: s.P99MS})
+			MeanMS: s.MeanMS, QueueMS: s.QueueMeanMS, P50MS: s.P50MS, P95MS: s.P95MS, P99MS: s.P99MS})
 	}
 	return out
 }
@@ -196,6 +196,11 @@ func (p *Proxy) serveMetrics(w http.ResponseWriter, r *http.Request) {
 	b.WriteString("# TYPE sluice_proxy_window_mean_seconds gauge\n")
 	for _, r := range rows {
 		fmt.Fprintf(&b, "sluice_proxy_window_mean_seconds{tenant=\"%s\",server=\"%s\"} %g\n", promEscape(r.k.Tenant), promEscape(r.k.Server), r.st.MeanMS/1000)
+	}
+	b.WriteString("# HELP sluice_proxy_window_queue_mean_seconds Mean time a transaction waited at the proxy (handover hold) over the sliding window.\n")
+	b.WriteString("# TYPE sluice_proxy_window_queue_mean_seconds gauge\n")
+	for _, r := range rows {
+		fmt.Fprintf(&b, "sluice_proxy_window_queue_mean_seconds{tenant=\"%s\",server=\"%s\"} %g\n", promEscape(r.k.Tenant), promEscape(r.k.Server), r.st.QueueMeanMS/1000)
 	}
 	b.WriteString("# HELP sluice_proxy_window_transactions Transactions ended within the sliding window.\n")
 	b.WriteString("# TYPE sluice_proxy_window_transactions gauge\n")

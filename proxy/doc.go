@@ -24,7 +24,8 @@
 //
 // A transaction runs from the first client message after a boundary — a
 // ReadyForQuery 'I' answering the last Query/Sync/FunctionCall sent — to the
-// next boundary, and includes time the proxy held it. Latencies go into
+// next boundary, and includes time the proxy held it (also reported on its
+// own as queue_ms: the mean wait at a handover hold or session move). Latencies go into
 // sliding windows (Config.Window, default 3 s; see package timing) per
 // (tenant, server), served as JSON at GET /v1/latency and as a Prometheus
 // summary at GET /metrics.
@@ -60,7 +61,7 @@
 //	POST /v1/tenants/{tenant}/hold       {"deadline_ms":2000} → {held_sessions, waited_ms, cancelled, terminated, in_flight}
 //	POST /v1/tenants/{tenant}/switch     {"addr":"host:port","database":"db"}
 //	POST /v1/tenants/{tenant}/release
-//	GET  /v1/latency[?tenant=T][&server=A] [{tenant, server, window_s, count, mean_ms, p50_ms, p95_ms, p99_ms}]
+//	GET  /v1/latency[?tenant=T][&server=A] [{tenant, server, window_s, count, mean_ms, queue_ms, p50_ms, p95_ms, p99_ms}]
 //	GET  /v1/stats                       {sessions_open, sessions_total, moves, cancels}
 //	GET  /metrics                        Prometheus text format
 //

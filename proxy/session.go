@@ -64,10 +64,11 @@ type session struct {
 		sync.Mutex
 		srv         *serverConn
 		win         *timing.Window
-		inTx        bool      // a transaction is in flight (counted in tenant.inflight)
-		txStart     time.Time // first message of the transaction
-		outstanding int       // Query/Sync/FunctionCall sent, ReadyForQuery not yet seen
-		lastSync    bool      // the last message sent was Query/Sync/FunctionCall
+		inTx        bool          // a transaction is in flight (counted in tenant.inflight)
+		txStart     time.Time     // first message of the transaction
+		txQueued    time.Duration // time the transaction waited at a hold (and for a session move)
+		outstanding int           // Query/Sync/FunctionCall sent, ReadyForQuery not yet seen
+		lastSync    bool          // the last message sent was Query/Sync/FunctionCall
 		params      map[string]string
 	}
 }
@@ -384,9 +385,11 @@ func (s *session) clientLoop(ctx context.Context) error {
 					return s.endWithError(protoErrf(codeConnectionFailure, "sluice proxy: handover to %s failed: %v", r.Addr, err))
 				}
 			}
+			queued := time.Since(start)
 			s.mu.Lock()
 			s.mu.inTx = true
 			s.mu.txStart = start
+			s.mu.txQueued = queued
 			s.mu.Unlock()
 		}
 		if err := s.forward(typ, n); err != nil {
@@ -589,7 +592,7 @@ func (s *session) terminate(code, msg string) {
 // transaction when nothing else is outstanding and the session is idle.
 func (s *session) readyForQuery(st byte) {
 	var win *timing.Window
-	var d time.Duration
+	var d, queued time.Duration
 	var now time.Time
 	ended := false
 	s.mu.Lock()
@@ -600,12 +603,13 @@ func (s *session) readyForQuery(st byte) {
 		now = time.Now()
 		s.mu.inTx = false
 		d = now.Sub(s.mu.txStart)
+		queued = s.mu.txQueued
 		win = s.mu.win
 		ended = true
 	}
 	s.mu.Unlock()
 	if ended {
-		win.RecordAt(now, d)
+		win.RecordQueuedAt(now, d, queued)
 		s.tenant.leave()
 	}
 }

@@ -50,6 +50,7 @@ type Window struct {
 	WindowS float64 `json:"window_s"` // window length, seconds
 	Count   int     `json:"count"`    // transactions ended in the window
 	MeanMS  float64 `json:"mean_ms"`  // mean transaction latency, ms
+	QueueMS float64 `json:"queue_ms"` // mean part of it spent waiting at the proxy (handover hold, session move), ms
 	P50MS   float64 `json:"p50_ms"`   // median, ms (histogram estimate, ≤3% relative error)
 	P95MS   float64 `json:"p95_ms"`   // 95th percentile, ms
 	P99MS   float64 `json:"p99_ms"`   // 99th percentile, ms

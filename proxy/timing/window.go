@@ -60,6 +60,7 @@ func bucketMid(i int) float64 {
 type Hist struct {
 	Count   uint64
 	SumUS   float64 // sum of latencies, µs
+	QueueUS float64 // sum of the parts of those latencies spent queued (held) before reaching a server, µs
 	Buckets [NumBuckets]uint32
 }
 
@@ -81,6 +82,7 @@ func (h *Hist) Merge(o *Hist) {
 	}
 	h.Count += o.Count
 	h.SumUS += o.SumUS
+	h.QueueUS += o.QueueUS
 	for i, c := range o.Buckets {
 		h.Buckets[i] += c
 	}
@@ -108,11 +110,12 @@ func (h *Hist) Quantile(q float64) float64 {
 
 // Stats summarises a histogram. Durations are float64 milliseconds.
 type Stats struct {
-	Count  int
-	MeanMS float64
-	P50MS  float64
-	P95MS  float64
-	P99MS  float64
+	Count       int
+	MeanMS      float64
+	QueueMeanMS float64 // mean time a transaction waited at the proxy (handover hold) before it started, included in MeanMS
+	P50MS       float64
+	P95MS       float64
+	P99MS       float64
 }
 
 // Stats computes the summary of h.
@@ -121,11 +124,12 @@ func (h *Hist) Stats() Stats {
 		return Stats{}
 	}
 	return Stats{
-		Count:  int(h.Count),
-		MeanMS: h.SumUS / float64(h.Count) / 1000,
-		P50MS:  h.Quantile(0.50) / 1000,
-		P95MS:  h.Quantile(0.95) / 1000,
-		P99MS:  h.Quantile(0.99) / 1000,
+		Count:       int(h.Count),
+		MeanMS:      h.SumUS / float64(h.Count) / 1000,
+		QueueMeanMS: h.QueueUS / float64(h.Count) / 1000,
+		P50MS:       h.Quantile(0.50) / 1000,
+		P95MS:       h.Quantile(0.95) / 1000,
+		P99MS:       h.Quantile(0.99) / 1000,
 	}
 }
 
@@ -173,7 +177,11 @@ func (w *Window) epoch(t time.Time) int64 { return t.UnixNano() / w.slotLen }
 
 // RecordAt records a transaction of latency d that ended at time t.
 // It does not allocate.
-func (w *Window) RecordAt(t time.Time, d time.Duration) {
+func (w *Window) RecordAt(t time.Time, d time.Duration) { w.RecordQueuedAt(t, d, 0) }
+
+// RecordQueuedAt is RecordAt for a transaction that spent queued (≤ d) of
+// its latency waiting at the proxy before it reached a server.
+func (w *Window) RecordQueuedAt(t time.Time, d, queued time.Duration) {
 	e := w.epoch(t)
 	w.mu.Lock()
 	s := &w.mu.slots[int(e%int64(len(w.mu.slots)))]
@@ -182,6 +190,7 @@ func (w *Window) RecordAt(t time.Time, d time.Duration) {
 		s.h = Hist{}
 	}
 	s.h.Add(d)
+	s.h.QueueUS += float64(queued) / float64(time.Microsecond)
 	w.mu.total++
 	w.mu.totalSum += d.Seconds()
 	w.mu.Unlock()

@@ -114,8 +114,13 @@ func TestWindowSlides(t *testing.T) {
 			t.Errorf("at %v: p50 %.3f p99 %.3f, want ≈%.3f ≈%.3f", s.at, st.P50MS, st.P99MS, s.p50, s.p99)
 		}
 	}
-	if n, sum := w.Totals(); n != 40 || math.Abs(sum-0.13) > 1e-9 {
-		t.Errorf("totals %d %.4f, want 40 0.13", n, sum)
+	w.RecordQueuedAt(t0.Add(7*time.Second), 50*time.Millisecond, 30*time.Millisecond)
+	w.RecordAt(t0.Add(7*time.Second), 10*time.Millisecond)
+	if st := w.SnapshotAt(t0.Add(7 * time.Second)); st.Count != 2 || math.Abs(st.QueueMeanMS-15) > 1e-9 || math.Abs(st.MeanMS-30) > 1e-9 {
+		t.Errorf("queued: %+v, want count 2, queue mean 15 ms, mean 30 ms", st)
+	}
+	if n, sum := w.Totals(); n != 42 || math.Abs(sum-0.19) > 1e-9 {
+		t.Errorf("totals %d %.4f, want 42 0.19", n, sum)
 	}
 }
 
