@@ -141,18 +141,23 @@ func Send(ctx context.Context, src *pgcluster.Cluster, w io.Writer, opts SendOpt
 	prog.setPhase(PhaseStartBackup)
 	conn, err := pgx.Connect(ctx, src.ConnString(db))
 	if err != nil {
-		return res, fmt.Errorf("snapshot: send: connect: %w", err)
+		err = fmt.Errorf("snapshot: send: connect: %w", err)
+		transfer.Abort(w, err)
+		return res, err
 	}
 	// Closing the session aborts a backup that was not stopped.
 	defer conn.Close(context.Background())
 
 	t0 := time.Now()
 	if err := conn.QueryRow(ctx, "SELECT pg_backup_start($1, $2)::text", label, !opts.SpreadCheckpoint).Scan(&res.StartLSN); err != nil {
-		return res, fmt.Errorf("snapshot: send: pg_backup_start: %w", err)
+		err = fmt.Errorf("snapshot: send: pg_backup_start: %w", err)
+		transfer.Abort(w, err) // best effort: the receiver learns why
+		return res, err
 	}
 	res.StartDuration = time.Since(t0)
 	entries, err := List(src.Dir)
 	if err != nil {
+		transfer.Abort(w, err)
 		return res, err
 	}
 	prog.setPhase(PhaseCopy)

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -364,8 +365,8 @@ func TestSnapshotPausedAndResumed(t *testing.T) {
 	verify(t, ctx, sb, acked)
 }
 
-// TestSendErrorAbortsBackup kills the stream mid-copy: Send fails, the
-// receiver fails, and the source's backup is aborted (a new one can start).
+// TestSendErrorAbortsBackup kills the stream mid-copy: Send fails, its
+// backup session is closed (which aborts the backup), and a new snapshot works.
 func TestSendErrorAbortsBackup(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -380,8 +381,8 @@ func TestSendErrorAbortsBackup(t *testing.T) {
 	if err == nil {
 		t.Fatal("Send succeeded into a closed connection")
 	}
-	// The session was closed, so the backup is no longer running: a second
-	// Send of the whole cluster succeeds.
+	backupSessionGone(t, ctx, src)
+	// The source is unharmed: a second Send of the whole cluster succeeds.
 	var sink discard
 	if _, err := Send(ctx, src, &sink, SendOptions{}); err != nil {
 		t.Fatalf("second Send after an aborted one: %v", err)
@@ -411,4 +412,48 @@ func TestReceiveRejectsStreamWithoutBackupLabel(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no backup_label") {
 		t.Fatalf("Receive = %v, want missing backup_label", err)
 	}
+}
+
+// TestTablespaceRefusedAndReceiverTold: a cluster with a tablespace is
+// refused before anything is copied, the backup is aborted, and the receiver
+// reports the sender's reason.
+func TestTablespaceRefusedAndReceiverTold(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	src := pgtest.New(t, pgcluster.Options{})
+	loc := pgtest.TempDir(t)
+	exec(t, ctx, src, fmt.Sprintf("CREATE TABLESPACE ts LOCATION '%s'", loc))
+	c, s := net.Pipe()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := Receive(ctx, s, filepath.Join(pgtest.TempDir(t), "data"), ReceiveOptions{})
+		errc <- err
+	}()
+	_, err := Send(ctx, src, c, SendOptions{})
+	c.Close()
+	if !errors.Is(err, ErrTablespaces) {
+		t.Fatalf("Send = %v, want ErrTablespaces", err)
+	}
+	if rerr := <-errc; !errors.Is(rerr, transfer.ErrAborted) || !strings.Contains(rerr.Error(), "tablespaces") {
+		t.Fatalf("Receive = %v, want the sender's abort naming tablespaces", rerr)
+	}
+	backupSessionGone(t, ctx, src)
+}
+
+// backupSessionGone waits until no session of src has run pg_backup_start:
+// the backup session was closed, which aborts its backup.
+func backupSessionGone(t *testing.T, ctx context.Context, src *pgcluster.Cluster) {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, src.ConnString("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	waitFor(t, "the backup session to end", func() bool {
+		var n int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_backup_start%' AND pid <> pg_backend_pid()").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n == 0
+	})
 }

@@ -424,3 +424,13 @@ func (r *reader) write(ctx context.Context, w io.Writer, b []byte, st *SendStats
 	}
 	return nil
 }
+
+// Abort writes a whole stream that says only that the sender failed and why:
+// for a sender that fails before Send could start (the receiver then reports
+// ErrAborted with the reason instead of a torn stream).
+func Abort(w io.Writer, reason error) error {
+	if _, err := w.Write(appendAbort(appendHeader(nil), reason.Error())); err != nil {
+		return fmt.Errorf("transfer: abort: %w", err)
+	}
+	return nil
+}

@@ -628,3 +628,14 @@ func TestOwnerAndModes(t *testing.T) {
 		t.Fatalf("destination mode %v, %v; want 0700", info.Mode().Perm(), err)
 	}
 }
+
+func TestAbortBeforeSend(t *testing.T) {
+	var buf bytes.Buffer
+	if err := Abort(&buf, errors.New("tablespaces are not supported")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Receive(context.Background(), &buf, filepath.Join(t.TempDir(), "d"), ReceiveOptions{})
+	if !errors.Is(err, ErrAborted) || !strings.Contains(err.Error(), "tablespaces are not supported") {
+		t.Fatalf("Receive = %v, want ErrAborted with the reason", err)
+	}
+}
