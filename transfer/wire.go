@@ -168,8 +168,8 @@ type decoder struct {
 	// alloc, if set, supplies the buffer for each payload instead of buf;
 	// the caller then owns every frame's data.
 	alloc func(n int) ([]byte, error)
-	hdr [40]byte
-	n   int64 // bytes consumed
+	hdr   [40]byte
+	n     int64 // bytes consumed
 }
 
 func newDecoder(r io.Reader) *decoder {
