@@ -3,17 +3,24 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
+	"math/rand/v2"
+	"net"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/sluicedb/sluice/agent"
+	"github.com/sluicedb/sluice/internal/pgtest"
+	"github.com/sluicedb/sluice/pgcluster"
 )
 
 // TestAgentCommandsBadInput: tenant and migrate commands refuse bad input
@@ -95,4 +102,90 @@ func agentRunCLI(t *testing.T, args ...string) (code int, stdout, stderr string)
 	var out, errb bytes.Buffer
 	code = run(args, &out, &errb)
 	return code, out.String(), errb.String()
+}
+
+// TestTenantAndMigrateCommands drives two in-process agents through the CLI:
+// tenant create/list, then migrate --json, whose one object carries the
+// summary figures.
+func TestTenantAndMigrateCommands(t *testing.T) {
+	if _, err := os.Stat("/usr/lib/postgresql/15/bin/postgres"); err != nil {
+		t.Fatalf("PostgreSQL 15 is not installed: %v (make test installs it)", err)
+	}
+	var urls [2]string
+	for i, name := range []string{"m1", "m2"} {
+		root := filepath.Join(pgtest.TempDir(t), name)
+		base := freeTenantBase(t)
+		a, err := agent.New(agent.Config{Name: name, Root: root, Listen: "127.0.0.1:0",
+			Tenant: agent.TenantDefaults{BasePort: base, Settings: map[string]string{"fsync": "off"}},
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- a.Serve(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			<-done
+			dirs, _ := filepath.Glob(filepath.Join(root, "tenants", "*"))
+			for _, d := range dirs {
+				if c, err := pgcluster.Open(d, pgcluster.Options{Port: 1}); err == nil {
+					sctx, scancel := context.WithTimeout(context.Background(), time.Minute)
+					c.Stop(sctx, pgcluster.Immediate)
+					scancel()
+				}
+			}
+		})
+		urls[i] = a.URL()
+	}
+	code, out, errs := agentRunCLI(t, "tenant", "create", "--name", "shop", "--agent", urls[0], "--json")
+	if code != 0 {
+		t.Fatalf("tenant create: exit %d: %s", code, errs)
+	}
+	var tn map[string]any
+	if err := json.Unmarshal([]byte(out), &tn); err != nil || tn["state"] != "running" || tn["name"] != "shop" {
+		t.Fatalf("tenant create --json = %s (%v)", out, err)
+	}
+	if code, out, _ = agentRunCLI(t, "tenant", "list", "--agent", urls[0]); code != 0 || !strings.Contains(out, "shop") || !strings.Contains(out, "running") {
+		t.Fatalf("tenant list: exit %d:\n%s", code, out)
+	}
+	code, out, errs = agentRunCLI(t, "migrate", "--agent", urls[0], "--tenant", "1", "--to", urls[1], "--rate", "50MB/s", "--json")
+	if code != 0 {
+		t.Fatalf("migrate: exit %d: %s%s", code, out, errs)
+	}
+	var res map[string]any
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("migrate --json is not one object: %v\n%s", err, out)
+	}
+	for _, k := range []string{"id", "tenant", "from", "to", "mode", "outcome", "bytes", "seconds", "freeze_ms", "downtime_ms"} {
+		if _, ok := res[k]; !ok {
+			t.Errorf("migrate --json lacks %q: %s", k, out)
+		}
+	}
+	if res["outcome"] != "committed" || res["bytes"].(float64) <= 0 || res["freeze_ms"].(float64) <= 0 {
+		t.Fatalf("migrate result %s", out)
+	}
+	// Human output of a second move back: a summary line on stdout.
+	code, out, errs = agentRunCLI(t, "migrate", "--agent", urls[1], "--tenant", "1", "--to", urls[0])
+	if code != 0 || !strings.Contains(out, "committed") || !strings.Contains(out, "freeze") || !strings.Contains(errs, "snapshot") {
+		t.Fatalf("migrate back: exit %d\nstdout %s\nstderr %s", code, out, errs)
+	}
+	// Migrating it again onto the agent where it lives is bad input.
+	if code, _, errs = agentRunCLI(t, "migrate", "--agent", urls[0], "--tenant", "1", "--to", urls[0]); code != 2 || !strings.Contains(errs, "is the source") {
+		t.Fatalf("migrate to itself: exit %d: %s", code, errs)
+	}
+}
+
+// freeTenantBase returns a base port whose tenant 1 port (base+1) is free,
+// below the ephemeral range so outgoing connections do not take it.
+func freeTenantBase(t *testing.T) int {
+	for try := 0; try < 200; try++ {
+		p := 20000 + rand.IntN(12000)
+		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
+			l.Close()
+			return p - 1
+		}
+	}
+	t.Fatal("no free port")
+	return 0
 }
