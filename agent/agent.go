@@ -120,6 +120,9 @@ func (a *Agent) Catalog() *catalog.Catalog { return a.cat }
 // keep running: they belong to the server, not to the agent process.
 func (a *Agent) Serve(ctx context.Context) error {
 	defer a.Close()
+	a.mig.mu.Lock()
+	a.mig.base = ctx // drivers started from now on stop with the agent
+	a.mig.mu.Unlock()
 	a.reconcileTenants(ctx)
 	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx },
 		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}

@@ -461,9 +461,6 @@ func (a *Agent) finish(cm catalog.Migration, rec migration.Record, err error) {
 // unfinished by a previous run; migration.Run feeds them Resumed, which
 // resumes or rolls back per the migration package's rules.
 func (a *Agent) resumeMigrations(ctx context.Context) {
-	a.mig.mu.Lock()
-	a.mig.base = ctx
-	a.mig.mu.Unlock()
 	ms, err := a.cat.Migrations()
 	if err != nil {
 		a.log.Error("resume: reading catalog", "err", err)
