@@ -50,6 +50,11 @@
 // client keeps the BackendKeyData the proxy gave it; CancelRequests are sent
 // to whichever backend serves the session now.
 //
+// A session idle through a handover whose old server shuts down meanwhile
+// (the source fenced while the tenant is held) is kept: the server's parting
+// 57P01 error is not passed on and the session reopens on the tenant's
+// current server at its next transaction.
+//
 // Not restored at a move: SQL-level PREPARE statements, temporary tables,
 // session advisory locks, LISTEN registrations, WITH HOLD cursors, and
 // settings PostgreSQL does not report (SET work_mem …).

@@ -284,3 +284,40 @@ func TestHoldTerminatesIdleInTransaction(t *testing.T) {
 		t.Fatalf("rows after terminated transaction: %d, %v (want 0: rolled back)", n, err)
 	}
 }
+
+// TestIdleSessionSurvivesSourceShutdown: a session idle through a handover
+// whose old server is shut down while the tenant is held (as the agent fences
+// the source) is not killed; it reopens on the new server with its prepared
+// statement at its next transaction.
+func TestIdleSessionSurvivesSourceShutdown(t *testing.T) {
+	a, b := newServer(t), newServer(t)
+	p := startProxy(t, a, nil)
+	api := client.New(p.APIAddr(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, proxyURL(p, "acme", "disable"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Prepare(ctx, "port", "select inet_server_port()"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.Hold(ctx, "acme", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Stop(ctx, pgcluster.Fast); err != nil { // the fence: idle backends get FATAL 57P01
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // let the proxy see the server go
+	if err := api.Switch(ctx, "acme", b.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Release(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	var port int
+	if err := conn.QueryRow(ctx, "port").Scan(&port); err != nil || port != b.Port {
+		t.Fatalf("after source shutdown: port %d, %v; want %d", port, err, b.Port)
+	}
+}

@@ -52,13 +52,14 @@ type session struct {
 	startupParams map[string]string // client's startup parameters minus user/database/_pq_
 
 	// client-loop-only state
-	srvGen  uint64            // route generation srv was opened for
 	parses  map[string][]byte // named prepared statements: name → raw Parse message
 	unnamed []byte            // the last unnamed Parse, raw
 	buf     []byte            // scratch for inspected bodies
 	hdr     [5]byte
 
 	killMsg atomic.Pointer[pgproto3.ErrorResponse] // set by terminate: sent to the client when the server loop ends
+	srvGen  atomic.Uint64                          // route generation the current server session was opened for
+	srvLost atomic.Bool                            // the server session ended while idle in a handover: reopen at the next boundary
 
 	mu struct {
 		sync.Mutex
@@ -228,7 +229,7 @@ func (s *session) startup(ctx context.Context, sm *pgproto3.StartupMessage) (boo
 		s.cw.Flush()
 		return false, fmt.Errorf("connect %s: %w", r.Addr, err)
 	}
-	s.srvGen = gen
+	s.srvGen.Store(gen)
 	s.mu.params = map[string]string{}
 	out := make([]byte, 0, 1024)
 	out = encodeMsg(out, &pgproto3.AuthenticationOk{})
@@ -379,7 +380,7 @@ func (s *session) clientLoop(ctx context.Context) error {
 			if err != nil {
 				return s.endWithError(err)
 			}
-			if gen != s.srvGen {
+			if gen != s.srvGen.Load() || s.srvLost.Load() {
 				if err := s.move(ctx, r, gen); err != nil {
 					s.tenant.leave()
 					return s.endWithError(protoErrf(codeConnectionFailure, "sluice proxy: handover to %s failed: %v", r.Addr, err))
@@ -511,16 +512,30 @@ func (s *session) stopServer() {
 }
 
 // serverLoop relays server messages to the client until the server
-// connection ends. If it ends without being detached, the session ends.
+// connection ends. If it ends without being detached, the session ends —
+// unless the session was idle while its tenant is held or re-routed (the old
+// server of a handover shutting down): then the server's parting FATAL error
+// is not passed on, and the client loop reopens the session on the tenant's
+// current server at the next boundary.
 func (s *session) serverLoop(sc *serverConn) {
 	defer close(sc.done)
 	var hdr [5]byte
 	var buf []byte
 	r, w := sc.r, s.cw
+	lost := false
 	for {
 		typ, n, err := readHeader(r, &hdr)
 		if err != nil {
 			break
+		}
+		if typ == 'E' && s.idleInHandover() {
+			// An asynchronous error (57P01 at shutdown) from a server being
+			// handed over: swallow it, the session will move.
+			if _, err := r.Discard(n); err != nil {
+				break
+			}
+			lost = true
+			continue
 		}
 		if _, err := w.Write(hdr[:]); err != nil {
 			break
@@ -564,15 +579,38 @@ func (s *session) serverLoop(sc *serverConn) {
 			}
 		}
 	}
-	if km := s.killMsg.Load(); km != nil {
+	km := s.killMsg.Load()
+	if km != nil {
 		w.Write(encodeMsg(nil, km))
 	}
 	w.Flush()
-	if !sc.detached.Load() {
-		// The server ended the session (or the client vanished): end it all.
-		sc.conn.Close()
-		s.conn.Close()
+	if sc.detached.Load() {
+		return
 	}
+	sc.conn.Close()
+	if km == nil && (lost || s.idleInHandover()) {
+		s.srvLost.Store(true)
+		s.p.cfg.Logf("proxy: session %d of %s: server %s went away during a handover; reconnecting at the next transaction", s.key, s.tenant.name, sc.addr)
+		return
+	}
+	// The server ended the session (or the client vanished): end it all.
+	s.conn.Close()
+}
+
+// idleInHandover reports whether the session is between transactions while
+// its tenant is held or routed elsewhere than its current server session.
+func (s *session) idleInHandover() bool {
+	s.mu.Lock()
+	idle := !s.mu.inTx && s.mu.outstanding == 0
+	s.mu.Unlock()
+	if !idle {
+		return false
+	}
+	t := s.tenant
+	t.mu.Lock()
+	held, gen := t.mu.held, t.mu.gen
+	t.mu.Unlock()
+	return held || gen != s.srvGen.Load()
 }
 
 // terminate ends the session from outside: its server session is closed
@@ -670,7 +708,8 @@ func (s *session) move(ctx context.Context, r RouteConfig, gen uint64) error {
 	}
 	s.mu.outstanding = 0
 	s.mu.Unlock()
-	s.srvGen = gen
+	s.srvGen.Store(gen)
+	s.srvLost.Store(false)
 	p.moves.Add(1)
 	p.cfg.Logf("proxy: session %d of %s moved %s → %s (%d prepared statements)", s.key, s.tenant.name, addrOf(old), sc.addr, len(s.parses))
 	s.attach(sc)
