@@ -60,6 +60,10 @@ func TestAgentCommandsBadInput(t *testing.T) {
 		{"tenant create reserved", []string{"tenant", "create", "--set", "port=5", "--agent", url}, 2, "set by the agent"},
 		{"tenant bad agent url", []string{"tenant", "list", "--agent", "ftp://x"}, 2, "bad agent URL"},
 		{"agent no config", []string{"agent"}, 2, "--config"},
+		{"migration show unknown", []string{"migration", "show", "nope", "--agent", url}, 2, `unknown migration "nope"`},
+		{"migration rate unknown", []string{"migration", "rate", "nope", "5MB/s", "--agent", url}, 2, `unknown migration "nope"`},
+		{"migration rate bad", []string{"migration", "rate", "nope", "quick", "--agent", url}, 2, "invalid rate"},
+		{"migration abort unknown", []string{"migration", "abort", "nope", "--agent", url}, 2, `unknown migration "nope"`},
 		{"agent bad config", []string{"agent", "--config", badCfg}, 2, "nonsense"},
 	} {
 		code, _, msg := agentRunCLI(t, tc.args...)
@@ -95,7 +99,7 @@ func agentRunCLI(t *testing.T, args ...string) (code int, stdout, stderr string)
 	}
 	for _, c := range root.Commands() {
 		switch c.Name() {
-		case "agent", "tenant", "migrate":
+		case "agent", "tenant", "migrate", "migration":
 			reset(c)
 		}
 	}
@@ -169,6 +173,9 @@ func TestTenantAndMigrateCommands(t *testing.T) {
 	code, out, errs = agentRunCLI(t, "migrate", "--agent", urls[1], "--tenant", "1", "--to", urls[0])
 	if code != 0 || !strings.Contains(out, "committed") || !strings.Contains(out, "freeze") || !strings.Contains(errs, "snapshot") {
 		t.Fatalf("migrate back: exit %d\nstdout %s\nstderr %s", code, out, errs)
+	}
+	if code, out, _ = agentRunCLI(t, "migration", "list", "--agent", urls[1]); code != 0 || strings.Count(out, "committed") != 2 {
+		t.Fatalf("migration list: exit %d\n%s", code, out)
 	}
 	// Migrating it again onto the agent where it lives is bad input.
 	if code, _, errs = agentRunCLI(t, "migrate", "--agent", urls[0], "--tenant", "1", "--to", urls[0]); code != 2 || !strings.Contains(errs, "is the source") {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -243,4 +244,116 @@ func isTerminal(w io.Writer) bool {
 	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// `sluice migration list|show|rate|abort`: inspect and steer migrations on an agent.
+func init() {
+	var agentURL string
+	var asJSON bool
+	mc := &cobra.Command{
+		Use:   "migration",
+		Short: "List, show, re-rate or abort migrations on an agent",
+	}
+	mc.PersistentFlags().StringVar(&agentURL, "agent", "", "agent API URL (default $SLUICE_AGENT or "+defaultAgentURL+")")
+	mc.PersistentFlags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List the agent's migrations (source and target sides)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := agentClient(agentURL)
+			if err != nil {
+				return err
+			}
+			ms, err := c.Migrations(cmd.Context())
+			if err != nil {
+				return agentErr("migration list", err)
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), ms)
+			}
+			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "ID\tTENANT\tROLE\tPEER\tMODE\tPHASE\tOUTCOME\tERROR")
+			for _, m := range ms {
+				fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.Tenant, m.Role, m.Peer, m.Mode, m.Progress.Phase, dash(m.Outcome), dash(m.Error))
+			}
+			return w.Flush()
+		},
+	}
+	show := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show one migration: progress line, or the full object with --json",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := agentClient(agentURL)
+			if err != nil {
+				return err
+			}
+			m, err := c.Migration(cmd.Context(), args[0])
+			if err != nil {
+				return agentErr("migration show", err)
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), m)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s (%s of tenant %d, peer %s): %s\n", m.ID, m.Role, m.Tenant, m.Peer, progressLine(m))
+			if m.Done {
+				return printMigrate(cmd.OutOrStdout(), false, result(m, c.URL()))
+			}
+			return nil
+		},
+	}
+	rate := &cobra.Command{
+		Use:   "rate ID RATE",
+		Short: "Change a running migration's copy rate at once (e.g. 50MB/s, or unlimited)",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			v, err := units.ParseRate(args[1])
+			if err != nil {
+				return usagef("migration rate: %v", err)
+			}
+			if v == 0 {
+				return usagef("migration rate: 0 would stall the copy; use abort to stop it")
+			}
+			if math.IsInf(v, 1) {
+				v = 0 // the API's unlimited
+			}
+			c, err := agentClient(agentURL)
+			if err != nil {
+				return err
+			}
+			m, err := c.SetRate(cmd.Context(), args[0], v)
+			if err != nil {
+				return agentErr("migration rate", err)
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), m)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: rate %s\n", m.ID, units.FormatRate(limiterRateCLI(v)))
+			return nil
+		},
+	}
+	abort := &cobra.Command{
+		Use:   "abort ID",
+		Short: "Roll a migration back (refused after the route switch)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := agentClient(agentURL)
+			if err != nil {
+				return err
+			}
+			m, err := c.AbortMigration(cmd.Context(), args[0])
+			if err != nil {
+				return agentErr("migration abort", err)
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), m)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: abort requested (phase %s); follow with `sluice migration show %s`\n", m.ID, m.Progress.Phase, m.ID)
+			return nil
+		},
+	}
+	mc.AddCommand(list, show, rate, abort)
+	root.AddCommand(mc)
 }
