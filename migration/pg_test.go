@@ -615,3 +615,49 @@ func TestSlotLost(t *testing.T) {
 		t.Fatalf("missing slot status %q, %v", st, err)
 	}
 }
+
+// TestResumeMidSnapshot: an agent killed while the snapshot streams; the
+// restarted agent discards the partial copy and the slot, starts again on a
+// fresh directory and a fresh slot, and completes with nothing lost.
+func TestResumeMidSnapshot(t *testing.T) {
+	f := newFixture(t, 8)
+	g := NewGateRouter(f.src.Addr())
+	w, stop := startWorkload(t, g)
+	waitAcked(t, w, 100)
+	var saved Record
+	ctx, cancel := context.WithCancel(context.Background())
+	env := Env{
+		Source: f.source, Target: f.target, Router: g,
+		Limiter:       throttle.NewLimiter(8<<20, 0),
+		ProgressEvery: time.Nanosecond,
+		Progress: func(p Progress) {
+			if p.Phase == PhaseSnapshot && p.BytesDone > 2<<20 {
+				cancel() // the agent dies mid-stream
+			}
+		},
+		Persist: func(r Record) error { saved = roundTrip(t, r); return nil },
+	}
+	if _, err := Run(ctx, New("m1", "t1", "a", "b", Live, time.Now()), env); !errors.Is(err, context.Canceled) || saved.Phase != PhaseSnapshot {
+		t.Fatalf("first Run: %v, saved phase %s", err, saved.Phase)
+	}
+	firstSlotLSN := saved.SlotLSN
+	f.source.Close()
+	env.Source, env.Target, env.Limiter, env.Progress = NewLocalSource(f.src), NewLocalTarget(f.root, pgcluster.Options{}), nil, nil
+	var phases []Phase
+	env.Persist = func(r Record) error {
+		if len(phases) == 0 || phases[len(phases)-1] != r.Phase {
+			phases = append(phases, r.Phase)
+		}
+		return nil
+	}
+	rec, err := Run(context.Background(), saved, env)
+	if err != nil || rec.Phase != PhaseDone {
+		t.Fatalf("resumed Run: %v, %+v", err, rec)
+	}
+	if len(phases) < 2 || phases[0] != PhaseSnapshot || phases[1] != PhasePrepare || rec.SlotLSN <= firstSlotLSN {
+		t.Fatalf("resume did not restart from a fresh slot: phases %v, slot LSN %s then %s", phases, firstSlotLSN, rec.SlotLSN)
+	}
+	waitAcked(t, w, 100)
+	stop()
+	verify(t, w, g.Addr())
+}
