@@ -90,6 +90,7 @@ func (p *Proxy) serveConn(ctx context.Context, conn net.Conn) {
 		var pe *protoError
 		if errors.As(err, &pe) {
 			writeFatal(s.cw, pe.Code, pe.Msg)
+			lingerClose(s.conn)
 		}
 		if !errors.Is(err, io.EOF) {
 			p.cfg.Logf("proxy: session from %s: %v", conn.RemoteAddr(), err)
@@ -496,6 +497,7 @@ func (s *session) endWithError(err error) error {
 	if errors.As(err, &pe) {
 		s.stopServer()
 		writeFatal(s.cw, pe.Code, pe.Msg)
+		lingerClose(s.conn)
 	}
 	return err
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgproto3"
 )
@@ -179,4 +181,23 @@ func cstringBytes(b []byte) ([]byte, []byte, bool) {
 		}
 	}
 	return nil, nil, false
+}
+
+// lingerTimeout and lingerBytes bound how long and how much unread client
+// input lingerClose drains after a fatal error (1 s, 1 MiB).
+const (
+	lingerTimeout = time.Second
+	lingerBytes   = 1 << 20
+)
+
+// lingerClose half-closes c after a fatal error and drains what the client
+// still sends for a moment, so that closing does not reset the connection
+// (a reset can destroy the ErrorResponse before the client reads it).
+func lingerClose(c net.Conn) {
+	if cw, ok := c.(interface{ CloseWrite() error }); ok {
+		cw.CloseWrite()
+	}
+	c.SetReadDeadline(time.Now().Add(lingerTimeout))
+	io.CopyN(io.Discard, c, lingerBytes)
+	c.Close()
 }
