@@ -1,0 +1,112 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// followCatalog polls an agent's GET /v1/tenants and follows the route of
+// every tenant in state "running" there, until ctx ends.
+func (p *Proxy) followCatalog(ctx context.Context, base string) {
+	base = strings.TrimRight(base, "/")
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	hc := &http.Client{Timeout: 5 * time.Second}
+	tick := time.NewTicker(p.cfg.CatalogPoll)
+	defer tick.Stop()
+	lastErr := ""
+	for {
+		if err := p.pollCatalog(ctx, hc, base); err != nil && err.Error() != lastErr {
+			lastErr = err.Error()
+			p.cfg.Logf("proxy: catalog %s: %v", base, err)
+		} else if err == nil {
+			lastErr = ""
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// catalogTenant is one entry of an agent's GET /v1/tenants.
+type catalogTenant struct {
+	ID       int64  `json:"id"`
+	Name     string `json:"name"`
+	Host     string `json:"host"`
+	Port     int    `json:"port"`
+	Database string `json:"database"`
+	State    string `json:"state"`
+}
+
+func (p *Proxy) pollCatalog(ctx context.Context, hc *http.Client, base string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/tenants", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /v1/tenants: %s", resp.Status)
+	}
+	var ts []catalogTenant
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&ts); err != nil {
+		return fmt.Errorf("GET /v1/tenants: %w", err)
+	}
+	return p.applyCatalog(base, ts)
+}
+
+// applyCatalog routes every running tenant to where the catalog at base
+// says. It is edge-triggered: a tenant's route changes only when that
+// catalog reports a location different from the last one it reported, so a
+// route switched through the API is not reverted by a catalog that has not
+// caught up yet.
+func (p *Proxy) applyCatalog(base string, ts []catalogTenant) error {
+	var errs []error
+	for _, ct := range ts {
+		if ct.State != "running" || ct.Name == "" || ct.Port == 0 {
+			continue
+		}
+		host := ct.Host
+		if host == "" {
+			host = "127.0.0.1"
+		}
+		addr := fmt.Sprintf("%s:%d", host, ct.Port)
+		if strings.Contains(host, ":") {
+			addr = fmt.Sprintf("[%s]:%d", host, ct.Port)
+		}
+		db := ct.Database
+		if db == "" {
+			db = "postgres"
+		}
+		seenKey, loc := base+"\x00"+ct.Name, addr+"/"+db
+		p.catMu.Lock()
+		last, seen := p.catSeen[seenKey]
+		p.catSeen[seenKey] = loc
+		p.catMu.Unlock()
+		if seen && last == loc {
+			continue
+		}
+		if t := p.tenantByName(ct.Name); t != nil {
+			if t.setRoute(addr, db, false) {
+				p.cfg.Logf("proxy: catalog: tenant %s now at %s/%s", ct.Name, addr, db)
+			}
+			continue
+		}
+		if err := p.setRoute(RouteConfig{Tenant: ct.Name, Addr: addr, Database: db}, false); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
