@@ -16,8 +16,9 @@ type Key struct {
 // concurrent use; callers keep the *Window they get so the per-transaction
 // path does not touch the registry.
 type Registry struct {
-	length time.Duration
+	length time.Duration // as configured
 	slots  int
+	eff    time.Duration // effective window length (slot length × slots)
 	mu     struct {
 		sync.Mutex
 		m map[Key]*Window
@@ -26,13 +27,13 @@ type Registry struct {
 
 // NewRegistry returns a registry whose windows are of length w with n slots.
 func NewRegistry(w time.Duration, n int) *Registry {
-	r := &Registry{length: w, slots: n}
+	r := &Registry{length: w, slots: n, eff: NewWindow(w, n).Length()}
 	r.mu.m = make(map[Key]*Window)
 	return r
 }
 
 // Length returns the window length of the registry's windows.
-func (r *Registry) Length() time.Duration { return NewWindow(r.length, r.slots).Length() }
+func (r *Registry) Length() time.Duration { return r.eff }
 
 // Get returns the window of k, creating it if needed.
 func (r *Registry) Get(k Key) *Window {
