@@ -60,6 +60,11 @@ type Options struct {
 	Settings map[string]string
 	// OSUser runs the binaries when the caller is root. Default "postgres".
 	OSUser string
+	// WALSegSizeMB is initdb's --wal-segsize in MiB (a power of 2, 1..1024);
+	// 0 = PostgreSQL's default 16. Small segments shorten a promotion, which
+	// copies the last segment to the new timeline: 1 MiB halves a
+	// handover's freeze (docs/benchmarks.md).
+	WALSegSizeMB int
 }
 
 // Cluster is one PostgreSQL data directory and the postmaster serving it.
@@ -129,6 +134,12 @@ func Init(ctx context.Context, dir string, o Options) (*Cluster, error) {
 		return nil, err
 	}
 	args := []string{"-D", abs, "-U", o.SuperUser, "-E", "UTF8", "--locale=C", "-N", "--auth-local=trust", "--auth-host=" + o.AuthMethod}
+	if o.WALSegSizeMB != 0 {
+		if o.WALSegSizeMB < 1 || o.WALSegSizeMB > 1024 || o.WALSegSizeMB&(o.WALSegSizeMB-1) != 0 {
+			return nil, fmt.Errorf("pgcluster: init: WAL segment size %d MiB is not a power of 2 in 1..1024", o.WALSegSizeMB)
+		}
+		args = append(args, "--wal-segsize="+strconv.Itoa(o.WALSegSizeMB))
+	}
 	var pwfile string
 	if o.Password != "" {
 		f, err := os.CreateTemp("", "sluice-pw-")

@@ -73,3 +73,32 @@ func TestPasswordAuth(t *testing.T) {
 		t.Fatal("connected with a wrong password")
 	}
 }
+
+func TestWALSegSize(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	dir := pgtest.TempDir(t)
+	if _, err := pgcluster.Init(ctx, dir+"/bad", pgcluster.Options{WALSegSizeMB: 3}); err == nil {
+		t.Fatal("a 3 MiB WAL segment size was accepted")
+	}
+	c, err := pgcluster.Init(ctx, dir+"/data", pgcluster.Options{WALSegSizeMB: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(context.Background(), pgcluster.Immediate)
+	conn, err := pgx.Connect(ctx, c.ConnString("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var seg string
+	if err := conn.QueryRow(ctx, "SELECT current_setting('wal_segment_size')").Scan(&seg); err != nil {
+		t.Fatal(err)
+	}
+	if seg != "1MB" {
+		t.Fatalf("wal_segment_size = %s, want 1MB", seg)
+	}
+}
