@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/internal/pgtest"
 	"github.com/sluicedb/sluice/pgcluster"
@@ -168,8 +170,10 @@ func TestAgentKilledMidMigration(t *testing.T) {
 		t.Run(tc.kill+"-in-"+tc.phase, func(t *testing.T) {
 			t.Parallel() // mostly waiting on throttled copies and restarts
 			// A standby that applies commits 2 s late keeps CATCH-UP going
-			// (replay lag stays above 1 MiB) for as long as the writer is
-			// heavy: that is the window in which the agent is killed.
+			// (replay lag stays megabytes above the 1 MiB threshold) for as
+			// long as the source churns WAL: that is the window in which the
+			// agent is killed. (The handover then waits up to 2 s for
+			// replay: well inside the driver's 10 s replay timeout.)
 			p1, p2 := procPair(t, map[string]string{"recovery_min_apply_delay": "2s"})
 			ctx := ctxT(t)
 			tn, err := p1.c.CreateTenant(ctx, client.CreateTenant{Name: "victim"})
@@ -186,13 +190,20 @@ func TestAgentKilledMidMigration(t *testing.T) {
 			loadData(t, srcCS, 10)
 
 			w := &ledgerWriter{conns: []string{srcCS, dstCS}, pause: time.Millisecond}
-			if tc.phase == "catch-up" {
-				w.pad.Store(8000)
-			}
 			wctx, wstop := context.WithCancel(context.Background())
 			wdone := make(chan struct{})
 			go func() { w.run(wctx); close(wdone) }()
 			defer func() { wstop(); <-wdone }()
+			// WAL churn on the source keeps the delayed standby's replay lag
+			// at megabytes until it stops.
+			cctx, cstop := context.WithCancel(context.Background())
+			cdone := make(chan struct{})
+			if tc.phase == "catch-up" {
+				go func() { churn(cctx, srcCS); close(cdone) }()
+			} else {
+				close(cdone)
+			}
+			defer func() { cstop(); <-cdone }()
 			time.Sleep(300 * time.Millisecond)
 
 			rate := 3 << 20
@@ -233,7 +244,8 @@ func TestAgentKilledMidMigration(t *testing.T) {
 				time.Sleep(100 * time.Millisecond)
 			}
 			time.Sleep(time.Second)
-			w.pad.Store(100)
+			cstop()
+			<-cdone
 
 			m = waitMigration(t, p1.c, m.ID, 3*time.Minute, nil)
 			time.Sleep(300 * time.Millisecond)
@@ -261,5 +273,23 @@ func TestAgentKilledMidMigration(t *testing.T) {
 				w.verify(t, srcCS)
 			}
 		})
+	}
+}
+
+// churn rewrites a 10k-row table on the server at cs until ctx ends (or the
+// server refuses writes), producing several MB/s of WAL.
+func churn(ctx context.Context, cs string) {
+	conn, err := pgx.Connect(ctx, cs)
+	if err != nil {
+		return
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS churn AS SELECT g AS id, md5(g::text) AS v FROM generate_series(1, 10000) g"); err != nil {
+		return
+	}
+	for ctx.Err() == nil {
+		if _, err := conn.Exec(ctx, "UPDATE churn SET v = md5(random()::text)"); err != nil {
+			return
+		}
 	}
 }
