@@ -233,7 +233,7 @@ func (a *Agent) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	n, err := io.Copy(sw, r.Body)
+	n, err := io.CopyBuffer(sw, r.Body, make([]byte, 256<<10))
 	cerr := sw.Close()
 	if err != nil {
 		writeError(w, fmt.Errorf("agent: snapshot stream broke after %d bytes: %w", n, err))
