@@ -23,8 +23,19 @@ test: deps
 demo: build
 	./$(BIN) demo
 
+# The benchmarks behind docs/benchmarks.md (long; they start their own clusters).
 bench: build bench-deps
-	./$(BIN) bench --help
+	./$(BIN) bench snapshot --json
+	./$(BIN) bench handover --json
+	./$(BIN) bench handover --wal-segsize 1 --json
+	./$(BIN) bench warm --json
+	./$(BIN) bench proxy --rounds 3 --json
+	$(GO) test -run XXX -bench . ./throttle/ ./control/ ./sim/ ./transfer/
+
+# Short coverage-guided fuzzing of the parsers that face the network.
+fuzz:
+	$(GO) test ./proxy -run '^$$' -fuzz FuzzClientMessages -fuzztime 60s
+	$(GO) test ./transfer -run '^$$' -fuzz FuzzReceive -fuzztime 60s
 
 clean:
 	rm -rf bin out
