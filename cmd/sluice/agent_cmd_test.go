@@ -171,7 +171,7 @@ func TestTenantAndMigrateCommands(t *testing.T) {
 	}
 	// Human output of a second move back: a summary line on stdout.
 	code, out, errs = agentRunCLI(t, "migrate", "--agent", urls[1], "--tenant", "1", "--to", urls[0])
-	if code != 0 || !strings.Contains(out, "committed") || !strings.Contains(out, "freeze") || !strings.Contains(errs, "snapshot") {
+	if code != 0 || !strings.Contains(out, "committed") || !strings.Contains(out, "freeze") || !strings.Contains(errs, "ETA") || !strings.Contains(errs, "done") {
 		t.Fatalf("migrate back: exit %d\nstdout %s\nstderr %s", code, out, errs)
 	}
 	if code, out, _ = agentRunCLI(t, "migration", "list", "--agent", urls[1]); code != 0 || strings.Count(out, "committed") != 2 {
