@@ -354,6 +354,9 @@ func (a *Agent) persist(rec migration.Record) error {
 		}
 		m.Record = b
 		m.Error = rec.Error
+		if m.Error == "" && rec.RetryError != "" {
+			m.Error = "retrying: " + rec.RetryError
+		}
 		return tx.PutMigration(m)
 	})
 }
