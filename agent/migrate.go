@@ -18,6 +18,7 @@ import (
 	"github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/catalog"
 	"github.com/sluicedb/sluice/migration"
+	"github.com/sluicedb/sluice/loop"
 	"github.com/sluicedb/sluice/throttle"
 )
 
@@ -26,6 +27,10 @@ type migrations struct {
 	wg   sync.WaitGroup
 	mu   sync.Mutex
 	runs map[string]*run // by migration ID, while a driver goroutine runs
+	// series keeps the control-loop records of the last finished migrations
+	// (at most keptSeries), for GET /v1/migrations/{id}/series.
+	series map[string][]loop.Point
+	order  []string
 	base context.Context // Serve's context: drivers stop with the agent
 }
 
@@ -42,6 +47,29 @@ type run struct {
 	phase       migration.Phase    // of the last persisted record: the running action's phase
 	cancel      context.CancelFunc // cancels the current migration.Run
 	abortReason string             // set once an operator asked to abort
+	loop        *loop.Loop         // the control loop, when the migration has one
+	spec        *client.Control    // its spec
+}
+
+// keptSeries is how many finished migrations' control records are kept in memory.
+const keptSeries = 16
+
+// keepSeries stores the record of a finished run's control loop.
+func (m *migrations) keepSeries(r *run) {
+	r.mu.Lock()
+	l := r.loop
+	r.mu.Unlock()
+	if l == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.series[r.id] = l.Series()
+	m.order = append(m.order, r.id)
+	if len(m.order) > keptSeries {
+		delete(m.series, m.order[0])
+		m.order = m.order[1:]
+	}
 }
 
 // interruptible reports whether a running action of phase p may be cut short
@@ -56,6 +84,7 @@ func interruptible(p migration.Phase) bool {
 
 func (m *migrations) init() {
 	m.runs = map[string]*run{}
+	m.series = map[string][]loop.Point{}
 	m.base = context.Background()
 }
 
@@ -139,6 +168,10 @@ func (a *Agent) StartMigration(ctx context.Context, req client.StartMigration) (
 	if math.IsNaN(req.Rate) || req.Rate < 0 {
 		return client.Migration{}, errf(http.StatusBadRequest, "rate %v must be >= 0 bytes/s (0 = unlimited)", req.Rate)
 	}
+	ctl, err := a.checkControl(req.Control)
+	if err != nil {
+		return client.Migration{}, err
+	}
 	if req.Tenant <= 0 {
 		return client.Migration{}, errf(http.StatusBadRequest, "tenant id %d must be positive", req.Tenant)
 	}
@@ -194,7 +227,7 @@ func (a *Agent) StartMigration(ctx context.Context, req client.StartMigration) (
 		src.Close()
 		return client.Migration{}, err
 	}
-	cm := catalog.Migration{ID: rec.ID, TenantID: tn.ID, Role: catalog.Source, Peer: info.Name, PeerURL: peerURL, Mode: string(mode), Rate: req.Rate, Record: recJSON}
+	cm := catalog.Migration{ID: rec.ID, TenantID: tn.ID, Role: catalog.Source, Peer: info.Name, PeerURL: peerURL, Mode: string(mode), Rate: req.Rate, Record: recJSON, Control: ctl}
 	err = a.cat.Update(func(tx *catalog.Tx) error {
 		cur, err := tx.Tenant(tn.ID)
 		if err != nil {
@@ -283,11 +316,15 @@ func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *migratio
 	go func() {
 		defer a.mig.wg.Done()
 		defer func() {
+			a.mig.keepSeries(r)
 			a.mig.mu.Lock()
 			delete(a.mig.runs, rec.ID)
 			a.mig.mu.Unlock()
 		}()
 		defer src.Close()
+		lctx, stopLoop := context.WithCancel(ctx)
+		defer stopLoop()
+		a.startControl(lctx, cm, r)
 		env := migration.Env{
 			Source: src, Target: tgt, Router: a.router(cm.TenantID), Limiter: r.lim,
 			Persist: func(rec migration.Record) error {
@@ -476,6 +513,7 @@ func (a *Agent) migrationView(m catalog.Migration) client.Migration {
 	json.Unmarshal(m.Record, &rec)
 	v.Progress = client.Progress{Phase: string(rec.Phase), LagBytes: rec.LagBytes, ETASeconds: -1, Limit: m.Rate, Bytes: rec.SnapshotBytes + rec.CopyBytes}
 	if r := a.mig.get(m.ID); r != nil {
+		controlView(r, &v.Progress)
 		r.mu.Lock()
 		p := r.prog
 		r.mu.Unlock()

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -16,7 +17,8 @@ import (
 
 // TestLiveMigrationThroughProxy: clients reach the tenant only through the
 // sluice proxy, which follows both agents' catalogs; the source agent holds,
-// switches and releases the tenant at the proxy (Config.Proxy). Every
+// switches and releases the tenant at the proxy (Config.Proxy), and its
+// control loop sets the rate from the proxy's latency windows (a PID). Every
 // acknowledged write is on the target exactly once, and the proxy routes the
 // tenant to the target afterwards.
 func TestLiveMigrationThroughProxy(t *testing.T) {
@@ -50,11 +52,20 @@ func TestLiveMigrationThroughProxy(t *testing.T) {
 	defer func() { wstop(); <-wdone }()
 	time.Sleep(500 * time.Millisecond)
 
-	m, err := a1.c.StartMigration(ctx, client.StartMigration{Tenant: tn.ID, To: "a2", Rate: 16 << 20})
+	const maxRate = 16 << 20
+	kp, ki := 0.11, 0.10
+	m, err := a1.c.StartMigration(ctx, client.StartMigration{Tenant: tn.ID, To: "a2", Rate: 1 << 20,
+		Control: &client.Control{Controller: "pid", SetpointMs: 50, MaxRate: maxRate, Kp: &kp, Ki: &ki, StepMs: 200}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	m = waitMigration(t, a1.c, m.ID, 3*time.Minute, nil)
+	sawLoop := false
+	m = waitMigration(t, a1.c, m.ID, 3*time.Minute, func(m client.Migration) bool {
+		if m.Progress.Controller == "pid" && m.Progress.SetpointMs == 50 {
+			sawLoop = true
+		}
+		return false
+	})
 	if m.Outcome != "committed" {
 		t.Fatalf("migration through the proxy ended %s: %s", m.Outcome, m.Error)
 	}
@@ -73,6 +84,60 @@ func TestLiveMigrationThroughProxy(t *testing.T) {
 	}
 	waitProxyRoute(t, api, "acme", "127.0.0.1:"+strconv.Itoa(a2.TenantPort(tn.ID)))
 	w.verify(t, a2.ConnString(a2.TenantPort(tn.ID), ""))
+
+	// The control loop ran, saw the proxy's windows and kept its output in range.
+	pts, err := a1.c.MigrationSeries(ctx, m.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	measured := 0
+	for _, p := range pts {
+		if p.Rate < 0 || p.Rate > maxRate || p.SetpointMs != 50 {
+			t.Fatalf("loop point %+v: rate outside [0, %d] or wrong setpoint", p, maxRate)
+		}
+		if p.LatencyMs >= 0 {
+			measured++
+		}
+	}
+	t.Logf("control loop: %d steps, %d with proxy latency data; progress showed the loop: %v", len(pts), measured, sawLoop)
+	if len(pts) == 0 || measured == 0 || !sawLoop {
+		t.Fatalf("control loop: %d steps, %d measured, progress showed it: %v", len(pts), measured, sawLoop)
+	}
+}
+
+// TestControlBadInput: a control spec that cannot run is refused before
+// anything starts, and the tenant stays as it was.
+func TestControlBadInput(t *testing.T) {
+	c1, c2 := agentPair(t)
+	a1, _ := startAgent(t, c1), startAgent(t, c2)
+	ctx := ctxT(t)
+	tn, err := a1.c.CreateTenant(ctx, client.CreateTenant{Name: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, ctl := range map[string]client.Control{
+		"unknown controller":   {Controller: "bangbang", MaxRate: 1e6},
+		"no max rate":          {Controller: "fixed"},
+		"pid without setpoint": {Controller: "pid", MaxRate: 1e6},
+		"pid without a proxy":  {Controller: "pid", SetpointMs: 40, MaxRate: 1e6},
+		"integral without k":   {Controller: "integral", SetpointMs: 40, MaxRate: 1e6},
+		"negative setpoint":    {Controller: "pid", SetpointMs: -1, MaxRate: 1e6},
+		"step too short":       {Controller: "fixed", MaxRate: 1e6, StepMs: 1},
+	} {
+		ctl := ctl
+		_, err := a1.c.StartMigration(ctx, client.StartMigration{Tenant: tn.ID, To: "a2", Control: &ctl})
+		var ae *client.APIError
+		if !errors.As(err, &ae) || ae.Status != 400 {
+			t.Errorf("%s: got %v, want a 400", name, err)
+		}
+	}
+	got, err := a1.c.Tenant(ctx, tn.ID)
+	if err != nil || got.State != "running" || got.Migration != "" {
+		t.Fatalf("tenant after refused migrations: %+v, %v", got, err)
+	}
+	if ms, _ := a1.c.Migrations(ctx); len(ms) != 0 {
+		t.Fatalf("refused migrations left records: %+v", ms)
+	}
 }
 
 func waitProxyRoute(t *testing.T, api *proxyclient.Client, tenant, addr string) {

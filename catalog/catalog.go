@@ -82,6 +82,7 @@ type Migration struct {
 	PeerURL  string          `json:"peer_url"` // the other agent's HTTP API base URL
 	Mode     string          `json:"mode"`     // "live" or "stop-and-copy"
 	Rate     float64         `json:"rate"`     // requested rate, bytes/s; 0 = unlimited
+	Control  json.RawMessage `json:"control,omitempty"` // the control loop's spec (agent/client.Control), if any
 	Done     bool            `json:"done"`     // finished (committed or aborted); nothing left to resume
 	Outcome  string          `json:"outcome,omitempty"`
 	Error    string          `json:"error,omitempty"`

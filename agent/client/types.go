@@ -50,6 +50,9 @@ type StartMigration struct {
 	To     string  `json:"to"`             // peer name from the agent's config, or a URL
 	Rate   float64 `json:"rate,omitempty"` // bytes/s; 0 = unlimited
 	Mode   string  `json:"mode,omitempty"` // "live" (default) or "stop-and-copy"
+	// Control, if set, runs a control loop in the source agent that sets the
+	// rate every step from the latency the proxy measures.
+	Control *Control `json:"control,omitempty"`
 }
 
 // Progress is a migration's live figures.
@@ -63,6 +66,10 @@ type Progress struct {
 	ETASeconds float64 `json:"eta_seconds"`      // -1 = unknown
 	LagBytes   int64   `json:"lag_bytes"`        // WAL the target still has to replay; -1 = unknown
 	Elapsed    float64 `json:"elapsed_seconds"`
+	// Set while a control loop runs (StartMigration.Control):
+	Controller string  `json:"controller,omitempty"`
+	LatencyMs  float64 `json:"latency_ms,omitempty"`  // the loop's last process variable; -1 = no data
+	SetpointMs float64 `json:"setpoint_ms,omitempty"` // the loop's target
 }
 
 // Migration is GET /v1/migrations/{id}.

@@ -1,0 +1,51 @@
+package client
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+
+	"github.com/sluicedb/sluice/loop"
+)
+
+// Control asks the source agent to run a control loop for a migration: every
+// StepMs it reads the proxy's latency windows of the tenants on the source and
+// target servers, runs the controller, and sets the migration's throttle
+// (StartMigration.Rate is then only the starting rate). It needs the agent's
+// `proxy` setting.
+type Control struct {
+	// Controller is "fixed", "pid", "integral" or "interference".
+	Controller string `json:"controller"`
+	// SetpointMs is the target transaction latency, ms (pid, interference's
+	// latency labels); required for pid.
+	SetpointMs float64 `json:"setpoint_ms,omitempty"`
+	// MaxRate is the top speed, bytes/s; > 0. The controllers' outputs are
+	// fractions of it.
+	MaxRate float64 `json:"max_rate"`
+	// Rate is the fixed controller's rate, bytes/s.
+	Rate float64 `json:"rate,omitempty"`
+	// Kp, Ki, Kd override the PID's gains (control.DefaultPIDParams) when set.
+	Kp *float64 `json:"kp,omitempty"`
+	Ki *float64 `json:"ki,omitempty"`
+	Kd *float64 `json:"kd,omitempty"`
+	// K is the integral controller's gain, (bytes/s) per second of latency
+	// error; from `sluice tune`. Required for integral.
+	K float64 `json:"k,omitempty"`
+	// ContractsMs are per-tenant latency contracts (tenant name → ms) for the
+	// integral controller, which acts on the worst tenant; tenants without one
+	// get SetpointMs.
+	ContractsMs map[string]float64 `json:"contracts_ms,omitempty"`
+	// Device is the block device (as in /proc/diskstats, e.g. "vda") whose
+	// I/O the interference controller watches.
+	Device string `json:"device,omitempty"`
+	// StepMs is the control period, ms; default 1000 (Slacker).
+	StepMs float64 `json:"step_ms,omitempty"`
+}
+
+// MigrationSeries returns the control loop's record of a migration (one
+// point per step), from its source agent.
+func (c *Client) MigrationSeries(ctx context.Context, id string) ([]loop.Point, error) {
+	var pts []loop.Point
+	err := c.Do(ctx, http.MethodGet, "/v1/migrations/"+url.PathEscape(id)+"/series", nil, &pts)
+	return pts, err
+}

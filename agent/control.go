@@ -1,0 +1,256 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/catalog"
+	"github.com/sluicedb/sluice/control"
+	"github.com/sluicedb/sluice/loop"
+	"github.com/sluicedb/sluice/monitor"
+	proxyclient "github.com/sluicedb/sluice/proxy/client"
+)
+
+// The control loop of a source-side migration (Slacker §4: the per-server
+// migration controller). Every step it reads the proxy's latency windows of
+// every running tenant on the source agent and on the target agent — the
+// "servers" the migration competes on — runs the migration's controller and
+// sets the migration's send throttle. The record of every step is served at
+// GET /v1/migrations/{id}/series.
+
+// newController builds the controller a Control spec names. Bad specs are
+// 400s: checked before anything starts.
+func newController(spec client.Control) (control.Controller, error) {
+	bad := func(format string, args ...any) error {
+		return errf(http.StatusBadRequest, "control: "+format, args...)
+	}
+	if !(spec.MaxRate > 0) || math.IsInf(spec.MaxRate, 0) {
+		return nil, bad("max_rate %v must be a positive number of bytes/s", spec.MaxRate)
+	}
+	if math.IsNaN(spec.SetpointMs) || spec.SetpointMs < 0 {
+		return nil, bad("setpoint_ms %v must be positive", spec.SetpointMs)
+	}
+	if spec.StepMs != 0 && (spec.StepMs < 100 || spec.StepMs > 60000) {
+		return nil, bad("step_ms %v outside 100..60000", spec.StepMs)
+	}
+	sp := time.Duration(spec.SetpointMs * float64(time.Millisecond))
+	switch spec.Controller {
+	case "fixed":
+		r := spec.Rate
+		if r == 0 {
+			r = spec.MaxRate
+		}
+		c, err := control.NewFixed(math.Min(r, spec.MaxRate))
+		if err != nil {
+			return nil, bad("%v", err)
+		}
+		return c, nil
+	case "pid":
+		if sp <= 0 {
+			return nil, bad("pid needs setpoint_ms")
+		}
+		p := control.DefaultPIDParams()
+		p.Setpoint, p.MaxRate = sp, spec.MaxRate
+		for _, g := range []struct {
+			v   *float64
+			dst *float64
+		}{{spec.Kp, &p.Kp}, {spec.Ki, &p.Ki}, {spec.Kd, &p.Kd}} {
+			if g.v != nil {
+				*g.dst = *g.v
+			}
+		}
+		c, err := control.NewPID(p)
+		if err != nil {
+			return nil, bad("%v", err)
+		}
+		return c, nil
+	case "integral":
+		p := control.DefaultIntegralParams()
+		p.MaxRate, p.K = spec.MaxRate, spec.K
+		if sp > 0 {
+			p.DefaultContract = sp
+		}
+		c, err := control.NewIntegral(p)
+		if err != nil {
+			return nil, bad("%v (k comes from `sluice tune`)", err)
+		}
+		return c, nil
+	case "interference":
+		if spec.Device == "" {
+			return nil, bad("interference needs device (a /proc/diskstats name, e.g. vda)")
+		}
+		p := control.DefaultInterferenceParams()
+		p.MaxRate = spec.MaxRate
+		c, err := control.NewInterference(p)
+		if err != nil {
+			return nil, bad("%v", err)
+		}
+		return c, nil
+	}
+	return nil, bad("unknown controller %q (fixed, pid, integral, interference)", spec.Controller)
+}
+
+// checkControl validates a spec for a new migration of this agent.
+func (a *Agent) checkControl(spec *client.Control) (json.RawMessage, error) {
+	if spec == nil {
+		return nil, nil
+	}
+	if _, err := newController(*spec); err != nil {
+		return nil, err
+	}
+	if a.cfg.Proxy == "" && spec.Controller != "fixed" && spec.Controller != "interference" {
+		return nil, errf(http.StatusBadRequest, "control: the %s controller steers by the latency the proxy measures; this agent has no proxy configured", spec.Controller)
+	}
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// startControl runs the control loop of run r until ctx ends, if cm carries a
+// control spec. It returns at once.
+func (a *Agent) startControl(ctx context.Context, cm catalog.Migration, r *run) {
+	if len(cm.Control) == 0 {
+		return
+	}
+	var spec client.Control
+	if err := json.Unmarshal(cm.Control, &spec); err != nil {
+		a.log.Error("control loop: bad stored spec; migration runs at its fixed rate", "migration", cm.ID, "err", err)
+		return
+	}
+	ctrl, err := newController(spec)
+	if err != nil {
+		a.log.Error("control loop: bad stored spec; migration runs at its fixed rate", "migration", cm.ID, "err", err)
+		return
+	}
+	obs := &monitor.Observer{}
+	var lat *monitor.ProxyLatency
+	if a.cfg.Proxy != "" {
+		lat = &monitor.ProxyLatency{Proxy: proxyclient.New(a.cfg.Proxy, nil)}
+		if spec.Controller == "integral" {
+			lat.PerTenant = true
+			lat.Contracts = map[string]time.Duration{}
+			for name, ms := range spec.ContractsMs {
+				lat.Contracts[name] = time.Duration(ms * float64(time.Millisecond))
+			}
+		}
+		obs.Latency = lat
+	}
+	if spec.Controller == "interference" {
+		obs.Host = &monitor.Host{Device: spec.Device}
+	}
+	peer, err := a.peerClient(cm.PeerURL)
+	if err != nil {
+		a.log.Error("control loop: peer; migration runs at its fixed rate", "migration", cm.ID, "err", err)
+		return
+	}
+	l := &loop.Loop{
+		Controller: ctrl,
+		Send:       r.lim,
+		Period:     time.Duration(spec.StepMs * float64(time.Millisecond)),
+		Setpoint:   time.Duration(spec.SetpointMs * float64(time.Millisecond)),
+		Observe: func(ctx context.Context, at time.Time) control.Observation {
+			if lat != nil {
+				sctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+				lat.Servers = a.serverAddrs(sctx, peer)
+				cancel()
+			}
+			return obs.Observe(ctx, at)
+		},
+		Status: func() (string, int64) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return string(r.prog.Phase), r.prog.BytesDone
+		},
+	}
+	r.mu.Lock()
+	r.loop, r.spec = l, &spec
+	r.mu.Unlock()
+	go func() {
+		if err := l.Run(ctx, nil); err != nil && ctx.Err() == nil {
+			a.log.Error("control loop stopped", "migration", cm.ID, "err", err)
+		}
+	}()
+	a.log.Info("control loop running", "migration", cm.ID, "controller", spec.Controller, "setpoint_ms", spec.SetpointMs, "max_rate", spec.MaxRate)
+}
+
+// serverAddrs lists host:port of every serving tenant here and on the peer:
+// the postmasters whose clients the migration may hurt. A peer that does not
+// answer contributes nothing this step (its tenants' windows are then
+// missing, not zero).
+func (a *Agent) serverAddrs(ctx context.Context, peer *client.Client) []string {
+	var out []string
+	add := func(host string, port int) { out = append(out, net.JoinHostPort(host, strconv.Itoa(port))) }
+	if ts, err := a.cat.Tenants(); err == nil {
+		for _, t := range ts {
+			if t.State == catalog.Running || t.State == catalog.MigratingOut {
+				add(a.cfg.Tenant.AdvertiseHost, t.Port)
+			}
+		}
+	}
+	if ts, err := peer.Tenants(ctx, false); err == nil {
+		for _, t := range ts {
+			if t.State == string(catalog.Running) || t.State == string(catalog.MigratingOut) {
+				add(t.Host, t.Port)
+			}
+		}
+	}
+	return out
+}
+
+// controlView fills a migration's progress with its loop's last step.
+func controlView(r *run, p *client.Progress) {
+	r.mu.Lock()
+	l, spec := r.loop, r.spec
+	r.mu.Unlock()
+	if l == nil {
+		return
+	}
+	p.Controller, p.SetpointMs = spec.Controller, spec.SetpointMs
+	p.LatencyMs = -1
+	if s := l.Series(); len(s) > 0 {
+		p.LatencyMs = s[len(s)-1].LatencyMs
+	}
+}
+
+// MigrationSeries returns the control loop's record of a running or
+// recently finished migration of this agent.
+func (a *Agent) MigrationSeries(id string) ([]loop.Point, error) {
+	if r := a.mig.get(id); r != nil {
+		r.mu.Lock()
+		l := r.loop
+		r.mu.Unlock()
+		if l != nil {
+			return l.Series(), nil
+		}
+		return []loop.Point{}, nil
+	}
+	a.mig.mu.Lock()
+	pts, ok := a.mig.series[id]
+	a.mig.mu.Unlock()
+	if ok {
+		return pts, nil
+	}
+	if _, err := a.cat.Migration(id); err != nil {
+		return nil, errf(http.StatusNotFound, "unknown migration %q on agent %s", id, a.cfg.Name)
+	}
+	return []loop.Point{}, nil
+}
+
+func (a *Agent) seriesRoute(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/migrations/{id}/series", func(w http.ResponseWriter, r *http.Request) {
+		v, err := a.MigrationSeries(r.PathValue("id"))
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeOK(w, http.StatusOK, v)
+	})
+}
