@@ -17,8 +17,8 @@ import (
 
 	"github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/catalog"
-	"github.com/sluicedb/sluice/migration"
 	"github.com/sluicedb/sluice/loop"
+	"github.com/sluicedb/sluice/migration"
 	"github.com/sluicedb/sluice/throttle"
 )
 
@@ -31,7 +31,7 @@ type migrations struct {
 	// (at most keptSeries), for GET /v1/migrations/{id}/series.
 	series map[string][]loop.Point
 	order  []string
-	base context.Context // Serve's context: drivers stop with the agent
+	base   context.Context // Serve's context: drivers stop with the agent
 }
 
 // run is one driver goroutine's live state.

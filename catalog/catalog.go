@@ -78,12 +78,12 @@ type Migration struct {
 	ID       string          `json:"id"`        // unique, chosen by the source agent
 	TenantID int64           `json:"tenant_id"` // tenant being moved
 	Role     Role            `json:"role"`
-	Peer     string          `json:"peer"`     // the other agent's name
-	PeerURL  string          `json:"peer_url"` // the other agent's HTTP API base URL
-	Mode     string          `json:"mode"`     // "live" or "stop-and-copy"
-	Rate     float64         `json:"rate"`     // requested rate, bytes/s; 0 = unlimited
+	Peer     string          `json:"peer"`              // the other agent's name
+	PeerURL  string          `json:"peer_url"`          // the other agent's HTTP API base URL
+	Mode     string          `json:"mode"`              // "live" or "stop-and-copy"
+	Rate     float64         `json:"rate"`              // requested rate, bytes/s; 0 = unlimited
 	Control  json.RawMessage `json:"control,omitempty"` // the control loop's spec (agent/client.Control), if any
-	Done     bool            `json:"done"`     // finished (committed or aborted); nothing left to resume
+	Done     bool            `json:"done"`              // finished (committed or aborted); nothing left to resume
 	Outcome  string          `json:"outcome,omitempty"`
 	Error    string          `json:"error,omitempty"`
 	Record   json.RawMessage `json:"record,omitempty"` // the migration package's Record
