@@ -44,7 +44,7 @@ type Loop struct {
 	Send       RateSetter // required
 	Prefetch   RateSetter // optional: read-ahead throttle
 	Period     time.Duration
-	Setpoint   time.Duration                    // recorded with each point
+	Setpoint   time.Duration                      // recorded with each point
 	Status     func() (phase string, bytes int64) // optional: the migration's progress
 
 	mu struct {

@@ -91,8 +91,8 @@ func LoadLedger(path string) (*Ledger, error) {
 // Check is the result of verifying a ledger against a server.
 type Check struct {
 	Acknowledged int64 `json:"writes_acknowledged"`
-	Missing      int64 `json:"writes_missing"`    // acknowledged, absent on the server
-	Duplicated   int64 `json:"writes_duplicated"` // acknowledged, present more than once
+	Missing      int64 `json:"writes_missing"`                // acknowledged, absent on the server
+	Duplicated   int64 `json:"writes_duplicated"`             // acknowledged, present more than once
 	Unacked      int64 `json:"writes_unacknowledged_present"` // present but never acknowledged (allowed: outcome unknown to the client)
 }
 
