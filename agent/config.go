@@ -98,6 +98,11 @@ type TenantDefaults struct {
 	Database string `json:"database"`
 	// SharedBuffers is shared_buffers (PostgreSQL units, e.g. "128MB"). Default "32MB".
 	SharedBuffers string `json:"shared_buffers"`
+	// WALSegSizeMB is the tenants' WAL segment size in MiB (initdb
+	// --wal-segsize: a power of 2). Default 1: a promotion copies the last
+	// segment to the new timeline, so 1 MiB instead of PostgreSQL's 16 halves
+	// a handover's freeze (docs/benchmarks.md, sluice bench handover).
+	WALSegSizeMB int `json:"wal_segsize_mb"`
 	// Settings are further postgresql.conf parameters (raw values).
 	Settings map[string]string `json:"settings"`
 }
@@ -216,6 +221,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if t.Database == "" {
 		t.Database = "postgres"
+	}
+	if t.WALSegSizeMB == 0 {
+		t.WALSegSizeMB = 1
+	}
+	if t.WALSegSizeMB < 1 || t.WALSegSizeMB > 1024 || t.WALSegSizeMB&(t.WALSegSizeMB-1) != 0 {
+		return c, fmt.Errorf("agent config: tenant.wal_segsize_mb %d is not a power of 2 in 1..1024", t.WALSegSizeMB)
 	}
 	if t.SharedBuffers == "" {
 		t.SharedBuffers = "32MB"
