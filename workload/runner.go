@@ -96,6 +96,7 @@ type Summary struct {
 // Runner runs one workload. Its arrival rate may be changed while it runs.
 type Runner struct {
 	cfg     Config
+	epoch   int64         // this run's ledger epoch: ids are epoch<<48 | worker<<36 | seq
 	rate    atomic.Uint64 // math.Float64bits of arrivals/s
 	queue   chan time.Time
 	dropped atomic.Int64
@@ -139,6 +140,9 @@ func (r *Runner) Rate() float64 { return math.Float64frombits(r.rate.Load()) }
 
 // Run generates arrivals for cfg.Duration, serves them with MPL connections,
 // and returns when every accepted arrival has been served or ctx ends.
+// Ledger ids are unique across runs that follow one another on the same
+// table (each run takes an epoch above every id recorded); runs at the same
+// time on the same table must not share it.
 // each, if not nil, is called once per elapsed second with that second's
 // figures, from one goroutine, in order.
 func (r *Runner) Run(ctx context.Context, each func(Second)) (Summary, error) {
@@ -152,6 +156,14 @@ func (r *Runner) Run(ctx context.Context, each func(Second)) (Summary, error) {
 			return Summary{}, fmt.Errorf("workload: connect: %w", err)
 		}
 		conns[i] = c
+	}
+	// Ledger ids must not collide with those of earlier runs on the same
+	// table: this run's epoch is one above the highest recorded.
+	if err := conns[0].QueryRow(ctx, "SELECT coalesce(max(id) >> 48, 0) + 1 FROM "+LedgerTable).Scan(&r.epoch); err != nil {
+		for _, c := range conns {
+			c.Close(context.Background())
+		}
+		return Summary{}, fmt.Errorf("workload: ledger epoch: %w", err)
 	}
 	start := time.Now()
 	r.mu.Lock()
@@ -237,7 +249,7 @@ func (r *Runner) worker(ctx context.Context, id int, conn *pgx.Conn) {
 		}
 		begin := time.Now()
 		seq++
-		ledgerID := int64(id+1)<<40 | seq
+		ledgerID := r.epoch<<48 | int64(id+1)<<36 | seq
 		wrote, err := r.transaction(ctx, conn, rng, keys, ledgerID, val[:])
 		end := time.Now()
 		if err == nil && wrote {

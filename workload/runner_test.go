@@ -71,8 +71,20 @@ func TestRunAndVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !chk.OK() || chk.Acknowledged != sum.WritesAcked {
+	if !chk.OK() || chk.Acknowledged != sum.WritesAcked || chk.Unacked != 0 {
 		t.Fatalf("verify %+v, want all %d acknowledged present once", chk, sum.WritesAcked)
+	}
+
+	// A second run on the same table must not reuse the first run's ids.
+	r2, err := NewRunner(Config{DSN: c.ConnString("postgres"), Rate: 80, MPL: 4, Records: rows, Duration: time.Second, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r2.Run(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if chk, err := Verify(ctx, conn, r2.Ledger); err != nil || !chk.OK() || chk.Acknowledged == 0 {
+		t.Fatalf("second run with the same seed: %+v, %v; want its own ids, each present once", chk, err)
 	}
 
 	// Save/load round trip.
