@@ -2,144 +2,79 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicedb/sluice/demo"
 	"github.com/sluicedb/sluice/internal/units"
-	"github.com/sluicedb/sluice/sim"
 )
 
-// demoFlags are `sluice demo`'s flags.
-type demoFlags struct {
-	out  string
-	seed uint64
-	json bool
-}
-
-var demoF demoFlags
-
-// demoCmd is provisional: until the real migration lands it demonstrates the
-// control loop on the simulator (Slacker's Fig. 13a experiment).
-var demoCmd = &cobra.Command{
-	Use:   "demo",
-	Short: "Demonstrate the control loop: +40% load mid-migration, PID vs the best fixed rate (simulated)",
-	Long: `demo (provisional: the simulator stands in for real servers until the migration lands)
-finds the fastest fixed rate that meets the setpoint on the steady workload, then runs the
-step40 scenario (arrivals +40% one minute into the migration, Slacker Fig. 13a) with that
-fixed rate and with the PID. It prints both summaries and the PID's plot, and writes
-pid.png, fixed.png, pid.csv, fixed.csv and summary.json into --out.`,
-	Args: cobra.NoArgs,
-	RunE: func(cmd *cobra.Command, _ []string) error { return runDemo(cmd, demoF) },
-}
-
 func init() {
-	f := demoCmd.Flags()
-	f.StringVar(&demoF.out, "out", filepath.Join("out", "demo"), "directory for plots, series and the summary")
-	f.Uint64Var(&demoF.seed, "seed", 1, "random seed")
-	f.BoolVar(&demoF.json, "json", false, "print the figures as one JSON object")
-	root.AddCommand(demoCmd)
-}
-
-// demoJSON is `sluice demo --json` and summary.json.
-type demoJSON struct {
-	Scenario   string      `json:"scenario"`
-	SetpointMS float64     `json:"setpoint_ms"`
-	FixedRate  float64     `json:"fixed_rate"`
-	PID        sim.Summary `json:"pid"`
-	Fixed      sim.Summary `json:"fixed"`
-	// After the step: the mean latency from 10 s after it to the end.
-	PIDAfterStepMS   float64  `json:"pid_after_step_ms"`
-	FixedAfterStepMS float64  `json:"fixed_after_step_ms"`
-	Files            []string `json:"files"`
-}
-
-func runDemo(cmd *cobra.Command, f demoFlags) error {
-	if f.out == "" {
-		return usagef("demo: --out must name a directory")
+	var (
+		o                 demo.Options
+		size, maxRate, sp string
+		asJSON            bool
+	)
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run sluice end to end: two servers, a proxy, a YCSB workload and a PID-controlled live migration",
+		Long: `demo starts two agents (two "servers"), a proxy and a tenant of --size, loads Slacker's YCSB
+usertable through the proxy, measures the workload's baseline latency, then migrates the tenant
+live while the workload runs. The source agent's control loop sets the migration's speed every
+second from the latency the proxy measures, to hold it at --setpoint (default: twice the
+baseline). It ends by checking every acknowledged write on the new server, row by row, and writes
+summary.json, loop.csv and demo.png into --out. ` + "`sluice sim demo`" + ` shows the same loop on the simulator.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if o.Size, err = units.ParseBytes(size); err != nil {
+				return usagef("demo: --size: %v", err)
+			}
+			if o.MaxRate, err = units.ParseRate(maxRate); err != nil {
+				return usagef("demo: --max-rate: %v", err)
+			}
+			if sp != "" {
+				if o.Setpoint, err = time.ParseDuration(sp); err != nil || o.Setpoint <= 0 {
+					return usagef("demo: --setpoint %q: want a positive duration such as 40ms", sp)
+				}
+			}
+			if !asJSON {
+				o.Progress = cmd.ErrOrStderr()
+			}
+			if err := o.Check(); err != nil {
+				return usageError{msg: err.Error()}
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+			defer stop()
+			res, err := demo.Run(ctx, o)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), res)
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "\nsetpoint %.1f ms; baseline mean latency %.1f ms; during the migration %.1f ms\n", res.SetpointMs, res.BaselineMeanLatencyMs, res.AchievedMeanLatencyMs)
+			fmt.Fprintf(w, "migrated %s in %.1f s (%s mean); handover freeze %.0f ms\n", units.FormatBytes(float64(res.BytesCopied)), res.MigrationSeconds,
+				units.FormatRate(float64(res.BytesCopied)/res.MigrationSeconds), res.FreezeMs)
+			fmt.Fprintf(w, "writes acknowledged %d, missing %d, duplicated %d\n", res.WritesAcknowledged, res.WritesMissing, res.WritesDuplicated)
+			fmt.Fprintf(w, "plot: %s\n", filepath.Join(o.Out, "demo.png"))
+			return nil
+		},
 	}
-	steady, err := sim.Lookup("steady")
-	if err != nil {
-		return err
-	}
-	step, err := sim.Lookup("step40")
-	if err != nil {
-		return err
-	}
-	opt := sim.Options{Seed: f.seed, Setpoint: step.Setpoint}
-	errOut := cmd.ErrOrStderr()
-	if !f.json {
-		fmt.Fprintf(errOut, "demo: finding the best fixed rate for %v on the steady workload...\n", opt.Setpoint)
-	}
-	sw, err := sim.Sweep(steady, opt, 0)
-	if err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
-	if sw.BestFixedRate == 0 {
-		return fmt.Errorf("demo: no fixed rate meets %v on steady", opt.Setpoint)
-	}
-	run := func(cfg sim.ControllerConfig) (sim.Result, error) {
-		c, err := sim.NewController(step, cfg, opt)
-		if err != nil {
-			return sim.Result{}, err
-		}
-		return sim.Run(step, c, opt)
-	}
-	if !f.json {
-		fmt.Fprintf(errOut, "demo: running step40 with fixed %s and with the PID...\n", units.FormatRate(sw.BestFixedRate))
-	}
-	fixed, err := run(sim.ControllerConfig{Kind: "fixed", Rate: sw.BestFixedRate})
-	if err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
-	pid, err := run(sim.ControllerConfig{Kind: "pid", Setpoint: opt.Setpoint})
-	if err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
-	const stepAt = 60.0 // s: step40's load step
-	j := demoJSON{
-		Scenario: step.Name, SetpointMS: simMS(opt.Setpoint), FixedRate: sw.BestFixedRate,
-		PID: pid.Summary(), Fixed: fixed.Summary(),
-		PIDAfterStepMS:   simMS(sim.MeanBetween(pid.Points, stepAt+10, pid.MigrationSeconds)),
-		FixedAfterStepMS: simMS(sim.MeanBetween(fixed.Points, stepAt+10, fixed.MigrationSeconds)),
-	}
-	if err := os.MkdirAll(f.out, 0o755); err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
-	for _, w := range []struct {
-		name string
-		fill func(io.Writer) error
-	}{
-		{"pid.png", func(w io.Writer) error { return sim.WritePNG(w, pid) }},
-		{"fixed.png", func(w io.Writer) error { return sim.WritePNG(w, fixed) }},
-		{"pid.csv", func(w io.Writer) error { return sim.WriteCSV(w, pid) }},
-		{"fixed.csv", func(w io.Writer) error { return sim.WriteCSV(w, fixed) }},
-	} {
-		p := filepath.Join(f.out, w.name)
-		if err := simWriteFile(p, w.fill); err != nil {
-			return fmt.Errorf("demo: %w", err)
-		}
-		j.Files = append(j.Files, p)
-	}
-	sum := filepath.Join(f.out, "summary.json")
-	j.Files = append(j.Files, sum)
-	if err := simWriteFile(sum, func(w io.Writer) error { return writeJSON(w, j) }); err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
-	out := cmd.OutOrStdout()
-	if f.json {
-		return writeJSON(out, j)
-	}
-	fmt.Fprintf(out, "sluice demo (simulated): %s, setpoint %v, arrivals +40%% at %.0f s\n\n", step.Name, opt.Setpoint, stepAt)
-	fmt.Fprintf(out, "%-28s %14s %14s\n", "", "fixed", "pid")
-	fmt.Fprintf(out, "%-28s %14s %14s\n", "rate", units.FormatRate(sw.BestFixedRate), units.FormatRate(pid.MeanRate)+" avg")
-	fmt.Fprintf(out, "%-28s %13.1fs %13.1fs\n", "migration time", fixed.MigrationSeconds, pid.MigrationSeconds)
-	fmt.Fprintf(out, "%-28s %12.1fms %12.1fms\n", "mean latency", simMS(fixed.MeanLatency), simMS(pid.MeanLatency))
-	fmt.Fprintf(out, "%-28s %12.1fms %12.1fms\n", "mean latency after the step", j.FixedAfterStepMS, j.PIDAfterStepMS)
-	fmt.Fprintf(out, "%-28s %12.1fms %12.1fms\n", "p99 latency", simMS(fixed.P99Latency), simMS(pid.P99Latency))
-	fmt.Fprintf(out, "%-28s %13.1f%% %13.1f%%\n", "1 s windows over setpoint", 100*fixed.ViolationFraction, 100*pid.ViolationFraction)
-	fmt.Fprintf(out, "\nPID:\n%s\nfiles: %v\n", sim.ASCIIPlot(pid, 72), j.Files)
-	return nil
+	f := cmd.Flags()
+	f.StringVar(&o.Out, "out", filepath.Join("out", "demo"), "directory for summary.json, loop.csv and demo.png")
+	f.StringVar(&size, "size", "200MB", "tenant data to load and migrate")
+	f.StringVar(&sp, "setpoint", "", "latency to hold during the migration (default: 2 × the measured baseline)")
+	f.StringVar(&maxRate, "max-rate", "40MB/s", "the migration's top speed")
+	f.Float64Var(&o.TxRate, "tps", 40, "workload arrivals per second")
+	f.IntVar(&o.MPL, "mpl", 4, "workload connections")
+	f.StringVar(&o.Controller, "controller", "pid", "controller: pid, fixed (at --max-rate) or integral")
+	f.Uint64Var(&o.Seed, "seed", 1, "seed for data, arrivals and keys")
+	f.BoolVar(&asJSON, "json", false, "print only the final figures, as JSON")
+	root.AddCommand(cmd)
 }

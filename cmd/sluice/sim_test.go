@@ -212,7 +212,7 @@ func TestSimInterferenceRuns(t *testing.T) {
 
 func TestDemoWritesPlots(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "demo")
-	code, out, errs := simRunCLI(t, "demo", "--out", dir, "--json")
+	code, out, errs := simRunCLI(t, "sim", "demo", "--out", dir, "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
