@@ -33,8 +33,8 @@ import (
 	"github.com/sluicedb/sluice/loop"
 	"github.com/sluicedb/sluice/pgcluster"
 	"github.com/sluicedb/sluice/proxy"
-	"github.com/sluicedb/sluice/sim"
 	proxyclient "github.com/sluicedb/sluice/proxy/client"
+	"github.com/sluicedb/sluice/sim"
 	"github.com/sluicedb/sluice/workload"
 )
 
