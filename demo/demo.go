@@ -43,9 +43,9 @@ type Options struct {
 	Out        string        // output directory; default "out/demo"
 	Size       int64         // tenant data, bytes; default 200 MB
 	Setpoint   time.Duration // 0: 2 × the measured baseline mean latency (at least baseline + 5 ms)
-	TxRate     float64       // workload arrivals/s; default 40
-	MPL        int           // workload connections; default 4
-	MaxRate    float64       // migration's top speed, bytes/s; default 40 MB/s
+	TxRate     float64       // workload arrivals/s; default 200
+	MPL        int           // workload connections; default 8
+	MaxRate    float64       // migration's top speed, bytes/s; default 100 MB/s
 	Controller string        // fixed, pid (default), integral
 	Baseline   time.Duration // baseline measurement; default 15 s
 	Seed       uint64
@@ -66,13 +66,13 @@ func (o Options) withDefaults() (Options, error) {
 		o.Size = 200e6
 	}
 	if o.TxRate == 0 {
-		o.TxRate = 40
+		o.TxRate = 200
 	}
 	if o.MPL == 0 {
-		o.MPL = 4
+		o.MPL = 8
 	}
 	if o.MaxRate == 0 {
-		o.MaxRate = 40e6
+		o.MaxRate = 100e6
 	}
 	if o.Controller == "" {
 		o.Controller = "pid"
