@@ -120,12 +120,11 @@ func Run(ctx context.Context, opt Options) (Result, error) {
 	if err := os.MkdirAll(opt.Out, 0o755); err != nil {
 		return Result{}, fmt.Errorf("demo: %w", err)
 	}
-	root, err := os.MkdirTemp("", "sluice-demo-")
+	root, err := pgcluster.MkdirTemp("sluice-demo-")
 	if err != nil {
 		return Result{}, fmt.Errorf("demo: %w", err)
 	}
 	defer os.RemoveAll(root)
-	os.Chmod(root, 0o755)
 	say := func(format string, args ...any) { fmt.Fprintf(opt.Progress, format+"\n", args...) }
 
 	ctx, cancel := context.WithCancel(ctx)

@@ -501,3 +501,27 @@ func tail(b []byte) string {
 	}
 	return string(b)
 }
+
+// MkdirTemp creates a new temporary directory (os.MkdirTemp's pattern) that
+// the PostgreSQL OS user may use: mode 0755 and, when the caller is root,
+// owned by that user. Clusters can be made inside it. The caller removes it.
+func MkdirTemp(pattern string) (string, error) {
+	d, err := os.MkdirTemp("", pattern)
+	if err != nil {
+		return "", fmt.Errorf("pgcluster: temp dir: %w", err)
+	}
+	if err := os.Chmod(d, 0o755); err != nil {
+		os.RemoveAll(d)
+		return "", fmt.Errorf("pgcluster: temp dir: %w", err)
+	}
+	if uid, gid, ok, err := osUserIDs("postgres"); err != nil {
+		os.RemoveAll(d)
+		return "", err
+	} else if ok {
+		if err := os.Chown(d, uid, gid); err != nil {
+			os.RemoveAll(d)
+			return "", fmt.Errorf("pgcluster: temp dir: %w", err)
+		}
+	}
+	return d, nil
+}

@@ -62,7 +62,7 @@ func init() {
 	f.IntVar(&benchHandoverFlags.workers, "workers", 4, "client connections")
 	f.IntVar(&benchHandoverFlags.sizeMB, "size", 64, "approximate tenant data, MB")
 	f.StringVar(&benchHandoverFlags.fence, "fence", string(migration.FenceReadOnly), "source fence: read-only or stop")
-	f.IntVar(&benchHandoverFlags.walSegMB, "wal-segsize", 16, "WAL segment size of the tenant, MB (power of 2, 1..1024; PostgreSQL's default 16)")
+	f.IntVar(&benchHandoverFlags.walSegMB, "wal-segsize", 1, "WAL segment size of the tenant, MB (power of 2, 1..1024; 1 = what sluice agents give tenants, 16 = PostgreSQL's default)")
 	f.StringVar(&benchHandoverFlags.via, "via", "proxy", "how clients reach the tenant: proxy (an in-process sluice proxy, sessions kept across the handover) or direct (gate router, reconnect on switch)")
 	f.StringVar(&benchHandoverFlags.mode, "mode", string(migration.Live), "migration mode: live, or stop-and-copy (the baseline; its freeze is the downtime)")
 	f.BoolVar(&benchHandoverFlags.jsonOut, "json", false, "print results as JSON")
@@ -268,14 +268,9 @@ func newMigHosts(prefix string, keep bool, progress func(string, ...any)) (*migH
 // walSegMB), starts it and returns it.
 func (b *migHosts) initTenant(ctx context.Context, settings map[string]string, walSegMB int) (*pgcluster.Cluster, error) {
 	b.progress("initdb and start PostgreSQL in %s", b.dir)
-	c, err := pgcluster.Init(ctx, filepath.Join(b.hosts[0], "tenant"), pgcluster.Options{Settings: settings})
+	c, err := pgcluster.Init(ctx, filepath.Join(b.hosts[0], "tenant"), pgcluster.Options{Settings: settings, WALSegSizeMB: walSegMB})
 	if err != nil {
 		return nil, err
-	}
-	if walSegMB != 16 {
-		if out, err := c.Run(ctx, "pg_resetwal", fmt.Sprintf("--wal-segsize=%d", walSegMB), "-D", c.Dir); err != nil {
-			return nil, fmt.Errorf("pg_resetwal --wal-segsize=%d: %w\n%s", walSegMB, err, out)
-		}
 	}
 	if err := c.Start(ctx); err != nil {
 		return nil, err

@@ -100,7 +100,7 @@ func runBenchProxy(cmd *cobra.Command, _ []string) error {
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
 
-	dir, err := os.MkdirTemp("", "sluice-bench-proxy-")
+	dir, err := pgcluster.MkdirTemp("sluice-bench-proxy-")
 	if err != nil {
 		return err
 	}
@@ -108,14 +108,6 @@ func runBenchProxy(cmd *cobra.Command, _ []string) error {
 		defer os.RemoveAll(dir)
 	} else {
 		progress("keeping %s", dir)
-	}
-	os.Chmod(dir, 0o755)
-	uid, gid, asRoot, err := pgcluster.OSUserIDs("")
-	if err != nil {
-		return err
-	}
-	if asRoot {
-		os.Chown(dir, uid, gid)
 	}
 
 	progress("initdb and start PostgreSQL")
@@ -137,6 +129,10 @@ func runBenchProxy(cmd *cobra.Command, _ []string) error {
 
 	// Both proxies authenticate clients with SCRAM from the same userlist and
 	// reach the (trust) server as postgres.
+	uid, gid, asRoot, err := pgcluster.OSUserIDs("")
+	if err != nil {
+		return err
+	}
 	userlist := filepath.Join(dir, "userlist.txt")
 	if err := os.WriteFile(userlist, []byte(fmt.Sprintf("\"postgres\" \"%s\"\n", benchPassword)), 0o600); err != nil {
 		return err

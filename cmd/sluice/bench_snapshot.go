@@ -101,7 +101,7 @@ func runBenchSnapshot(cmd *cobra.Command, _ []string) error {
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
 
-	dir, err := os.MkdirTemp("", "sluice-bench-snapshot-")
+	dir, err := pgcluster.MkdirTemp("sluice-bench-snapshot-")
 	if err != nil {
 		return err
 	}
@@ -109,14 +109,6 @@ func runBenchSnapshot(cmd *cobra.Command, _ []string) error {
 		progress("keeping %s", dir)
 	} else {
 		defer os.RemoveAll(dir)
-	}
-	os.Chmod(dir, 0o755)
-	uid, gid, asRoot, err := pgcluster.OSUserIDs("")
-	if err != nil {
-		return err
-	}
-	if asRoot {
-		os.Chown(dir, uid, gid)
 	}
 
 	progress("initdb and start PostgreSQL")

@@ -30,19 +30,9 @@ var template struct {
 // removed at the end of the test. (t.TempDir is root-only when tests run as root.)
 func TempDir(t testing.TB) string {
 	t.Helper()
-	d, err := os.MkdirTemp("", "sluice-test-")
+	d, err := pgcluster.MkdirTemp("sluice-test-")
 	if err != nil {
 		t.Fatal(err)
-	}
-	if err := os.Chmod(d, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if uid, gid, ok, err := pgcluster.OSUserIDs(""); err != nil {
-		t.Fatal(err)
-	} else if ok {
-		if err := os.Chown(d, uid, gid); err != nil {
-			t.Fatal(err)
-		}
 	}
 	t.Cleanup(func() { os.RemoveAll(d) })
 	return d
@@ -120,14 +110,10 @@ func Init(t testing.TB, o pgcluster.Options) *pgcluster.Cluster {
 
 func templateDir(binDir string) (string, error) {
 	template.once.Do(func() {
-		base, err := os.MkdirTemp("", "sluice-pgtemplate-")
+		base, err := pgcluster.MkdirTemp("sluice-pgtemplate-")
 		if err != nil {
 			template.err = err
 			return
-		}
-		os.Chmod(base, 0o755)
-		if uid, gid, ok, _ := pgcluster.OSUserIDs(""); ok {
-			os.Chown(base, uid, gid)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
