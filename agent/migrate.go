@@ -313,6 +313,10 @@ func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *migratio
 	ctx := a.mig.base
 	a.mig.wg.Add(1)
 	a.mig.mu.Unlock()
+	// The control loop is registered before the driver starts, so that the
+	// first progress answer already shows it.
+	lctx, stopLoop := context.WithCancel(ctx)
+	a.startControl(lctx, cm, r)
 	go func() {
 		defer a.mig.wg.Done()
 		defer func() {
@@ -322,9 +326,7 @@ func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *migratio
 			a.mig.mu.Unlock()
 		}()
 		defer src.Close()
-		lctx, stopLoop := context.WithCancel(ctx)
 		defer stopLoop()
-		a.startControl(lctx, cm, r)
 		env := migration.Env{
 			Source: src, Target: tgt, Router: a.router(cm.TenantID), Limiter: r.lim,
 			Persist: func(rec migration.Record) error {

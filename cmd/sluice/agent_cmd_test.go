@@ -169,9 +169,15 @@ func TestTenantAndMigrateCommands(t *testing.T) {
 	if res["outcome"] != "committed" || res["bytes"].(float64) <= 0 || res["freeze_ms"].(float64) <= 0 {
 		t.Fatalf("migrate result %s", out)
 	}
-	// Human output of a second move back: a summary line on stdout.
-	code, out, errs = agentRunCLI(t, "migrate", "--agent", urls[1], "--tenant", "1", "--to", urls[0])
-	if code != 0 || !strings.Contains(out, "committed") || !strings.Contains(out, "freeze") || !strings.Contains(errs, "ETA") || !strings.Contains(errs, "done") {
+	// A PID needs the proxy's latency: these agents have none, so it is
+	// refused up front (exit 2) and nothing starts.
+	if code, _, errs = agentRunCLI(t, "migrate", "--agent", urls[1], "--tenant", "1", "--to", urls[0], "--controller", "pid", "--setpoint", "40ms", "--max-rate", "30MB/s"); code != 2 || !strings.Contains(errs, "no proxy") {
+		t.Fatalf("migrate --controller pid without a proxy: exit %d: %s", code, errs)
+	}
+	// Human output of a second move back, under a (fixed) control loop: the
+	// start line names the loop, a summary line goes to stdout.
+	code, out, errs = agentRunCLI(t, "migrate", "--agent", urls[1], "--tenant", "1", "--to", urls[0], "--controller", "fixed", "--max-rate", "30MB/s")
+	if code != 0 || !strings.Contains(out, "committed") || !strings.Contains(out, "freeze") || !strings.Contains(errs, "ETA") || !strings.Contains(errs, "done") || !strings.Contains(errs, "fixed control loop") {
 		t.Fatalf("migrate back: exit %d\nstdout %s\nstderr %s", code, out, errs)
 	}
 	if code, out, _ = agentRunCLI(t, "migration", "list", "--agent", urls[1]); code != 0 || strings.Count(out, "committed") != 2 {

@@ -39,15 +39,22 @@ func init() {
 		agentURL, to, rate, mode string
 		tenant                   int64
 		asJSON, detach           bool
+		controller, setpoint     string
+		maxRate                  string
+		kp, ki, kd, k            float64
 	)
 	cmd := &cobra.Command{
-		Use:   "migrate --tenant ID --to AGENT [--agent URL] [--rate R] [--mode live|stop-and-copy]",
+		Use:   "migrate --tenant ID --to AGENT [--agent URL] [--rate R] [--mode live|stop-and-copy] [--controller pid --setpoint 40ms --max-rate R]",
 		Short: "Move a tenant to another agent and follow it: phase, bytes, rate, ETA, lag",
 		Long: `Start a migration of tenant ID from the agent at --agent (its current home) to
 AGENT (a peer name from the source agent's config, or an agent URL), then follow
 it: a live progress line on a terminal (plain lines otherwise) and a final
 summary (bytes, seconds, freeze or downtime). --rate caps the copy (e.g. 20MB/s;
 default unlimited); change it later with POST /v1/migrations/{id}/rate.
+With --controller, the source agent runs a control loop that sets the rate every
+second from the latency its proxy measures (--setpoint for pid; --k for
+integral, from sluice tune); --max-rate is the top speed (required), --rate the
+starting rate, and the progress line shows latency against the setpoint.
 Interrupting the command stops following; the migration carries on.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -73,19 +80,54 @@ Interrupting the command stops following; the migration carries on.`,
 					r = v
 				}
 			}
+			var ctl *client.Control
+			if controller != "" {
+				ctl = &client.Control{Controller: controller, K: k}
+				if maxRate == "" {
+					return usagef("migrate: --controller needs --max-rate, the migration's top speed")
+				}
+				v, err := units.ParseRate(maxRate)
+				if err != nil || v <= 0 || math.IsInf(v, 0) {
+					return usagef("migrate: --max-rate %q: want a positive finite rate such as 50MB/s", maxRate)
+				}
+				ctl.MaxRate = v
+				if setpoint != "" {
+					d, err := time.ParseDuration(setpoint)
+					if err != nil || d <= 0 {
+						return usagef("migrate: --setpoint %q: want a positive duration such as 40ms", setpoint)
+					}
+					ctl.SetpointMs = float64(d) / float64(time.Millisecond)
+				}
+				for _, g := range []struct {
+					name string
+					v    float64
+					dst  **float64
+				}{{"kp", kp, &ctl.Kp}, {"ki", ki, &ctl.Ki}, {"kd", kd, &ctl.Kd}} {
+					if cmd.Flags().Changed(g.name) {
+						v := g.v
+						*g.dst = &v
+					}
+				}
+			} else if setpoint != "" || maxRate != "" {
+				return usagef("migrate: --setpoint and --max-rate go with --controller")
+			}
 			c, err := agentClient(agentURL)
 			if err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
-			m, err := c.StartMigration(ctx, client.StartMigration{Tenant: tenant, To: to, Rate: r, Mode: mode})
+			m, err := c.StartMigration(ctx, client.StartMigration{Tenant: tenant, To: to, Rate: r, Mode: mode, Control: ctl})
 			if err != nil {
 				return agentErr("migrate", err)
 			}
 			errw := cmd.ErrOrStderr()
 			if !asJSON {
-				fmt.Fprintf(errw, "migration %s: tenant %d from %s to %s (%s, rate %s)\n", m.ID, tenant, c.URL(), m.Peer, mode, units.FormatRate(limiterRateCLI(r)))
+				loopText := ""
+				if ctl != nil {
+					loopText = fmt.Sprintf(", %s control loop up to %s", ctl.Controller, units.FormatRate(ctl.MaxRate))
+				}
+				fmt.Fprintf(errw, "migration %s: tenant %d from %s to %s (%s, rate %s%s)\n", m.ID, tenant, c.URL(), m.Peer, mode, units.FormatRate(limiterRateCLI(r)), loopText)
 			}
 			if detach {
 				return printMigrate(cmd.OutOrStdout(), asJSON, result(m, c.URL()))
@@ -116,6 +158,13 @@ Interrupting the command stops following; the migration carries on.`,
 	f.StringVar(&mode, "mode", "live", "live or stop-and-copy")
 	f.BoolVar(&asJSON, "json", false, "print one final JSON object instead of progress and summary")
 	f.BoolVar(&detach, "detach", false, "start the migration and return at once")
+	f.StringVar(&controller, "controller", "", "run a control loop in the source agent: fixed, pid, integral or interference")
+	f.StringVar(&setpoint, "setpoint", "", "latency the controller holds, e.g. 40ms (pid)")
+	f.StringVar(&maxRate, "max-rate", "", "the controller's top speed, e.g. 50MB/s")
+	f.Float64Var(&kp, "kp", 0, "PID proportional gain (default Slacker's 0.025)")
+	f.Float64Var(&ki, "ki", 0, "PID integral gain (default Slacker's 0.005)")
+	f.Float64Var(&kd, "kd", 0, "PID derivative gain (default Slacker's 0.015)")
+	f.Float64Var(&k, "k", 0, "integral controller gain, (bytes/s) per second of latency error (sluice tune proposes one)")
 	root.AddCommand(cmd)
 }
 
@@ -202,6 +251,18 @@ func progressLine(m client.Migration) string {
 		fmt.Fprintf(&b, "  lag %s", units.FormatBytes(float64(p.LagBytes)))
 	} else {
 		b.WriteString("  lag -")
+	}
+	if p.Controller != "" {
+		if p.LatencyMs >= 0 {
+			fmt.Fprintf(&b, "  latency %.1f ms", p.LatencyMs)
+		} else {
+			b.WriteString("  latency -")
+		}
+		if p.SetpointMs > 0 {
+			fmt.Fprintf(&b, " (setpoint %.1f, %s)", p.SetpointMs, p.Controller)
+		} else {
+			fmt.Fprintf(&b, " (%s)", p.Controller)
+		}
 	}
 	return b.String()
 }
