@@ -27,7 +27,7 @@ demo: build
 bench: build bench-deps
 	./$(BIN) bench snapshot --json
 	./$(BIN) bench handover --json
-	./$(BIN) bench handover --wal-segsize 1 --json
+	./$(BIN) bench handover --wal-segsize 16 --json
 	./$(BIN) bench warm --json
 	./$(BIN) bench proxy --rounds 3 --json
 	$(GO) test -run XXX -bench . ./throttle/ ./control/ ./sim/ ./transfer/
