@@ -65,12 +65,7 @@ func (l *Loop) Step(ctx context.Context, at time.Time) Point {
 	if l.Prefetch != nil {
 		l.Prefetch.SetRate(d.Prefetch)
 	}
-	l.mu.Lock()
-	if l.mu.start.IsZero() {
-		l.mu.start = at
-	}
 	p := Point{
-		T:          at.Sub(l.mu.start).Seconds(),
 		LatencyMs:  PV(obs),
 		SetpointMs: float64(l.Setpoint) / float64(time.Millisecond),
 		Rate:       d.Rate,
@@ -78,11 +73,14 @@ func (l *Loop) Step(ctx context.Context, at time.Time) Point {
 		Hold:       d.Hold,
 		Reason:     d.Reason,
 	}
-	l.mu.Unlock()
 	if l.Status != nil {
 		p.Phase, p.Bytes = l.Status()
 	}
 	l.mu.Lock()
+	if l.mu.start.IsZero() {
+		l.mu.start = at
+	}
+	p.T = at.Sub(l.mu.start).Seconds()
 	l.mu.series = append(l.mu.series, p)
 	l.mu.Unlock()
 	return p
