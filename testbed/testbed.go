@@ -1,0 +1,516 @@
+// Package testbed builds, on one machine, the "servers" sluice's closed-loop
+// benchmarks run on: each server is a `sluice agent` subprocess in its own
+// cgroup v1 group (CPU quota, memory cap with the page cache counted,
+// optional block-I/O caps), so the tenant postmasters it forks inherit the
+// same limits and a migration's copy competes with the tenants' transactions
+// for the same CPU, memory and disk — Slacker's testbed (§6: a small buffer
+// pool, a tenant larger than memory, one server's resources shared by the
+// workload and the migration). A proxy, in this process, is the clients'
+// front door and the agents' latency instrument.
+//
+// Bed is an adapter: it starts and stops processes. Experiments (package
+// experiment) drive it.
+package testbed
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	agentclient "github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/cgroup"
+	"github.com/sluicedb/sluice/pgcluster"
+	"github.com/sluicedb/sluice/proxy"
+	proxyclient "github.com/sluicedb/sluice/proxy/client"
+	"github.com/sluicedb/sluice/workload"
+)
+
+// Options describe the servers. Zero values take the defaults noted.
+type Options struct {
+	// Root holds the agents' directories and logs; "" = a temp dir that
+	// Close removes.
+	Root string
+	// Binary is the sluice executable run as `sluice agent`; "" = this
+	// process's own executable.
+	Binary string
+	// Servers is the number of servers (agents); default 2.
+	Servers int
+	// CPUs is each server's CPU quota in cores (CFS quota over a 10 ms
+	// period); default 0.5; negative = no cap.
+	CPUs float64
+	// MemoryMB caps each server's memory in MiB: its agent, postmasters and
+	// the page cache of the files they touch; default 768; negative = no cap.
+	MemoryMB int
+	// ReadMBps caps each server's reads from the data disk, MB/s (1e6
+	// bytes); 0 = none.
+	ReadMBps float64
+	// ReadIOPS caps each server's read operations per second on the data
+	// disk; 0 = none.
+	ReadIOPS int64
+	// SharedBuffers is the tenants' shared_buffers; default "32MB" (a small
+	// buffer pool, as Slacker's).
+	SharedBuffers string
+	// Settings are further postgresql.conf parameters for every tenant.
+	Settings map[string]string
+	// Progress, if set, receives one line per step of setting up.
+	Progress func(format string, args ...any)
+}
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Servers == 0 {
+		o.Servers = 2
+	}
+	if o.CPUs == 0 {
+		o.CPUs = 0.5
+	}
+	if o.MemoryMB == 0 {
+		o.MemoryMB = 768
+	}
+	if o.SharedBuffers == "" {
+		o.SharedBuffers = "32MB"
+	}
+	if o.Progress == nil {
+		o.Progress = func(string, ...any) {}
+	}
+	switch {
+	case o.Servers < 1 || o.Servers > 16:
+		return o, fmt.Errorf("testbed: %d servers: want 1..16", o.Servers)
+	case math.IsNaN(o.CPUs) || o.CPUs > 64 || (o.CPUs > 0 && o.CPUs < 0.01):
+		return o, fmt.Errorf("testbed: CPU quota %v cores: want 0.01..64, or negative for none", o.CPUs)
+	case o.MemoryMB > 0 && o.MemoryMB < 128:
+		return o, fmt.Errorf("testbed: memory cap %d MiB is below 128 MiB", o.MemoryMB)
+	case o.ReadMBps < 0 || math.IsNaN(o.ReadMBps) || math.IsInf(o.ReadMBps, 0):
+		return o, fmt.Errorf("testbed: read cap %v MB/s must be a non-negative number", o.ReadMBps)
+	case o.ReadIOPS < 0:
+		return o, fmt.Errorf("testbed: read IOPS cap %d must not be negative", o.ReadIOPS)
+	}
+	return o, nil
+}
+
+// Check reports the first bad option before anything starts.
+func (o Options) Check() error {
+	_, err := o.withDefaults()
+	return err
+}
+
+// Server is one agent and its cgroup.
+type Server struct {
+	Name   string
+	URL    string // the agent's API
+	Client *agentclient.Client
+	Group  *cgroup.Group // nil when no limit applies
+
+	cmd  *exec.Cmd
+	exit chan struct{}
+	log  string
+}
+
+// Bed is a running testbed.
+type Bed struct {
+	Opt      Options
+	Proxy    *proxy.Proxy
+	ProxyAPI *proxyclient.Client
+	Servers  []*Server
+
+	root    string
+	ownRoot bool
+	cancel  context.CancelFunc
+}
+
+// Tenant is a tenant the bed created.
+type Tenant struct {
+	Name  string
+	DSN   string // through the proxy
+	Rows  int64  // YCSB usertable rows loaded
+	Bytes int64  // the loaded table's size on disk, bytes
+}
+
+// Start starts the proxy and the servers. On error everything started is
+// stopped again.
+func Start(ctx context.Context, opt Options) (_ *Bed, err error) {
+	if opt, err = opt.withDefaults(); err != nil {
+		return nil, err
+	}
+	if os.Geteuid() != 0 && (opt.CPUs > 0 || opt.MemoryMB > 0 || opt.ReadMBps > 0 || opt.ReadIOPS > 0) {
+		return nil, errors.New("testbed: cgroup limits need root")
+	}
+	b := &Bed{Opt: opt, root: opt.Root}
+	if b.root == "" {
+		if b.root, err = pgcluster.MkdirTemp("sluice-testbed-"); err != nil {
+			return nil, err
+		}
+		b.ownRoot = true
+	} else if err := os.MkdirAll(b.root, 0o755); err != nil {
+		return nil, fmt.Errorf("testbed: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			b.Close()
+		}
+	}()
+	bin := opt.Binary
+	if bin == "" {
+		if bin, err = os.Executable(); err != nil {
+			return nil, fmt.Errorf("testbed: own executable: %w", err)
+		}
+	}
+	var pctx context.Context
+	pctx, b.cancel = context.WithCancel(context.Background())
+	b.Proxy, err = proxy.New(proxy.Config{Listen: "127.0.0.1:0", APIListen: "127.0.0.1:0", Trust: true})
+	if err != nil {
+		return nil, err
+	}
+	if err := b.Proxy.Start(pctx); err != nil {
+		return nil, err
+	}
+	b.ProxyAPI = proxyclient.New(b.Proxy.APIAddr(), nil)
+
+	dev := ""
+	if opt.ReadMBps > 0 || opt.ReadIOPS > 0 {
+		if dev, err = cgroup.DeviceOf(b.root); err != nil {
+			return nil, fmt.Errorf("testbed: disk caps: %w", err)
+		}
+	}
+	// Every agent knows every other as a peer by name.
+	ports := make([]int, opt.Servers)
+	for i := range ports {
+		if ports[i], err = pgcluster.FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	peers := map[string]string{}
+	for i := range ports {
+		peers[serverName(i)] = fmt.Sprintf("http://127.0.0.1:%d", ports[i])
+	}
+	for i := 0; i < opt.Servers; i++ {
+		s, err := b.startServer(ctx, i, bin, ports[i], peers, dev)
+		if s != nil {
+			b.Servers = append(b.Servers, s) // Close stops it even if it never answered
+		}
+		if err != nil {
+			return nil, err
+		}
+		opt.Progress("server %s: agent %s, %s", s.Name, s.URL, b.limitText())
+	}
+	return b, nil
+}
+
+func serverName(i int) string { return "server-" + string(rune('a'+i)) }
+
+func (b *Bed) limitText() string {
+	o := b.Opt
+	s := "no limits"
+	if o.CPUs > 0 || o.MemoryMB > 0 || o.ReadMBps > 0 || o.ReadIOPS > 0 {
+		s = "cgroup"
+		if o.CPUs > 0 {
+			s += fmt.Sprintf(" %.2g CPU", o.CPUs)
+		}
+		if o.MemoryMB > 0 {
+			s += fmt.Sprintf(", %d MiB memory", o.MemoryMB)
+		}
+		if o.ReadMBps > 0 {
+			s += fmt.Sprintf(", reads ≤ %.0f MB/s", o.ReadMBps)
+		}
+		if o.ReadIOPS > 0 {
+			s += fmt.Sprintf(", ≤ %d read IOPS", o.ReadIOPS)
+		}
+	}
+	return s
+}
+
+// agentConfig is the subset of agent.Config (JSON) the bed writes.
+type agentConfig struct {
+	Name   string            `json:"name"`
+	Root   string            `json:"root"`
+	Listen string            `json:"listen"`
+	Proxy  string            `json:"proxy"`
+	Peers  map[string]string `json:"peers"`
+	Tenant struct {
+		BasePort      int               `json:"base_port"`
+		SharedBuffers string            `json:"shared_buffers"`
+		Settings      map[string]string `json:"settings"`
+	} `json:"tenant"`
+}
+
+func (b *Bed) startServer(ctx context.Context, i int, bin string, port int, peers map[string]string, dev string) (*Server, error) {
+	o := b.Opt
+	s := &Server{Name: serverName(i), URL: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	base, err := freeBase(16)
+	if err != nil {
+		return nil, err
+	}
+	var cfg agentConfig
+	cfg.Name, cfg.Root, cfg.Listen = s.Name, filepath.Join(b.root, s.Name), fmt.Sprintf("127.0.0.1:%d", port)
+	cfg.Proxy = "http://" + b.Proxy.APIAddr()
+	cfg.Peers = map[string]string{}
+	for n, u := range peers {
+		if n != s.Name {
+			cfg.Peers[n] = u
+		}
+	}
+	cfg.Tenant.BasePort, cfg.Tenant.SharedBuffers = base, o.SharedBuffers
+	cfg.Tenant.Settings = map[string]string{"max_wal_size": "1GB"}
+	for k, v := range o.Settings {
+		cfg.Tenant.Settings[k] = v
+	}
+	cj, _ := json.MarshalIndent(cfg, "", "  ")
+	cfgPath := filepath.Join(b.root, s.Name+".json")
+	if err := os.WriteFile(cfgPath, cj, 0o644); err != nil {
+		return nil, fmt.Errorf("testbed: %w", err)
+	}
+
+	if o.CPUs > 0 || o.MemoryMB > 0 || dev != "" {
+		if s.Group, err = cgroup.New(fmt.Sprintf("sluice-bed-%d-%s", os.Getpid(), s.Name)); err != nil {
+			return s, fmt.Errorf("testbed: %w", err)
+		}
+		if o.CPUs > 0 {
+			period := 10 * time.Millisecond
+			if err := s.Group.SetCPUQuota(period, time.Duration(o.CPUs*float64(period))); err != nil {
+				return s, err
+			}
+		}
+		if o.MemoryMB > 0 {
+			if err := s.Group.SetMemoryLimit(int64(o.MemoryMB) << 20); err != nil {
+				return s, err
+			}
+		}
+		if o.ReadMBps > 0 {
+			if err := s.Group.SetIOLimit(dev, int64(o.ReadMBps*1e6), 0); err != nil {
+				return s, err
+			}
+		}
+		if o.ReadIOPS > 0 {
+			if err := s.Group.SetIOPSLimit(dev, o.ReadIOPS, 0); err != nil {
+				return s, err
+			}
+		}
+	}
+
+	s.log = filepath.Join(b.root, s.Name+".log")
+	lf, err := os.OpenFile(s.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return s, fmt.Errorf("testbed: %w", err)
+	}
+	defer lf.Close()
+	s.cmd = exec.Command(bin, "agent", "--config", cfgPath)
+	s.cmd.Stdout, s.cmd.Stderr = lf, lf
+	// Its own process group: a ^C to the bench reaches the bench, which
+	// stops tenants before agents; the agents never see it first.
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := s.cmd.Start(); err != nil {
+		s.cmd = nil
+		return s, fmt.Errorf("testbed: start agent %s: %w", s.Name, err)
+	}
+	s.exit = make(chan struct{})
+	go func(cmd *exec.Cmd, exit chan struct{}) { cmd.Wait(); close(exit) }(s.cmd, s.exit)
+	// The agent has started no postmaster yet (a fresh root): those it
+	// starts from now on inherit the group.
+	if s.Group != nil {
+		if err := s.Group.AddPID(s.cmd.Process.Pid); err != nil {
+			return s, err
+		}
+	}
+	if s.Client, err = agentclient.New(s.URL); err != nil {
+		return s, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		if _, err := s.Client.Info(wctx); err == nil {
+			return s, nil
+		}
+		select {
+		case <-s.exit:
+			return s, fmt.Errorf("testbed: agent %s exited at start; its log: %s", s.Name, s.log)
+		case <-wctx.Done():
+			return s, fmt.Errorf("testbed: agent %s did not answer within a minute; its log: %s", s.Name, s.log)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// freeBase returns a tenant base port with n free ports above it.
+func freeBase(n int) (int, error) {
+	for try := 0; try < 100; try++ {
+		p, err := pgcluster.FreePort()
+		if err != nil {
+			return 0, err
+		}
+		if p < 2000 || p+n > 65000 {
+			continue
+		}
+		ok := true
+		for k := 1; k <= n && ok; k++ {
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+k))
+			if err != nil {
+				ok = false
+				break
+			}
+			l.Close()
+		}
+		if ok {
+			return p, nil
+		}
+	}
+	return 0, errors.New("testbed: no free range of tenant ports")
+}
+
+// CreateTenant creates tenant name on Servers[server], routes it in the
+// proxy, and loads Slacker's YCSB usertable to about size bytes through the
+// proxy (then CHECKPOINT, so the copy and the workload start from a clean
+// state).
+func (b *Bed) CreateTenant(ctx context.Context, server int, name string, size int64, seed uint64) (Tenant, error) {
+	if server < 0 || server >= len(b.Servers) {
+		return Tenant{}, fmt.Errorf("testbed: no server %d", server)
+	}
+	s := b.Servers[server]
+	tn, err := s.Client.CreateTenant(ctx, agentclient.CreateTenant{Name: name})
+	if err != nil {
+		return Tenant{}, fmt.Errorf("testbed: create tenant %s on %s: %w", name, s.Name, err)
+	}
+	if err := b.ProxyAPI.SetRoute(ctx, proxyclient.Route{Tenant: tn.Name, Addr: net.JoinHostPort(tn.Host, strconv.Itoa(tn.Port)), Database: tn.Database}); err != nil {
+		return Tenant{}, err
+	}
+	t := Tenant{Name: tn.Name, DSN: fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", b.Proxy.Addr(), tn.Name)}
+	conn, err := pgx.Connect(ctx, t.DSN)
+	if err != nil {
+		return t, fmt.Errorf("testbed: connect to %s through the proxy: %w", name, err)
+	}
+	defer conn.Close(context.Background())
+	lr, err := workload.Load(ctx, conn, workload.RowsForSize(size), seed, nil)
+	if err != nil {
+		return t, fmt.Errorf("testbed: load %s: %w", name, err)
+	}
+	if _, err := conn.Exec(ctx, "CHECKPOINT"); err != nil {
+		return t, fmt.Errorf("testbed: %s: %w", name, err)
+	}
+	t.Rows, t.Bytes = lr.Rows, lr.Bytes
+	b.Opt.Progress("tenant %s on %s: %d rows, %.0f MB", name, s.Name, lr.Rows, float64(lr.Bytes)/1e6)
+	return t, nil
+}
+
+// Owner returns the index of the server that serves t, and t's id there.
+func (b *Bed) Owner(ctx context.Context, t Tenant) (int, int64, error) {
+	for i, s := range b.Servers {
+		ts, err := s.Client.Tenants(ctx, false)
+		if err != nil {
+			return -1, 0, fmt.Errorf("testbed: %s: %w", s.Name, err)
+		}
+		for _, x := range ts {
+			if x.Name == t.Name && x.State == "running" {
+				return i, x.ID, nil
+			}
+		}
+	}
+	return -1, 0, fmt.Errorf("testbed: no server runs tenant %s", t.Name)
+}
+
+// Migrate moves t from its owner to Servers[to] with req (its Tenant and To
+// are filled in), polling about twice a second and calling each (if set)
+// with every record. It returns the final record; an outcome other than
+// "committed" is an error.
+func (b *Bed) Migrate(ctx context.Context, t Tenant, to int, req agentclient.StartMigration, each func(agentclient.Migration)) (agentclient.Migration, error) {
+	from, id, err := b.Owner(ctx, t)
+	if err != nil {
+		return agentclient.Migration{}, err
+	}
+	if to < 0 || to >= len(b.Servers) || to == from {
+		return agentclient.Migration{}, fmt.Errorf("testbed: cannot move %s from server %d to %d", t.Name, from, to)
+	}
+	src := b.Servers[from].Client
+	req.Tenant, req.To = id, b.Servers[to].Name
+	m, err := src.StartMigration(ctx, req)
+	if err != nil {
+		return m, fmt.Errorf("testbed: start migration of %s: %w", t.Name, err)
+	}
+	for !m.Done {
+		select {
+		case <-ctx.Done():
+			src.AbortMigration(context.Background(), m.ID)
+			return m, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+		if m, err = src.Migration(ctx, m.ID); err != nil {
+			return m, err
+		}
+		if each != nil {
+			each(m)
+		}
+	}
+	if m.Outcome != "committed" {
+		return m, fmt.Errorf("testbed: migration %s of %s ended %s: %s", m.ID, t.Name, m.Outcome, m.Error)
+	}
+	return m, nil
+}
+
+// Close stops every tenant, the agents and the proxy, removes the cgroups,
+// and removes Root if the bed made it. Safe to call more than once.
+func (b *Bed) Close() error {
+	var errs []error
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for _, s := range b.Servers {
+		if s.Client == nil {
+			continue
+		}
+		// Postmasters outlive their agent: stop them through it first.
+		if ts, err := s.Client.Tenants(ctx, false); err == nil {
+			for _, t := range ts {
+				if t.Alive {
+					if _, err := s.Client.StopTenant(ctx, t.ID); err != nil {
+						errs = append(errs, fmt.Errorf("testbed: stop tenant %s on %s: %w", t.Name, s.Name, err))
+					}
+				}
+			}
+		}
+	}
+	for _, s := range b.Servers {
+		if s.cmd != nil {
+			s.cmd.Process.Signal(syscall.SIGTERM)
+			select {
+			case <-s.exit:
+			case <-time.After(20 * time.Second):
+				s.cmd.Process.Kill()
+				<-s.exit
+			}
+			s.cmd = nil
+		}
+		if s.Group != nil {
+			// Whatever still runs in the group (a postmaster the agent could not
+			// stop) is stopped with an immediate shutdown.
+			if pids, err := s.Group.PIDs(); err == nil && len(pids) > 0 {
+				for _, p := range pids {
+					syscall.Kill(p, syscall.SIGQUIT)
+				}
+				time.Sleep(time.Second)
+			}
+			if err := s.Group.Remove(); err != nil {
+				errs = append(errs, err)
+			}
+			s.Group = nil
+		}
+	}
+	if b.cancel != nil {
+		b.cancel()
+	}
+	if b.Proxy != nil {
+		b.Proxy.Close()
+		b.Proxy = nil
+	}
+	if b.ownRoot && b.root != "" {
+		os.RemoveAll(b.root)
+		b.root = ""
+	}
+	return errors.Join(errs...)
+}

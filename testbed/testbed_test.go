@@ -1,0 +1,95 @@
+package testbed
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	agentclient "github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/cgroup"
+	"github.com/sluicedb/sluice/internal/testbin"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Remove()
+	os.Exit(code)
+}
+
+func TestOptionsCheck(t *testing.T) {
+	for _, o := range []Options{{Servers: -1}, {Servers: 17}, {CPUs: 0.001}, {MemoryMB: 64}, {ReadMBps: -1}, {ReadIOPS: -5}} {
+		if err := o.Check(); err == nil {
+			t.Errorf("%+v: no error", o)
+		}
+	}
+	if err := (Options{}).Check(); err != nil {
+		t.Errorf("defaults: %v", err)
+	}
+}
+
+// TestBedLimitsAndMoves starts two cgroup-limited servers, checks that a
+// tenant's postmaster runs inside its server's group, moves the tenant
+// there and back through the proxy's route, and that Close leaves no group
+// and no process behind.
+func TestBedLimitsAndMoves(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for cgroups")
+	}
+	if _, err := os.Stat(filepath.Join(cgroup.Root, "memory")); err != nil {
+		t.Skip("no cgroup v1 memory controller")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	b, err := Start(ctx, Options{Binary: testbin.Sluice(t), CPUs: 1, MemoryMB: 512, Progress: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	tn, err := b.CreateTenant(ctx, 0, "bedtest", 2e6, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tn.Rows == 0 {
+		t.Fatalf("no rows loaded: %+v", tn)
+	}
+	// The tenant's postmaster (a child of the agent) is in server-a's group.
+	pids, err := b.Servers[0].Group.PIDs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pids) < 3 { // agent, postmaster, its auxiliary processes
+		t.Fatalf("server-a's group holds %v: the postmaster is not in it", pids)
+	}
+	for _, to := range []int{1, 0} {
+		m, err := b.Migrate(ctx, tn, to, agentclient.StartMigration{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if owner, _, err := b.Owner(ctx, tn); err != nil || owner != to {
+			t.Fatalf("after %s: owner %d, %v; want %d", m.ID, owner, err, to)
+		}
+		conn, err := pgx.Connect(ctx, tn.DSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		err = conn.QueryRow(ctx, "SELECT count(*) FROM usertable").Scan(&n)
+		conn.Close(ctx)
+		if err != nil || n != tn.Rows {
+			t.Fatalf("after moving to %d: %d rows, %v; want %d", to, n, err, tn.Rows)
+		}
+	}
+	groups := []*cgroup.Group{b.Servers[0].Group, b.Servers[1].Group}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range groups {
+		if _, err := os.Stat(filepath.Join(cgroup.Root, "memory", g.Name)); !os.IsNotExist(err) {
+			t.Errorf("group %s left behind: %v", g.Name, err)
+		}
+	}
+}
