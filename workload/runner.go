@@ -135,6 +135,19 @@ func (r *Runner) SetRate(rate float64) {
 	}
 }
 
+// Latencies returns the latencies (ms) of the transactions completed in
+// seconds [from, to) of the run (seconds since Run started), in completion
+// order within each second. A window past the run's end is cut short.
+func (r *Runner) Latencies(from, to int) []float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []float64
+	for t := max(from, 0); t < to && t < len(r.mu.seconds); t++ {
+		out = append(out, r.mu.seconds[t].lat...)
+	}
+	return out
+}
+
 // Rate returns the arrival rate in force.
 func (r *Runner) Rate() float64 { return math.Float64frombits(r.rate.Load()) }
 

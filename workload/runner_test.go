@@ -66,6 +66,12 @@ func TestRunAndVerify(t *testing.T) {
 	if int64(total) != sum.Transactions {
 		t.Fatalf("per-second counts sum to %d, summary says %d", total, sum.Transactions)
 	}
+	if n := len(r.Latencies(0, len(secs))); n != total {
+		t.Fatalf("Latencies over the run: %d, want %d", n, total)
+	}
+	if n := len(r.Latencies(1, 2)); n != secs[1].Count {
+		t.Fatalf("Latencies of second 1: %d, want %d", n, secs[1].Count)
+	}
 
 	chk, err := Verify(ctx, conn, r.Ledger)
 	if err != nil {
