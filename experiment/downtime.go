@@ -1,0 +1,719 @@
+package experiment
+
+// downtime: live migration vs stop-and-copy, as the clients see it.
+//
+// One tenant runs Slacker's YCSB workload through the proxy the whole time
+// while it is moved back and forth between two testbed servers, alternating
+// a live migration and a stop-and-copy one. For every move the agent's own
+// figure (the live handover's freeze, or stop-and-copy's downtime) is set
+// beside what clients saw: a probe connection through the proxy runs
+// `SELECT 1` every few milliseconds and logs each one's latency, so the
+// stall around each switch is known at that resolution, independently of the
+// agent. At the end every acknowledged write is checked row by row.
+
+import (
+	"cmp"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	agentclient "github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/internal/chart"
+	"github.com/sluicedb/sluice/internal/units"
+	"github.com/sluicedb/sluice/migration"
+	"github.com/sluicedb/sluice/testbed"
+	"github.com/sluicedb/sluice/workload"
+)
+
+// DowntimeOptions configure Downtime. Zero values take the defaults noted.
+type DowntimeOptions struct {
+	Out  string // output directory; "" = write no files
+	Size int64  // tenant data, bytes; default 200 MB
+	Runs int    // migrations of each mode (live, stop-and-copy), interleaved; default 3
+	// TxRate and MPL shape the YCSB workload that runs throughout: arrivals
+	// per second (default 200) served by MPL connections (default 8), the
+	// demo's defaults.
+	TxRate float64
+	MPL    int
+	// Rate caps a live migration's copy, bytes/s; 0 = unlimited. Stop-and-copy
+	// is never paced (clients are waiting).
+	Rate float64
+	// ProbeInterval is how often the probe connection issues `SELECT 1`
+	// through the proxy; default 5 ms. A probe that takes longer delays the
+	// next one (one connection, one query at a time).
+	ProbeInterval time.Duration
+	// Window is how far before the hold and after the release the client-side
+	// stall of a move is looked for; default 1 s.
+	Window time.Duration
+	// Settle is how long the workload runs on the new owner before the next
+	// move; default 3 s.
+	Settle time.Duration
+	Seed   uint64
+	// Command and Machine are written into the Markdown report as given.
+	// Machine "" = "<cores> cores, <memory> GiB".
+	Command  string
+	Machine  string
+	Progress func(format string, args ...any) // nil = silent
+}
+
+// Check reports the first bad option, before anything is started.
+func (o DowntimeOptions) Check() error {
+	_, err := o.withDefaults()
+	return err
+}
+
+func (o DowntimeOptions) withDefaults() (DowntimeOptions, error) {
+	if o.Size == 0 {
+		o.Size = 200e6
+	}
+	if o.Runs == 0 {
+		o.Runs = 3
+	}
+	if o.TxRate == 0 {
+		o.TxRate = 200
+	}
+	if o.MPL == 0 {
+		o.MPL = 8
+	}
+	if o.ProbeInterval == 0 {
+		o.ProbeInterval = 5 * time.Millisecond
+	}
+	if o.Window == 0 {
+		o.Window = time.Second
+	}
+	if o.Settle == 0 {
+		o.Settle = 3 * time.Second
+	}
+	if o.Progress == nil {
+		o.Progress = func(string, ...any) {}
+	}
+	switch {
+	case o.Size < 1e6:
+		return o, fmt.Errorf("downtime: size %d bytes is below 1 MB", o.Size)
+	case o.Runs < 1 || o.Runs > 100:
+		return o, fmt.Errorf("downtime: runs %d: want 1 to 100 migrations of each mode", o.Runs)
+	case !(o.TxRate > 0) || math.IsInf(o.TxRate, 0):
+		return o, fmt.Errorf("downtime: workload rate %v must be a positive number of transactions/s", o.TxRate)
+	case o.MPL < 1 || o.MPL > 1000:
+		return o, fmt.Errorf("downtime: mpl %d: want 1 to 1000 connections", o.MPL)
+	case o.Rate < 0 || math.IsNaN(o.Rate) || math.IsInf(o.Rate, 0):
+		return o, fmt.Errorf("downtime: migration rate %v must be 0 (unlimited) or a positive number of bytes/s", o.Rate)
+	case o.ProbeInterval < time.Millisecond:
+		return o, fmt.Errorf("downtime: probe interval %v is below 1ms", o.ProbeInterval)
+	case o.Window < 0 || o.Settle < 0:
+		return o, errors.New("downtime: window and settle must not be negative")
+	}
+	return o, nil
+}
+
+// DowntimeRun is one migration's figures.
+type DowntimeRun struct {
+	Run     int     `json:"run"`  // 1-based, per mode
+	Mode    string  `json:"mode"` // live or stop-and-copy
+	ID      string  `json:"migration_id"`
+	From    int     `json:"from"` // server index
+	To      int     `json:"to"`
+	AgentMs float64 `json:"agent_ms"` // the agent's freeze (live) or downtime (stop-and-copy), hold → release
+	// ProbeMaxMs is the longest probe (`SELECT 1` through the proxy) that
+	// started between Window before the hold and Window after the release:
+	// the stall a client saw.
+	ProbeMaxMs float64 `json:"probe_max_latency_ms"`
+	// ProbeGapMs is the longest time in that window between two successful
+	// probe completions (the window's edges count as completions).
+	ProbeGapMs  float64 `json:"probe_longest_gap_ms"`
+	ProbeErrors int     `json:"probe_errors"` // failed probes in the window
+	// WorkloadMaxMs is the longest YCSB transaction (queue + execution) that
+	// completed in the seconds overlapping the window (the workload keeps
+	// latencies per second of completion).
+	WorkloadMaxMs  float64 `json:"workload_max_latency_ms"`
+	WorkloadErrors int     `json:"workload_errors"` // failed transactions in those seconds
+	Seconds        float64 `json:"migration_seconds"`
+	Bytes          int64   `json:"bytes"`
+	// Hold and release as wall-clock times, seconds since the bench started.
+	HeldAtS     float64 `json:"held_at_s"`
+	ReleasedAtS float64 `json:"released_at_s"`
+}
+
+// DowntimeResult is the downtime experiment's summary; its JSON keys are
+// `sluice bench downtime --json`'s. Medians are over the runs of each mode.
+type DowntimeResult struct {
+	LiveFreezeMs             float64 `json:"live_freeze_ms"`
+	StopAndCopyDowntimeMs    float64 `json:"stop_and_copy_downtime_ms"`
+	LiveProbeMaxMs           float64 `json:"live_probe_max_latency_ms"`
+	StopAndCopyProbeMaxMs    float64 `json:"stop_and_copy_probe_max_latency_ms"`
+	LiveProbeGapMs           float64 `json:"live_probe_longest_gap_ms"`
+	StopAndCopyProbeGapMs    float64 `json:"stop_and_copy_probe_longest_gap_ms"`
+	LiveWorkloadMaxMs        float64 `json:"live_workload_max_latency_ms"`
+	StopAndCopyWorkloadMaxMs float64 `json:"stop_and_copy_workload_max_latency_ms"`
+	LiveSeconds              float64 `json:"live_migration_seconds"`
+	StopAndCopySeconds       float64 `json:"stop_and_copy_migration_seconds"`
+	// DowntimeRatio is StopAndCopyDowntimeMs / LiveFreezeMs.
+	DowntimeRatio      float64 `json:"downtime_ratio"`
+	TenantBytes        int64   `json:"tenant_bytes"`
+	WritesAcknowledged int64   `json:"writes_acknowledged"`
+	WritesMissing      int64   `json:"writes_missing"`
+	WritesDuplicated   int64   `json:"writes_duplicated"`
+	// WorkloadErrors counts failed transactions over the run, up to the last
+	// whole second before the workload was stopped (stopping it cuts off
+	// transactions in flight).
+	WorkloadErrors int64         `json:"workload_errors"`
+	Live           []DowntimeRun `json:"live"`
+	StopAndCopy    []DowntimeRun `json:"stop_and_copy"`
+}
+
+// Downtime runs the experiment on bed (which needs at least two servers): it
+// creates one tenant on server 0, starts the workload and the probe, moves the
+// tenant opt.Runs times live and opt.Runs times by stop-and-copy, alternately,
+// each time to the other server, then verifies the ledger on the final owner
+// and writes the outputs. It returns an error (with the result so far) if a
+// migration fails or an acknowledged write is missing or duplicated.
+func Downtime(ctx context.Context, bed *testbed.Bed, opt DowntimeOptions) (DowntimeResult, error) {
+	opt, err := opt.withDefaults()
+	if err != nil {
+		return DowntimeResult{}, err
+	}
+	if len(bed.Servers) < 2 {
+		return DowntimeResult{}, fmt.Errorf("downtime: the testbed has %d servers, need 2", len(bed.Servers))
+	}
+	if opt.Out != "" {
+		if err := os.MkdirAll(opt.Out, 0o755); err != nil {
+			return DowntimeResult{}, fmt.Errorf("downtime: %w", err)
+		}
+	}
+	say := opt.Progress
+	start := time.Now()
+
+	say("creating a %s tenant on %s", units.FormatBytes(float64(opt.Size)), bed.Servers[0].Name)
+	tn, err := bed.CreateTenant(ctx, 0, "downtime", opt.Size, opt.Seed+1)
+	if err != nil {
+		return DowntimeResult{}, fmt.Errorf("downtime: create tenant: %w", err)
+	}
+	res := DowntimeResult{TenantBytes: tn.Bytes}
+	say("tenant %q: %d rows, %s on disk", tn.Name, tn.Rows, units.FormatBytes(float64(tn.Bytes)))
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	// The probe: one connection, SELECT 1 every ProbeInterval.
+	pr := &dtProbe{dsn: tn.DSN, every: opt.ProbeInterval}
+	probeDone := make(chan error, 1)
+	pctx, stopProbe := context.WithCancel(ctx)
+	defer stopProbe()
+	if err := pr.connect(pctx); err != nil {
+		return res, fmt.Errorf("downtime: probe: %w", err)
+	}
+	go func() { probeDone <- pr.run(pctx) }()
+	probeStopped := false
+	stopProbeWait := func() {
+		if !probeStopped {
+			probeStopped = true
+			stopProbe()
+			<-probeDone
+		}
+	}
+	defer stopProbeWait()
+
+	// The workload, through the proxy the whole time; its ledger proves nothing is lost.
+	run, err := workload.NewRunner(workload.Config{DSN: tn.DSN, Rate: opt.TxRate, MPL: opt.MPL, Records: tn.Rows, Duration: 24 * time.Hour, Seed: opt.Seed + 2})
+	if err != nil {
+		return res, fmt.Errorf("downtime: %w", err)
+	}
+	wctx, stopWork := context.WithCancel(ctx)
+	defer stopWork()
+	var secsMu sync.Mutex
+	var secs []workload.Second
+	workDone := make(chan error, 1)
+	wStart := time.Now()
+	go func() {
+		_, err := run.Run(wctx, func(s workload.Second) { secsMu.Lock(); secs = append(secs, s); secsMu.Unlock() })
+		workDone <- err
+	}()
+	workStopped := false
+	stopWorkWait := func() error {
+		if workStopped {
+			return nil
+		}
+		workStopped = true
+		stopWork()
+		return <-workDone
+	}
+	defer stopWorkWait()
+	say("workload: %.0f transactions/s over %d connections; probe every %v", opt.TxRate, opt.MPL, opt.ProbeInterval)
+	if !dtSleep(ctx, opt.Settle) {
+		return res, ctx.Err()
+	}
+
+	owner := 0
+	var migErr error
+	for i := 0; i < 2*opt.Runs && migErr == nil; i++ {
+		mode := string(migration.Live)
+		if i%2 == 1 {
+			mode = string(migration.StopAndCopy)
+		}
+		to := 1 - owner
+		req := agentclient.StartMigration{Mode: mode}
+		if mode == string(migration.Live) {
+			req.Rate = opt.Rate
+		}
+		n := i/2 + 1
+		say("%s %d/%d: %s → %s", mode, n, opt.Runs, bed.Servers[owner].Name, bed.Servers[to].Name)
+		lastPhase, lastSay := "", time.Time{}
+		m, err := bed.Migrate(ctx, tn, to, req, func(m agentclient.Migration) {
+			if p := m.Progress; p.Phase != lastPhase || time.Since(lastSay) > 5*time.Second {
+				lastPhase, lastSay = p.Phase, time.Now()
+				say("  %-9s %9s of %-9s %12s", p.Phase, units.FormatBytes(float64(p.Bytes)), units.FormatBytes(float64(p.TotalBytes)), units.FormatRate(p.Rate))
+			}
+		})
+		if err != nil {
+			migErr = fmt.Errorf("downtime: %s migration %d: %w", mode, n, err)
+			break
+		}
+		r := DowntimeRun{Run: n, Mode: mode, ID: m.ID, From: owner, To: to}
+		var rec migration.Record
+		if err := json.Unmarshal(m.Record, &rec); err != nil || rec.HeldAt.IsZero() || rec.ReleasedAt.IsZero() {
+			migErr = fmt.Errorf("downtime: migration %s: its record has no hold/release times", m.ID)
+			break
+		}
+		if m.Summary != nil {
+			r.Seconds, r.Bytes = m.Summary.Seconds, m.Summary.Bytes
+			r.AgentMs = m.Summary.FreezeMS
+			if mode == string(migration.StopAndCopy) {
+				r.AgentMs = m.Summary.DowntimeMS
+			}
+		}
+		r.HeldAtS, r.ReleasedAtS = rec.HeldAt.Sub(start).Seconds(), rec.ReleasedAt.Sub(start).Seconds()
+		owner = to
+		// Let the window's tail pass (and the workload run on the new owner).
+		if !dtSleep(ctx, max(opt.Settle, opt.Window+100*time.Millisecond)) {
+			migErr = ctx.Err()
+			break
+		}
+		from, until := rec.HeldAt.Add(-opt.Window), rec.ReleasedAt.Add(opt.Window)
+		st := dtStall(pr.snapshot(), from, until)
+		r.ProbeMaxMs, r.ProbeGapMs, r.ProbeErrors = st.MaxMs, st.GapMs, st.Errors
+		secsMu.Lock()
+		lo, hi, errs := dtWorkloadAround(secs, from.Sub(wStart), until.Sub(wStart))
+		secsMu.Unlock()
+		r.WorkloadErrors = errs
+		for _, l := range run.Latencies(lo, hi) {
+			r.WorkloadMaxMs = max(r.WorkloadMaxMs, l)
+		}
+		say("  %s %d/%d: agent %.1f ms; probe: longest %.1f ms, gap %.1f ms, %d errors; workload: longest %.1f ms, %d errors; %.1f s, %s",
+			mode, n, opt.Runs, r.AgentMs, r.ProbeMaxMs, r.ProbeGapMs, r.ProbeErrors, r.WorkloadMaxMs, r.WorkloadErrors, r.Seconds, units.FormatBytes(float64(r.Bytes)))
+		if mode == string(migration.Live) {
+			res.Live = append(res.Live, r)
+		} else {
+			res.StopAndCopy = append(res.StopAndCopy, r)
+		}
+	}
+
+	stoppedAt := time.Since(wStart)
+	werr := stopWorkWait()
+	stopProbeWait()
+	if migErr == nil && werr != nil && !errors.Is(werr, context.Canceled) {
+		migErr = fmt.Errorf("downtime: workload: %w", werr)
+	}
+	secsMu.Lock()
+	_, _, errs := dtWorkloadAround(secs, 0, stoppedAt.Truncate(time.Second))
+	res.WorkloadErrors = int64(errs)
+	secsMu.Unlock()
+	res.summarise()
+
+	// Row by row on the final owner, through the proxy.
+	vctx, vcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+	defer vcancel()
+	chk, verr := dtVerify(vctx, tn.DSN, run.Ledger)
+	if verr == nil {
+		res.WritesAcknowledged, res.WritesMissing, res.WritesDuplicated = chk.Acknowledged, chk.Missing, chk.Duplicated
+		say("ledger: %d writes acknowledged, %d missing, %d duplicated", chk.Acknowledged, chk.Missing, chk.Duplicated)
+	}
+	if opt.Out != "" {
+		if err := writeDowntimeOutputs(opt, start, res, pr.snapshot()); err != nil && migErr == nil {
+			migErr = err
+		}
+	}
+	switch {
+	case migErr != nil:
+		return res, migErr
+	case verr != nil:
+		return res, verr
+	case !chk.OK():
+		return res, fmt.Errorf("downtime: %d acknowledged writes missing, %d duplicated", chk.Missing, chk.Duplicated)
+	}
+	return res, nil
+}
+
+func dtVerify(ctx context.Context, dsn string, l *workload.Ledger) (workload.Check, error) {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return workload.Check{}, fmt.Errorf("downtime: verify: %w", err)
+	}
+	defer conn.Close(context.Background())
+	return workload.Verify(ctx, conn, l)
+}
+
+// summarise fills the medians from the per-run lists.
+func (r *DowntimeResult) summarise() {
+	med := func(runs []DowntimeRun, f func(DowntimeRun) float64) float64 {
+		xs := make([]float64, len(runs))
+		for i, x := range runs {
+			xs[i] = f(x)
+		}
+		return dtMedian(xs)
+	}
+	agent := func(x DowntimeRun) float64 { return x.AgentMs }
+	probe := func(x DowntimeRun) float64 { return x.ProbeMaxMs }
+	gap := func(x DowntimeRun) float64 { return x.ProbeGapMs }
+	wmax := func(x DowntimeRun) float64 { return x.WorkloadMaxMs }
+	secs := func(x DowntimeRun) float64 { return x.Seconds }
+	r.LiveFreezeMs, r.StopAndCopyDowntimeMs = med(r.Live, agent), med(r.StopAndCopy, agent)
+	r.LiveProbeMaxMs, r.StopAndCopyProbeMaxMs = med(r.Live, probe), med(r.StopAndCopy, probe)
+	r.LiveProbeGapMs, r.StopAndCopyProbeGapMs = med(r.Live, gap), med(r.StopAndCopy, gap)
+	r.LiveWorkloadMaxMs, r.StopAndCopyWorkloadMaxMs = med(r.Live, wmax), med(r.StopAndCopy, wmax)
+	r.LiveSeconds, r.StopAndCopySeconds = med(r.Live, secs), med(r.StopAndCopy, secs)
+	if r.LiveFreezeMs > 0 {
+		r.DowntimeRatio = r.StopAndCopyDowntimeMs / r.LiveFreezeMs
+	}
+}
+
+// dtMedian is the median of xs (the mean of the middle two for an even
+// count); 0 for none.
+func dtMedian(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// dtSample is one probe: when it was issued, how long it took, and whether it
+// failed.
+type dtSample struct {
+	At      time.Time
+	Latency time.Duration
+	Err     bool
+}
+
+// dtStallFigures is what the probe saw in one window.
+type dtStallFigures struct {
+	MaxMs  float64 // longest probe issued in the window
+	GapMs  float64 // longest time between successful completions (window edges count)
+	Errors int
+	Probes int
+}
+
+// dtStall measures the client-visible stall in [from, until] from samples
+// sorted by issue time. A probe counts if it was issued in the window. The gap
+// is the longest interval between consecutive successful completions, with
+// the window's edges as the first and last "completions" (a probe still
+// running past until stretches the last gap to its completion).
+func dtStall(samples []dtSample, from, until time.Time) dtStallFigures {
+	var f dtStallFigures
+	last := from
+	for _, s := range samples {
+		if s.At.Before(from) {
+			// A probe issued before the window that completes inside it ends a gap.
+			if end := s.At.Add(s.Latency); !s.Err && end.After(last) && !end.After(until) {
+				f.GapMs = max(f.GapMs, dtMs(end.Sub(last)))
+				last = end
+			}
+			continue
+		}
+		if s.At.After(until) {
+			break
+		}
+		f.Probes++
+		f.MaxMs = max(f.MaxMs, dtMs(s.Latency))
+		if s.Err {
+			f.Errors++
+			continue
+		}
+		end := s.At.Add(s.Latency)
+		if end.After(last) {
+			f.GapMs = max(f.GapMs, dtMs(end.Sub(last)))
+			last = end
+		}
+	}
+	if until.After(last) {
+		f.GapMs = max(f.GapMs, dtMs(until.Sub(last)))
+	}
+	return f
+}
+
+// dtWorkloadAround returns the workload seconds [lo, hi) that overlap
+// [from, until) (offsets since its start) and the transactions that failed
+// in them.
+func dtWorkloadAround(secs []workload.Second, from, until time.Duration) (lo, hi, errs int) {
+	lo, hi = int(max(from, 0)/time.Second), int((until+time.Second-1)/time.Second)
+	for _, s := range secs {
+		if s.T >= lo && s.T < hi {
+			errs += s.Errors
+		}
+	}
+	return lo, hi, errs
+}
+
+func dtMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func dtSleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// dtProbe issues `SELECT 1` (simple protocol, one connection) every `every`
+// and records each one. A failed probe is recorded and the connection
+// reopened before the next.
+type dtProbe struct {
+	dsn   string
+	every time.Duration
+	conn  *pgx.Conn
+
+	mu      sync.Mutex
+	samples []dtSample
+}
+
+func (p *dtProbe) connect(ctx context.Context) error {
+	c, err := pgx.Connect(ctx, p.dsn)
+	if err != nil {
+		return err
+	}
+	p.conn = c
+	return nil
+}
+
+// run probes until ctx ends. It owns p.conn.
+func (p *dtProbe) run(ctx context.Context) error {
+	defer func() {
+		if p.conn != nil {
+			p.conn.Close(context.Background())
+		}
+	}()
+	next := time.Now()
+	for ctx.Err() == nil {
+		if p.conn == nil || p.conn.IsClosed() {
+			if err := p.connect(ctx); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				p.add(dtSample{At: time.Now(), Err: true})
+				dtSleep(ctx, 20*time.Millisecond)
+				continue
+			}
+		}
+		at := time.Now()
+		_, err := p.conn.Exec(ctx, "SELECT 1", pgx.QueryExecModeSimpleProtocol)
+		lat := time.Since(at)
+		if err != nil && ctx.Err() != nil {
+			return nil // stopped mid-probe: not a client-visible failure
+		}
+		p.add(dtSample{At: at, Latency: lat, Err: err != nil})
+		if err != nil {
+			p.conn.Close(context.Background())
+			p.conn = nil
+		}
+		// Keep to the grid; after a long probe, start again from now.
+		next = next.Add(p.every)
+		if now := time.Now(); next.Before(now) {
+			next = now
+		}
+		dtSleep(ctx, time.Until(next))
+	}
+	return nil
+}
+
+func (p *dtProbe) add(s dtSample) {
+	p.mu.Lock()
+	p.samples = append(p.samples, s)
+	p.mu.Unlock()
+}
+
+func (p *dtProbe) snapshot() []dtSample {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.samples)
+}
+
+// writeDowntimeOutputs writes summary.json, probe.csv, report.md and
+// downtime.png into opt.Out.
+func writeDowntimeOutputs(opt DowntimeOptions, start time.Time, res DowntimeResult, samples []dtSample) error {
+	b, _ := json.MarshalIndent(res, "", "  ")
+	if err := os.WriteFile(filepath.Join(opt.Out, "summary.json"), append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("downtime: %w", err)
+	}
+	runs := append(slices.Clone(res.Live), res.StopAndCopy...)
+	slices.SortFunc(runs, func(a, b DowntimeRun) int { return cmp.Compare(a.HeldAtS, b.HeldAtS) })
+	if err := writeDowntimeCSV(filepath.Join(opt.Out, "probe.csv"), start, samples, runs, opt.Window); err != nil {
+		return err
+	}
+	if err := writeDowntimePNG(filepath.Join(opt.Out, "downtime.png"), start, samples, res, opt.Window); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(opt.Out, "report.md"), []byte(downtimeReport(opt, start, res)), 0o644)
+}
+
+// writeDowntimeCSV writes one row per probe: t_s (issue time, seconds since
+// the bench started), latency_ms, ok, and — for probes within a move's
+// window — the move (mode, run, migration id) and the time since its hold.
+func writeDowntimeCSV(path string, start time.Time, samples []dtSample, runs []DowntimeRun, window time.Duration) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("downtime: %w", err)
+	}
+	w := csv.NewWriter(f)
+	w.Write([]string{"t_s", "latency_ms", "ok", "mode", "run", "migration_id", "since_hold_s"})
+	ws := window.Seconds()
+	j := 0
+	for _, s := range samples {
+		t := s.At.Sub(start).Seconds()
+		for j < len(runs) && t > runs[j].ReleasedAtS+ws {
+			j++
+		}
+		row := []string{strconv.FormatFloat(t, 'f', 4, 64), strconv.FormatFloat(dtMs(s.Latency), 'f', 3, 64), strconv.FormatBool(!s.Err), "", "", "", ""}
+		if j < len(runs) && t >= runs[j].HeldAtS-ws {
+			r := runs[j]
+			row[3], row[4], row[5], row[6] = r.Mode, strconv.Itoa(r.Run), r.ID, strconv.FormatFloat(t-r.HeldAtS, 'f', 4, 64)
+		}
+		w.Write(row)
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		f.Close()
+		return fmt.Errorf("downtime: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("downtime: %w", err)
+	}
+	return nil
+}
+
+// writeDowntimePNG plots probe latency against time since the hold, one line
+// per move, live above and stop-and-copy below, with the agent's median
+// figure dashed.
+func writeDowntimePNG(path string, start time.Time, samples []dtSample, res DowntimeResult, window time.Duration) error {
+	panel := func(title string, runs []DowntimeRun, agentMs float64) chart.Panel {
+		p := chart.Panel{Title: title, YLabel: "SELECT 1 latency, ms"}
+		ws := window.Seconds()
+		var xmax float64
+		for _, r := range runs {
+			var xs, ys []float64
+			for _, s := range samples {
+				t := s.At.Sub(start).Seconds()
+				if t < r.HeldAtS-ws || t > r.ReleasedAtS+ws {
+					continue
+				}
+				y := dtMs(s.Latency)
+				if s.Err {
+					y = math.NaN()
+				}
+				xs, ys = append(xs, t-r.HeldAtS), append(ys, y)
+			}
+			xmax = max(xmax, r.ReleasedAtS-r.HeldAtS+ws)
+			p.Series = append(p.Series, chart.Series{Name: fmt.Sprintf("run %d (%s→%s)", r.Run, dtServer(r.From), dtServer(r.To)), X: xs, Y: ys})
+		}
+		p.Series = append(p.Series, chart.Series{Name: fmt.Sprintf("agent's median %.0f ms", agentMs), X: []float64{-ws, xmax}, Y: []float64{agentMs, agentMs}, Dashed: true})
+		return p
+	}
+	c := chart.Chart{
+		Title: fmt.Sprintf("sluice bench downtime: %s tenant under YCSB — live freeze %.0f ms vs stop-and-copy downtime %.0f ms (medians)",
+			units.FormatBytes(float64(res.TenantBytes)), res.LiveFreezeMs, res.StopAndCopyDowntimeMs),
+		XLabel: "seconds since the proxy held the tenant (probe issue time)",
+		Panels: []chart.Panel{
+			panel("live migration", res.Live, res.LiveFreezeMs),
+			panel("stop-and-copy", res.StopAndCopy, res.StopAndCopyDowntimeMs),
+		},
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("downtime: %w", err)
+	}
+	if err := chart.WritePNG(f, c); err != nil {
+		f.Close()
+		return fmt.Errorf("downtime: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("downtime: %w", err)
+	}
+	return nil
+}
+
+func dtServer(i int) string { return string(rune('A' + i)) }
+
+// dtMachine describes this machine: "<cores> cores, <memory> GiB".
+func dtMachine() string {
+	s := fmt.Sprintf("%d cores", runtime.NumCPU())
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
+				if kb, err := strconv.ParseFloat(f[1], 64); err == nil {
+					s += fmt.Sprintf(", %.0f GiB", kb/(1<<20))
+				}
+			}
+		}
+	}
+	return s
+}
+
+// downtimeReport is the Markdown report.
+func downtimeReport(opt DowntimeOptions, start time.Time, res DowntimeResult) string {
+	var b strings.Builder
+	machine := opt.Machine
+	if machine == "" {
+		machine = dtMachine()
+	}
+	cmdline := opt.Command
+	if cmdline == "" {
+		cmdline = "(library call)"
+	}
+	rate := "unlimited"
+	if opt.Rate > 0 {
+		rate = units.FormatRate(opt.Rate)
+	}
+	fmt.Fprintf(&b, "## Downtime: live migration vs stop-and-copy\n\n")
+	fmt.Fprintf(&b, "Command: `%s`  \nDate: %s  \nMachine: %s\n\n", cmdline, start.UTC().Format("2006-01-02 15:04 MST"), machine)
+	fmt.Fprintf(&b, "One tenant of %s (requested %s) under Slacker's YCSB workload (%.0f transactions/s, MPL %d) through the proxy, "+
+		"moved %d times live (copy rate %s) and %d times by stop-and-copy, alternately between two servers. "+
+		"*Agent* is the agent's hold → release time (live: the handover freeze; stop-and-copy: the downtime). "+
+		"*Probe* is a separate connection through the proxy issuing `SELECT 1` every %v: the longest probe, and the longest gap "+
+		"between successful probes, within %v of the hold and release. *Workload max* is the longest YCSB transaction (queue + execution) "+
+		"completed in the seconds overlapping the same window. Medians over the runs:\n\n",
+		units.FormatBytes(float64(res.TenantBytes)), units.FormatBytes(float64(opt.Size)), opt.TxRate, opt.MPL,
+		len(res.Live), rate, len(res.StopAndCopy), opt.ProbeInterval, opt.Window)
+	fmt.Fprintf(&b, "| mode | agent, ms | probe max, ms | probe gap, ms | workload max, ms | migration, s |\n|---|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "| live | %.1f | %.1f | %.1f | %.1f | %.1f |\n", res.LiveFreezeMs, res.LiveProbeMaxMs, res.LiveProbeGapMs, res.LiveWorkloadMaxMs, res.LiveSeconds)
+	fmt.Fprintf(&b, "| stop-and-copy | %.1f | %.1f | %.1f | %.1f | %.1f |\n\n", res.StopAndCopyDowntimeMs, res.StopAndCopyProbeMaxMs, res.StopAndCopyProbeGapMs, res.StopAndCopyWorkloadMaxMs, res.StopAndCopySeconds)
+	if res.DowntimeRatio > 0 {
+		fmt.Fprintf(&b, "Stop-and-copy's downtime is %.1f× the live freeze.\n\n", res.DowntimeRatio)
+	}
+	fmt.Fprintf(&b, "Every run:\n\n| mode | run | from→to | agent, ms | probe max, ms | probe gap, ms | probe errors | workload max, ms | workload errors | migration, s | bytes |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range append(slices.Clone(res.Live), res.StopAndCopy...) {
+		fmt.Fprintf(&b, "| %s | %d | %s→%s | %.1f | %.1f | %.1f | %d | %.1f | %d | %.1f | %s |\n", r.Mode, r.Run, dtServer(r.From), dtServer(r.To),
+			r.AgentMs, r.ProbeMaxMs, r.ProbeGapMs, r.ProbeErrors, r.WorkloadMaxMs, r.WorkloadErrors, r.Seconds, units.FormatBytes(float64(r.Bytes)))
+	}
+	fmt.Fprintf(&b, "\nLedger, checked row by row on the final owner: %d writes acknowledged, %d missing, %d duplicated (%d failed transactions over the run).\n",
+		res.WritesAcknowledged, res.WritesMissing, res.WritesDuplicated, res.WorkloadErrors)
+	fmt.Fprintf(&b, "\nFiles: summary.json, probe.csv (every probe; mode/run/since_hold_s set within a move's window), downtime.png.\n")
+	return b.String()
+}
