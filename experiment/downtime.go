@@ -568,7 +568,7 @@ func writeDowntimeOutputs(opt DowntimeOptions, start time.Time, res DowntimeResu
 	if err := writeDowntimeCSV(filepath.Join(opt.Out, "probe.csv"), start, samples, runs, opt.Window); err != nil {
 		return err
 	}
-	if err := writeDowntimePNG(filepath.Join(opt.Out, "downtime.png"), start, samples, res, opt.Window); err != nil {
+	if err := writeDowntimePNG(filepath.Join(opt.Out, "downtime.png"), start, samples, res, opt.Window, opt.ProbeInterval); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(opt.Out, "report.md"), []byte(downtimeReport(opt, start, res)), 0o644)
@@ -609,12 +609,13 @@ func writeDowntimeCSV(path string, start time.Time, samples []dtSample, runs []D
 	return nil
 }
 
-// writeDowntimePNG plots probe latency against time since the hold, one line
-// per move, live above and stop-and-copy below, with the agent's median
-// figure dashed.
-func writeDowntimePNG(path string, start time.Time, samples []dtSample, res DowntimeResult, window time.Duration) error {
+// writeDowntimePNG plots, against time since the hold, how long the probe in
+// flight has been waiting (a sawtooth: each probe's wait grows from its issue
+// to its completion), one line per move, live above and stop-and-copy below,
+// with the agent's median figure dashed.
+func writeDowntimePNG(path string, start time.Time, samples []dtSample, res DowntimeResult, window, every time.Duration) error {
 	panel := func(title string, runs []DowntimeRun, agentMs float64) chart.Panel {
-		p := chart.Panel{Title: title, YLabel: "SELECT 1 latency, ms"}
+		p := chart.Panel{Title: title, YLabel: "probe's wait so far, ms"}
 		ws := window.Seconds()
 		var xmax float64
 		for _, r := range runs {
@@ -624,11 +625,13 @@ func writeDowntimePNG(path string, start time.Time, samples []dtSample, res Down
 				if t < r.HeldAtS-ws || t > r.ReleasedAtS+ws {
 					continue
 				}
-				y := dtMs(s.Latency)
+				// The probe's wait rises from 0 at its issue to its latency at
+				// its completion (a failed probe leaves a gap).
+				x0, y1 := t-r.HeldAtS, dtMs(s.Latency)
 				if s.Err {
-					y = math.NaN()
+					y1 = math.NaN()
 				}
-				xs, ys = append(xs, t-r.HeldAtS), append(ys, y)
+				xs, ys = append(xs, x0, x0+s.Latency.Seconds()), append(ys, 0, y1)
 			}
 			xmax = max(xmax, r.ReleasedAtS-r.HeldAtS+ws)
 			p.Series = append(p.Series, chart.Series{Name: fmt.Sprintf("run %d (%s→%s)", r.Run, dtServer(r.From), dtServer(r.To)), X: xs, Y: ys})
@@ -639,7 +642,7 @@ func writeDowntimePNG(path string, start time.Time, samples []dtSample, res Down
 	c := chart.Chart{
 		Title: fmt.Sprintf("sluice bench downtime: %s tenant under YCSB — live freeze %.0f ms vs stop-and-copy downtime %.0f ms (medians)",
 			units.FormatBytes(float64(res.TenantBytes)), res.LiveFreezeMs, res.StopAndCopyDowntimeMs),
-		XLabel: "seconds since the proxy held the tenant (probe issue time)",
+		XLabel: fmt.Sprintf("seconds since the proxy held the tenant (probe: SELECT 1 through the proxy every %v)", every),
 		Panels: []chart.Panel{
 			panel("live migration", res.Live, res.LiveFreezeMs),
 			panel("stop-and-copy", res.StopAndCopy, res.StopAndCopyDowntimeMs),
