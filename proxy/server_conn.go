@@ -66,10 +66,11 @@ func (p *Proxy) dialServer(ctx context.Context, r RouteConfig, user string, para
 		pc.Close(context.Background())
 		return nil, fmt.Errorf("proxy: dial %s: hijack: %w", r.Addr, err)
 	}
+	conn := fastConn(hj.Conn)
 	sc := &serverConn{
-		conn:     hj.Conn,
-		r:        bufio.NewReaderSize(hj.Conn, 16<<10),
-		w:        bufio.NewWriterSize(hj.Conn, 16<<10),
+		conn:     conn,
+		r:        bufio.NewReaderSize(conn, 16<<10),
+		w:        bufio.NewWriterSize(conn, 16<<10),
 		addr:     r.Addr,
 		database: r.Database,
 		pid:      hj.PID,

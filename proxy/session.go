@@ -83,6 +83,7 @@ func (s *session) inFlight() bool {
 // serve runs the session to its end. It owns conn.
 func (p *Proxy) serveConn(ctx context.Context, conn net.Conn) {
 	defer conn.Close()
+	conn = fastConn(conn)
 	s := &session{p: p, conn: conn, cr: bufio.NewReaderSize(conn, 16<<10), cw: bufio.NewWriterSize(conn, 16<<10)}
 	conn.SetDeadline(time.Now().Add(DefaultStartupTimeout))
 	ok, err := s.startupPhase(ctx)
