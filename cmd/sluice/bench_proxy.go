@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,7 +21,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicedb/sluice/pgcluster"
-	"github.com/sluicedb/sluice/proxy"
 )
 
 var benchProxyFlags struct {
@@ -31,17 +31,22 @@ var benchProxyFlags struct {
 	pgbouncer string
 	jsonOut   bool
 	keep      bool
+	procs     int
 }
 
 var benchProxyCmd = &cobra.Command{
 	Use:   "proxy",
 	Short: "pgbench select-only and read-write: direct vs through sluice proxy vs through PgBouncer",
 	Long: `Starts its own PostgreSQL 15 cluster, PgBouncer (session mode) and sluice proxy
-(in process), then runs pgbench -S (select_only) and the default TPC-B-like script
+(a child process running this binary's proxy command, like PgBouncer a
+process of its own, with --proxy-procs as its --procs), then runs pgbench -S (select_only) and the default TPC-B-like script
 (read_write) with --clients clients for --duration against each of the three, the
 three interleaved in a rotating order, --rounds times; each figure is the
 median over rounds. p50 latency is
-computed from pgbench's per-transaction log. Everything runs on this machine: the
+computed from pgbench's per-transaction log; the CPU each middleman used per
+transaction (user+system, from /proc/PID/stat) is shown in the progress
+lines and the JSON. Both middlemen reach the server over TCP on 127.0.0.1,
+as pgbench reaches them and, for "direct", the server. Everything runs on this machine: the
 proxy competes with pgbench and the server for the same cores, as PgBouncer does.
 
 The server runs with synchronous_commit=off so read-write measures the path, not
@@ -59,6 +64,7 @@ func init() {
 	f.StringVar(&benchProxyFlags.pgbouncer, "pgbouncer", "/usr/sbin/pgbouncer", "PgBouncer binary")
 	f.BoolVar(&benchProxyFlags.jsonOut, "json", false, "print results as JSON")
 	f.BoolVar(&benchProxyFlags.keep, "keep", false, "keep the temp directory (logs) for inspection")
+	f.IntVar(&benchProxyFlags.procs, "proxy-procs", defaultProxyProcs, "--procs of the sluice proxy under test (GOMAXPROCS; 0 = one per core)")
 	benchCmd.AddCommand(benchProxyCmd)
 }
 
@@ -70,11 +76,16 @@ type benchResult struct {
 	DirectP50MS    float64 `json:"direct_p50_ms"`
 	SluiceP50MS    float64 `json:"sluice_p50_ms"`
 	PgbouncerP50MS float64 `json:"pgbouncer_p50_ms"`
+	// CPU (user+system) of the middleman process per transaction, µs: the
+	// median over rounds.
+	SluiceCPUUS    float64 `json:"sluice_cpu_us_per_tx"`
+	PgbouncerCPUUS float64 `json:"pgbouncer_cpu_us_per_tx"`
 }
 
 type pgbenchRun struct {
 	tps   float64
 	p50ms float64
+	cpuUS float64 // the middleman's CPU per transaction, µs (0 for direct)
 }
 
 const benchPassword = "bench-pw"
@@ -86,6 +97,9 @@ func runBenchProxy(cmd *cobra.Command, _ []string) error {
 	}
 	if bf.scale < 1 || bf.clients < 1 || bf.rounds < 1 {
 		return usagef("bench proxy: --scale, --clients and --rounds must be positive")
+	}
+	if bf.procs < 0 {
+		return usagef("bench proxy: --proxy-procs must be 0 (one per core) or positive")
 	}
 	if _, err := os.Stat(bf.pgbouncer); err != nil {
 		return fmt.Errorf("bench proxy: PgBouncer not found at %s (install it: make bench-deps): %w", bf.pgbouncer, err)
@@ -148,19 +162,12 @@ func runBenchProxy(cmd *cobra.Command, _ []string) error {
 	}
 	defer stopBouncer()
 
-	progress("start sluice proxy")
-	p, err := proxy.New(proxy.Config{
-		Listen: "127.0.0.1:0", APIListen: "127.0.0.1:0", AuthFile: userlist,
-		Routes: []proxy.RouteConfig{{Tenant: "bench", Addr: c.Addr(), Database: "postgres"}},
-	})
+	progress("start sluice proxy (--procs %d)", bf.procs)
+	sluicePort, sluicePID, stopSluice, err := startSluiceProxy(ctx, dir, userlist, c.Addr(), bf.procs)
 	if err != nil {
 		return err
 	}
-	if err := p.Start(ctx); err != nil {
-		return err
-	}
-	defer p.Close()
-	_, sluicePort, _ := net.SplitHostPort(p.Addr())
+	defer stopSluice()
 
 	targets := []struct {
 		name string
@@ -190,9 +197,10 @@ func runBenchProxy(cmd *cobra.Command, _ []string) error {
 				args := append([]string{"-n", "-c", strconv.Itoa(bf.clients), "-T", strconv.Itoa(int(bf.duration.Seconds())),
 					"-l", "--log-prefix=" + prefix}, wl.args...)
 				args = append(args, tg.args...)
-				cpu0 := targetCPU(tg.name, bouncerPID)
+				pid := map[string]int{"sluice": sluicePID, "pgbouncer": bouncerPID}[tg.name]
+				cpu0 := processCPU(pid)
 				out, err := runPgbench(ctx, pgbench, dir, []string{"PGPASSWORD=" + benchPassword}, args...)
-				cpu := targetCPU(tg.name, bouncerPID) - cpu0
+				cpu := processCPU(pid) - cpu0
 				if err != nil {
 					return fmt.Errorf("bench proxy: pgbench %s via %s: %w\n%s", wl.name, tg.name, err, out)
 				}
@@ -204,8 +212,8 @@ func runBenchProxy(cmd *cobra.Command, _ []string) error {
 					progress("  %.0f tps, p50 %.3f ms", run.tps, run.p50ms)
 				} else {
 					// CPU the middleman used per transaction: robust to machine noise.
-					progress("  %.0f tps, p50 %.3f ms, %s CPU %.1f µs/transaction", run.tps, run.p50ms, tg.name,
-						cpu.Seconds()*1e6/(run.tps*bf.duration.Seconds()))
+					run.cpuUS = cpu.Seconds() * 1e6 / (run.tps * bf.duration.Seconds())
+					progress("  %.0f tps, p50 %.3f ms, %s CPU %.1f µs/transaction", run.tps, run.p50ms, tg.name, run.cpuUS)
 				}
 				runs[tg.name] = append(runs[tg.name], run)
 				removeLogs(prefix)
@@ -215,6 +223,7 @@ func runBenchProxy(cmd *cobra.Command, _ []string) error {
 		results[wl.name] = &benchResult{
 			DirectTPS: round1(d.tps), SluiceTPS: round1(s.tps), PgbouncerTPS: round1(b.tps),
 			DirectP50MS: round3(d.p50ms), SluiceP50MS: round3(s.p50ms), PgbouncerP50MS: round3(b.p50ms),
+			SluiceCPUUS: round1(medianCPU(runs["sluice"])), PgbouncerCPUUS: round1(medianCPU(runs["pgbouncer"])),
 		}
 	}
 	if bf.jsonOut {
@@ -243,6 +252,19 @@ func median(rs []pgbenchRun) pgbenchRun {
 	s := append([]pgbenchRun(nil), rs...)
 	sort.Slice(s, func(i, j int) bool { return s[i].tps < s[j].tps })
 	return s[len(s)/2]
+}
+
+// medianCPU returns the median of the runs' CPU per transaction.
+func medianCPU(rs []pgbenchRun) float64 {
+	if len(rs) == 0 {
+		return 0
+	}
+	v := make([]float64, len(rs))
+	for i, r := range rs {
+		v[i] = r.cpuUS
+	}
+	sort.Float64s(v)
+	return v[len(v)/2]
 }
 
 func runPgbench(ctx context.Context, bin, dir string, env []string, args ...string) (string, error) {
@@ -382,31 +404,77 @@ func sysProcAs(uid, gid int) *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
 }
 
-// targetCPU returns the CPU time (user+system) used so far by the middleman
-// of target: this process for sluice (the proxy runs in process; the rest of
-// the process idles during a run), the PgBouncer process for pgbouncer.
-func targetCPU(target string, bouncerPID int) time.Duration {
-	switch target {
-	case "sluice":
-		var ru syscall.Rusage
-		if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-			return 0
-		}
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	case "pgbouncer":
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", bouncerPID))
-		if err != nil {
-			return 0
-		}
-		// Fields after the ")" of the command name: utime and stime are the 12th and 13th.
-		s := string(b)
-		fs := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(fs) < 13 {
-			return 0
-		}
-		ut, _ := strconv.ParseInt(fs[11], 10, 64)
-		st, _ := strconv.ParseInt(fs[12], 10, 64)
-		return time.Duration(ut+st) * time.Second / 100 // USER_HZ = 100 on Linux
+// processCPU returns the CPU time (user+system) process pid has used so far,
+// from /proc/PID/stat (10 ms resolution); 0 for pid 0 or when unreadable.
+func processCPU(pid int) time.Duration {
+	if pid == 0 {
+		return 0
 	}
-	return 0
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the ")" of the command name: utime and stime are the 12th and 13th.
+	s := string(b)
+	fs := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fs) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(fs[11], 10, 64)
+	st, _ := strconv.ParseInt(fs[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ = 100 on Linux
+}
+
+// startSluiceProxy runs this binary's `proxy` command as a child process in
+// front of pgAddr (tenant "bench", SCRAM from userlist, GOMAXPROCS procs) and
+// returns its client port, its pid and a stop function.
+func startSluiceProxy(ctx context.Context, dir, userlist, pgAddr string, procs int) (string, int, func(), error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", 0, nil, fmt.Errorf("bench proxy: find own binary: %w", err)
+	}
+	logf, err := os.Create(filepath.Join(dir, "sluice-proxy.log"))
+	if err != nil {
+		return "", 0, nil, err
+	}
+	cmd := exec.CommandContext(ctx, exe, "proxy", "--listen", "127.0.0.1:0", "--api", "127.0.0.1:0",
+		"--auth-file", userlist, "--route", "bench="+pgAddr+"/postgres", "--procs", strconv.Itoa(procs), "--quiet", "--json")
+	cmd.Dir = dir
+	cmd.Stderr = logf
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		logf.Close()
+		return "", 0, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return "", 0, nil, fmt.Errorf("bench proxy: start sluice proxy: %w", err)
+	}
+	exited := make(chan struct{})
+	stop := func() {
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+		logf.Close()
+	}
+	var addrs struct {
+		Listen string `json:"listen"`
+	}
+	decErr := json.NewDecoder(stdout).Decode(&addrs)
+	go func() { io.Copy(io.Discard, stdout); cmd.Wait(); close(exited) }()
+	if decErr != nil {
+		stop()
+		log, _ := os.ReadFile(filepath.Join(dir, "sluice-proxy.log"))
+		return "", 0, nil, fmt.Errorf("bench proxy: sluice proxy did not report its address: %v\n%s", decErr, log)
+	}
+	_, port, err := net.SplitHostPort(addrs.Listen)
+	if err != nil {
+		stop()
+		return "", 0, nil, fmt.Errorf("bench proxy: sluice proxy address %q: %w", addrs.Listen, err)
+	}
+	return port, cmd.Process.Pid, stop, nil
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"syscall"
 	"time"
@@ -27,8 +28,17 @@ var proxyFlags struct {
 	tlsCert, tlsKey string
 	serverSSLMode   string
 	maxMessage      int
+	procs           int
 	jsonOut, quiet  bool
 }
+
+// defaultProxyProcs is the GOMAXPROCS `sluice proxy` runs with unless --procs
+// says otherwise: 1, like PgBouncer's one thread. Measured with pgbench -S,
+// 8 clients, on 2 cores (see docs/benchmarks.md): with 2 Ps the runtime wakes
+// the idle P's thread (futex) and spins on nearly every ready goroutine,
+// which costs more CPU per transaction than a second core earns back when
+// pgbench and PostgreSQL share the same cores.
+const defaultProxyProcs = 1
 
 var proxyCmd = &cobra.Command{
 	Use:   "proxy",
@@ -60,6 +70,7 @@ func init() {
 	f.StringVar(&proxyFlags.tlsKey, "tls-key", "", "PEM key for client TLS")
 	f.StringVar(&proxyFlags.serverSSLMode, "server-sslmode", "disable", "sslmode for server connections (disable, prefer, require, ...)")
 	f.IntVar(&proxyFlags.maxMessage, "max-message", proxy.DefaultMaxMessage, "largest client message accepted, bytes")
+	f.IntVar(&proxyFlags.procs, "procs", defaultProxyProcs, "OS threads running Go code at once (GOMAXPROCS); 0 = one per core")
 	f.BoolVar(&proxyFlags.jsonOut, "json", false, "print the listen addresses as one JSON object when ready")
 	f.BoolVar(&proxyFlags.quiet, "quiet", false, "do not log session events to stderr")
 	root.AddCommand(proxyCmd)
@@ -96,6 +107,12 @@ func runProxy(cmd *cobra.Command, _ []string) error {
 	}
 	if pf.maxMessage < 1024 {
 		return usagef("proxy: --max-message must be at least 1024 bytes")
+	}
+	if pf.procs < 0 {
+		return usagef("proxy: --procs must be 0 (one per core) or positive")
+	}
+	if pf.procs > 0 {
+		runtime.GOMAXPROCS(pf.procs)
 	}
 	cfg := proxy.Config{
 		Listen: pf.listen, APIListen: pf.api, AuthFile: pf.authFile, Trust: pf.trust,
