@@ -313,6 +313,7 @@ func Downtime(ctx context.Context, bed *testbed.Bed, opt DowntimeOptions) (Downt
 		}
 		say("  %s %d/%d: agent %.1f ms; probe: longest %.1f ms, gap %.1f ms, %d errors; workload: longest %.1f ms, %d errors; %.1f s, %s",
 			mode, n, opt.Runs, r.AgentMs, r.ProbeMaxMs, r.ProbeGapMs, r.ProbeErrors, r.WorkloadMaxMs, r.WorkloadErrors, r.Seconds, units.FormatBytes(float64(r.Bytes)))
+		r.round()
 		if mode == string(migration.Live) {
 			res.Live = append(res.Live, r)
 		} else {
@@ -385,9 +386,22 @@ func (r *DowntimeResult) summarise() {
 	r.LiveWorkloadMaxMs, r.StopAndCopyWorkloadMaxMs = med(r.Live, wmax), med(r.StopAndCopy, wmax)
 	r.LiveSeconds, r.StopAndCopySeconds = med(r.Live, secs), med(r.StopAndCopy, secs)
 	if r.LiveFreezeMs > 0 {
-		r.DowntimeRatio = r.StopAndCopyDowntimeMs / r.LiveFreezeMs
+		r.DowntimeRatio = dtRound(r.StopAndCopyDowntimeMs/r.LiveFreezeMs, 100)
 	}
 }
+
+// round keeps 0.1 ms and 0.01 s (hold and release: 0.1 ms): the figures'
+// resolution, not float noise.
+func (r *DowntimeRun) round() {
+	for _, x := range []*float64{&r.AgentMs, &r.ProbeMaxMs, &r.ProbeGapMs, &r.WorkloadMaxMs} {
+		*x = dtRound(*x, 10)
+	}
+	r.Seconds = dtRound(r.Seconds, 100)
+	r.HeldAtS, r.ReleasedAtS = dtRound(r.HeldAtS, 1e4), dtRound(r.ReleasedAtS, 1e4)
+}
+
+// dtRound rounds x to 1/per.
+func dtRound(x, per float64) float64 { return math.Round(x*per) / per }
 
 // dtMedian is the median of xs (the mean of the middle two for an even
 // count); 0 for none.
