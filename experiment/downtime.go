@@ -274,7 +274,11 @@ func Downtime(ctx context.Context, bed *testbed.Bed, opt DowntimeOptions) (Downt
 		m, err := bed.Migrate(ctx, tn, to, req, func(m agentclient.Migration) {
 			if p := m.Progress; p.Phase != lastPhase || time.Since(lastSay) > 5*time.Second {
 				lastPhase, lastSay = p.Phase, time.Now()
-				say("  %-9s %9s of %-9s %12s", p.Phase, units.FormatBytes(float64(p.Bytes)), units.FormatBytes(float64(p.TotalBytes)), units.FormatRate(p.Rate))
+				total := ""
+				if p.TotalBytes > 0 {
+					total = "of " + units.FormatBytes(float64(p.TotalBytes))
+				}
+				say("  %-9s %9s %-12s %12s", p.Phase, units.FormatBytes(float64(p.Bytes)), total, units.FormatRate(p.Rate))
 			}
 		})
 		if err != nil {
@@ -333,8 +337,8 @@ func Downtime(ctx context.Context, bed *testbed.Bed, opt DowntimeOptions) (Downt
 	secsMu.Unlock()
 	res.summarise()
 
-	// Row by row on the final owner, through the proxy.
-	vctx, vcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Minute)
+	// Row by row on the final owner, through the proxy (not if interrupted).
+	vctx, vcancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer vcancel()
 	chk, verr := dtVerify(vctx, tn.DSN, run.Ledger)
 	if verr == nil {
