@@ -30,7 +30,7 @@ const (
 type RouteConfig struct {
 	Tenant   string   `json:"tenant"`
 	Aliases  []string `json:"aliases,omitempty"` // database names clients use; default [Tenant]
-	Addr     string   `json:"addr"`              // server host:port
+	Addr     string   `json:"addr"`              // server host:port; a host starting with "/" is a Unix socket directory, as libpq's host (e.g. "/var/run/postgresql:5432")
 	Database string   `json:"database"`          // database on the server; default Tenant
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync/atomic"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -81,6 +82,17 @@ func (p *Proxy) dialServer(ctx context.Context, r RouteConfig, user string, para
 	return sc, nil
 }
 
+// serverNetAddr maps a route address host:port to what net.Dial wants: TCP,
+// or, when host is a directory (starts with "/"), PostgreSQL's Unix socket
+// host/.s.PGSQL.port in it.
+func serverNetAddr(addr string) (network, address string) {
+	host, port, err := net.SplitHostPort(addr)
+	if err == nil && strings.HasPrefix(host, "/") {
+		return "unix", host + "/.s.PGSQL." + port
+	}
+	return "tcp", addr
+}
+
 // close terminates the server session politely (Terminate, then close).
 func (sc *serverConn) close() {
 	sc.detached.Store(true)
@@ -92,7 +104,8 @@ func (sc *serverConn) close() {
 // cancel sends a CancelRequest for this server session's backend.
 func (sc *serverConn) cancel(ctx context.Context) error {
 	var d net.Dialer
-	c, err := d.DialContext(ctx, "tcp", sc.addr)
+	network, address := serverNetAddr(sc.addr)
+	c, err := d.DialContext(ctx, network, address)
 	if err != nil {
 		return fmt.Errorf("proxy: cancel on %s: %w", sc.addr, err)
 	}

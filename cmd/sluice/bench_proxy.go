@@ -32,6 +32,7 @@ var benchProxyFlags struct {
 	jsonOut   bool
 	keep      bool
 	procs     int
+	serverNet string
 }
 
 var benchProxyCmd = &cobra.Command{
@@ -45,8 +46,10 @@ three interleaved in a rotating order, --rounds times; each figure is the
 median over rounds. p50 latency is
 computed from pgbench's per-transaction log; the CPU each middleman used per
 transaction (user+system, from /proc/PID/stat) is shown in the progress
-lines and the JSON. Both middlemen reach the server over TCP on 127.0.0.1,
-as pgbench reaches them and, for "direct", the server. Everything runs on this machine: the
+lines and the JSON. pgbench reaches all three over TCP on 127.0.0.1; both
+middlemen reach the server the same way, over TCP (--server-transport tcp)
+or both through its Unix socket (unix), as a proxy on the database host
+usually would. Everything runs on this machine: the
 proxy competes with pgbench and the server for the same cores, as PgBouncer does.
 
 The server runs with synchronous_commit=off so read-write measures the path, not
@@ -64,6 +67,7 @@ func init() {
 	f.StringVar(&benchProxyFlags.pgbouncer, "pgbouncer", "/usr/sbin/pgbouncer", "PgBouncer binary")
 	f.BoolVar(&benchProxyFlags.jsonOut, "json", false, "print results as JSON")
 	f.BoolVar(&benchProxyFlags.keep, "keep", false, "keep the temp directory (logs) for inspection")
+	f.StringVar(&benchProxyFlags.serverNet, "server-transport", "tcp", "how both middlemen reach PostgreSQL: tcp (127.0.0.1) or unix (its socket directory)")
 	f.IntVar(&benchProxyFlags.procs, "proxy-procs", defaultProxyProcs, "--procs of the sluice proxy under test (GOMAXPROCS; 0 = one per core)")
 	benchCmd.AddCommand(benchProxyCmd)
 }
@@ -100,6 +104,9 @@ func runBenchProxy(cmd *cobra.Command, _ []string) error {
 	}
 	if bf.procs < 0 {
 		return usagef("bench proxy: --proxy-procs must be 0 (one per core) or positive")
+	}
+	if bf.serverNet != "tcp" && bf.serverNet != "unix" {
+		return usagef("bench proxy: --server-transport must be tcp or unix, not %q", bf.serverNet)
 	}
 	if _, err := os.Stat(bf.pgbouncer); err != nil {
 		return fmt.Errorf("bench proxy: PgBouncer not found at %s (install it: make bench-deps): %w", bf.pgbouncer, err)
@@ -155,15 +162,21 @@ func runBenchProxy(cmd *cobra.Command, _ []string) error {
 		os.Chown(userlist, uid, gid)
 	}
 
-	progress("start PgBouncer (session mode)")
-	bouncerPort, bouncerPID, stopBouncer, err := startPgbouncer(ctx, bf.pgbouncer, dir, userlist, c.Addr(), uid, gid, asRoot)
+	// The address both middlemen use for the server: host:port, the host
+	// being the socket directory for unix.
+	serverAddr := c.Addr()
+	if bf.serverNet == "unix" {
+		serverAddr = net.JoinHostPort(c.Dir, pgPort)
+	}
+	progress("start PgBouncer (session mode, server over %s)", bf.serverNet)
+	bouncerPort, bouncerPID, stopBouncer, err := startPgbouncer(ctx, bf.pgbouncer, dir, userlist, serverAddr, uid, gid, asRoot)
 	if err != nil {
 		return err
 	}
 	defer stopBouncer()
 
 	progress("start sluice proxy (--procs %d)", bf.procs)
-	sluicePort, sluicePID, stopSluice, err := startSluiceProxy(ctx, dir, userlist, c.Addr(), bf.procs)
+	sluicePort, sluicePID, stopSluice, err := startSluiceProxy(ctx, dir, userlist, serverAddr, bf.procs)
 	if err != nil {
 		return err
 	}

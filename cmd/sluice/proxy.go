@@ -62,7 +62,7 @@ func init() {
 	f.StringVar(&proxyFlags.api, "api", "127.0.0.1:6480", "HTTP API listen address (host:port)")
 	f.StringVar(&proxyFlags.authFile, "auth-file", "", "userlist.txt with \"user\" \"password\" lines (plaintext or SCRAM-SHA-256 secret)")
 	f.BoolVar(&proxyFlags.trust, "trust", false, "accept clients without a password (loopback demos only)")
-	f.StringArrayVar(&proxyFlags.routes, "route", nil, "tenant=host:port[/database][,alias...] (repeatable)")
+	f.StringArrayVar(&proxyFlags.routes, "route", nil, "tenant=host:port[/database][,alias...] (repeatable; host may be a Unix socket directory)")
 	f.StringVar(&proxyFlags.routesFile, "routes", "", "JSON routes file")
 	f.StringArrayVar(&proxyFlags.catalogs, "catalog", nil, "agent base URL whose /v1/tenants to follow (repeatable)")
 	f.DurationVar(&proxyFlags.window, "window", proxy.DefaultWindow, "latency window length")
@@ -83,7 +83,14 @@ func parseRouteFlag(s string) (proxy.RouteConfig, error) {
 		return proxy.RouteConfig{}, usagef("--route %q: want tenant=host:port[/database][,alias...]", s)
 	}
 	parts := strings.Split(rest, ",")
-	addr, db, _ := strings.Cut(parts[0], "/")
+	// host may be a Unix socket directory (/path:port): the database follows
+	// the first "/" after the port's ":".
+	addr, db := parts[0], ""
+	if c := strings.LastIndexByte(addr, ':'); c >= 0 {
+		if i := strings.IndexByte(addr[c:], '/'); i >= 0 {
+			addr, db = addr[:c+i], addr[c+i+1:]
+		}
+	}
 	if _, _, err := net.SplitHostPort(addr); err != nil {
 		return proxy.RouteConfig{}, usagef("--route %q: address %q is not host:port", s, addr)
 	}
