@@ -23,7 +23,11 @@
 //
 // Receive also runs two stages: one goroutine decodes frames from the
 // network into a fixed set of payload buffers, the other checks and writes
-// them to disk, so reading the network overlaps writing files. Neither side
+// them to disk, so reading the network overlaps writing files. Creating the
+// files is a third: Send announces every file at the start of the stream
+// ('L' frames) and the receiver creates them on background workers while
+// data flows, so the writing stage only opens a file that already exists
+// (creating a file can cost milliseconds, see prepare.go). Neither side
 // allocates per chunk once it is running: on the shared test VM fresh memory
 // costs about 4 ms per MiB in page faults, which made a per-chunk allocation
 // the largest cost of an unthrottled copy.
@@ -47,13 +51,14 @@
 // was torn (read half before, half after a write), re-extends files that were
 // cut short, and truncates files that grew, exactly as for pg_basebackup.
 //
-// # Wire format (version 1)
+// # Wire format (version 2)
 //
 // All integers are big-endian. The stream starts with the 8-byte magic
 // "SLUICEXF" and a uint32 version, then a sequence of frames, each a one-byte
 // type followed by its body:
 //
 //	'D' dir       u16 pathlen, path, u32 mode
+//	'L' listed    u16 pathlen, path, u32 mode                 (announces a file)
 //	'F' file      u16 pathlen, path, u32 mode, u64 size hint  (opens a file)
 //	'C' chunk     u32 n (1..MaxChunkSize), n data bytes       (inside a file)
 //	'T' trailer   u64 length, u32 crc32c                      (closes a file)
@@ -61,6 +66,13 @@
 //	'M' document  u16 namelen, name, u32 n (≤ MaxDocumentSize), data, u32 crc32c
 //	'A' abort     u16 msglen, msg                             (sender failed; stream ends)
 //	'Z' end       u64 files, u64 dirs, u64 bytes, u64 documents, u64 skipped
+//
+// An 'L' frame announces that a file with this path and mode follows
+// later in the stream, as an 'F' frame with the same mode or, if it
+// vanished, an 'S' frame; the receiver may create it at once. Send lists
+// every file before its first other frame. A listed file that never comes is
+// an error, as is a listed path that is also a directory or document.
+// Version 1 is version 2 without 'L' frames; receivers accept both.
 //
 // Paths are slash-separated and relative; the receiver rejects absolute
 // paths, "..", empty or unclean paths and duplicates, so a hostile stream

@@ -3,14 +3,18 @@ package transfer
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 )
 
-// memSink records a received tree in memory (for the fuzzer).
+// memSink records a received tree in memory (for the fuzzer). prepare runs
+// on the preparer's goroutines, hence the lock.
 type memSink struct {
+	mu    sync.Mutex
 	dirs  map[string]fs.FileMode
 	files map[string]*bytes.Buffer
 }
@@ -23,16 +27,59 @@ type memFile struct{ *bytes.Buffer }
 
 func (memFile) Close() error { return nil }
 
-func (m *memSink) mkdir(p string, mode fs.FileMode) error { m.dirs[p] = mode; return nil }
+func (m *memSink) mkdir(p string, mode fs.FileMode) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.dirs[p] = mode
+	return nil
+}
+
 func (m *memSink) create(p string, mode fs.FileMode) (fileSink, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.files[p]; ok {
+		return nil, fmt.Errorf("%s exists", p)
+	}
 	b := new(bytes.Buffer)
 	m.files[p] = b
 	return memFile{b}, nil
 }
+
+func (m *memSink) prepare(p string, mode fs.FileMode) error {
+	_, err := m.create(p, mode)
+	return err
+}
+
+func (m *memSink) openPrepared(p string) (fileSink, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, ok := m.files[p]
+	if !ok {
+		return nil, fmt.Errorf("%s was not prepared", p)
+	}
+	return memFile{b}, nil
+}
+
+func (m *memSink) discard(p string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.files[p]; !ok {
+		return fmt.Errorf("%s was not prepared", p)
+	}
+	delete(m.files, p)
+	return nil
+}
+
 func (m *memSink) document(p string, data []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.files[p]; ok {
+		return fmt.Errorf("%s exists", p)
+	}
 	m.files[p] = bytes.NewBuffer(data)
 	return nil
 }
+
 func (m *memSink) finish() error { return nil }
 
 // FuzzReceive feeds arbitrary bytes to the receiver's frame parser and state

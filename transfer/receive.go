@@ -7,8 +7,12 @@ import (
 	"hash/crc32"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
+	"syscall"
 	"time"
 )
 
@@ -96,9 +100,19 @@ func prepareDest(dest string, owner *Owner) error {
 
 // sink is where a received stream lands; diskSink writes a directory tree,
 // tests and the fuzzer use memory.
+//
+// prepare may run on other goroutines concurrently with every method but
+// finish; the other methods are called by one goroutine at a time.
 type sink interface {
 	mkdir(p string, mode fs.FileMode) error
 	create(p string, mode fs.FileMode) (fileSink, error)
+	// prepare creates the empty file p exclusively (mode and owner set), for
+	// openPrepared or discard to take later.
+	prepare(p string, mode fs.FileMode) error
+	// openPrepared opens a file made by prepare for writing.
+	openPrepared(p string) (fileSink, error)
+	// discard removes a file made by prepare whose data never came.
+	discard(p string) error
 	document(p string, data []byte) error
 	finish() error
 }
@@ -198,6 +212,11 @@ func receive(ctx context.Context, r io.Reader, s sink, prog *Progress, interrupt
 		}
 	}()
 	seen := make(map[string]bool)
+	// listed holds files announced by 'L' frames whose 'F' (or 'S') has not
+	// come yet, with their modes; pre creates them meanwhile.
+	listed := make(map[string]fs.FileMode)
+	pre := newPreparer(s)
+	defer pre.close()
 	var (
 		cur     fileSink
 		curPath string
@@ -253,12 +272,32 @@ func receive(ctx context.Context, r io.Reader, s sink, prog *Progress, interrupt
 				return fail(err)
 			}
 			st.Dirs++
-		case frameFile:
+		case frameListed:
 			if err := claim("file", f.path); err != nil {
 				return fail(err)
 			}
-			if cur, err = s.create(f.path, fs.FileMode(f.mode).Perm()); err != nil {
-				return fail(err)
+			listed[f.path] = fs.FileMode(f.mode).Perm()
+			pre.announce(f.path, fs.FileMode(f.mode).Perm())
+		case frameFile:
+			mode := fs.FileMode(f.mode).Perm()
+			if lm, ok := listed[f.path]; ok {
+				delete(listed, f.path)
+				if lm != mode {
+					return corrupt("file %s: mode %v differs from its listing's %v", f.path, mode, lm)
+				}
+				if err := pre.await(f.path); err != nil {
+					return fail(err)
+				}
+				if cur, err = s.openPrepared(f.path); err != nil {
+					return fail(err)
+				}
+			} else {
+				if err := claim("file", f.path); err != nil {
+					return fail(err)
+				}
+				if cur, err = s.create(f.path, mode); err != nil {
+					return fail(err)
+				}
 			}
 			curPath, curCRC, curLen = f.path, 0, 0
 		case frameChunk:
@@ -297,6 +336,15 @@ func receive(ctx context.Context, r io.Reader, s sink, prog *Progress, interrupt
 			if err := checkPath(f.path); err != nil {
 				return fail(fmt.Errorf("transfer: receive: skipped file: %w", err))
 			}
+			if _, ok := listed[f.path]; ok {
+				delete(listed, f.path)
+				if err := pre.await(f.path); err != nil {
+					return fail(err)
+				}
+				if err := s.discard(f.path); err != nil {
+					return fail(err)
+				}
+			}
 			st.Skipped = append(st.Skipped, f.path)
 		case frameDocument:
 			if err := claim("document", f.path); err != nil {
@@ -317,6 +365,10 @@ func receive(ctx context.Context, r io.Reader, s sink, prog *Progress, interrupt
 			}
 			return fail(fmt.Errorf("transfer: receive: %w%s: %s", ErrAborted, where, f.path))
 		case frameEnd:
+			if len(listed) > 0 {
+				left := slices.Sorted(maps.Keys(listed))
+				return corrupt("file %s was listed but never sent (%d such files)", left[0], len(left))
+			}
 			want := totals{Files: uint64(st.Files), Dirs: uint64(st.Dirs), Bytes: uint64(st.Bytes), Documents: uint64(len(st.Documents)), Skipped: uint64(len(st.Skipped))}
 			if f.totals != want {
 				return corrupt("end frame totals %+v, received %+v", f.totals, want)
@@ -334,7 +386,14 @@ type diskSink struct {
 	root  string
 	owner *Owner
 	fsync bool
-	dirs  []string // created directories, fsynced at finish
+	mu    sync.Mutex // guards dirs (prepare runs on other goroutines)
+	dirs  []string   // created directories, fsynced at finish
+}
+
+func (d *diskSink) addDir(full string) {
+	d.mu.Lock()
+	d.dirs = append(d.dirs, full)
+	d.mu.Unlock()
 }
 
 func (d *diskSink) full(p string) string { return filepath.Join(d.root, filepath.FromSlash(p)) }
@@ -351,7 +410,7 @@ func (d *diskSink) parents(full string) error {
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("transfer: receive: %w", err)
 	}
-	d.dirs = append(d.dirs, dir)
+	d.addDir(dir)
 	return d.chown(dir)
 }
 
@@ -384,7 +443,7 @@ func (d *diskSink) mkdir(p string, mode fs.FileMode) error {
 	if err := os.Chmod(full, mode); err != nil { // umask-proof
 		return fmt.Errorf("transfer: receive: directory %s: %w", p, err)
 	}
-	d.dirs = append(d.dirs, full)
+	d.addDir(full)
 	return d.chown(full)
 }
 
@@ -438,6 +497,32 @@ func (d *diskSink) create(p string, mode fs.FileMode) (fileSink, error) {
 	return &diskFile{f: f, fsync: d.fsync}, nil
 }
 
+func (d *diskSink) prepare(p string, mode fs.FileMode) error {
+	f, err := d.open(p, mode)
+	if err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("transfer: receive: file %s: %w", p, err)
+	}
+	return nil
+}
+
+func (d *diskSink) openPrepared(p string) (fileSink, error) {
+	f, err := os.OpenFile(d.full(p), os.O_WRONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, fmt.Errorf("transfer: receive: file %s: %w", p, err)
+	}
+	return &diskFile{f: f, fsync: d.fsync}, nil
+}
+
+func (d *diskSink) discard(p string) error {
+	if err := os.Remove(d.full(p)); err != nil {
+		return fmt.Errorf("transfer: receive: skipped file %s: %w", p, err)
+	}
+	return nil
+}
+
 func (d *diskSink) document(p string, data []byte) error {
 	f, err := d.open(p, 0o600)
 	if err != nil {
@@ -458,7 +543,10 @@ func (d *diskSink) finish() error {
 	if !d.fsync {
 		return nil
 	}
-	for _, dir := range append(d.dirs, d.root) {
+	d.mu.Lock()
+	dirs := append(d.dirs, d.root)
+	d.mu.Unlock()
+	for _, dir := range dirs {
 		f, err := os.Open(dir)
 		if err != nil {
 			return fmt.Errorf("transfer: receive: fsync %s: %w", dir, err)

@@ -266,6 +266,22 @@ func (r *reader) getBuf(ctx context.Context) (*chunkBuf, error) {
 }
 
 func (r *reader) run(ctx context.Context, entries []Entry) error {
+	// Announce every file first (one write), so that the receiver can
+	// create them while data flows (see prepare.go).
+	var list []byte
+	for _, e := range entries {
+		if err := checkPath(e.Path); err != nil {
+			return fmt.Errorf("transfer: send: %w", err)
+		}
+		if !e.Dir {
+			list = appendListed(list, e.Path, uint32(e.Mode.Perm()))
+		}
+	}
+	if len(list) > 0 {
+		if err := r.put(ctx, item{frame: list}); err != nil {
+			return err
+		}
+	}
 	for _, e := range entries {
 		if err := checkPath(e.Path); err != nil {
 			return fmt.Errorf("transfer: send: %w", err)

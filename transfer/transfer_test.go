@@ -3,9 +3,12 @@ package transfer
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
+	"hash/crc32"
 	"io"
 	"io/fs"
+	"maps"
 	"math/rand"
 	"net"
 	"os"
@@ -306,6 +309,8 @@ func TestUnsafePathsRejected(t *testing.T) {
 		{"unclean", appendDir(appendHeader(nil), "a//b", 0o700)},
 		{"empty", appendDir(appendHeader(nil), "", 0o700)},
 		{"document", appendDocument(appendHeader(nil), "../evil", payload)},
+		{"listed", appendListed(appendHeader(nil), "../evil", 0o600)},
+		{"listed absolute", appendListed(appendHeader(nil), "/tmp/evil", 0o600)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			base := t.TempDir()
@@ -557,6 +562,83 @@ func TestDuplicatePathRejected(t *testing.T) {
 	_, err := Receive(context.Background(), bytes.NewReader(s), filepath.Join(t.TempDir(), "d"), ReceiveOptions{})
 	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "twice") {
 		t.Fatalf("Receive = %v, want duplicate rejected", err)
+	}
+}
+
+// TestListedFiles covers the 'L' frames that announce files ahead of their
+// data: what a receiver accepts, and what it rejects without writing
+// anything outside the rules.
+func TestListedFiles(t *testing.T) {
+	v1 := func() []byte { // a version-1 header: no listing
+		return binary.BigEndian.AppendUint32([]byte(magic), 1)
+	}
+	file := func(b []byte, p string, mode uint32, data string) []byte {
+		b = appendFile(b, p, mode, uint64(len(data)))
+		if data != "" {
+			b = append(b, frameChunk)
+			b = binary.BigEndian.AppendUint32(b, uint32(len(data)))
+			b = append(b, data...)
+		}
+		return appendTrailer(b, uint64(len(data)), crc32.Checksum([]byte(data), castagnoli))
+	}
+	for _, tc := range []struct {
+		name   string
+		stream []byte
+		err    string            // "" = accepted
+		files  map[string]string // accepted: the files at the destination
+	}{
+		{"listed then sent", appendEnd(file(appendListed(appendHeader(nil), "a/x", 0o640), "a/x", 0o640, "hello"), totals{Files: 1, Bytes: 5}),
+			"", map[string]string{"a/x": "hello"}},
+		{"listed out of order", appendEnd(file(file(appendListed(appendListed(appendHeader(nil), "x", 0o600), "y", 0o600), "y", 0o600, "Y"), "x", 0o600, "X"), totals{Files: 2, Bytes: 2}),
+			"", map[string]string{"x": "X", "y": "Y"}},
+		{"listed then skipped", appendEnd(appendSkipped(appendListed(appendHeader(nil), "gone", 0o600), "gone"), totals{Skipped: 1}),
+			"", map[string]string{}},
+		{"version 1, unlisted", appendEnd(file(v1(), "x", 0o600, "old"), totals{Files: 1, Bytes: 3}),
+			"", map[string]string{"x": "old"}},
+		{"listed never sent", appendEnd(appendListed(appendHeader(nil), "lost", 0o600), totals{}),
+			"lost was listed but never sent", nil},
+		{"listed twice", appendListed(appendListed(appendHeader(nil), "x", 0o600), "x", 0o600),
+			"appears twice", nil},
+		{"listed after sent", appendListed(file(appendHeader(nil), "x", 0o600, "x"), "x", 0o600),
+			"appears twice", nil},
+		{"sent twice", file(file(appendListed(appendHeader(nil), "x", 0o600), "x", 0o600, "1"), "x", 0o600, "2"),
+			"appears twice", nil},
+		{"listed is a directory", appendDir(appendListed(appendHeader(nil), "x", 0o600), "x", 0o700),
+			"appears twice", nil},
+		{"listed is a document", appendDocument(appendListed(appendHeader(nil), "x", 0o600), "x", []byte("doc")),
+			"appears twice", nil},
+		{"mode differs", file(appendListed(appendHeader(nil), "x", 0o600), "x", 0o644, ""),
+			"differs from its listing", nil},
+		{"listed inside a file", appendListed(appendFile(appendHeader(nil), "x", 0o600, 0), "y", 0o600),
+			"inside file x", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dest := filepath.Join(t.TempDir(), "d")
+			st, err := Receive(context.Background(), bytes.NewReader(tc.stream), dest, ReceiveOptions{})
+			if tc.err != "" {
+				if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("Receive = %v, want ErrCorrupt saying %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Receive = %v", err)
+			}
+			got := map[string]string{}
+			es, werr := Walk(dest, nil)
+			if werr != nil {
+				t.Fatal(werr)
+			}
+			for _, e := range es {
+				if !e.Dir {
+					b, _ := os.ReadFile(filepath.Join(dest, e.Path))
+					got[e.Path] = string(b)
+				}
+			}
+			if !maps.Equal(got, tc.files) || st.Files != int64(len(tc.files)) {
+				t.Fatalf("destination holds %v (%d files in stats), want %v", got, st.Files, tc.files)
+			}
+		})
 	}
 }
 

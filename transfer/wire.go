@@ -14,8 +14,9 @@ import (
 // Wire constants (see the package comment for the format).
 const (
 	magic = "SLUICEXF"
-	// Version is the wire format version this package writes and reads.
-	Version = 1
+	// Version is the wire format version this package writes. Receivers
+	// read every version from 1 to Version (version 1 lacks 'L' frames).
+	Version = 2
 
 	// DefaultChunkSize is the payload of one data frame, bytes (256 KiB): large
 	// enough that per-frame costs (a limiter wait, a write call, a 5-byte
@@ -34,6 +35,7 @@ const (
 const (
 	frameDir      = 'D'
 	frameFile     = 'F'
+	frameListed   = 'L'
 	frameChunk    = 'C'
 	frameTrailer  = 'T'
 	frameSkipped  = 'S'
@@ -74,6 +76,12 @@ func appendHeader(b []byte) []byte {
 
 func appendDir(b []byte, p string, mode uint32) []byte {
 	b = append(b, frameDir)
+	b = appendPath(b, p)
+	return binary.BigEndian.AppendUint32(b, mode)
+}
+
+func appendListed(b []byte, p string, mode uint32) []byte {
+	b = append(b, frameListed)
 	b = appendPath(b, p)
 	return binary.BigEndian.AppendUint32(b, mode)
 }
@@ -152,8 +160,8 @@ func checkPath(p string) error {
 // only until the next call to decoder.next.
 type frame struct {
 	typ    byte
-	path   string // D, F, S, M; message for A
-	mode   uint32 // D, F
+	path   string // D, F, L, S, M; message for A
+	mode   uint32 // D, F, L
 	size   uint64 // F: size hint; T: length
 	crc    uint32 // T, M
 	data   []byte // C, M
@@ -195,8 +203,8 @@ func (d *decoder) readHeader() error {
 	if string(b[:len(magic)]) != magic {
 		return fmt.Errorf("%w: bad magic %q", ErrCorrupt, b[:len(magic)])
 	}
-	if v := binary.BigEndian.Uint32(b[len(magic):]); v != Version {
-		return fmt.Errorf("%w: unsupported version %d (want %d)", ErrCorrupt, v, Version)
+	if v := binary.BigEndian.Uint32(b[len(magic):]); v < 1 || v > Version {
+		return fmt.Errorf("%w: unsupported version %d (want 1..%d)", ErrCorrupt, v, Version)
 	}
 	return nil
 }
@@ -267,7 +275,7 @@ func (d *decoder) next() (frame, error) {
 	d.n++
 	f.typ = t
 	switch t {
-	case frameDir, frameFile:
+	case frameDir, frameFile, frameListed:
 		if f.path, err = d.str(); err != nil {
 			return f, err
 		}
