@@ -58,10 +58,23 @@ type DowntimeOptions struct {
 	// Window is how far before the hold and after the release the client-side
 	// stall of a move is looked for; default 1 s.
 	Window time.Duration
-	// Settle is how long the workload runs on the new owner before the next
-	// move; default 3 s.
+	// Baseline is how long the workload runs before the first move; the mean
+	// latency of its whole seconds (the first excepted) is the baseline the
+	// recovery is judged against; default 10 s.
+	Baseline time.Duration
+	// Settle is the least time the workload runs on the new owner before the
+	// next move; default 3 s.
 	Settle time.Duration
-	Seed   uint64
+	// Recover bounds the wait, after a move, for the workload to recover: a
+	// whole second after the release that ends with no arrival queued and
+	// has a mean latency within RecoverFactor × the baseline (at least
+	// baseline + 5 ms). Default 60 s; a move whose workload has not
+	// recovered by then is recorded with recovery -1 and the next move
+	// starts anyway.
+	Recover time.Duration
+	// RecoverFactor: see Recover; default 2.
+	RecoverFactor float64
+	Seed          uint64
 	// Command and Machine are written into the Markdown report as given.
 	// Machine "" = "<cores> cores, <memory> GiB".
 	Command  string
@@ -94,8 +107,17 @@ func (o DowntimeOptions) withDefaults() (DowntimeOptions, error) {
 	if o.Window == 0 {
 		o.Window = time.Second
 	}
+	if o.Baseline == 0 {
+		o.Baseline = 10 * time.Second
+	}
 	if o.Settle == 0 {
 		o.Settle = 3 * time.Second
+	}
+	if o.Recover == 0 {
+		o.Recover = time.Minute
+	}
+	if o.RecoverFactor == 0 {
+		o.RecoverFactor = 2
 	}
 	if o.Progress == nil {
 		o.Progress = func(string, ...any) {}
@@ -113,8 +135,12 @@ func (o DowntimeOptions) withDefaults() (DowntimeOptions, error) {
 		return o, fmt.Errorf("downtime: migration rate %v must be 0 (unlimited) or a positive number of bytes/s", o.Rate)
 	case o.ProbeInterval < time.Millisecond:
 		return o, fmt.Errorf("downtime: probe interval %v is below 1ms", o.ProbeInterval)
-	case o.Window < 0 || o.Settle < 0:
-		return o, errors.New("downtime: window and settle must not be negative")
+	case o.Window < 0 || o.Settle < 0 || o.Recover < 0:
+		return o, errors.New("downtime: window, settle and recover must not be negative")
+	case o.Baseline < 2*time.Second:
+		return o, fmt.Errorf("downtime: baseline %v is below 2s", o.Baseline)
+	case !(o.RecoverFactor >= 1) || math.IsInf(o.RecoverFactor, 0):
+		return o, fmt.Errorf("downtime: recover factor %v must be a number ≥ 1", o.RecoverFactor)
 	}
 	return o, nil
 }
@@ -140,8 +166,12 @@ type DowntimeRun struct {
 	// latencies per second of completion).
 	WorkloadMaxMs  float64 `json:"workload_max_latency_ms"`
 	WorkloadErrors int     `json:"workload_errors"` // failed transactions in those seconds
-	Seconds        float64 `json:"migration_seconds"`
-	Bytes          int64   `json:"bytes"`
+	// RecoveryS is the time from the release to the end of the first whole
+	// second with an empty arrival queue and a mean latency back within
+	// the recovery limit (1 s resolution); -1 = not within Recover.
+	RecoveryS float64 `json:"recovery_s"`
+	Seconds   float64 `json:"migration_seconds"`
+	Bytes     int64   `json:"bytes"`
 	// Hold and release as wall-clock times, seconds since the bench started.
 	HeldAtS     float64 `json:"held_at_s"`
 	ReleasedAtS float64 `json:"released_at_s"`
@@ -158,8 +188,17 @@ type DowntimeResult struct {
 	StopAndCopyProbeGapMs    float64 `json:"stop_and_copy_probe_longest_gap_ms"`
 	LiveWorkloadMaxMs        float64 `json:"live_workload_max_latency_ms"`
 	StopAndCopyWorkloadMaxMs float64 `json:"stop_and_copy_workload_max_latency_ms"`
-	LiveSeconds              float64 `json:"live_migration_seconds"`
-	StopAndCopySeconds       float64 `json:"stop_and_copy_migration_seconds"`
+	// Recovery medians (see DowntimeRun.RecoveryS); -1 if most runs of the
+	// mode did not recover within the limit.
+	LiveRecoveryS        float64 `json:"live_recovery_s"`
+	StopAndCopyRecoveryS float64 `json:"stop_and_copy_recovery_s"`
+	// BaselineMeanMs is the workload's mean latency before the first move;
+	// RecoveryLimitMs the mean a second must be back within to count as
+	// recovered.
+	BaselineMeanMs     float64 `json:"baseline_mean_latency_ms"`
+	RecoveryLimitMs    float64 `json:"recovery_limit_ms"`
+	LiveSeconds        float64 `json:"live_migration_seconds"`
+	StopAndCopySeconds float64 `json:"stop_and_copy_migration_seconds"`
 	// DowntimeRatio is StopAndCopyDowntimeMs / LiveFreezeMs.
 	DowntimeRatio      float64 `json:"downtime_ratio"`
 	TenantBytes        int64   `json:"tenant_bytes"`
@@ -251,10 +290,31 @@ func Downtime(ctx context.Context, bed *testbed.Bed, opt DowntimeOptions) (Downt
 		return <-workDone
 	}
 	defer stopWorkWait()
-	say("workload: %.0f transactions/s over %d connections; probe every %v", opt.TxRate, opt.MPL, opt.ProbeInterval)
-	if !dtSleep(ctx, opt.Settle) {
+	say("workload: %.0f transactions/s over %d connections; probe every %v; baseline for %v", opt.TxRate, opt.MPL, opt.ProbeInterval, opt.Baseline)
+	if !dtSleep(ctx, opt.Baseline) {
 		return res, ctx.Err()
 	}
+	// The workload's clock starts once its connections are open: wait for
+	// its report of the baseline's last second (at most 10 s more).
+	nb := int(opt.Baseline / time.Second)
+	for i := 0; i < 100; i++ {
+		secsMu.Lock()
+		n := len(secs)
+		secsMu.Unlock()
+		if n >= nb || !dtSleep(ctx, 100*time.Millisecond) {
+			break
+		}
+	}
+	secsMu.Lock()
+	base := dtMeanLatency(secs, 1, nb)
+	secsMu.Unlock()
+	if math.IsNaN(base) {
+		return res, fmt.Errorf("downtime: the workload completed no transaction in its %v baseline", opt.Baseline)
+	}
+	res.BaselineMeanMs = dtRound(base, 10)
+	limitMs := max(opt.RecoverFactor*res.BaselineMeanMs, res.BaselineMeanMs+5)
+	res.RecoveryLimitMs = dtRound(limitMs, 10)
+	say("baseline mean latency %.1f ms; recovered = a second with an empty queue and a mean ≤ %.1f ms", res.BaselineMeanMs, limitMs)
 
 	owner := 0
 	var migErr error
@@ -300,8 +360,26 @@ func Downtime(ctx context.Context, bed *testbed.Bed, opt DowntimeOptions) (Downt
 		}
 		r.HeldAtS, r.ReleasedAtS = rec.HeldAt.Sub(start).Seconds(), rec.ReleasedAt.Sub(start).Seconds()
 		owner = to
-		// Let the window's tail pass (and the workload run on the new owner).
+		// Let the window's tail pass, then wait for the workload to recover
+		// (so that moves do not inherit each other's backlog).
 		if !dtSleep(ctx, max(opt.Settle, opt.Window+100*time.Millisecond)) {
+			migErr = ctx.Err()
+			break
+		}
+		r.RecoveryS = -1
+		for {
+			secsMu.Lock()
+			rs, ok := dtRecovery(secs, rec.ReleasedAt.Sub(wStart), limitMs)
+			secsMu.Unlock()
+			if ok {
+				r.RecoveryS = rs
+				break
+			}
+			if time.Since(rec.ReleasedAt) > opt.Recover || !dtSleep(ctx, 200*time.Millisecond) {
+				break
+			}
+		}
+		if ctx.Err() != nil {
 			migErr = ctx.Err()
 			break
 		}
@@ -315,8 +393,8 @@ func Downtime(ctx context.Context, bed *testbed.Bed, opt DowntimeOptions) (Downt
 		for _, l := range run.Latencies(lo, hi) {
 			r.WorkloadMaxMs = max(r.WorkloadMaxMs, l)
 		}
-		say("  %s %d/%d: agent %.1f ms; probe: longest %.1f ms, gap %.1f ms, %d errors; workload: longest %.1f ms, %d errors; %.1f s, %s",
-			mode, n, opt.Runs, r.AgentMs, r.ProbeMaxMs, r.ProbeGapMs, r.ProbeErrors, r.WorkloadMaxMs, r.WorkloadErrors, r.Seconds, units.FormatBytes(float64(r.Bytes)))
+		say("  %s %d/%d: agent %.1f ms; probe: longest %.1f ms, gap %.1f ms, %d errors; workload: longest %.1f ms, %d errors, recovered after %.1f s; %.1f s, %s",
+			mode, n, opt.Runs, r.AgentMs, r.ProbeMaxMs, r.ProbeGapMs, r.ProbeErrors, r.WorkloadMaxMs, r.WorkloadErrors, r.RecoveryS, r.Seconds, units.FormatBytes(float64(r.Bytes)))
 		r.round()
 		if mode == string(migration.Live) {
 			res.Live = append(res.Live, r)
@@ -346,7 +424,10 @@ func Downtime(ctx context.Context, bed *testbed.Bed, opt DowntimeOptions) (Downt
 		say("ledger: %d writes acknowledged, %d missing, %d duplicated", chk.Acknowledged, chk.Missing, chk.Duplicated)
 	}
 	if opt.Out != "" {
-		if err := writeDowntimeOutputs(opt, start, res, pr.snapshot()); err != nil && migErr == nil {
+		secsMu.Lock()
+		all := slices.Clone(secs)
+		secsMu.Unlock()
+		if err := writeDowntimeOutputs(opt, start, res, pr.snapshot(), wStart, all); err != nil && migErr == nil {
 			migErr = err
 		}
 	}
@@ -389,6 +470,19 @@ func (r *DowntimeResult) summarise() {
 	r.LiveProbeGapMs, r.StopAndCopyProbeGapMs = med(r.Live, gap), med(r.StopAndCopy, gap)
 	r.LiveWorkloadMaxMs, r.StopAndCopyWorkloadMaxMs = med(r.Live, wmax), med(r.StopAndCopy, wmax)
 	r.LiveSeconds, r.StopAndCopySeconds = med(r.Live, secs), med(r.StopAndCopy, secs)
+	// Not recovered (-1) ranks above every recovery time.
+	rec := func(x DowntimeRun) float64 {
+		if x.RecoveryS < 0 {
+			return math.Inf(1)
+		}
+		return x.RecoveryS
+	}
+	r.LiveRecoveryS, r.StopAndCopyRecoveryS = med(r.Live, rec), med(r.StopAndCopy, rec)
+	for _, x := range []*float64{&r.LiveRecoveryS, &r.StopAndCopyRecoveryS} {
+		if math.IsInf(*x, 1) || math.IsNaN(*x) {
+			*x = -1
+		}
+	}
 	if r.LiveFreezeMs > 0 {
 		r.DowntimeRatio = dtRound(r.StopAndCopyDowntimeMs/r.LiveFreezeMs, 100)
 	}
@@ -400,7 +494,7 @@ func (r *DowntimeRun) round() {
 	for _, x := range []*float64{&r.AgentMs, &r.ProbeMaxMs, &r.ProbeGapMs, &r.WorkloadMaxMs} {
 		*x = dtRound(*x, 10)
 	}
-	r.Seconds = dtRound(r.Seconds, 100)
+	r.Seconds, r.RecoveryS = dtRound(r.Seconds, 100), dtRound(r.RecoveryS, 100)
 	r.HeldAtS, r.ReleasedAtS = dtRound(r.HeldAtS, 1e4), dtRound(r.ReleasedAtS, 1e4)
 }
 
@@ -486,6 +580,40 @@ func dtWorkloadAround(secs []workload.Second, from, until time.Duration) (lo, hi
 		}
 	}
 	return lo, hi, errs
+}
+
+// dtMeanLatency is the transaction-weighted mean latency of the workload
+// seconds [from, to); NaN if none completed.
+func dtMeanLatency(secs []workload.Second, from, to int) float64 {
+	var sum float64
+	var n int
+	for _, s := range secs {
+		if s.T >= from && s.T < to {
+			sum += s.MeanMs * float64(s.Count)
+			n += s.Count
+		}
+	}
+	if n == 0 {
+		return math.NaN()
+	}
+	return sum / float64(n)
+}
+
+// dtRecovery finds the first whole workload second starting at or after
+// release (an offset since the workload started) that completed
+// transactions, ended with no arrival queued, and had a mean latency ≤
+// limitMs; it returns the time from release to that second's end, seconds.
+func dtRecovery(secs []workload.Second, release time.Duration, limitMs float64) (float64, bool) {
+	for _, s := range secs {
+		lo := time.Duration(s.T) * time.Second
+		if lo < release {
+			continue
+		}
+		if s.Count > 0 && s.QueueLen == 0 && s.MeanMs <= limitMs {
+			return (lo + time.Second - release).Seconds(), true
+		}
+	}
+	return 0, false
 }
 
 func dtMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -574,9 +702,9 @@ func (p *dtProbe) snapshot() []dtSample {
 	return slices.Clone(p.samples)
 }
 
-// writeDowntimeOutputs writes summary.json, probe.csv, report.md and
-// downtime.png into opt.Out.
-func writeDowntimeOutputs(opt DowntimeOptions, start time.Time, res DowntimeResult, samples []dtSample) error {
+// writeDowntimeOutputs writes summary.json, probe.csv, workload.csv,
+// report.md and downtime.png into opt.Out.
+func writeDowntimeOutputs(opt DowntimeOptions, start time.Time, res DowntimeResult, samples []dtSample, wStart time.Time, secs []workload.Second) error {
 	b, _ := json.MarshalIndent(res, "", "  ")
 	if err := os.WriteFile(filepath.Join(opt.Out, "summary.json"), append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("downtime: %w", err)
@@ -584,6 +712,9 @@ func writeDowntimeOutputs(opt DowntimeOptions, start time.Time, res DowntimeResu
 	runs := append(slices.Clone(res.Live), res.StopAndCopy...)
 	slices.SortFunc(runs, func(a, b DowntimeRun) int { return cmp.Compare(a.HeldAtS, b.HeldAtS) })
 	if err := writeDowntimeCSV(filepath.Join(opt.Out, "probe.csv"), start, samples, runs, opt.Window); err != nil {
+		return err
+	}
+	if err := writeDowntimeWorkloadCSV(filepath.Join(opt.Out, "workload.csv"), wStart.Sub(start), secs); err != nil {
 		return err
 	}
 	if err := writeDowntimePNG(filepath.Join(opt.Out, "downtime.png"), start, samples, res, opt.Window, opt.ProbeInterval); err != nil {
@@ -615,6 +746,32 @@ func writeDowntimeCSV(path string, start time.Time, samples []dtSample, runs []D
 			row[3], row[4], row[5], row[6] = r.Mode, strconv.Itoa(r.Run), r.ID, strconv.FormatFloat(t-r.HeldAtS, 'f', 4, 64)
 		}
 		w.Write(row)
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		f.Close()
+		return fmt.Errorf("downtime: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("downtime: %w", err)
+	}
+	return nil
+}
+
+// writeDowntimeWorkloadCSV writes the workload's seconds: t_s (the second's
+// start, seconds since the bench started; offset is the workload's start
+// on that clock), then the workload's own figures.
+func writeDowntimeWorkloadCSV(path string, offset time.Duration, secs []workload.Second) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("downtime: %w", err)
+	}
+	w := csv.NewWriter(f)
+	w.Write([]string{"t_s", "count", "errors", "mean_ms", "p50_ms", "p99_ms", "queue_ms", "queue_len"})
+	ff := func(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
+	for _, s := range secs {
+		w.Write([]string{ff((offset + time.Duration(s.T)*time.Second).Seconds()), strconv.Itoa(s.Count), strconv.Itoa(s.Errors),
+			ff(s.MeanMs), ff(s.P50Ms), ff(s.P99Ms), ff(s.QueueMs), strconv.Itoa(s.QueueLen)})
 	}
 	w.Flush()
 	if err := w.Error(); err != nil {
@@ -719,22 +876,24 @@ func downtimeReport(opt DowntimeOptions, start time.Time, res DowntimeResult) st
 		"*Agent* is the agent's hold → release time (live: the handover freeze; stop-and-copy: the downtime). "+
 		"*Probe* is a separate connection through the proxy issuing `SELECT 1` every %v: the longest probe, and the longest gap "+
 		"between successful probes, within %v of the hold and release. *Workload max* is the longest YCSB transaction (queue + execution) "+
-		"completed in the seconds overlapping the same window. Medians over the runs:\n\n",
+		"completed in the seconds overlapping the same window. *Recovery* is the time from the release to the end of the first whole second "+
+		"whose YCSB transactions had a mean latency ≤ %.1f ms (%.1f× the baseline mean of %.1f ms, at least +5 ms) with no arrival left queued; "+
+		"the next move waits for it (at most %v; -1 = not recovered by then). Medians over the runs:\n\n",
 		units.FormatBytes(float64(res.TenantBytes)), units.FormatBytes(float64(opt.Size)), opt.TxRate, opt.MPL,
-		len(res.Live), rate, len(res.StopAndCopy), opt.ProbeInterval, opt.Window)
-	fmt.Fprintf(&b, "| mode | agent, ms | probe max, ms | probe gap, ms | workload max, ms | migration, s |\n|---|---:|---:|---:|---:|---:|\n")
-	fmt.Fprintf(&b, "| live | %.1f | %.1f | %.1f | %.1f | %.1f |\n", res.LiveFreezeMs, res.LiveProbeMaxMs, res.LiveProbeGapMs, res.LiveWorkloadMaxMs, res.LiveSeconds)
-	fmt.Fprintf(&b, "| stop-and-copy | %.1f | %.1f | %.1f | %.1f | %.1f |\n\n", res.StopAndCopyDowntimeMs, res.StopAndCopyProbeMaxMs, res.StopAndCopyProbeGapMs, res.StopAndCopyWorkloadMaxMs, res.StopAndCopySeconds)
+		len(res.Live), rate, len(res.StopAndCopy), opt.ProbeInterval, opt.Window, res.RecoveryLimitMs, opt.RecoverFactor, res.BaselineMeanMs, opt.Recover)
+	fmt.Fprintf(&b, "| mode | agent, ms | probe max, ms | probe gap, ms | workload max, ms | recovery, s | migration, s |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "| live | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f |\n", res.LiveFreezeMs, res.LiveProbeMaxMs, res.LiveProbeGapMs, res.LiveWorkloadMaxMs, res.LiveRecoveryS, res.LiveSeconds)
+	fmt.Fprintf(&b, "| stop-and-copy | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f |\n\n", res.StopAndCopyDowntimeMs, res.StopAndCopyProbeMaxMs, res.StopAndCopyProbeGapMs, res.StopAndCopyWorkloadMaxMs, res.StopAndCopyRecoveryS, res.StopAndCopySeconds)
 	if res.DowntimeRatio > 0 {
 		fmt.Fprintf(&b, "Stop-and-copy's downtime is %.1f× the live freeze.\n\n", res.DowntimeRatio)
 	}
-	fmt.Fprintf(&b, "Every run:\n\n| mode | run | from→to | agent, ms | probe max, ms | probe gap, ms | probe errors | workload max, ms | workload errors | migration, s | bytes |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "Every run:\n\n| mode | run | from→to | agent, ms | probe max, ms | probe gap, ms | probe errors | workload max, ms | workload errors | recovery, s | migration, s | bytes |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range append(slices.Clone(res.Live), res.StopAndCopy...) {
-		fmt.Fprintf(&b, "| %s | %d | %s→%s | %.1f | %.1f | %.1f | %d | %.1f | %d | %.1f | %s |\n", r.Mode, r.Run, dtServer(r.From), dtServer(r.To),
-			r.AgentMs, r.ProbeMaxMs, r.ProbeGapMs, r.ProbeErrors, r.WorkloadMaxMs, r.WorkloadErrors, r.Seconds, units.FormatBytes(float64(r.Bytes)))
+		fmt.Fprintf(&b, "| %s | %d | %s→%s | %.1f | %.1f | %.1f | %d | %.1f | %d | %.2f | %.1f | %s |\n", r.Mode, r.Run, dtServer(r.From), dtServer(r.To),
+			r.AgentMs, r.ProbeMaxMs, r.ProbeGapMs, r.ProbeErrors, r.WorkloadMaxMs, r.WorkloadErrors, r.RecoveryS, r.Seconds, units.FormatBytes(float64(r.Bytes)))
 	}
 	fmt.Fprintf(&b, "\nLedger, checked row by row on the final owner: %d writes acknowledged, %d missing, %d duplicated (%d failed transactions over the run).\n",
 		res.WritesAcknowledged, res.WritesMissing, res.WritesDuplicated, res.WorkloadErrors)
-	fmt.Fprintf(&b, "\nFiles: summary.json, probe.csv (every probe; mode/run/since_hold_s set within a move's window), downtime.png.\n")
+	fmt.Fprintf(&b, "\nFiles: summary.json, probe.csv (every probe; mode/run/since_hold_s set within a move's window), workload.csv (the YCSB workload per second), downtime.png.\n")
 	return b.String()
 }

@@ -98,9 +98,42 @@ func TestDtWorkloadAround(t *testing.T) {
 	}
 }
 
+func TestDtRecovery(t *testing.T) {
+	secs := []workload.Second{
+		{T: 0, Count: 10, MeanMs: 10},
+		{T: 1, Count: 10, MeanMs: 12},
+		{T: 2, Count: 0},                             // frozen
+		{T: 3, Count: 40, MeanMs: 300, QueueLen: 20}, // backlog
+		{T: 4, Count: 30, MeanMs: 15, QueueLen: 2},   // fast, but still queued
+		{T: 5, Count: 20, MeanMs: 25},                // too slow
+		{T: 6, Count: 20, MeanMs: 19},
+	}
+	if m := dtMeanLatency(secs, 0, 2); m != 11 {
+		t.Fatalf("mean of seconds 0-1 = %v, want 11", m)
+	}
+	if m := dtMeanLatency(secs, 2, 3); !math.IsNaN(m) {
+		t.Fatalf("mean of an empty second = %v, want NaN", m)
+	}
+	// Released at 2.6 s: second 2 started before the release; 6 is the first good one.
+	if rs, ok := dtRecovery(secs, 2600*time.Millisecond, 20); !ok || math.Abs(rs-4.4) > 1e-9 {
+		t.Fatalf("recovery = %v, %v; want 4.4 s", rs, ok)
+	}
+	if _, ok := dtRecovery(secs, 2600*time.Millisecond, 18); ok {
+		t.Fatal("recovered under a limit no second meets")
+	}
+	// A run that never recovered ranks above the others; most not recovered → -1.
+	r := DowntimeResult{Live: []DowntimeRun{{RecoveryS: 2}, {RecoveryS: -1}, {RecoveryS: 1}},
+		StopAndCopy: []DowntimeRun{{RecoveryS: -1}, {RecoveryS: 3}, {RecoveryS: -1}}}
+	r.summarise()
+	if r.LiveRecoveryS != 2 || r.StopAndCopyRecoveryS != -1 {
+		t.Fatalf("recovery medians %v, %v; want 2, -1", r.LiveRecoveryS, r.StopAndCopyRecoveryS)
+	}
+}
+
 func TestDowntimeOptionsCheck(t *testing.T) {
 	for _, o := range []DowntimeOptions{{Size: 10}, {Runs: -1}, {Runs: 101}, {TxRate: -1}, {TxRate: math.Inf(1)}, {MPL: -2},
-		{Rate: -5}, {Rate: math.NaN()}, {ProbeInterval: time.Microsecond}, {Window: -time.Second}} {
+		{Rate: -5}, {Rate: math.NaN()}, {ProbeInterval: time.Microsecond}, {Window: -time.Second}, {Baseline: time.Second},
+		{Recover: -1}, {RecoverFactor: 0.5}, {RecoverFactor: math.NaN()}} {
 		if err := o.Check(); err == nil || !strings.HasPrefix(err.Error(), "downtime: ") {
 			t.Errorf("%+v: error %v", o, err)
 		}
@@ -128,7 +161,7 @@ func TestDowntimeSmall(t *testing.T) {
 	}
 	defer bed.Close()
 	out := filepath.Join(t.TempDir(), "downtime")
-	res, err := Downtime(ctx, bed, DowntimeOptions{Out: out, Size: 5e6, Runs: 1, TxRate: 50, MPL: 2, Settle: time.Second, Progress: t.Logf})
+	res, err := Downtime(ctx, bed, DowntimeOptions{Out: out, Size: 5e6, Runs: 1, TxRate: 50, MPL: 2, Baseline: 2 * time.Second, Settle: time.Second, Progress: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +215,10 @@ func TestDowntimeSmall(t *testing.T) {
 	if rows[0][0] != "t_s" || modes["live"] == 0 || modes["stop-and-copy"] == 0 {
 		t.Fatalf("probe.csv: header %v, rows per mode %v", rows[0], modes)
 	}
-	for _, name := range []string{"report.md", "downtime.png"} {
+	if !(res.BaselineMeanMs > 0) || res.RecoveryLimitMs < res.BaselineMeanMs+5 {
+		t.Fatalf("baseline %v ms, recovery limit %v ms", res.BaselineMeanMs, res.RecoveryLimitMs)
+	}
+	for _, name := range []string{"report.md", "downtime.png", "workload.csv"} {
 		if st, err := os.Stat(filepath.Join(out, name)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", name, err)
 		}

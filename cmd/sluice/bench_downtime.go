@@ -22,6 +22,7 @@ func init() {
 		o                     experiment.DowntimeOptions
 		size, rate            string
 		probe, window, settle string
+		baseline, recover     string
 		cpus                  float64
 		memoryMB              int
 		asJSON                bool
@@ -41,7 +42,10 @@ successful probes within --window of the hold and release are the client-visible
 longest YCSB transaction completed in those seconds is reported too. At the end every
 acknowledged write is checked row by row on the final owner; a missing or duplicated one fails
 the run. --json prints the medians (live_freeze_ms, stop_and_copy_downtime_ms, …), the ledger
-counts and every run. --out gets summary.json, probe.csv, report.md and downtime.png.`,
+counts and every run. After each move the next waits until the workload has recovered (a whole
+second with no arrival queued and a mean latency ≤ 2× the --baseline mean; at most --recover);
+that time is reported as recovery_s. --out gets summary.json, probe.csv, workload.csv, report.md
+and downtime.png.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
@@ -59,7 +63,8 @@ counts and every run. --out gets summary.json, probe.csv, report.md and downtime
 			for _, d := range []struct {
 				name, v string
 				to      *time.Duration
-			}{{"--probe-interval", probe, &o.ProbeInterval}, {"--window", window, &o.Window}, {"--settle", settle, &o.Settle}} {
+			}{{"--probe-interval", probe, &o.ProbeInterval}, {"--window", window, &o.Window}, {"--settle", settle, &o.Settle},
+				{"--baseline", baseline, &o.Baseline}, {"--recover", recover, &o.Recover}} {
 				if *d.to, err = time.ParseDuration(d.v); err != nil || *d.to < time.Millisecond {
 					return usagef("bench downtime: %s %q: want a duration of at least 1ms, such as 5ms", d.name, d.v)
 				}
@@ -113,9 +118,10 @@ counts and every run. --out gets summary.json, probe.csv, report.md and downtime
 				return writeJSON(cmd.OutOrStdout(), res)
 			}
 			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "\n%-14s %10s %14s %14s %16s %12s\n", "mode", "agent ms", "probe max ms", "probe gap ms", "workload max ms", "migration s")
-			fmt.Fprintf(w, "%-14s %10.1f %14.1f %14.1f %16.1f %12.1f\n", "live", res.LiveFreezeMs, res.LiveProbeMaxMs, res.LiveProbeGapMs, res.LiveWorkloadMaxMs, res.LiveSeconds)
-			fmt.Fprintf(w, "%-14s %10.1f %14.1f %14.1f %16.1f %12.1f\n", "stop-and-copy", res.StopAndCopyDowntimeMs, res.StopAndCopyProbeMaxMs, res.StopAndCopyProbeGapMs, res.StopAndCopyWorkloadMaxMs, res.StopAndCopySeconds)
+			fmt.Fprintf(w, "\n%-14s %10s %14s %14s %16s %11s %12s\n", "mode", "agent ms", "probe max ms", "probe gap ms", "workload max ms", "recovery s", "migration s")
+			fmt.Fprintf(w, "%-14s %10.1f %14.1f %14.1f %16.1f %11.2f %12.1f\n", "live", res.LiveFreezeMs, res.LiveProbeMaxMs, res.LiveProbeGapMs, res.LiveWorkloadMaxMs, res.LiveRecoveryS, res.LiveSeconds)
+			fmt.Fprintf(w, "%-14s %10.1f %14.1f %14.1f %16.1f %11.2f %12.1f\n", "stop-and-copy", res.StopAndCopyDowntimeMs, res.StopAndCopyProbeMaxMs, res.StopAndCopyProbeGapMs, res.StopAndCopyWorkloadMaxMs, res.StopAndCopyRecoveryS, res.StopAndCopySeconds)
+			fmt.Fprintf(w, "(baseline mean latency %.1f ms; recovered = a second with no queue and a mean ≤ %.1f ms)\n", res.BaselineMeanMs, res.RecoveryLimitMs)
 			fmt.Fprintf(w, "(medians of %d runs each; stop-and-copy's downtime is %.1f× the live freeze)\n", len(res.Live), res.DowntimeRatio)
 			fmt.Fprintf(w, "writes acknowledged %d, missing %d, duplicated %d\n", res.WritesAcknowledged, res.WritesMissing, res.WritesDuplicated)
 			fmt.Fprintf(w, "report: %s\n", filepath.Join(o.Out, "report.md"))
@@ -131,7 +137,9 @@ counts and every run. --out gets summary.json, probe.csv, report.md and downtime
 	f.StringVar(&rate, "rate", "0", "live migration copy rate cap (e.g. 50MB/s); 0 = unlimited (stop-and-copy is never capped)")
 	f.StringVar(&probe, "probe-interval", "5ms", "how often the probe connection issues SELECT 1 through the proxy")
 	f.StringVar(&window, "window", "1s", "how far before the hold and after the release the client-visible stall is looked for")
-	f.StringVar(&settle, "settle", "3s", "workload time on the new owner between moves")
+	f.StringVar(&settle, "settle", "3s", "least workload time on the new owner between moves")
+	f.StringVar(&baseline, "baseline", "10s", "workload time before the first move (its mean latency is the baseline)")
+	f.StringVar(&recover, "recover", "60s", "longest wait after a move for the workload to recover (a second with an empty queue and a mean ≤ 2× the baseline)")
 	f.Float64Var(&cpus, "cpus", 0.5, "each server's cgroup CPU quota, cores (0 = no cap)")
 	f.IntVar(&memoryMB, "memory", 768, "each server's cgroup memory cap incl. page cache, MiB (0 = no cap)")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed for data, arrivals and keys")

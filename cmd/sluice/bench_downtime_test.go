@@ -15,7 +15,7 @@ import (
 func TestBenchDowntimeUsageErrors(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "never")
 	good := []string{"bench", "downtime", "--out", out, "--runs", "3", "--size", "200MB", "--tps", "200", "--mpl", "8",
-		"--rate", "0", "--probe-interval", "5ms", "--window", "1s", "--settle", "3s", "--cpus", "0.5", "--memory", "768"}
+		"--rate", "0", "--probe-interval", "5ms", "--window", "1s", "--settle", "3s", "--baseline", "10s", "--recover", "60s", "--cpus", "0.5", "--memory", "768"}
 	cases := []struct {
 		args []string
 		want string
@@ -29,6 +29,7 @@ func TestBenchDowntimeUsageErrors(t *testing.T) {
 		{[]string{"--probe-interval", "0s"}, "--probe-interval"},
 		{[]string{"--probe-interval", "100us"}, "--probe-interval"},
 		{[]string{"--window", "soon"}, "--window"},
+		{[]string{"--baseline", "1s"}, "baseline"},
 		{[]string{"--memory", "64"}, "memory"},
 		{[]string{"--cpus", "0.001"}, "CPU"},
 		{[]string{"extra"}, "unknown command"},
