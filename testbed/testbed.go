@@ -125,6 +125,7 @@ type Bed struct {
 
 	root    string
 	ownRoot bool
+	dev     string // the data disk's major:minor when disk caps apply
 	cancel  context.CancelFunc
 }
 
@@ -176,9 +177,8 @@ func Start(ctx context.Context, opt Options) (_ *Bed, err error) {
 	}
 	b.ProxyAPI = proxyclient.New(b.Proxy.APIAddr(), nil)
 
-	dev := ""
 	if opt.ReadMBps > 0 || opt.ReadIOPS > 0 {
-		if dev, err = cgroup.DeviceOf(b.root); err != nil {
+		if b.dev, err = cgroup.DeviceOf(b.root); err != nil {
 			return nil, fmt.Errorf("testbed: disk caps: %w", err)
 		}
 	}
@@ -194,7 +194,7 @@ func Start(ctx context.Context, opt Options) (_ *Bed, err error) {
 		peers[serverName(i)] = fmt.Sprintf("http://127.0.0.1:%d", ports[i])
 	}
 	for i := 0; i < opt.Servers; i++ {
-		s, err := b.startServer(ctx, i, bin, ports[i], peers, dev)
+		s, err := b.startServer(ctx, i, bin, ports[i], peers)
 		if s != nil {
 			b.Servers = append(b.Servers, s) // Close stops it even if it never answered
 		}
@@ -243,7 +243,7 @@ type agentConfig struct {
 	} `json:"tenant"`
 }
 
-func (b *Bed) startServer(ctx context.Context, i int, bin string, port int, peers map[string]string, dev string) (*Server, error) {
+func (b *Bed) startServer(ctx context.Context, i int, bin string, port int, peers map[string]string) (*Server, error) {
 	o := b.Opt
 	s := &Server{Name: serverName(i), URL: fmt.Sprintf("http://127.0.0.1:%d", port)}
 	base, err := freeBase(16)
@@ -270,30 +270,12 @@ func (b *Bed) startServer(ctx context.Context, i int, bin string, port int, peer
 		return nil, fmt.Errorf("testbed: %w", err)
 	}
 
-	if o.CPUs > 0 || o.MemoryMB > 0 || dev != "" {
+	if o.CPUs > 0 || o.MemoryMB > 0 || b.dev != "" {
 		if s.Group, err = cgroup.New(fmt.Sprintf("sluice-bed-%d-%s", os.Getpid(), s.Name)); err != nil {
 			return s, fmt.Errorf("testbed: %w", err)
 		}
-		if o.CPUs > 0 {
-			period := 10 * time.Millisecond
-			if err := s.Group.SetCPUQuota(period, time.Duration(o.CPUs*float64(period))); err != nil {
-				return s, err
-			}
-		}
-		if o.MemoryMB > 0 {
-			if err := s.Group.SetMemoryLimit(int64(o.MemoryMB) << 20); err != nil {
-				return s, err
-			}
-		}
-		if o.ReadMBps > 0 {
-			if err := s.Group.SetIOLimit(dev, int64(o.ReadMBps*1e6), 0); err != nil {
-				return s, err
-			}
-		}
-		if o.ReadIOPS > 0 {
-			if err := s.Group.SetIOPSLimit(dev, o.ReadIOPS, 0); err != nil {
-				return s, err
-			}
+		if err := b.setLimits(s, true); err != nil {
+			return s, err
 		}
 	}
 
@@ -340,6 +322,40 @@ func (b *Bed) startServer(ctx context.Context, i int, bin string, port int, peer
 	}
 }
 
+// setLimits applies the options' CPU and disk caps to s's group (on), or
+// lifts them (off). The memory cap stays.
+func (b *Bed) setLimits(s *Server, on bool) error {
+	o := b.Opt
+	if s.Group == nil {
+		return nil
+	}
+	if o.MemoryMB > 0 {
+		if err := s.Group.SetMemoryLimit(int64(o.MemoryMB) << 20); err != nil {
+			return err
+		}
+	}
+	if o.CPUs > 0 {
+		period, quota := 10*time.Millisecond, time.Duration(0)
+		if on {
+			quota = time.Duration(o.CPUs * float64(period))
+		}
+		if err := s.Group.SetCPUQuota(period, quota); err != nil {
+			return err
+		}
+	}
+	if b.dev == "" {
+		return nil
+	}
+	rbps, riops := int64(0), int64(0)
+	if on {
+		rbps, riops = int64(o.ReadMBps*1e6), o.ReadIOPS
+	}
+	if err := s.Group.SetIOLimit(b.dev, rbps, 0); err != nil {
+		return err
+	}
+	return s.Group.SetIOPSLimit(b.dev, riops, 0)
+}
+
 // freeBase returns a tenant base port with n free ports above it.
 func freeBase(n int) (int, error) {
 	for try := 0; try < 100; try++ {
@@ -368,8 +384,8 @@ func freeBase(n int) (int, error) {
 
 // CreateTenant creates tenant name on Servers[server], routes it in the
 // proxy, and loads Slacker's YCSB usertable to about size bytes through the
-// proxy (then CHECKPOINT, so the copy and the workload start from a clean
-// state).
+// proxy (then VACUUM and CHECKPOINT, so the copy and the workload start
+// from a clean state).
 func (b *Bed) CreateTenant(ctx context.Context, server int, name string, size int64, seed uint64) (Tenant, error) {
 	if server < 0 || server >= len(b.Servers) {
 		return Tenant{}, fmt.Errorf("testbed: no server %d", server)
@@ -382,6 +398,12 @@ func (b *Bed) CreateTenant(ctx context.Context, server int, name string, size in
 	if err := b.ProxyAPI.SetRoute(ctx, proxyclient.Route{Tenant: tn.Name, Addr: net.JoinHostPort(tn.Host, strconv.Itoa(tn.Port)), Database: tn.Database}); err != nil {
 		return Tenant{}, err
 	}
+	// Loading is setup, not the experiment: the server's limits are lifted
+	// meanwhile.
+	if err := b.setLimits(s, false); err != nil {
+		return Tenant{}, err
+	}
+	defer b.setLimits(s, true)
 	t := Tenant{Name: tn.Name, DSN: fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", b.Proxy.Addr(), tn.Name)}
 	conn, err := pgx.Connect(ctx, t.DSN)
 	if err != nil {
@@ -391,6 +413,11 @@ func (b *Bed) CreateTenant(ctx context.Context, server int, name string, size in
 	lr, err := workload.Load(ctx, conn, workload.RowsForSize(size), seed, nil)
 	if err != nil {
 		return t, fmt.Errorf("testbed: load %s: %w", name, err)
+	}
+	// VACUUM sets the hint bits and the visibility map now, so the first
+	// trial does not pay for them; CHECKPOINT writes them out.
+	if _, err := conn.Exec(ctx, "VACUUM (ANALYZE) usertable"); err != nil {
+		return t, fmt.Errorf("testbed: %s: %w", name, err)
 	}
 	if _, err := conn.Exec(ctx, "CHECKPOINT"); err != nil {
 		return t, fmt.Errorf("testbed: %s: %w", name, err)
