@@ -1,0 +1,204 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/sluicedb/sluice/experiment"
+	"github.com/sluicedb/sluice/internal/units"
+	"github.com/sluicedb/sluice/testbed"
+	"github.com/sluicedb/sluice/workload"
+)
+
+// The closed-loop benchmarks (Slacker's experiments) on cgroup-limited
+// servers: slack-sweep, step40, multitenant. Their shared flags describe the
+// servers, the tenant and the workload.
+
+type loopFlags struct {
+	out, size, maxRate, keys string
+	cpus                     float64
+	memoryMB                 int
+	readMBps                 float64
+	readIOPS                 int64
+	tps                      float64
+	mpl                      int
+	kp, ki, kd               float64
+	seed                     uint64
+	json                     bool
+}
+
+func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string) {
+	fs.StringVar(&f.out, "out", filepath.Join("out", "bench", scenario), "output directory (CSV, summary JSON, Markdown report, PNG plots)")
+	fs.StringVar(&f.size, "size", size, "tenant data size (Slacker: 1 GB)")
+	fs.Float64Var(&f.cpus, "cpus", 0.5, "each server's CPU quota, cores (cgroup; shared by its agent and tenants)")
+	fs.IntVar(&f.memoryMB, "memory", 512, "each server's memory cap, MiB, page cache included (cgroup)")
+	fs.Float64Var(&f.readMBps, "read-mbps", 30, "each server's read bandwidth on the data disk, MB/s (cgroup blkio); 0 = none")
+	fs.Int64Var(&f.readIOPS, "read-iops", 0, "each server's read operations per second on the data disk; 0 = none")
+	fs.Float64Var(&f.tps, "tps", 100, "workload arrivals per second (Poisson)")
+	fs.IntVar(&f.mpl, "mpl", 8, "workload connections (multiprogramming level)")
+	fs.StringVar(&f.keys, "keys", "uniform", "workload key distribution: uniform, zipfian or hotspot")
+	fs.StringVar(&f.maxRate, "max-rate", "30MB/s", "the controller's top migration speed")
+	fs.Float64Var(&f.kp, "kp", experiment.DefaultKp, "PID proportional gain (fraction of max rate per unit change of error normalised by the setpoint)")
+	fs.Float64Var(&f.ki, "ki", experiment.DefaultKi, "PID integral gain")
+	fs.Float64Var(&f.kd, "kd", 0, "PID derivative gain")
+	fs.Uint64Var(&f.seed, "seed", 1, "workload seed")
+	fs.BoolVar(&f.json, "json", false, "print the summary as JSON")
+}
+
+// parse checks the flags and returns the testbed options and the
+// experiment's common options. name prefixes errors.
+func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, experiment.Common, error) {
+	var c experiment.Common
+	size, err := units.ParseBytes(f.size)
+	if err != nil {
+		return testbed.Options{}, c, usagef("bench %s: --size: %v", name, err)
+	}
+	maxRate, err := units.ParseRate(f.maxRate)
+	if err != nil || !(maxRate > 0) || math.IsInf(maxRate, 0) {
+		return testbed.Options{}, c, usagef("bench %s: --max-rate %q: want a positive finite rate such as 30MB/s", name, f.maxRate)
+	}
+	dist := workload.Distribution(f.keys)
+	if _, err := workload.NewKeyChooser(dist, 10); err != nil {
+		return testbed.Options{}, c, usagef("bench %s: --keys %q: want uniform, zipfian or hotspot", name, f.keys)
+	}
+	switch {
+	case size < 1e6:
+		return testbed.Options{}, c, usagef("bench %s: --size %s is below 1 MB", name, f.size)
+	case !(f.tps > 0) || math.IsInf(f.tps, 0):
+		return testbed.Options{}, c, usagef("bench %s: --tps must be a positive number", name)
+	case f.mpl < 1 || f.mpl > 1000:
+		return testbed.Options{}, c, usagef("bench %s: --mpl must be in 1..1000", name)
+	case f.kp < 0 || f.ki <= 0 || f.kd < 0 || math.IsNaN(f.kp+f.ki+f.kd):
+		return testbed.Options{}, c, usagef("bench %s: PID gains must be non-negative and --ki positive", name)
+	case f.cpus == 0 || f.memoryMB == 0:
+		return testbed.Options{}, c, usagef("bench %s: --cpus and --memory must be positive (negative: no cap)", name)
+	}
+	bo := testbed.Options{CPUs: f.cpus, MemoryMB: f.memoryMB, ReadMBps: f.readMBps, ReadIOPS: f.readIOPS}
+	if err := bo.Check(); err != nil {
+		return bo, c, usagef("bench %s: %v", name, err)
+	}
+	kp, ki, kd := f.kp, f.ki, f.kd
+	c = experiment.Common{
+		Out: f.out, Command: "sluice " + strings.Join(os.Args[1:], " "), Size: size,
+		Workload: workload.Config{Rate: f.tps, MPL: f.mpl, Distribution: dist},
+		MaxRate:  maxRate, Kp: &kp, Ki: &ki, Kd: &kd, Seed: f.seed,
+	}
+	if !f.json {
+		c.Progress = func(format string, args ...any) {
+			fmt.Fprintf(cmd.ErrOrStderr(), "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+		}
+		bo.Progress = c.Progress
+	}
+	return bo, c, nil
+}
+
+// runOnBed starts the testbed, runs fn, and stops the bed even on ^C. It
+// prints fn's result as JSON with --json, else the Markdown report.
+func runOnBed(cmd *cobra.Command, f *loopFlags, bo testbed.Options, fn func(ctx context.Context, bed *testbed.Bed) (any, error)) error {
+	out := f.out
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("bench: needs root (cgroup v1 groups for the servers)")
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	bed, err := testbed.Start(ctx, bo)
+	if err != nil {
+		return err
+	}
+	defer bed.Close()
+	res, err := fn(ctx, bed)
+	if err != nil {
+		return err
+	}
+	if f.json {
+		return writeJSON(cmd.OutOrStdout(), res)
+	}
+	rep, err := os.ReadFile(filepath.Join(out, experiment.ReportFile))
+	if err != nil {
+		return err
+	}
+	_, err = cmd.OutOrStdout().Write(rep)
+	return err
+}
+
+// parseList parses a comma-separated list with parse.
+func parseList(s string, parse func(string) (float64, error)) ([]float64, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []float64
+	for _, p := range strings.Split(s, ",") {
+		v, err := parse(strings.TrimSpace(p))
+		if err != nil {
+			return nil, err
+		}
+		if !(v > 0) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("%q must be positive and finite", p)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// parseMs parses "40ms", "0.04s" or "40" (ms) into milliseconds.
+func parseMs(s string) (float64, error) {
+	if v, err := strconv.ParseFloat(s, 64); err == nil {
+		return v, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration", s)
+	}
+	return float64(d) / float64(time.Millisecond), nil
+}
+
+func init() {
+	var f loopFlags
+	var rates, setpoints string
+	cmd := &cobra.Command{
+		Use:   "slack-sweep [--out DIR] [--json]",
+		Short: "Slacker Fig. 11: fixed rates vs PID setpoints, latency and migration time",
+		Long: `Starts two cgroup-limited servers (agent + tenant postmasters in one cgroup: CPU
+quota, memory cap with the page cache, read bandwidth cap), loads a tenant
+(Slacker's YCSB usertable, 1 GB by default), measures the workload's baseline,
+then migrates the tenant back and forth under the workload: once per fixed rate
+(--fixed-rates) and once per PID setpoint (--setpoints; default 2, 3, 4 and 6 ×
+the baseline mean latency). Every migration's acknowledged writes are checked
+row by row. Writes series.csv, summary.json, report.md and PNG plots to --out.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			bo, c, err := f.parse("slack-sweep", cmd)
+			if err != nil {
+				return err
+			}
+			o := experiment.SweepOptions{Common: c}
+			if o.FixedRates, err = parseList(rates, units.ParseRate); err != nil {
+				return usagef("bench slack-sweep: --fixed-rates: %v", err)
+			}
+			if o.Setpoints, err = parseList(setpoints, parseMs); err != nil {
+				return usagef("bench slack-sweep: --setpoints: %v", err)
+			}
+			return runOnBed(cmd, &f, bo, func(ctx context.Context, bed *testbed.Bed) (any, error) {
+				return experiment.SlackSweep(ctx, bed, o)
+			})
+		},
+	}
+	f.register(cmd.Flags(), "slack-sweep", "1GB")
+	cmd.Flags().StringVar(&rates, "fixed-rates", "6MB/s,10MB/s,14MB/s,18MB/s", "fixed migration rates, comma-separated")
+	cmd.Flags().StringVar(&setpoints, "setpoints", "", "PID setpoints, comma-separated (e.g. 20ms,40ms); default 2,3,4,6 × the baseline mean latency")
+	benchCmd.AddCommand(cmd)
+}

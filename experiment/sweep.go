@@ -1,0 +1,293 @@
+package experiment
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	agentclient "github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/internal/chart"
+	"github.com/sluicedb/sluice/testbed"
+	"github.com/sluicedb/sluice/workload"
+)
+
+// Common are the options every experiment shares. Zero values take the
+// defaults noted.
+type Common struct {
+	Out      string          // output directory (required)
+	Command  string          // the command line, for the report
+	Size     int64           // tenant data, bytes; default 1 GB (Slacker's)
+	Workload workload.Config // default 100 transactions/s, MPL 8, uniform keys
+	// MaxRate is the PID's top speed, bytes/s; default 30 MB/s.
+	MaxRate float64
+	// Kp, Ki, Kd are the PID's gains (fractions of MaxRate per step, error
+	// normalised by the setpoint); nil = sluice's simulator-tuned gains.
+	Kp, Ki, Kd *float64
+	Warmup     time.Duration // workload before each migration; default 10 s
+	Seed       uint64
+	Progress   func(format string, args ...any)
+}
+
+func (c *Common) defaults() error {
+	if c.Out == "" {
+		return fmt.Errorf("experiment: no output directory")
+	}
+	if c.Size == 0 {
+		c.Size = 1e9
+	}
+	if c.Workload.Rate == 0 {
+		c.Workload.Rate = 100
+	}
+	if c.Workload.MPL == 0 {
+		c.Workload.MPL = 8
+	}
+	if c.Workload.Distribution == "" {
+		c.Workload.Distribution = workload.Uniform
+	}
+	if c.MaxRate == 0 {
+		c.MaxRate = 30e6
+	}
+	if c.Warmup == 0 {
+		c.Warmup = 10 * time.Second
+	}
+	if c.Progress == nil {
+		c.Progress = func(string, ...any) {}
+	}
+	switch {
+	case c.Size < 1e6:
+		return fmt.Errorf("experiment: size %d bytes is below 1 MB", c.Size)
+	case !(c.MaxRate > 0) || math.IsInf(c.MaxRate, 0):
+		return fmt.Errorf("experiment: max rate %v must be a positive number of bytes/s", c.MaxRate)
+	case !(c.Workload.Rate > 0) || math.IsInf(c.Workload.Rate, 0):
+		return fmt.Errorf("experiment: workload rate %v must be a positive number", c.Workload.Rate)
+	}
+	return nil
+}
+
+// pidControl is the Control of a PID trial at setpoint sp (ms).
+func (c *Common) pidControl(sp float64) *agentclient.Control {
+	ctl := &agentclient.Control{Controller: "pid", SetpointMs: sp, MaxRate: c.MaxRate, Kp: c.Kp, Ki: c.Ki, Kd: c.Kd}
+	if ctl.Kp == nil && ctl.Ki == nil && ctl.Kd == nil {
+		kp, ki := DefaultKp, DefaultKi
+		ctl.Kp, ctl.Ki = &kp, &ki
+	}
+	return ctl
+}
+
+// The PID gains the experiments use unless told otherwise.
+var (
+	DefaultKp = 0.11
+	DefaultKi = 0.10
+)
+
+// SweepOptions configure the slack sweep.
+type SweepOptions struct {
+	Common
+	FixedRates []float64 // bytes/s; default 6, 10, 14, 18 MB/s
+	Setpoints  []float64 // ms; default 2, 3, 4, 6 × the baseline mean latency
+}
+
+// FixedPoint is one fixed-rate migration of the sweep (JSON keys are
+// `sluice bench slack-sweep --json`'s).
+type FixedPoint struct {
+	RateMBs          float64 `json:"rate_mb_s"`
+	MeanLatencyMs    float64 `json:"mean_latency_ms"`
+	StddevLatencyMs  float64 `json:"stddev_latency_ms"`
+	MigrationSeconds float64 `json:"migration_seconds"`
+}
+
+// PIDPoint is one PID migration of the sweep.
+type PIDPoint struct {
+	SetpointMs       float64 `json:"setpoint_ms"`
+	MeanLatencyMs    float64 `json:"mean_latency_ms"`
+	StddevLatencyMs  float64 `json:"stddev_latency_ms"`
+	MigrationSeconds float64 `json:"migration_seconds"`
+	MeanRateMBs      float64 `json:"mean_rate_mb_s"`
+}
+
+// SweepResult is `sluice bench slack-sweep --json`.
+type SweepResult struct {
+	Fixed []FixedPoint `json:"fixed"`
+	PID   []PIDPoint   `json:"pid"`
+}
+
+// SlackSweep runs Slacker's Fig. 11: migrations of one tenant back and forth
+// between two servers under the workload, first at a ladder of fixed rates,
+// then under the PID at a ladder of setpoints. Every migration's ledger is
+// checked. It writes series.csv, summary.json, report.md, sweep.png and one
+// PNG per PID trial into o.Out.
+func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepResult, error) {
+	var res SweepResult
+	if err := o.defaults(); err != nil {
+		return res, err
+	}
+	if len(o.FixedRates) == 0 {
+		o.FixedRates = []float64{6e6, 10e6, 14e6, 18e6}
+	}
+	started := time.Now()
+	say := o.Progress
+	tn, err := bed.CreateTenant(ctx, 0, "sweep", o.Size, o.Seed+1)
+	if err != nil {
+		return res, err
+	}
+	base, err := Baseline(ctx, tn, o.Workload, 20*time.Second, o.Seed+2)
+	if err != nil {
+		return res, err
+	}
+	say("baseline: mean latency %.1f ms ± %.1f at %.0f transactions/s", base.Mean, base.Std, o.Workload.Rate)
+	if len(o.Setpoints) == 0 {
+		for _, k := range []float64{2, 3, 4, 6} {
+			o.Setpoints = append(o.Setpoints, round(k*base.Mean, 1))
+		}
+	}
+	var trials []Labeled
+	to := 1
+	trial := func(name string, sp float64, req agentclient.StartMigration) (*TrialResult, error) {
+		say("%s: migrating %s to %s", name, tn.Name, bed.Servers[to].Name)
+		wc := o.Workload
+		wc.Seed = o.Seed + uint64(len(trials)) + 10
+		r, err := Trial{Bed: bed, Tenant: tn, To: to, Workload: wc, Warmup: o.Warmup, Migration: req, Progress: say}.Run(ctx)
+		if err != nil {
+			return r, fmt.Errorf("%s: %w", name, err)
+		}
+		trials = append(trials, Labeled{Name: name, SetpointMs: sp, Res: r})
+		to = 1 - to
+		return r, nil
+	}
+	for _, rate := range o.FixedRates {
+		r, err := trial(fmt.Sprintf("fixed-%.0fMBps", rate/1e6), 0, agentclient.StartMigration{Rate: rate})
+		if err != nil {
+			return res, err
+		}
+		st := Describe(r.Latencies(r.MigStart, r.MigEnd))
+		p := FixedPoint{RateMBs: round(rate/1e6, 2), MeanLatencyMs: round(st.Mean, 2), StddevLatencyMs: round(st.Std, 2), MigrationSeconds: round(r.MigEnd-r.MigStart, 1)}
+		say("fixed %.1f MB/s: latency %.1f ± %.1f ms, %.1f s; ledger %d acknowledged, 0 lost", p.RateMBs, p.MeanLatencyMs, p.StddevLatencyMs, p.MigrationSeconds, r.Check.Acknowledged)
+		res.Fixed = append(res.Fixed, p)
+	}
+	for _, sp := range o.Setpoints {
+		r, err := trial(fmt.Sprintf("pid-%gms", sp), sp, agentclient.StartMigration{Rate: o.MaxRate / 10, Control: o.pidControl(sp)})
+		if err != nil {
+			return res, err
+		}
+		st := Describe(r.Latencies(r.MigStart, r.MigEnd))
+		secs := r.MigEnd - r.MigStart
+		p := PIDPoint{SetpointMs: sp, MeanLatencyMs: round(st.Mean, 2), StddevLatencyMs: round(st.Std, 2), MigrationSeconds: round(secs, 1),
+			MeanRateMBs: round(float64(r.Migration.Summary.Bytes)/1e6/secs, 2)}
+		say("pid %.1f ms: latency %.1f ± %.1f ms, %.1f s at %.1f MB/s; ledger %d acknowledged, 0 lost", sp, p.MeanLatencyMs, p.StddevLatencyMs, p.MigrationSeconds, p.MeanRateMBs, r.Check.Acknowledged)
+		res.PID = append(res.PID, p)
+	}
+
+	// Outputs.
+	if err := writeSeries(o.Out, trials); err != nil {
+		return res, err
+	}
+	if err := writeJSON(o.Out, SummaryFile, res); err != nil {
+		return res, err
+	}
+	for _, t := range trials {
+		if t.SetpointMs > 0 {
+			if err := writePNG(o.Out, t.Name+".png", trialChart(t, fmt.Sprintf("%s: PID at setpoint %.1f ms", t.Name, t.SetpointMs))); err != nil {
+				return res, err
+			}
+		}
+	}
+	if err := writePNG(o.Out, "sweep.png", sweepChart(res)); err != nil {
+		return res, err
+	}
+	if len(res.PID) > 0 {
+		if err := writePNG(o.Out, "setpoints.png", setpointChart(res)); err != nil {
+			return res, err
+		}
+	}
+	var b strings.Builder
+	b.WriteString(reportHeader("sluice bench slack-sweep (Slacker Fig. 11)", o.Command, started, bed.Describe()))
+	fmt.Fprintf(&b, "Tenant: %d rows, %.0f MB; workload %.0f transactions/s (%s keys, MPL %d); baseline mean latency %.1f ± %.1f ms; PID max rate %.0f MB/s.\n\n",
+		tn.Rows, float64(tn.Bytes)/1e6, o.Workload.Rate, o.Workload.Distribution, o.Workload.MPL, base.Mean, base.Std, o.MaxRate/1e6)
+	b.WriteString("| fixed rate MB/s | mean latency ms | stddev ms | migration s |\n|---|---|---|---|\n")
+	for _, p := range res.Fixed {
+		fmt.Fprintf(&b, "| %.1f | %s | %s | %.1f |\n", p.RateMBs, f1(p.MeanLatencyMs), f1(p.StddevLatencyMs), p.MigrationSeconds)
+	}
+	b.WriteString("\n| PID setpoint ms | mean latency ms | error vs setpoint | stddev ms | migration s | mean rate MB/s |\n|---|---|---|---|---|---|\n")
+	for _, p := range res.PID {
+		fmt.Fprintf(&b, "| %.1f | %s | %+.1f %% | %s | %.1f | %.1f |\n", p.SetpointMs, f1(p.MeanLatencyMs), 100*(p.MeanLatencyMs-p.SetpointMs)/p.SetpointMs, f1(p.StddevLatencyMs), p.MigrationSeconds, p.MeanRateMBs)
+	}
+	b.WriteString("\n")
+	b.WriteString(ledgerLines(trials))
+	b.WriteString("\n![sweep](sweep.png)\n\n![setpoints](setpoints.png)\n")
+	return res, writeFile(o.Out, ReportFile, b.String())
+}
+
+// sweepChart plots mean latency against migration time for both ladders
+// (the trade-off: lower and left is better) and achieved latency against
+// the setpoint.
+func sweepChart(r SweepResult) chart.Chart {
+	var fx, fy, px, py []float64
+	fixed := append([]FixedPoint(nil), r.Fixed...)
+	sort.Slice(fixed, func(i, j int) bool { return fixed[i].MigrationSeconds < fixed[j].MigrationSeconds })
+	for _, p := range fixed {
+		fx, fy = append(fx, p.MigrationSeconds), append(fy, p.MeanLatencyMs)
+	}
+	pid := append([]PIDPoint(nil), r.PID...)
+	sort.Slice(pid, func(i, j int) bool { return pid[i].MigrationSeconds < pid[j].MigrationSeconds })
+	for _, p := range pid {
+		px, py = append(px, p.MigrationSeconds), append(py, p.MeanLatencyMs)
+	}
+	c1 := chart.Chart{
+		Title:  "slack sweep: mean latency during the migration vs its duration",
+		XLabel: "migration seconds",
+		Panels: []chart.Panel{{YLabel: "mean latency, ms", Series: []chart.Series{
+			{Name: "fixed rates", X: fx, Y: fy}, {Name: "PID setpoints", X: px, Y: py},
+		}}},
+	}
+	return c1
+}
+
+// setpointChart plots the PID's achieved mean latency against its setpoint.
+func setpointChart(r SweepResult) chart.Chart {
+	pid := append([]PIDPoint(nil), r.PID...)
+	sort.Slice(pid, func(i, j int) bool { return pid[i].SetpointMs < pid[j].SetpointMs })
+	var sx, sy []float64
+	for _, p := range pid {
+		sx, sy = append(sx, p.SetpointMs), append(sy, p.MeanLatencyMs)
+	}
+	return chart.Chart{
+		Title:  "PID: achieved mean latency during the migration vs setpoint",
+		XLabel: "setpoint, ms",
+		Panels: []chart.Panel{{YLabel: "mean latency, ms", Series: []chart.Series{
+			{Name: "achieved", X: sx, Y: sy}, {Name: "= setpoint", X: sx, Y: sx, Dashed: true},
+		}}},
+	}
+}
+
+// ledgerLines reports every trial's row-by-row check.
+func ledgerLines(trials []Labeled) string {
+	var b strings.Builder
+	var ack, miss, dup int64
+	for _, t := range trials {
+		ack += t.Res.Check.Acknowledged
+		miss += t.Res.Check.Missing
+		dup += t.Res.Check.Duplicated
+	}
+	fmt.Fprintf(&b, "Ledger, every migration checked row by row on its new owner: %d acknowledged writes, %d missing, %d duplicated.\n", ack, miss, dup)
+	return b.String()
+}
+
+// Baseline runs the workload on t without a migration for d and returns the
+// latency figures after a 3 s warm-up.
+func Baseline(ctx context.Context, t testbed.Tenant, wc workload.Config, d time.Duration, seed uint64) (Stats, error) {
+	wc.DSN, wc.Duration, wc.Seed = t.DSN, d+3*time.Second, seed
+	if wc.Records == 0 {
+		wc.Records = t.Rows
+	}
+	r, err := workload.NewRunner(wc)
+	if err != nil {
+		return Stats{}, err
+	}
+	if _, err := r.Run(ctx, nil); err != nil {
+		return Stats{}, fmt.Errorf("experiment: baseline: %w", err)
+	}
+	return Describe(r.Latencies(3, 1<<30)), nil
+}

@@ -1,0 +1,258 @@
+// Package experiment runs sluice's closed-loop benchmarks on a testbed:
+// Slacker's experiments (slack sweep, step in load, multitenant) and the
+// live-vs-stop-and-copy downtime comparison. Each experiment is a list of
+// trials; a trial is one migration under Slacker's YCSB workload, recorded
+// second by second (the workload's latency, the control loop's record) and
+// checked row by row against the workload's ledger of acknowledged writes.
+package experiment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	agentclient "github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/loop"
+	"github.com/sluicedb/sluice/testbed"
+	"github.com/sluicedb/sluice/workload"
+)
+
+// Step is a change of the workload's arrival rate during a trial.
+type Step struct {
+	At     time.Duration // after the workload started
+	Factor float64       // new rate = Factor × the trial's rate
+}
+
+// Trial is one migration of Tenant to server To while the workload runs.
+type Trial struct {
+	Bed    *testbed.Bed
+	Tenant testbed.Tenant
+	To     int
+	// Workload is the tenant's load; DSN is set from Tenant, Duration is
+	// managed by the trial.
+	Workload workload.Config
+	// Warmup runs the workload before the migration starts (so the control
+	// loop starts with data and the latency before is known); default 10 s.
+	Warmup time.Duration
+	// Cooldown runs it after the migration ended; default 3 s.
+	Cooldown time.Duration
+	// Migration is the request (Tenant and To are filled in).
+	Migration agentclient.StartMigration
+	Step      *Step
+	// Others are further tenants loaded by their own workloads for the
+	// whole trial (multitenant); their latency is recorded too.
+	Others []Background
+	// Progress gets a line every 2 s; nil = none.
+	Progress func(format string, args ...any)
+}
+
+// Background is another tenant's workload during a trial.
+type Background struct {
+	Tenant   testbed.Tenant
+	Workload workload.Config
+}
+
+// TrialResult is what a trial recorded. Times are seconds since the
+// workload started.
+type TrialResult struct {
+	Seconds   []workload.Second   // the migrating tenant's workload, per second
+	Others    [][]workload.Second // each Background's, per second
+	Loop      []loop.Point        // the control loop's record; T re-based to the workload's clock
+	MigStart  float64
+	MigEnd    float64
+	StepAt    float64 // -1 without a step
+	Migration agentclient.Migration
+	Check     workload.Check // the migrating tenant's ledger, verified on its new owner
+	runner    *workload.Runner
+	others    []*workload.Runner
+}
+
+// Latencies returns the migrating tenant's transaction latencies (ms) in
+// workload seconds [from, to).
+func (r *TrialResult) Latencies(from, to float64) []float64 {
+	return r.runner.Latencies(int(math.Floor(from)), int(math.Ceil(to)))
+}
+
+// OtherLatencies is Latencies for Background i.
+func (r *TrialResult) OtherLatencies(i int, from, to float64) []float64 {
+	return r.others[i].Latencies(int(math.Floor(from)), int(math.Ceil(to)))
+}
+
+// Run performs the trial. The migration must commit and the ledger must
+// check exactly, or it is an error (the result holds what was recorded).
+func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
+	if tr.Warmup == 0 {
+		tr.Warmup = 10 * time.Second
+	}
+	if tr.Cooldown == 0 {
+		tr.Cooldown = 3 * time.Second
+	}
+	say := tr.Progress
+	if say == nil {
+		say = func(string, ...any) {}
+	}
+	res := &TrialResult{StepAt: -1}
+	wc := tr.Workload
+	wc.DSN, wc.Duration = tr.Tenant.DSN, 24*time.Hour
+	if wc.Records == 0 {
+		wc.Records = tr.Tenant.Rows
+	}
+	run, err := workload.NewRunner(wc)
+	if err != nil {
+		return res, err
+	}
+	res.runner = run
+	wctx, stopWork := context.WithCancel(ctx)
+	defer stopWork()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make([]error, 1+len(tr.Others))
+	start := time.Now()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, errs[0] = run.Run(wctx, func(s workload.Second) { mu.Lock(); res.Seconds = append(res.Seconds, s); mu.Unlock() })
+	}()
+	res.Others = make([][]workload.Second, len(tr.Others))
+	for i, o := range tr.Others {
+		oc := o.Workload
+		oc.DSN, oc.Duration = o.Tenant.DSN, 24*time.Hour
+		if oc.Records == 0 {
+			oc.Records = o.Tenant.Rows
+		}
+		or, err := workload.NewRunner(oc)
+		if err != nil {
+			return res, err
+		}
+		res.others = append(res.others, or)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[1+i] = or.Run(wctx, func(s workload.Second) { mu.Lock(); res.Others[i] = append(res.Others[i], s); mu.Unlock() })
+		}()
+	}
+	stopAll := func() error { stopWork(); wg.Wait(); return workErr(errs) }
+	since := func() float64 { return time.Since(start).Seconds() }
+	last := func() float64 {
+		mu.Lock()
+		defer mu.Unlock()
+		for i := len(res.Seconds) - 1; i >= 0; i-- {
+			if res.Seconds[i].Count > 0 {
+				return res.Seconds[i].MeanMs
+			}
+		}
+		return math.NaN()
+	}
+	stepDone := tr.Step == nil
+	doStep := func() {
+		if !stepDone && time.Since(start) >= tr.Step.At {
+			run.SetRate(tr.Step.Factor * wc.Rate)
+			res.StepAt = since()
+			stepDone = true
+			say("arrival rate ×%.2f: %.0f transactions/s", tr.Step.Factor, run.Rate())
+		}
+	}
+	if err := sleepCtx(ctx, tr.Warmup); err != nil {
+		stopAll()
+		return res, err
+	}
+	doStep()
+
+	from, _, err := tr.Bed.Owner(ctx, tr.Tenant)
+	if err != nil {
+		stopAll()
+		return res, err
+	}
+	res.MigStart = since()
+	lastSay := time.Time{}
+	m, merr := tr.Bed.Migrate(ctx, tr.Tenant, tr.To, tr.Migration, func(m agentclient.Migration) {
+		doStep()
+		if time.Since(lastSay) >= 2*time.Second {
+			lastSay = time.Now()
+			p := m.Progress
+			say("  %5.0fs %-9s %6.0f/%-6.0f MB  %6.1f MB/s  latency %6.1f ms (loop %6.1f, setpoint %.1f)",
+				since(), p.Phase, float64(p.Bytes)/1e6, float64(p.TotalBytes)/1e6, p.Rate/1e6, last(), p.LatencyMs, p.SetpointMs)
+		}
+	})
+	res.MigEnd = since()
+	res.Migration = m
+	if merr != nil {
+		stopAll()
+		return res, merr
+	}
+	// The loop's record, on the workload's clock (its t = 0 is about the
+	// migration's start).
+	if series, err := tr.Bed.Servers[from].Client.MigrationSeries(ctx, m.ID); err == nil {
+		for _, p := range series {
+			p.T += res.MigStart
+			res.Loop = append(res.Loop, p)
+		}
+	}
+	for !stepDone && ctx.Err() == nil && time.Since(start) < tr.Step.At+time.Second {
+		sleepCtx(ctx, 100*time.Millisecond)
+		doStep()
+	}
+	sleepCtx(ctx, tr.Cooldown)
+	if err := stopAll(); err != nil {
+		return res, err
+	}
+	conn, err := pgx.Connect(ctx, tr.Tenant.DSN)
+	if err != nil {
+		return res, fmt.Errorf("experiment: verify: %w", err)
+	}
+	defer conn.Close(context.Background())
+	if res.Check, err = workload.Verify(ctx, conn, run.Ledger); err != nil {
+		return res, err
+	}
+	if !res.Check.OK() {
+		return res, fmt.Errorf("experiment: %d acknowledged writes missing, %d duplicated after migration %s", res.Check.Missing, res.Check.Duplicated, m.ID)
+	}
+	return res, nil
+}
+
+func workErr(errs []error) error {
+	for _, e := range errs {
+		if e != nil && !errors.Is(e, context.Canceled) {
+			return fmt.Errorf("experiment: workload: %w", e)
+		}
+	}
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// Stats are the mean and standard deviation of latencies (ms) and their count.
+type Stats struct {
+	Mean, Std float64
+	N         int
+}
+
+// Describe computes Stats of xs (NaN mean and std when empty).
+func Describe(xs []float64) Stats {
+	if len(xs) == 0 {
+		return Stats{Mean: math.NaN(), Std: math.NaN()}
+	}
+	var s, ss float64
+	for _, x := range xs {
+		s += x
+	}
+	m := s / float64(len(xs))
+	for _, x := range xs {
+		ss += (x - m) * (x - m)
+	}
+	return Stats{Mean: m, Std: math.Sqrt(ss / float64(len(xs))), N: len(xs)}
+}
