@@ -46,12 +46,18 @@ disk over loopback TCP:
 One untimed warm-up pass of each method runs first so all see the same page-cache
 state; then --reps rounds of the three, interleaved, each round starting with the
 next method so that none always runs first. sync(2) runs (untimed) after every
-copy so dirty pages of one run do not slow the next. No method fsyncs. Progress
-lines also show the CPU time each copy cost (this process, or the tar processes,
-or the pg_basebackup client; the server backend that reads files for
-pg_basebackup is not counted).
+copy so dirty pages of one run do not slow the next. No method fsyncs.
 Rates are the bytes of file data sluice copied divided by each method's wall time,
-in MB/s (10^6 bytes); the median round is reported.`,
+in MB/s (10^6 bytes); the median round is reported.
+
+CPU: every copy's CPU time is measured in two parts, the client (this process for
+sluice — both its sender and its receiver —, the two tar processes, the
+pg_basebackup client) and the server (every process of the PostgreSQL cluster,
+from /proc: for pg_basebackup the walsender that reads and sends the files,
+for all methods the checkpoint of the backup start). The result gives the median
+of client+server per GB (10^9 bytes) for each method: unlike the rates, CPU
+time is only mildly affected by other load on the machine. The 1-minute load
+average before and after the rounds is reported too.`,
 	Args: cobra.NoArgs,
 	RunE: runBenchSnapshot,
 }
@@ -73,6 +79,13 @@ type benchSnapshotResult struct {
 	SluiceMBs       float64 `json:"sluice_mb_s"`
 	TarMBs          float64 `json:"tar_mb_s"`
 	PgBasebackupMBs float64 `json:"pg_basebackup_mb_s"`
+	// CPU seconds (client + PostgreSQL server) per 10^9 bytes copied, median round.
+	SluiceCPUPerGB       float64 `json:"sluice_cpu_s_per_gb"`
+	TarCPUPerGB          float64 `json:"tar_cpu_s_per_gb"`
+	PgBasebackupCPUPerGB float64 `json:"pg_basebackup_cpu_s_per_gb"`
+	// 1-minute load average before the first and after the last round.
+	LoadBefore float64 `json:"load_before"`
+	LoadAfter  float64 `json:"load_after"`
 }
 
 // pgbenchMBPerScale is the approximate on-disk size of one pgbench scale
@@ -160,6 +173,12 @@ func runBenchSnapshot(cmd *cobra.Command, _ []string) error {
 	}
 	var bytes int64
 	secs := make([][]float64, len(methods))
+	cpus := make([][]float64, len(methods)) // client+server CPU seconds per round
+	pgPID, err := src.PID()
+	if err != nil {
+		return fmt.Errorf("bench snapshot: %w", err)
+	}
+	loadBefore := loadAvg1()
 	for round := 0; round <= bf.reps; round++ {
 		for k := range methods {
 			// sluice first in the warm-up (its bytes are the yardstick), then
@@ -167,6 +186,10 @@ func runBenchSnapshot(cmd *cobra.Command, _ []string) error {
 			i := (k + round) % len(methods)
 			m := methods[i]
 			dest := filepath.Join(dir, "dest-"+m.name)
+			srv0, err := treeCPU(pgPID)
+			if err != nil {
+				return fmt.Errorf("bench snapshot: %w", err)
+			}
 			start, cpu0 := time.Now(), cpuTime()
 			n, err := m.run(ctx, dest)
 			el, cpu := time.Since(start), cpuTime()-cpu0
@@ -180,20 +203,35 @@ func runBenchSnapshot(cmd *cobra.Command, _ []string) error {
 				return fmt.Errorf("bench snapshot: %w", err)
 			}
 			syscall.Sync()
+			// The server's share, read after the untimed cleanup so that the
+			// backend or walsender of the copy has exited and been reaped.
+			srv1, err := treeCPU(pgPID)
+			if err != nil {
+				return fmt.Errorf("bench snapshot: %w", err)
+			}
+			srv := srv1 - srv0
 			if round == 0 {
 				progress("warm-up %-13s %6.2fs", m.name, el.Seconds())
 				continue
 			}
 			secs[i] = append(secs[i], el.Seconds())
+			cpus[i] = append(cpus[i], (cpu + srv).Seconds())
 			detail := ""
 			if i == 0 {
 				detail = benchSluiceDetail
 			}
-			progress("round %d/%d %-13s %6.2fs %8.1f MB/s  cpu %5.2fs %s", round, bf.reps, m.name, el.Seconds(), float64(bytes)/1e6/el.Seconds(), cpu.Seconds(), detail)
+			progress("round %d/%d %-13s %6.2fs %8.1f MB/s  cpu client %5.2fs + server %5.2fs = %5.2fs/GB  load %.1f %s",
+				round, bf.reps, m.name, el.Seconds(), float64(bytes)/1e6/el.Seconds(), cpu.Seconds(), srv.Seconds(),
+				(cpu+srv).Seconds()/(float64(bytes)/1e9), loadAvg1(), detail)
 		}
 	}
 	rate := func(i int) float64 { return math.Round(float64(bytes)/1e6/medianFloat(secs[i])*10) / 10 }
-	res := benchSnapshotResult{Bytes: bytes, SluiceMBs: rate(0), TarMBs: rate(1), PgBasebackupMBs: rate(2)}
+	cpuGB := func(i int) float64 { return math.Round(medianFloat(cpus[i])/(float64(bytes)/1e9)*100) / 100 }
+	res := benchSnapshotResult{
+		Bytes: bytes, SluiceMBs: rate(0), TarMBs: rate(1), PgBasebackupMBs: rate(2),
+		SluiceCPUPerGB: cpuGB(0), TarCPUPerGB: cpuGB(1), PgBasebackupCPUPerGB: cpuGB(2),
+		LoadBefore: loadBefore, LoadAfter: loadAvg1(),
+	}
 	if bf.out != "" {
 		f, err := os.Create(bf.out)
 		if err != nil {
@@ -211,11 +249,12 @@ func runBenchSnapshot(cmd *cobra.Command, _ []string) error {
 		return writeJSON(cmd.OutOrStdout(), res)
 	}
 	w := cmd.OutOrStdout()
-	fmt.Fprintf(w, "hot snapshot of a %.1f MB tenant (pgbench -s %d), median of %d rounds after a warm-up\n", float64(bytes)/1e6, scale, bf.reps)
-	fmt.Fprintf(w, "%-14s %10s %10s\n", "method", "MB/s", "sluice/x")
-	fmt.Fprintf(w, "%-14s %10.1f %10s\n", "sluice", res.SluiceMBs, "")
-	fmt.Fprintf(w, "%-14s %10.1f %10.2f   (goal ≥ 0.90)\n", "tar", res.TarMBs, res.SluiceMBs/res.TarMBs)
-	fmt.Fprintf(w, "%-14s %10.1f %10.2f   (goal ≥ 1.00)\n", "pg_basebackup", res.PgBasebackupMBs, res.SluiceMBs/res.PgBasebackupMBs)
+	fmt.Fprintf(w, "hot snapshot of a %.1f MB tenant (pgbench -s %d), median of %d rounds after a warm-up; load average %.1f before, %.1f after\n",
+		float64(bytes)/1e6, scale, bf.reps, res.LoadBefore, res.LoadAfter)
+	fmt.Fprintf(w, "%-14s %10s %10s %12s\n", "method", "MB/s", "sluice/x", "CPU s/GB")
+	fmt.Fprintf(w, "%-14s %10.1f %10s %12.2f\n", "sluice", res.SluiceMBs, "", res.SluiceCPUPerGB)
+	fmt.Fprintf(w, "%-14s %10.1f %10.2f %12.2f   (goal ≥ 0.90)\n", "tar", res.TarMBs, res.SluiceMBs/res.TarMBs, res.TarCPUPerGB)
+	fmt.Fprintf(w, "%-14s %10.1f %10.2f %12.2f   (goal ≥ 1.00)\n", "pg_basebackup", res.PgBasebackupMBs, res.SluiceMBs/res.PgBasebackupMBs, res.PgBasebackupCPUPerGB)
 	return nil
 }
 
@@ -227,6 +266,83 @@ func cpuTime() time.Duration {
 	syscall.Getrusage(syscall.RUSAGE_SELF, &self)
 	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
 	return time.Duration(self.Utime.Nano() + self.Stime.Nano() + kids.Utime.Nano() + kids.Stime.Nano())
+}
+
+// clockTick is the unit of the times in /proc/<pid>/stat (USER_HZ, 100 on Linux).
+const clockTick = 10 * time.Millisecond
+
+// treeCPU is the CPU time (user+system) of process pid, of its live
+// children and of its children that have exited and been waited for: for
+// the postmaster, everything the PostgreSQL cluster has spent (backends,
+// walsenders, checkpointer...). Differences of two calls measure the work in
+// between, also of backends that exited in between.
+func treeCPU(pid int) (time.Duration, error) {
+	ticks := func(stat string, withChildren bool) (ppid int, t int64, err error) {
+		// The command name is in parentheses and may hold spaces: split after it.
+		i := strings.LastIndexByte(stat, ')')
+		if i < 0 {
+			return 0, 0, fmt.Errorf("malformed /proc stat %q", stat)
+		}
+		f := strings.Fields(stat[i+1:]) // f[0] is field 3 (state)
+		if len(f) < 15 {
+			return 0, 0, fmt.Errorf("malformed /proc stat %q", stat)
+		}
+		ppid, _ = strconv.Atoi(f[1])
+		last := 12 // fields 14 utime, 15 stime
+		if withChildren {
+			last = 14 // and 16 cutime, 17 cstime
+		}
+		for _, s := range f[11 : last+1] {
+			v, err := strconv.ParseInt(s, 10, 64)
+			if err != nil {
+				return 0, 0, fmt.Errorf("malformed /proc stat %q", stat)
+			}
+			t += v
+		}
+		return ppid, t, nil
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, fmt.Errorf("cpu of process %d: %w", pid, err)
+	}
+	_, total, err := ticks(string(b), true)
+	if err != nil {
+		return 0, err
+	}
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, p := range procs {
+		if p.Name()[0] < '0' || p.Name()[0] > '9' {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + p.Name() + "/stat")
+		if err != nil {
+			continue // exited meanwhile (then counted in the parent's cutime)
+		}
+		if ppid, t, err := ticks(string(b), false); err == nil && ppid == pid {
+			total += t
+		}
+	}
+	return time.Duration(total) * clockTick, nil
+}
+
+// loadAvg1 is the 1-minute load average, or -1 if unknown.
+func loadAvg1() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return -1
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return -1
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return -1
+	}
+	return v
 }
 
 func medianFloat(xs []float64) float64 {
