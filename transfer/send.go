@@ -152,7 +152,7 @@ func Send(ctx context.Context, w io.Writer, root string, entries []Entry, opts S
 		root:  root,
 		chunk: chunk,
 		nbuf:  nbuf,
-		free:  newFreeList(nbuf),
+		free:  make(chan *chunkBuf, nbuf),
 		q:     make(chan item, nbuf+64),
 		opts:  opts,
 		prog:  prog,
@@ -190,7 +190,7 @@ type reader struct {
 	chunk   int
 	nbuf    int
 	alloc   int // chunk buffers allocated so far (≤ nbuf)
-	free    *freeList
+	free    chan *chunkBuf
 	q       chan item
 	opts    SendOptions
 	prog    *Progress
@@ -232,87 +232,37 @@ func putChunkBuf(chunk int, b *chunkBuf) {
 func (r *reader) release() {
 	for it := range r.q { // left over after an error
 		if it.buf != nil {
-			r.free.put(it.buf)
+			r.free <- it.buf
 		}
 	}
-	for _, b := range r.free.drain() {
-		putChunkBuf(r.chunk, b)
+	for {
+		select {
+		case b := <-r.free:
+			putChunkBuf(r.chunk, b)
+		default:
+			return
+		}
 	}
 }
 
 // getBuf returns a free chunk buffer, allocating lazily up to nbuf and then
 // blocking until the sender returns one: this is the memory cap.
 func (r *reader) getBuf(ctx context.Context) (*chunkBuf, error) {
-	if b := r.free.tryGet(); b != nil {
+	select {
+	case b := <-r.free:
 		return b, nil
+	default:
 	}
 	if r.alloc < r.nbuf {
 		r.alloc++
 		return getChunkBuf(r.chunk), nil
 	}
-	return r.free.get(ctx)
-}
-
-// freeList holds the chunk buffers the sender has drained, last in first
-// out: the reader refills the buffer that was sent most recently, which is
-// still in the CPU caches, instead of cycling through the whole read-ahead
-// buffer (64 MiB by default, twice the L3 cache). With a FIFO the copy from
-// the page cache into cold memory cost 3.5× the socket copy of the same
-// bytes and was the largest single cost of an unthrottled copy.
-type freeList struct {
-	mu    sync.Mutex
-	bufs  []*chunkBuf
-	avail chan struct{} // holds a token after a put, to wake a waiting get
-}
-
-func newFreeList(n int) *freeList {
-	return &freeList{bufs: make([]*chunkBuf, 0, n), avail: make(chan struct{}, 1)}
-}
-
-func (l *freeList) put(b *chunkBuf) {
-	l.mu.Lock()
-	l.bufs = append(l.bufs, b)
-	l.mu.Unlock()
 	select {
-	case l.avail <- struct{}{}:
-	default:
+	case b := <-r.free:
+		return b, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
-}
-
-// tryGet pops the most recently put buffer, or returns nil.
-func (l *freeList) tryGet() *chunkBuf {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := len(l.bufs)
-	if n == 0 {
-		return nil
-	}
-	b := l.bufs[n-1]
-	l.bufs = l.bufs[:n-1]
-	return b
-}
-
-// get pops a buffer, waiting for one until ctx ends. One goroutine gets.
-func (l *freeList) get(ctx context.Context) (*chunkBuf, error) {
-	for {
-		if b := l.tryGet(); b != nil {
-			return b, nil
-		}
-		select {
-		case <-l.avail:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-}
-
-// drain empties the list and returns what it held.
-func (l *freeList) drain() []*chunkBuf {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	bs := l.bufs
-	l.bufs = nil
-	return bs
 }
 
 func (r *reader) run(ctx context.Context, entries []Entry) error {
@@ -413,11 +363,11 @@ func (r *reader) readFile(ctx context.Context, e Entry) error {
 		n, err := io.ReadFull(f, buf.b[chunkHeaderLen:chunkHeaderLen+int(want)])
 		shrunk := err == io.EOF || err == io.ErrUnexpectedEOF
 		if err != nil && !shrunk {
-			r.free.put(buf)
+			r.free <- buf
 			return fmt.Errorf("transfer: send: read %s: %w", full, err)
 		}
 		if n == 0 {
-			r.free.put(buf)
+			r.free <- buf
 			break
 		}
 		data := buf.b[chunkHeaderLen : chunkHeaderLen+n]
@@ -455,7 +405,7 @@ func (r *reader) send(ctx context.Context, w io.Writer) (SendStats, error) {
 				st.Bytes += int64(it.n)
 				r.prog.BytesSent.Add(int64(it.n))
 			}
-			r.free.put(it.buf)
+			r.free <- it.buf
 		}
 		if err != nil {
 			return st, err
