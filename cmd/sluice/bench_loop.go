@@ -202,3 +202,85 @@ row by row. Writes series.csv, summary.json, report.md and PNG plots to --out.`,
 	cmd.Flags().StringVar(&setpoints, "setpoints", "", "PID setpoints, comma-separated (e.g. 20ms,40ms); default 2,3,4,6 × the baseline mean latency")
 	benchCmd.AddCommand(cmd)
 }
+
+func init() {
+	var f loopFlags
+	var setpoint, after string
+	var factor float64
+	cmd := &cobra.Command{
+		Use:   "step40 [--out DIR] [--json]",
+		Short: "Slacker Fig. 13a: +40% arrivals during the migration, PID vs the fixed rate of equal speed",
+		Long: `On two cgroup-limited servers (see slack-sweep), migrates a tenant under the PID
+while the workload's arrival rate steps up by --factor (+40 %) --step-after into
+the migration; then migrates it back at a fixed rate equal to the PID's mean
+rate before the step, with the same step. The PID slows down and returns to
+its setpoint; the fixed rate does not. Writes series.csv, summary.json,
+report.md and step.png to --out.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			bo, c, err := f.parse("step40", cmd)
+			if err != nil {
+				return err
+			}
+			o := experiment.StepOptions{Common: c, Factor: factor}
+			if setpoint != "" {
+				if o.SetpointMs, err = parseMs(setpoint); err != nil || !(o.SetpointMs > 0) {
+					return usagef("bench step40: --setpoint %q: want a positive duration such as 40ms", setpoint)
+				}
+			}
+			if o.StepAfter, err = time.ParseDuration(after); err != nil || o.StepAfter < 0 {
+				return usagef("bench step40: --step-after %q: want a duration such as 60s", after)
+			}
+			if !(factor > 0) || math.IsInf(factor, 0) {
+				return usagef("bench step40: --factor must be a positive number")
+			}
+			return runOnBed(cmd, &f, bo, func(ctx context.Context, bed *testbed.Bed) (any, error) {
+				return experiment.StepLoad(ctx, bed, o)
+			})
+		},
+	}
+	f.register(cmd.Flags(), "step40", "1GB")
+	cmd.Flags().StringVar(&setpoint, "setpoint", "", "PID setpoint (e.g. 40ms); default 3 × the baseline mean latency")
+	cmd.Flags().StringVar(&after, "step-after", "60s", "when the arrival rate steps up, after the migration starts")
+	cmd.Flags().Float64Var(&factor, "factor", 1.4, "arrival rate multiplier at the step")
+	benchCmd.AddCommand(cmd)
+}
+
+func init() {
+	var f loopFlags
+	var setpoint string
+	var tenants int
+	cmd := &cobra.Command{
+		Use:   "multitenant [--out DIR] [--json]",
+		Short: "Slacker Fig. 13b: five tenants on a server, one moves under the PID, server-wide latency",
+		Long: `On two cgroup-limited servers (see slack-sweep), loads --tenants tenants on the
+first (--size in all), runs a workload on each (--tps in all), measures the
+server-wide baseline, then moves one tenant under the PID, whose process
+variable is the worst tenant's latency window on either server. Reports the
+server-wide and per-tenant mean latency during the migration against the
+setpoint. Writes series.csv, summary.json, report.md and multitenant.png.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			bo, c, err := f.parse("multitenant", cmd)
+			if err != nil {
+				return err
+			}
+			if tenants < 2 || tenants > 15 {
+				return usagef("bench multitenant: --tenants must be in 2..15")
+			}
+			o := experiment.MultiOptions{Common: c, Tenants: tenants}
+			if setpoint != "" {
+				if o.SetpointMs, err = parseMs(setpoint); err != nil || !(o.SetpointMs > 0) {
+					return usagef("bench multitenant: --setpoint %q: want a positive duration such as 40ms", setpoint)
+				}
+			}
+			return runOnBed(cmd, &f, bo, func(ctx context.Context, bed *testbed.Bed) (any, error) {
+				return experiment.Multitenant(ctx, bed, o)
+			})
+		},
+	}
+	f.register(cmd.Flags(), "multitenant", "1GB")
+	cmd.Flags().StringVar(&setpoint, "setpoint", "", "PID setpoint (e.g. 40ms); default 3 × the baseline server-wide mean latency")
+	cmd.Flags().IntVar(&tenants, "tenants", 5, "tenants on the source server (one moves)")
+	benchCmd.AddCommand(cmd)
+}

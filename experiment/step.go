@@ -1,0 +1,175 @@
+package experiment
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	agentclient "github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/testbed"
+)
+
+// StepOptions configure the step experiment (Slacker Fig. 13a).
+type StepOptions struct {
+	Common
+	// SetpointMs is the PID's setpoint; default 3 × the baseline mean latency.
+	SetpointMs float64
+	// StepAfter is when, after the migration starts, the arrival rate steps
+	// up; default 60 s.
+	StepAfter time.Duration
+	// Factor multiplies the arrival rate at the step; default 1.4 (+40 %).
+	Factor float64
+	// Settle is how long after the step the "after" window starts; default 10 s.
+	Settle time.Duration
+}
+
+// StepRun is one controller's figures (JSON keys are `sluice bench step40
+// --json`'s). Latencies are means over the migrating tenant's transactions:
+// before = from the migration's start to the step; after = from the step +
+// Settle to the migration's end.
+type StepRun struct {
+	MeanLatencyBeforeMs float64 `json:"mean_latency_before_ms"`
+	MeanLatencyAfterMs  float64 `json:"mean_latency_after_ms"`
+	MigrationSeconds    float64 `json:"migration_seconds"`
+}
+
+// StepResult is `sluice bench step40 --json`.
+type StepResult struct {
+	PID        StepRun `json:"pid"`
+	Fixed      StepRun `json:"fixed"`
+	SetpointMs float64 `json:"setpoint_ms"`
+}
+
+// StepLoad runs the PID at a setpoint while the arrival rate steps up
+// StepAfter into the migration, then a fixed rate equal to the PID's mean
+// rate before the step under the same step: the PID slows down and returns
+// to its setpoint, the fixed rate cannot. Writes series.csv, summary.json,
+// report.md, step.png into o.Out.
+func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult, error) {
+	var res StepResult
+	if err := o.defaults(); err != nil {
+		return res, err
+	}
+	if o.StepAfter == 0 {
+		o.StepAfter = 60 * time.Second
+	}
+	if o.Factor == 0 {
+		o.Factor = 1.4
+	}
+	if o.Settle == 0 {
+		o.Settle = 10 * time.Second
+	}
+	if o.Factor <= 0 || o.StepAfter < 0 || o.SetpointMs < 0 {
+		return res, fmt.Errorf("experiment: step factor %v, step after %v, setpoint %v ms: want positive values", o.Factor, o.StepAfter, o.SetpointMs)
+	}
+	started := time.Now()
+	say := o.Progress
+	tn, err := bed.CreateTenant(ctx, 0, "step", o.Size, o.Seed+1)
+	if err != nil {
+		return res, err
+	}
+	base, err := Baseline(ctx, tn, o.Workload, 20*time.Second, o.Seed+2)
+	if err != nil {
+		return res, err
+	}
+	if o.SetpointMs == 0 {
+		o.SetpointMs = round(3*base.Mean, 1)
+	}
+	res.SetpointMs = o.SetpointMs
+	say("baseline: mean latency %.1f ms ± %.1f; setpoint %.1f ms; +%.0f %% arrivals %v into the migration",
+		base.Mean, base.Std, o.SetpointMs, 100*(o.Factor-1), o.StepAfter)
+
+	step := &Step{At: o.Warmup + o.StepAfter, Factor: o.Factor}
+	run := func(name string, to int, req agentclient.StartMigration) (*TrialResult, StepRun, error) {
+		say("%s: migrating %s to %s", name, tn.Name, bed.Servers[to].Name)
+		wc := o.Workload
+		wc.Seed = o.Seed + uint64(to) + 10
+		r, err := Trial{Bed: bed, Tenant: tn, To: to, Workload: wc, Warmup: o.Warmup, Migration: req, Step: step, Progress: say}.Run(ctx)
+		if err != nil {
+			return r, StepRun{}, fmt.Errorf("%s: %w", name, err)
+		}
+		sr := StepRun{MigrationSeconds: round(r.MigEnd-r.MigStart, 1), MeanLatencyAfterMs: math.NaN()}
+		stepAt := r.StepAt
+		if stepAt < 0 || stepAt > r.MigEnd {
+			stepAt = r.MigEnd
+		}
+		sr.MeanLatencyBeforeMs = round(Describe(r.Latencies(r.MigStart, stepAt)).Mean, 2)
+		if after := stepAt + o.Settle.Seconds(); after < r.MigEnd {
+			sr.MeanLatencyAfterMs = round(Describe(r.Latencies(after, r.MigEnd)).Mean, 2)
+		}
+		say("%s: before the step %.1f ms, after %.1f ms (setpoint %.1f), %.1f s", name, sr.MeanLatencyBeforeMs, sr.MeanLatencyAfterMs, o.SetpointMs, sr.MigrationSeconds)
+		return r, sr, nil
+	}
+	pr, ps, err := run("pid", 1, agentclient.StartMigration{Rate: o.MaxRate / 10, Control: o.pidControl(o.SetpointMs)})
+	if err != nil {
+		return res, err
+	}
+	res.PID = ps
+	// The fixed rate of equal speed: the PID's mean rate before the step.
+	fixedRate := meanRateBefore(pr, pr.StepAt)
+	if !(fixedRate > 0) {
+		return res, fmt.Errorf("experiment: the PID moved no bytes before the step")
+	}
+	fr, fs, err := run(fmt.Sprintf("fixed-%.1fMBps", fixedRate/1e6), 0, agentclient.StartMigration{Rate: fixedRate})
+	if err != nil {
+		return res, err
+	}
+	res.Fixed = fs
+	trials := []Labeled{{Name: "pid", SetpointMs: o.SetpointMs, Res: pr}, {Name: "fixed", SetpointMs: o.SetpointMs, Res: fr}}
+	if math.IsNaN(res.PID.MeanLatencyAfterMs) || math.IsNaN(res.Fixed.MeanLatencyAfterMs) {
+		say("warning: a migration ended before step + %v: no 'after' window (use a larger --size)", o.Settle)
+	}
+
+	if err := writeSeries(o.Out, trials); err != nil {
+		return res, err
+	}
+	if err := writeJSON(o.Out, SummaryFile, jsonSafe(res)); err != nil {
+		return res, err
+	}
+	c := trialChart(trials[0], fmt.Sprintf("step40: PID at %.1f ms, +%.0f %% arrivals at %.0f s", o.SetpointMs, 100*(o.Factor-1), pr.StepAt))
+	f := trialChart(trials[1], fmt.Sprintf("fixed %.1f MB/s (the PID's rate before the step), same step at %.0f s", fixedRate/1e6, fr.StepAt))
+	c.Panels = append(c.Panels, f.Panels...)
+	c.Panels[2].Title = f.Title
+	if err := writePNG(o.Out, "step.png", c); err != nil {
+		return res, err
+	}
+	var b strings.Builder
+	b.WriteString(reportHeader("sluice bench step40 (Slacker Fig. 13a)", o.Command, started, bed.Describe()))
+	fmt.Fprintf(&b, "Tenant: %d rows, %.0f MB; workload %.0f → %.0f transactions/s %v after the migration starts (%s keys, MPL %d); baseline mean latency %.1f ± %.1f ms.\n\n",
+		tn.Rows, float64(tn.Bytes)/1e6, o.Workload.Rate, o.Factor*o.Workload.Rate, o.StepAfter, o.Workload.Distribution, o.Workload.MPL, base.Mean, base.Std)
+	fmt.Fprintf(&b, "| controller | mean latency before the step ms | after (from step + %v) ms | vs setpoint %.1f ms | migration s |\n|---|---|---|---|---|\n", o.Settle, o.SetpointMs)
+	for _, x := range []struct {
+		name string
+		r    StepRun
+	}{{"PID", res.PID}, {fmt.Sprintf("fixed %.1f MB/s", fixedRate/1e6), res.Fixed}} {
+		fmt.Fprintf(&b, "| %s | %s | %s | %+.0f %% | %.1f |\n", x.name, f1(x.r.MeanLatencyBeforeMs), f1(x.r.MeanLatencyAfterMs), 100*(x.r.MeanLatencyAfterMs-o.SetpointMs)/o.SetpointMs, x.r.MigrationSeconds)
+	}
+	b.WriteString("\n" + ledgerLines(trials) + "\n![step](step.png)\n")
+	return jsonSafe(res), writeFile(o.Out, ReportFile, b.String())
+}
+
+// meanRateBefore is the bytes/s a trial's migration moved from its start to
+// time t (workload seconds), from the control loop's record.
+func meanRateBefore(r *TrialResult, t float64) float64 {
+	p, ok := pointAt(r.Loop, t)
+	if !ok || t <= r.MigStart {
+		return 0
+	}
+	return float64(p.Bytes) / (p.T - r.MigStart)
+}
+
+// jsonSafe maps NaN figures (no data) to -1 for JSON.
+func jsonSafe(r StepResult) StepResult {
+	fix := func(x *float64) {
+		if math.IsNaN(*x) {
+			*x = -1
+		}
+	}
+	for _, s := range []*StepRun{&r.PID, &r.Fixed} {
+		fix(&s.MeanLatencyBeforeMs)
+		fix(&s.MeanLatencyAfterMs)
+	}
+	return r
+}
