@@ -78,7 +78,7 @@ func Multitenant(ctx context.Context, bed *testbed.Bed, o MultiOptions) (MultiRe
 		w.Seed = o.Seed + 100 + uint64(i)
 		bgs = append(bgs, Background{Tenant: t, Workload: w})
 	}
-	base, err := multiBaseline(ctx, tns, wc, o.Seed+50)
+	base, err := multiBaseline(ctx, tns, wc, o.BaselineFor, o.Seed+50)
 	if err != nil {
 		return res, err
 	}
@@ -152,14 +152,14 @@ func Multitenant(ctx context.Context, bed *testbed.Bed, o MultiOptions) (MultiRe
 }
 
 // multiBaseline runs every tenant's workload at once, without a migration,
-// for 20 s and returns the server-wide latency figures.
-func multiBaseline(ctx context.Context, tns []testbed.Tenant, wc workload.Config, seed uint64) (Stats, error) {
+// for d (after 3 s of warm-up) and returns the server-wide latency figures.
+func multiBaseline(ctx context.Context, tns []testbed.Tenant, wc workload.Config, d time.Duration, seed uint64) (Stats, error) {
 	var wg sync.WaitGroup
 	lats := make([][]float64, len(tns))
 	errs := make([]error, len(tns))
 	for i, t := range tns {
 		w := wc
-		w.DSN, w.Duration, w.Seed, w.Records = t.DSN, 23*time.Second, seed+uint64(i), t.Rows
+		w.DSN, w.Duration, w.Seed, w.Records = t.DSN, d+3*time.Second, seed+uint64(i), t.Rows
 		r, err := workload.NewRunner(w)
 		if err != nil {
 			return Stats{}, err

@@ -70,7 +70,7 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 	if err != nil {
 		return res, err
 	}
-	base, err := Baseline(ctx, tn, o.Workload, 20*time.Second, o.Seed+2)
+	base, err := Baseline(ctx, tn, o.Workload, o.BaselineFor, o.Seed+2)
 	if err != nil {
 		return res, err
 	}

@@ -27,6 +27,9 @@ type Common struct {
 	// normalised by the setpoint); nil = sluice's simulator-tuned gains.
 	Kp, Ki, Kd *float64
 	Warmup     time.Duration // workload before each migration; default 10 s
+	// BaselineFor is how long the workload runs without a migration to
+	// measure the baseline; default 20 s.
+	BaselineFor time.Duration
 	Seed       uint64
 	Progress   func(format string, args ...any)
 }
@@ -52,6 +55,9 @@ func (c *Common) defaults() error {
 	}
 	if c.Warmup == 0 {
 		c.Warmup = 10 * time.Second
+	}
+	if c.BaselineFor == 0 {
+		c.BaselineFor = 20 * time.Second
 	}
 	if c.Progress == nil {
 		c.Progress = func(string, ...any) {}
@@ -133,7 +139,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	if err != nil {
 		return res, err
 	}
-	base, err := Baseline(ctx, tn, o.Workload, 20*time.Second, o.Seed+2)
+	base, err := Baseline(ctx, tn, o.Workload, o.BaselineFor, o.Seed+2)
 	if err != nil {
 		return res, err
 	}

@@ -1,0 +1,97 @@
+package experiment
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sluicedb/sluice/internal/testbin"
+	"github.com/sluicedb/sluice/testbed"
+	"github.com/sluicedb/sluice/workload"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testbin.Remove()
+	os.Exit(code)
+}
+
+// smallBed starts two servers without cgroup limits (the experiments'
+// logic, not their figures, is under test).
+func smallBed(t *testing.T) *testbed.Bed {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("agents run PostgreSQL as the postgres user: needs root")
+	}
+	b, err := testbed.Start(context.Background(), testbed.Options{Binary: testbin.Sluice(t), CPUs: -1, MemoryMB: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func small(t *testing.T) Common {
+	return Common{Out: t.TempDir(), Size: 4e6, Workload: workload.Config{Rate: 40, MPL: 4}, MaxRate: 20e6,
+		Warmup: 2 * time.Second, BaselineFor: 2 * time.Second, Progress: t.Logf}
+}
+
+func readJSON(t *testing.T, path string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func TestSlackSweepSmall(t *testing.T) {
+	b := smallBed(t)
+	c := small(t)
+	res, err := SlackSweep(context.Background(), b, SweepOptions{Common: c, FixedRates: []float64{8e6}, Setpoints: []float64{50}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Fixed) != 1 || len(res.PID) != 1 {
+		t.Fatalf("result %+v: want one fixed and one PID point", res)
+	}
+	for _, x := range []float64{res.Fixed[0].MeanLatencyMs, res.Fixed[0].MigrationSeconds, res.PID[0].MeanLatencyMs, res.PID[0].MigrationSeconds, res.PID[0].MeanRateMBs} {
+		if !(x > 0) {
+			t.Fatalf("result %+v: a figure is not positive", res)
+		}
+	}
+	m := readJSON(t, filepath.Join(c.Out, SummaryFile))
+	if len(m) != 2 || m["fixed"] == nil || m["pid"] == nil {
+		t.Fatalf("summary keys %v: want exactly fixed and pid", m)
+	}
+	for _, f := range []string{SeriesFile, ReportFile, "sweep.png", "setpoints.png", "pid-50ms.png"} {
+		if st, err := os.Stat(filepath.Join(c.Out, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
+func TestMultitenantSmall(t *testing.T) {
+	b := smallBed(t)
+	c := small(t)
+	res, err := Multitenant(context.Background(), b, MultiOptions{Common: c, Tenants: 2, SetpointMs: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Tenants) != 2 || !res.Tenants[0].Moved || res.Tenants[1].Moved || res.WritesAcknowledged == 0 || !(res.ServerMeanLatencyMs > 0) {
+		t.Fatalf("result %+v", res)
+	}
+	if owner, _, err := b.Owner(context.Background(), testbed.Tenant{Name: "tenant1"}); err != nil || owner != 1 {
+		t.Fatalf("tenant1 on server %d (%v), want 1", owner, err)
+	}
+	if owner, _, err := b.Owner(context.Background(), testbed.Tenant{Name: "tenant2"}); err != nil || owner != 0 {
+		t.Fatalf("tenant2 on server %d (%v), want 0", owner, err)
+	}
+}
