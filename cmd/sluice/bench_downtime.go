@@ -23,6 +23,7 @@ func init() {
 		size, rate            string
 		probe, window, settle string
 		baseline, recover     string
+		root                  string
 		cpus                  float64
 		memoryMB              int
 		asJSON                bool
@@ -81,7 +82,7 @@ and downtime.png.`,
 			if o.Out == "" {
 				return usagef("bench downtime: --out must not be empty")
 			}
-			bo := testbed.Options{CPUs: cpus, MemoryMB: memoryMB}
+			bo := testbed.Options{CPUs: cpus, MemoryMB: memoryMB, Root: root}
 			if cpus == 0 {
 				bo.CPUs = -1
 			}
@@ -143,6 +144,7 @@ and downtime.png.`,
 	f.Float64Var(&cpus, "cpus", 0.5, "each server's cgroup CPU quota, cores (0 = no cap)")
 	f.IntVar(&memoryMB, "memory", 768, "each server's cgroup memory cap incl. page cache, MiB (0 = no cap)")
 	f.Uint64Var(&o.Seed, "seed", 1, "seed for data, arrivals and keys")
+	f.StringVar(&root, "root", "", "keep the servers' directories (agent logs, tenant data) in this directory; default a temp dir removed at the end")
 	f.BoolVar(&asJSON, "json", false, "print only the final figures, as JSON")
 	benchCmd.AddCommand(cmd)
 }
