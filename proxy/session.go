@@ -358,6 +358,9 @@ func (s *session) cleanup() {
 // clientLoop relays client messages to the server until the client leaves
 // or an error ends the session.
 func (s *session) clientLoop(ctx context.Context) error {
+	if c, ok := s.conn.(*rawConn); ok {
+		return s.clientLoopFast(ctx, c)
+	}
 	p := s.p
 	for {
 		typ, n, err := readHeader(s.cr, &s.hdr)
@@ -377,23 +380,9 @@ func (s *session) clientLoop(ctx context.Context) error {
 			return nil
 		}
 		if boundary {
-			start := time.Now()
-			r, gen, err := s.tenant.enter(ctx)
-			if err != nil {
+			if err := s.beginTx(ctx); err != nil {
 				return s.endWithError(err)
 			}
-			if gen != s.srvGen.Load() || s.srvLost.Load() {
-				if err := s.move(ctx, r, gen); err != nil {
-					s.tenant.leave()
-					return s.endWithError(protoErrf(codeConnectionFailure, "sluice proxy: handover to %s failed: %v", r.Addr, err))
-				}
-			}
-			queued := time.Since(start)
-			s.mu.Lock()
-			s.mu.inTx = true
-			s.mu.txStart = start
-			s.mu.txQueued = queued
-			s.mu.Unlock()
 		}
 		if err := s.forward(typ, n); err != nil {
 			var we errWrite
@@ -404,6 +393,49 @@ func (s *session) clientLoop(ctx context.Context) error {
 			return s.endWithError(err)
 		}
 	}
+}
+
+// beginTx starts a transaction at a boundary: it waits while the tenant is
+// held, moves the session if the route changed, and counts it in flight.
+func (s *session) beginTx(ctx context.Context) error {
+	start := time.Now()
+	r, gen, err := s.tenant.enter(ctx)
+	if err != nil {
+		return err
+	}
+	if gen != s.srvGen.Load() || s.srvLost.Load() {
+		if err := s.move(ctx, r, gen); err != nil {
+			s.tenant.leave()
+			return protoErrf(codeConnectionFailure, "sluice proxy: handover to %s failed: %v", r.Addr, err)
+		}
+	}
+	queued := time.Since(start)
+	s.mu.Lock()
+	s.mu.inTx = true
+	s.mu.txStart = start
+	s.mu.txQueued = queued
+	s.mu.Unlock()
+	return nil
+}
+
+// tryBeginTx is beginTx when it need not wait: the tenant is not held and
+// the session's server is current. It reports false (and changes nothing)
+// otherwise; the caller then uses beginTx.
+func (s *session) tryBeginTx(now time.Time) bool {
+	gen, ok := s.tenant.tryEnter()
+	if !ok {
+		return false
+	}
+	if gen != s.srvGen.Load() || s.srvLost.Load() {
+		s.tenant.leave()
+		return false
+	}
+	s.mu.Lock()
+	s.mu.inTx = true
+	s.mu.txStart = now
+	s.mu.txQueued = 0
+	s.mu.Unlock()
+	return true
 }
 
 // forward relays one client message whose header is in s.hdr.
@@ -522,10 +554,38 @@ func (s *session) stopServer() {
 // current server at the next boundary.
 func (s *session) serverLoop(sc *serverConn) {
 	defer close(sc.done)
+	var lost bool
+	if c, sv, ok := fastPair(s.conn, sc.conn); ok {
+		lost = s.serverLoopFast(sc, sv, c)
+	} else {
+		lost = s.serverLoopGeneric(sc)
+	}
+	w := s.cw
+	km := s.killMsg.Load()
+	if km != nil {
+		w.Write(encodeMsg(nil, km))
+	}
+	w.Flush()
+	if sc.detached.Load() {
+		return
+	}
+	sc.conn.Close()
+	if km == nil && (lost || s.idleInHandover()) {
+		s.srvLost.Store(true)
+		s.p.cfg.Logf("proxy: session %d of %s: server %s went away during a handover; reconnecting at the next transaction", s.key, s.tenant.name, sc.addr)
+		return
+	}
+	// The server ended the session (or the client vanished): end it all.
+	s.conn.Close()
+}
+
+// serverLoopGeneric is serverLoop's relay through bufio (TLS clients, or
+// where raw sockets are unavailable). It returns whether a server error was
+// swallowed during a handover.
+func (s *session) serverLoopGeneric(sc *serverConn) (lost bool) {
 	var hdr [5]byte
 	var buf []byte
 	r, w := sc.r, s.cw
-	lost := false
 	for {
 		typ, n, err := readHeader(r, &hdr)
 		if err != nil {
@@ -582,22 +642,7 @@ func (s *session) serverLoop(sc *serverConn) {
 			}
 		}
 	}
-	km := s.killMsg.Load()
-	if km != nil {
-		w.Write(encodeMsg(nil, km))
-	}
-	w.Flush()
-	if sc.detached.Load() {
-		return
-	}
-	sc.conn.Close()
-	if km == nil && (lost || s.idleInHandover()) {
-		s.srvLost.Store(true)
-		s.p.cfg.Logf("proxy: session %d of %s: server %s went away during a handover; reconnecting at the next transaction", s.key, s.tenant.name, sc.addr)
-		return
-	}
-	// The server ended the session (or the client vanished): end it all.
-	s.conn.Close()
+	return lost
 }
 
 // idleInHandover reports whether the session is between transactions while

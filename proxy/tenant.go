@@ -88,6 +88,18 @@ func (t *tenant) enter(ctx context.Context) (RouteConfig, uint64, error) {
 	return r, g, nil
 }
 
+// tryEnter is enter when it need not wait: it returns the route generation
+// and true, or false when the tenant is held (nothing counted).
+func (t *tenant) tryEnter() (uint64, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.mu.held {
+		return 0, false
+	}
+	t.mu.inflight++
+	return t.mu.gen, true
+}
+
 // leave undoes enter at the end of a transaction.
 func (t *tenant) leave() {
 	t.mu.Lock()
