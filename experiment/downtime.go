@@ -21,7 +21,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -75,11 +74,8 @@ type DowntimeOptions struct {
 	// RecoverFactor: see Recover; default 2.
 	RecoverFactor float64
 	Seed          uint64
-	// Command and Machine are written into the Markdown report as given.
-	// Machine "" = "<cores> cores, <memory> GiB".
-	Command  string
-	Machine  string
-	Progress func(format string, args ...any) // nil = silent
+	Command       string                           // the command line, for the report
+	Progress      func(format string, args ...any) // nil = silent
 }
 
 // Check reports the first bad option, before anything is started.
@@ -427,7 +423,7 @@ func Downtime(ctx context.Context, bed *testbed.Bed, opt DowntimeOptions) (Downt
 		secsMu.Lock()
 		all := slices.Clone(secs)
 		secsMu.Unlock()
-		if err := writeDowntimeOutputs(opt, start, res, pr.snapshot(), wStart, all); err != nil && migErr == nil {
+		if err := writeDowntimeOutputs(opt, bed.Describe(), start, res, pr.snapshot(), wStart, all); err != nil && migErr == nil {
 			migErr = err
 		}
 	}
@@ -704,7 +700,7 @@ func (p *dtProbe) snapshot() []dtSample {
 
 // writeDowntimeOutputs writes summary.json, probe.csv, workload.csv,
 // report.md and downtime.png into opt.Out.
-func writeDowntimeOutputs(opt DowntimeOptions, start time.Time, res DowntimeResult, samples []dtSample, wStart time.Time, secs []workload.Second) error {
+func writeDowntimeOutputs(opt DowntimeOptions, bed string, start time.Time, res DowntimeResult, samples []dtSample, wStart time.Time, secs []workload.Second) error {
 	b, _ := json.MarshalIndent(res, "", "  ")
 	if err := os.WriteFile(filepath.Join(opt.Out, "summary.json"), append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("downtime: %w", err)
@@ -720,7 +716,7 @@ func writeDowntimeOutputs(opt DowntimeOptions, start time.Time, res DowntimeResu
 	if err := writeDowntimePNG(filepath.Join(opt.Out, "downtime.png"), start, samples, res, opt.Window, opt.ProbeInterval); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(opt.Out, "report.md"), []byte(downtimeReport(opt, start, res)), 0o644)
+	return writeFile(opt.Out, "report.md", downtimeReport(opt, start, res, bed))
 }
 
 // writeDowntimeCSV writes one row per probe: t_s (issue time, seconds since
@@ -839,28 +835,9 @@ func writeDowntimePNG(path string, start time.Time, samples []dtSample, res Down
 
 func dtServer(i int) string { return string(rune('A' + i)) }
 
-// dtMachine describes this machine: "<cores> cores, <memory> GiB".
-func dtMachine() string {
-	s := fmt.Sprintf("%d cores", runtime.NumCPU())
-	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemTotal:" {
-				if kb, err := strconv.ParseFloat(f[1], 64); err == nil {
-					s += fmt.Sprintf(", %.0f GiB", kb/(1<<20))
-				}
-			}
-		}
-	}
-	return s
-}
-
 // downtimeReport is the Markdown report.
-func downtimeReport(opt DowntimeOptions, start time.Time, res DowntimeResult) string {
+func downtimeReport(opt DowntimeOptions, start time.Time, res DowntimeResult, bed string) string {
 	var b strings.Builder
-	machine := opt.Machine
-	if machine == "" {
-		machine = dtMachine()
-	}
 	cmdline := opt.Command
 	if cmdline == "" {
 		cmdline = "(library call)"
@@ -869,8 +846,7 @@ func downtimeReport(opt DowntimeOptions, start time.Time, res DowntimeResult) st
 	if opt.Rate > 0 {
 		rate = units.FormatRate(opt.Rate)
 	}
-	fmt.Fprintf(&b, "## Downtime: live migration vs stop-and-copy\n\n")
-	fmt.Fprintf(&b, "Command: `%s`  \nDate: %s  \nMachine: %s\n\n", cmdline, start.UTC().Format("2006-01-02 15:04 MST"), machine)
+	b.WriteString(reportHeader("sluice bench downtime: live migration vs stop-and-copy", cmdline, start, bed))
 	fmt.Fprintf(&b, "One tenant of %s (requested %s) under Slacker's YCSB workload (%.0f transactions/s, MPL %d) through the proxy, "+
 		"moved %d times live (copy rate %s) and %d times by stop-and-copy, alternately between two servers. "+
 		"*Agent* is the agent's hold → release time (live: the handover freeze; stop-and-copy: the downtime). "+
