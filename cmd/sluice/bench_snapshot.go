@@ -277,35 +277,11 @@ const clockTick = 10 * time.Millisecond
 // walsenders, checkpointer...). Differences of two calls measure the work in
 // between, also of backends that exited in between.
 func treeCPU(pid int) (time.Duration, error) {
-	ticks := func(stat string, withChildren bool) (ppid int, t int64, err error) {
-		// The command name is in parentheses and may hold spaces: split after it.
-		i := strings.LastIndexByte(stat, ')')
-		if i < 0 {
-			return 0, 0, fmt.Errorf("malformed /proc stat %q", stat)
-		}
-		f := strings.Fields(stat[i+1:]) // f[0] is field 3 (state)
-		if len(f) < 15 {
-			return 0, 0, fmt.Errorf("malformed /proc stat %q", stat)
-		}
-		ppid, _ = strconv.Atoi(f[1])
-		last := 12 // fields 14 utime, 15 stime
-		if withChildren {
-			last = 14 // and 16 cutime, 17 cstime
-		}
-		for _, s := range f[11 : last+1] {
-			v, err := strconv.ParseInt(s, 10, 64)
-			if err != nil {
-				return 0, 0, fmt.Errorf("malformed /proc stat %q", stat)
-			}
-			t += v
-		}
-		return ppid, t, nil
-	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, fmt.Errorf("cpu of process %d: %w", pid, err)
 	}
-	_, total, err := ticks(string(b), true)
+	_, total, err := procStatTicks(string(b), true)
 	if err != nil {
 		return 0, err
 	}
@@ -321,11 +297,42 @@ func treeCPU(pid int) (time.Duration, error) {
 		if err != nil {
 			continue // exited meanwhile (then counted in the parent's cutime)
 		}
-		if ppid, t, err := ticks(string(b), false); err == nil && ppid == pid {
+		if ppid, t, err := procStatTicks(string(b), false); err == nil && ppid == pid {
 			total += t
 		}
 	}
 	return time.Duration(total) * clockTick, nil
+}
+
+// procStatTicks parses one /proc/<pid>/stat line: the parent's pid and the
+// process's user+system CPU time in clock ticks, with its waited-for
+// children's (cutime, cstime) added if withChildren.
+func procStatTicks(stat string, withChildren bool) (ppid int, t int64, err error) {
+	// The command name is in parentheses and may hold spaces and
+	// parentheses: the fields start after the last ')'.
+	i := strings.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, 0, fmt.Errorf("malformed /proc stat %q", stat)
+	}
+	f := strings.Fields(stat[i+1:]) // f[0] is field 3 (state)
+	if len(f) < 15 {
+		return 0, 0, fmt.Errorf("malformed /proc stat %q", stat)
+	}
+	if ppid, err = strconv.Atoi(f[1]); err != nil {
+		return 0, 0, fmt.Errorf("malformed /proc stat %q", stat)
+	}
+	last := 12 // fields 14 utime, 15 stime
+	if withChildren {
+		last = 14 // and 16 cutime, 17 cstime
+	}
+	for _, s := range f[11 : last+1] {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("malformed /proc stat %q", stat)
+		}
+		t += v
+	}
+	return ppid, t, nil
 }
 
 // loadAvg1 is the 1-minute load average, or -1 if unknown.
