@@ -61,7 +61,8 @@ type Options struct {
 	// SharedBuffers is the tenants' shared_buffers; default "32MB" (a small
 	// buffer pool, as Slacker's).
 	SharedBuffers string
-	// Settings are further postgresql.conf parameters for every tenant.
+	// Settings are further postgresql.conf parameters for every tenant, over
+	// the bed's own: max_wal_size 1GB and fsync off (see startServer).
 	Settings map[string]string
 	// Progress, if set, receives one line per step of setting up.
 	Progress func(format string, args ...any)
@@ -201,14 +202,15 @@ func Start(ctx context.Context, opt Options) (_ *Bed, err error) {
 		if err != nil {
 			return nil, err
 		}
-		opt.Progress("server %s: agent %s, %s", s.Name, s.URL, b.limitText())
+		opt.Progress("server %s: agent %s, %s", s.Name, s.URL, b.Describe())
 	}
 	return b, nil
 }
 
 func serverName(i int) string { return "server-" + string(rune('a'+i)) }
 
-func (b *Bed) limitText() string {
+// Describe says what each server is limited to, for reports.
+func (b *Bed) Describe() string {
 	o := b.Opt
 	s := "no limits"
 	if o.CPUs > 0 || o.MemoryMB > 0 || o.ReadMBps > 0 || o.ReadIOPS > 0 {
@@ -226,7 +228,7 @@ func (b *Bed) limitText() string {
 			s += fmt.Sprintf(", ≤ %d read IOPS", o.ReadIOPS)
 		}
 	}
-	return s
+	return s + fmt.Sprintf("; tenants: shared_buffers %s, fsync off (one disk shared by the servers)", o.SharedBuffers)
 }
 
 // agentConfig is the subset of agent.Config (JSON) the bed writes.
@@ -260,7 +262,11 @@ func (b *Bed) startServer(ctx context.Context, i int, bin string, port int, peer
 		}
 	}
 	cfg.Tenant.BasePort, cfg.Tenant.SharedBuffers = base, o.SharedBuffers
-	cfg.Tenant.Settings = map[string]string{"max_wal_size": "1GB"}
+	// fsync off: the servers share this machine's one disk, and a server's
+	// commits must not wait on the other server's writes (on separate
+	// machines they would not); durability across crashes is not what the
+	// benchmarks measure.
+	cfg.Tenant.Settings = map[string]string{"max_wal_size": "1GB", "fsync": "off"}
 	for k, v := range o.Settings {
 		cfg.Tenant.Settings[k] = v
 	}
