@@ -1,0 +1,43 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestBenchLoopUsageErrors: bad flags of the closed-loop benchmarks exit 2
+// with one line, before any server is started or output written.
+func TestBenchLoopUsageErrors(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "never")
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bench", "slack-sweep", "--out", out, "--size", "10kB"}, "--size"},
+		{[]string{"bench", "slack-sweep", "--out", out, "--size", "1GB", "--fixed-rates", "5MB/s,fast"}, "--fixed-rates"},
+		{[]string{"bench", "slack-sweep", "--out", out, "--fixed-rates", "5MB/s", "--setpoints", "40ms,-5ms"}, "--setpoints"},
+		{[]string{"bench", "slack-sweep", "--out", out, "--setpoints", "40ms", "--max-rate", "0"}, "--max-rate"},
+		{[]string{"bench", "slack-sweep", "--out", out, "--max-rate", "30MB/s", "--keys", "pareto"}, "--keys"},
+		{[]string{"bench", "slack-sweep", "--out", out, "--keys", "uniform", "--tps", "0"}, "--tps"},
+		{[]string{"bench", "slack-sweep", "--out", out, "--tps", "100", "--ki", "0"}, "--ki"},
+		{[]string{"bench", "slack-sweep", "--out", out, "--ki", "0.1", "--memory", "64"}, "memory"},
+		{[]string{"bench", "step40", "--out", out, "--factor", "0"}, "--factor"},
+		{[]string{"bench", "step40", "--out", out, "--factor", "1.4", "--step-after", "soon"}, "--step-after"},
+		{[]string{"bench", "step40", "--out", out, "--step-after", "60s", "--setpoint", "fast"}, "--setpoint"},
+		{[]string{"bench", "multitenant", "--out", out, "--tenants", "1"}, "--tenants"},
+	}
+	for _, c := range cases {
+		var stdout, errOut bytes.Buffer
+		code := run(c.args, &stdout, &errOut)
+		msg := errOut.String()
+		if code != 2 || !strings.Contains(msg, c.want) || strings.Count(msg, "\n") != 1 {
+			t.Errorf("sluice %s: exit %d, stderr %q; want 2 and one line mentioning %q", strings.Join(c.args, " "), code, msg, c.want)
+		}
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("a rejected run created %s", out)
+	}
+}
