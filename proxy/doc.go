@@ -20,6 +20,21 @@
 // (session state), and Parse/Close/Query bodies up to 1 MiB (the prepared
 // statement registry). Relaying allocates nothing per message.
 //
+// A route's server address is host:port, or, when host starts with "/", a
+// Unix socket directory and port as libpq takes them ("/var/run/postgresql:5432").
+//
+// # Relay cost
+//
+// On Linux, a session whose client and server sockets are plain TCP or Unix
+// (no TLS) is relayed by relay_fast_linux.go: each direction runs inside one
+// RawConn.Read callback and makes its read(2)/write(2) calls with
+// RawSyscall. A round trip then costs the proxy two reads and two writes,
+// as PgBouncer's, instead of also a read that fails with EAGAIN per side,
+// and the runtime's entersyscall (which wakes the sysmon thread whenever the
+// process was idle) is not on the path. TLS sessions use the bufio relay in
+// session.go. `sluice proxy --procs` (GOMAXPROCS, default 1) keeps the
+// runtime from waking and spinning a second thread per ready goroutine.
+//
 // # Timing
 //
 // A transaction runs from the first client message after a boundary — a

@@ -1,6 +1,10 @@
 package main
 
-import "testing"
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
 
 // TestParseRouteFlag: --route values, including a Unix socket directory as the host.
 func TestParseRouteFlag(t *testing.T) {
@@ -29,6 +33,28 @@ func TestParseRouteFlag(t *testing.T) {
 		}
 		if err != nil || r.Addr != c.addr || r.Database != c.db || len(r.Aliases) != c.aliases {
 			t.Errorf("%q: %+v, %v; want addr %q db %q, %d aliases", c.in, r, err, c.addr, c.db, c.aliases)
+		}
+	}
+}
+
+// TestProxySpeedFlagUsage: bad --procs / --proxy-procs / --server-transport
+// exit 2 with one line, before anything starts. (Cobra keeps flag values
+// between runs in one process, so each case sets what it relies on.)
+func TestProxySpeedFlagUsage(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"proxy", "--trust", "--tls-cert", "", "--window", "3s", "--max-message", "65536", "--route", "a=127.0.0.1:1", "--procs", "-1"}, "--procs"},
+		{[]string{"bench", "proxy", "--duration", "5s", "--clients", "8", "--scale", "1", "--rounds", "1", "--proxy-procs", "-2"}, "--proxy-procs"},
+		{[]string{"bench", "proxy", "--duration", "5s", "--clients", "8", "--scale", "1", "--rounds", "1", "--proxy-procs", "1", "--server-transport", "udp"}, "--server-transport"},
+	}
+	for _, c := range cases {
+		var out, errOut bytes.Buffer
+		code := run(c.args, &out, &errOut)
+		msg := errOut.String()
+		if code != 2 || !strings.Contains(msg, c.want) || strings.Count(msg, "\n") != 1 {
+			t.Errorf("sluice %s: exit %d, stderr %q; want 2 and one line mentioning %q", strings.Join(c.args, " "), code, msg, c.want)
 		}
 	}
 }
