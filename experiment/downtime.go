@@ -848,7 +848,7 @@ func downtimeReport(opt DowntimeOptions, start time.Time, res DowntimeResult, be
 	}
 	b.WriteString(reportHeader("sluice bench downtime: live migration vs stop-and-copy", cmdline, start, bed))
 	fmt.Fprintf(&b, "One tenant of %s (requested %s) under Slacker's YCSB workload (%.0f transactions/s, MPL %d) through the proxy, "+
-		"moved %d times live (copy rate %s) and %d times by stop-and-copy, alternately between two servers. "+
+		"moved between two servers alternately by %d live migrations (copy rate %s) and %d stop-and-copy ones. "+
 		"*Agent* is the agent's hold → release time (live: the handover freeze; stop-and-copy: the downtime). "+
 		"*Probe* is a separate connection through the proxy issuing `SELECT 1` every %v: the longest probe, and the longest gap "+
 		"between successful probes, within %v of the hold and release. *Workload max* is the longest YCSB transaction (queue + execution) "+
