@@ -95,3 +95,16 @@ func TestMultitenantSmall(t *testing.T) {
 		t.Fatalf("tenant2 on server %d (%v), want 0", owner, err)
 	}
 }
+
+func TestFixedSecondsAt(t *testing.T) {
+	fixed := []FixedPoint{{MeanLatencyMs: 30, MigrationSeconds: 50}, {MeanLatencyMs: 10, MigrationSeconds: 200}, {MeanLatencyMs: 20, MigrationSeconds: 100}}
+	for _, c := range []struct {
+		lat, want float64
+		ok        bool
+	}{{10, 200, true}, {15, 150, true}, {25, 75, true}, {30, 50, true}, {5, 0, false}, {31, 0, false}} {
+		got, ok := FixedSecondsAt(fixed, c.lat)
+		if ok != c.ok || got != c.want {
+			t.Errorf("at %v ms: %v, %v; want %v, %v", c.lat, got, ok, c.want, c.ok)
+		}
+	}
+}

@@ -216,9 +216,13 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	for _, p := range res.Fixed {
 		fmt.Fprintf(&b, "| %.1f | %s | %s | %.1f |\n", p.RateMBs, f1(p.MeanLatencyMs), f1(p.StddevLatencyMs), p.MigrationSeconds)
 	}
-	b.WriteString("\n| PID setpoint ms | mean latency ms | error vs setpoint | stddev ms | migration s | mean rate MB/s |\n|---|---|---|---|---|---|\n")
+	b.WriteString("\n| PID setpoint ms | mean latency ms | error vs setpoint | stddev ms | migration s | mean rate MB/s | fixed rate's migration s at this latency |\n|---|---|---|---|---|---|---|\n")
 	for _, p := range res.PID {
-		fmt.Fprintf(&b, "| %.1f | %s | %+.1f %% | %s | %.1f | %.1f |\n", p.SetpointMs, f1(p.MeanLatencyMs), 100*(p.MeanLatencyMs-p.SetpointMs)/p.SetpointMs, f1(p.StddevLatencyMs), p.MigrationSeconds, p.MeanRateMBs)
+		eq := "outside the fixed ladder's range"
+		if s, ok := FixedSecondsAt(res.Fixed, p.MeanLatencyMs); ok {
+			eq = fmt.Sprintf("%.1f (PID %.2f× as fast)", s, s/p.MigrationSeconds)
+		}
+		fmt.Fprintf(&b, "| %.1f | %s | %+.1f %% | %s | %.1f | %.1f | %s |\n", p.SetpointMs, f1(p.MeanLatencyMs), 100*(p.MeanLatencyMs-p.SetpointMs)/p.SetpointMs, f1(p.StddevLatencyMs), p.MigrationSeconds, p.MeanRateMBs, eq)
 	}
 	b.WriteString("\n")
 	b.WriteString(ledgerLines(trials))
@@ -296,4 +300,20 @@ func Baseline(ctx context.Context, t testbed.Tenant, wc workload.Config, d time.
 		return Stats{}, fmt.Errorf("experiment: baseline: %w", err)
 	}
 	return Describe(r.Latencies(3, 1<<30)), nil
+}
+
+// FixedSecondsAt interpolates, linearly between the fixed ladder's points
+// ordered by latency, the migration time a fixed rate needs to cause mean
+// latency lat (ms). ok is false outside the ladder's latency range.
+func FixedSecondsAt(fixed []FixedPoint, lat float64) (secs float64, ok bool) {
+	ps := append([]FixedPoint(nil), fixed...)
+	sort.Slice(ps, func(i, j int) bool { return ps[i].MeanLatencyMs < ps[j].MeanLatencyMs })
+	for i := 1; i < len(ps); i++ {
+		a, b := ps[i-1], ps[i]
+		if lat >= a.MeanLatencyMs && lat <= b.MeanLatencyMs && b.MeanLatencyMs > a.MeanLatencyMs {
+			f := (lat - a.MeanLatencyMs) / (b.MeanLatencyMs - a.MeanLatencyMs)
+			return a.MigrationSeconds + f*(b.MigrationSeconds-a.MigrationSeconds), true
+		}
+	}
+	return 0, false
 }
