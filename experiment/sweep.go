@@ -30,8 +30,8 @@ type Common struct {
 	// BaselineFor is how long the workload runs without a migration to
 	// measure the baseline; default 20 s.
 	BaselineFor time.Duration
-	Seed       uint64
-	Progress   func(format string, args ...any)
+	Seed        uint64
+	Progress    func(format string, args ...any)
 }
 
 func (c *Common) defaults() error {
