@@ -22,12 +22,13 @@
 // a hard bound: the reader blocks when every chunk buffer is in use.
 //
 // Receive also runs two stages: one goroutine decodes frames from the
-// network into a fixed set of payload buffers, the other checks and writes
-// them to disk, so reading the network overlaps writing files. Creating the
-// files is a third: Send announces every file at the start of the stream
-// ('L' frames) and the receiver creates them on background workers while
-// data flows, so the writing stage only opens a file that already exists
-// (creating a file can cost milliseconds, see prepare.go). Neither side
+// network into a fixed set of payload buffers and checksums them, the other
+// checks and writes them to disk, so reading the network overlaps writing
+// files. Creating the files is a third: Send announces every file at the
+// start of the stream ('L' frames) and the receiver creates them on a
+// background worker while data flows, so the writing stage only opens a
+// file that already exists (creating a file can cost milliseconds, see
+// prepare.go). Neither side
 // allocates per chunk once it is running: on the shared test VM fresh memory
 // costs about 4 ms per MiB in page faults, which made a per-chunk allocation
 // the largest cost of an unthrottled copy.
