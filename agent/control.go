@@ -154,6 +154,7 @@ func (a *Agent) startControl(ctx context.Context, cm catalog.Migration, r *run) 
 	l := &loop.Loop{
 		Controller: ctrl,
 		Send:       r.lim,
+		Prefetch:   r.pre,
 		Period:     time.Duration(spec.StepMs * float64(time.Millisecond)),
 		Setpoint:   time.Duration(spec.SetpointMs * float64(time.Millisecond)),
 		Observe: func(ctx context.Context, at time.Time) control.Observation {

@@ -38,7 +38,8 @@ type migrations struct {
 type run struct {
 	id      string
 	tenant  int64
-	lim     *throttle.Limiter
+	lim     *throttle.Limiter // the snapshot's send rate (and WARM's), bytes/s
+	pre     *throttle.Limiter // the snapshot's reads from disk, bytes/s; follows lim unless a controller sets it
 	abort   chan string
 	started time.Time
 
@@ -301,7 +302,8 @@ func (a *Agent) remoteTarget(pc *client.Client, tn catalog.Tenant) *RemoteTarget
 
 // launch starts the driver goroutine of a source-side migration.
 func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *migration.LocalSource, tgt migration.Target) {
-	r := &run{id: rec.ID, tenant: cm.TenantID, lim: throttle.NewLimiter(limiterRate(cm.Rate), 0), abort: make(chan string, 1), started: time.Now()}
+	r := &run{id: rec.ID, tenant: cm.TenantID, lim: throttle.NewLimiter(limiterRate(cm.Rate), 0), pre: throttle.NewLimiter(limiterRate(cm.Rate), 0), abort: make(chan string, 1), started: time.Now()}
+	src.Prefetch = r.pre
 	r.prog = migration.Progress{ID: rec.ID, Phase: rec.Phase, LagBytes: rec.LagBytes}
 	a.mig.mu.Lock()
 	if a.mig.runs[rec.ID] != nil {
@@ -575,6 +577,7 @@ func (a *Agent) SetMigrationRate(id string, rate float64) (client.Migration, err
 		return client.Migration{}, errf(http.StatusConflict, "migration %s is not running", id)
 	}
 	r.lim.SetRate(limiterRate(rate))
+	r.pre.SetRate(limiterRate(rate))
 	err = a.cat.Update(func(tx *catalog.Tx) error {
 		m, err := tx.Migration(id)
 		if err != nil {

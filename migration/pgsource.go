@@ -31,6 +31,13 @@ type LocalSource struct {
 	RetireGrace time.Duration
 	// ReplicationUser is the role a standby streams as (default: the superuser).
 	ReplicationUser string
+	// Prefetch, if set, paces the snapshot's reads of the data files into
+	// its read-ahead buffer (bytes/s read from disk); nil = as fast as the
+	// buffer drains, which starts a snapshot with a burst of up to
+	// transfer.DefaultReadAhead bytes at the disk's full speed. The agent
+	// keeps it at the send rate the controller or the operator chose
+	// (control.Decision.Prefetch).
+	Prefetch Limiter
 
 	mu   sync.Mutex
 	conn *pgx.Conn
@@ -205,6 +212,9 @@ func (s *LocalSource) SendSnapshot(ctx context.Context, w io.Writer, lim Limiter
 	opts := snapshot.SendOptions{Label: "sluice migration", Progress: prog}
 	if lim != nil {
 		opts.Limiter = lim
+	}
+	if s.Prefetch != nil {
+		opts.Prefetch = s.Prefetch
 	}
 	res, err := snapshot.Send(ctx, s.C, w, opts)
 	close(stop)
