@@ -15,9 +15,11 @@ import (
 	"unsafe"
 )
 
-// This file is the server → client relay for sessions whose two sockets are
-// both raw (rawConn: plain TCP or Unix, no TLS). It does the work of
-// serverLoop without the read that fails with EAGAIN before every wait.
+// This file is the relay for sessions whose client socket is raw (rawConn:
+// plain TCP or Unix, no TLS): clientLoopFast for client → server and, when
+// the server socket is raw too, serverLoopFast for server → client. They do
+// the work of clientLoop/forward and serverLoop without the read that fails
+// with EAGAIN before every wait.
 //
 // Why: net.Conn.Read (and RawConn.Read) first clear the socket's "readable"
 // flag in the runtime poller, then read; so a relay that waits only after a
@@ -28,18 +30,32 @@ import (
 // new data — the flag is not cleared in between, so data that arrived while
 // we were relaying is not missed (the edge-triggered poller reports every
 // arrival after a short read). Leaving the callback is always safe: the next
-// RawConn.Read starts with a read. The callback never blocks: client writes
-// inside it are non-blocking, and what the client's socket does not take is
-// written outside it, blocking, before reading on.
+// RawConn.Read starts with a read.
+//
+// One thing a short read does not tell: an end of stream (FIN) or reset that
+// arrived together with the data just read. Its readiness edge is spent, and
+// only the next read would report it. So the relay reads once more before
+// waiting where that matters — after a chunk with a server ErrorResponse (a
+// server that says goodbye, e.g. 57P01 at a handover, then closes) and when a
+// client message is left incomplete — and otherwise a read deadline every
+// eofProbeInterval makes a parked relay read once, so a peer that closed in
+// that way is noticed within that interval instead of never. The callback never blocks: client writes
+// inside it are non-blocking, and what the peer's socket does not take is
+// written outside it, blocking, before reading on. (Blocking inside would
+// also make a concurrent Close of the socket wait: poll.FD.Close waits for
+// the callback to return.)
 
 // fastRelayBuf is the input buffer size of a fast relay, bytes (like the
 // 16 KiB bufio buffers of the generic relay).
 const fastRelayBuf = 16 << 10
 
-// fastWholeLimit is the largest message body the fast relay buffers whole
-// (ReadyForQuery, ParameterStatus); larger ones are relayed uninspected,
-// as serverLoop would fail them.
+// fastWholeLimit is the largest ParameterStatus body the server → client
+// relay buffers whole to record it; a larger one is relayed uninspected.
 const fastWholeLimit = 1 << 20
+
+// eofProbeInterval bounds how long a relay can stay parked on a socket whose
+// end of stream arrived together with its last data (see above): 1 s.
+const eofProbeInterval = time.Second
 
 // fastPair returns the client and server conns as rawConns when both are.
 func fastPair(client, server net.Conn) (c, sv *rawConn, ok bool) {
@@ -61,8 +77,9 @@ type serverRelay struct {
 	skip     bool
 	out      []byte // for the client, not yet written
 
-	lost bool  // a server error was swallowed during a handover
-	err  error // why the loop ends
+	lost  bool  // a server error was swallowed during a handover
+	probe bool  // read once more before waiting (an ErrorResponse went by)
+	err   error // why the loop ends
 
 	readFn  func(fd uintptr) bool
 	writeFn func(fd uintptr) bool
@@ -85,7 +102,8 @@ func (s *session) serverLoopFast(sc *serverConn, src, dst *rawConn) (lost bool) 
 	}
 	for {
 		if sr.err == nil {
-			if err := src.rc.Read(sr.readFn); err != nil && sr.err == nil {
+			src.SetReadDeadline(time.Now().Add(eofProbeInterval))
+			if err := src.rc.Read(sr.readFn); err != nil && sr.err == nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 				sr.err = err
 			}
 		}
@@ -134,6 +152,11 @@ func (sr *serverRelay) onReadable(fd uintptr) bool {
 			return true
 		}
 		if int(n) < len(free) {
+			if sr.probe {
+				// Is the server gone after its error? Read once more.
+				sr.probe = false
+				continue
+			}
 			// Drained: pass everything on, then wait for more.
 			return !sr.flush()
 		}
@@ -218,6 +241,9 @@ func (sr *serverRelay) process() error {
 			return protoErrf(codeProtocolViolation, "invalid message length %d", l)
 		}
 		n := int(l) - 4
+		if typ == 'E' {
+			sr.probe = true
+		}
 		if typ == 'E' && s.idleInHandover() {
 			// As in serverLoop: a server being handed over says goodbye; the session will move.
 			sr.r += 5
@@ -278,6 +304,7 @@ type clientRelay struct {
 	outTo    *serverConn
 
 	slow    bool  // the message at in[r:] needs beginTx first
+	probed  bool  // the last read was the extra one after an incomplete message
 	end     bool  // the client sent Terminate
 	err     error // why the loop ends (errWrite: the server side failed)
 	blocked bool  // the last non-blocking server write left data
@@ -300,7 +327,8 @@ func (s *session) clientLoopFast(ctx context.Context, c *rawConn) error {
 	}
 	for {
 		if cr.err == nil && !cr.slow && !cr.end {
-			if err := c.rc.Read(cr.readFn); err != nil && cr.err == nil {
+			c.SetReadDeadline(time.Now().Add(eofProbeInterval))
+			if err := c.rc.Read(cr.readFn); err != nil && cr.err == nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 				cr.err = err
 			}
 		}
@@ -371,8 +399,18 @@ func (cr *clientRelay) onReadable(fd uintptr) bool {
 			return true
 		}
 		if int(n) < len(free) {
+			if cr.r < cr.w || cr.bodyLeft > 0 {
+				// A message is incomplete: read once more, so that a
+				// client that closed mid-message is noticed now.
+				if !cr.probed {
+					cr.probed = true
+					continue
+				}
+			}
+			cr.probed = false
 			return !cr.flush()
 		}
+		cr.probed = false
 		if len(cr.out) >= fastRelayBuf && !cr.flush() {
 			return true
 		}

@@ -216,3 +216,49 @@ func TestRelaySlowReader(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestClientHalfClose: a client that sends (part of) a message together with
+// its end of stream is noticed — the proxy ends the session and closes the
+// connection — instead of waiting for more forever. (The raw relay learns of
+// such an end only by reading again; see relay_fast_linux.go.)
+func TestClientHalfClose(t *testing.T) {
+	srv := newFakeServer(t)
+	p, err := New(Config{Listen: "127.0.0.1:0", APIListen: "127.0.0.1:0", Trust: true,
+		Routes: []RouteConfig{{Tenant: "acme", Addr: srv.Addr(), Database: "postgres"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	query, _ := (&pgproto3.Query{String: "select 1"}).Encode(nil)
+	for _, tc := range []struct {
+		name  string
+		input []byte
+	}{
+		{"partial-header", []byte("Q\x00")},
+		{"partial-body", query[:len(query)-3]},
+		{"complete-query", query},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, fe := rawSession(t, p.Addr(), "acme")
+			defer c.Close()
+			c.SetDeadline(time.Now().Add(8 * time.Second))
+			if _, err := c.Write(tc.input); err != nil {
+				t.Fatal(err)
+			}
+			c.(*net.TCPConn).CloseWrite()
+			for {
+				_, err := fe.Receive()
+				if err == nil {
+					continue
+				}
+				if ne, ok := err.(net.Error); ok && ne.Timeout() {
+					t.Fatal("the proxy kept the half-closed session open")
+				}
+				return // EOF: closed
+			}
+		})
+	}
+}
