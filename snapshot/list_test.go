@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/sluicedb/sluice/transfer"
 )
 
 func mkTree(t *testing.T, root string, files ...string) {
@@ -118,5 +120,28 @@ func TestRelFileNames(t *testing.T) {
 		if got := isTempRel(tc.name); got != tc.temp {
 			t.Errorf("isTempRel(%q) = %v, want %v", tc.name, got, tc.temp)
 		}
+	}
+}
+
+func TestSendOrder(t *testing.T) {
+	e := func(p string, dir bool, size int64) transfer.Entry {
+		return transfer.Entry{Path: p, Dir: dir, Size: size}
+	}
+	in := []transfer.Entry{
+		e("PG_VERSION", false, 3), e("base", true, 0), e("base/1", true, 0), e("base/1/1", false, 8192),
+		e("base/1/2", false, 900<<20), e("base/1/3", false, 8192), e("global", true, 0), e("global/1262", false, 16384),
+		e("pg_wal", true, 0), e("global/pg_control", false, 8192),
+	}
+	var got []string
+	for _, x := range sendOrder(in) {
+		got = append(got, x.Path)
+	}
+	want := []string{
+		"base", "base/1", "global", "pg_wal", // directories, as listed
+		"base/1/2", "global/1262", "base/1/1", "base/1/3", "PG_VERSION", // largest first, ties as listed
+		"global/pg_control", // last
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("sendOrder = %v, want %v", got, want)
 	}
 }

@@ -338,7 +338,9 @@ func TestSnapshotPausedAndResumed(t *testing.T) {
 	go func() {
 		defer close(errc)
 		defer lim.SetRate(math.Inf(1)) // never leave the copy paused
-		if err := poll("reader to start while paused", func() bool { return prog.FilesRead.Load() > 10 }); err != nil {
+		// Large files go first (sendOrder): the reader may fill the buffer
+		// before it has finished one file.
+		if err := poll("reader to fill the buffer while paused", func() bool { return prog.Buffered.Load() >= readAhead/2 }); err != nil {
 			errc <- err
 			return
 		}
