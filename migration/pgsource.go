@@ -38,9 +38,14 @@ type LocalSource struct {
 	// keeps it at the send rate the controller or the operator chose
 	// (control.Decision.Prefetch).
 	Prefetch Limiter
+	// WALRate, if set, makes the standby stream through a WALRelay paced at
+	// WALRate() bytes/s (the migration's send rate) instead of connecting
+	// to the postmaster directly.
+	WALRate func() float64
 
-	mu   sync.Mutex
-	conn *pgx.Conn
+	mu    sync.Mutex
+	conn  *pgx.Conn
+	relay *WALRelay
 }
 
 // NewLocalSource returns the Source for cluster c.
@@ -91,6 +96,10 @@ func (s *LocalSource) Close() error {
 		s.conn.Close(context.Background())
 		s.conn = nil
 	}
+	if s.relay != nil {
+		s.relay.Close()
+		s.relay = nil
+	}
 	return nil
 }
 
@@ -117,13 +126,27 @@ func (s *LocalSource) Info(ctx context.Context) (SourceInfo, error) {
 // Addr is the tenant's host:port.
 func (s *LocalSource) Addr() string { return s.C.Addr() }
 
-// PrimaryConnInfo is the conninfo a standby on another host uses (TCP).
+// PrimaryConnInfo is the conninfo a standby on another host uses (TCP):
+// the postmaster's address, or with WALRate set, a WALRelay's in front of
+// it (started on first use, stopped by Close; should it fail to listen, the
+// standby connects directly, unthrottled).
 func (s *LocalSource) PrimaryConnInfo() string {
 	u := s.ReplicationUser
 	if u == "" {
 		u = s.C.Options().SuperUser
 	}
-	ci := fmt.Sprintf("host=%s port=%d user=%s application_name=sluice", s.C.Host, s.C.Port, u)
+	host, port := s.C.Host, s.C.Port
+	if s.WALRate != nil {
+		s.mu.Lock()
+		if s.relay == nil {
+			s.relay, _ = StartWALRelay(s.C.Host, s.C.Addr(), s.WALRate)
+		}
+		if s.relay != nil {
+			_, port = s.relay.Addr()
+		}
+		s.mu.Unlock()
+	}
+	ci := fmt.Sprintf("host=%s port=%d user=%s application_name=sluice", host, port, u)
 	if pw := s.C.Options().Password; pw != "" {
 		ci += " password=" + pw
 	}

@@ -220,14 +220,37 @@ func confSettings(dir string) (map[string]string, error) {
 
 // StartStandby configures the received directory and starts it: as a
 // streaming standby of primaryConnInfo on slot, or (primaryConnInfo == "")
-// as a primary. A running server is left alone.
+// as a primary. A running server is left alone, except that a running
+// standby whose primary_conninfo differs (the source's WAL relay moved when
+// its agent restarted) gets the new one (ALTER SYSTEM and a reload: the
+// walreceiver reconnects).
 func (t *LocalTarget) StartStandby(ctx context.Context, m Record, primaryConnInfo, slot string) error {
 	c, err := t.cluster(m)
 	if err != nil {
 		return err
 	}
 	if c.Running() {
-		return nil
+		if primaryConnInfo == "" {
+			return nil
+		}
+		return t.withConn(ctx, m, func(conn *pgx.Conn) error {
+			var cur string
+			var standby bool
+			if err := conn.QueryRow(ctx, "SELECT current_setting('primary_conninfo'), pg_is_in_recovery()").Scan(&cur, &standby); err != nil {
+				return fmt.Errorf("migration: start standby: %w", err)
+			}
+			if !standby || cur == primaryConnInfo {
+				return nil
+			}
+			lit := "'" + strings.ReplaceAll(primaryConnInfo, "'", "''") + "'"
+			if _, err := conn.Exec(ctx, "ALTER SYSTEM SET primary_conninfo = "+lit); err != nil {
+				return fmt.Errorf("migration: start standby: new primary_conninfo: %w", err)
+			}
+			if _, err := conn.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+				return fmt.Errorf("migration: start standby: reload: %w", err)
+			}
+			return nil
+		})
 	}
 	settings, err := confSettings(m.TargetDir)
 	if err != nil {

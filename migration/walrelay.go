@@ -1,0 +1,137 @@
+package migration
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"sync"
+
+	"github.com/sluicedb/sluice/throttle"
+)
+
+// WALRelay is a TCP relay between the target's standby and the source
+// postmaster that paces the source→standby direction (the WAL stream of
+// CATCH-UP) at a rate it reads from Rate on every chunk: the delta the
+// standby pulls is throttled like the snapshot (Slacker §4.2: deltas are
+// throttled too). Without it, a standby that starts after a long snapshot
+// pulls all the WAL written meanwhile at the disk's full speed — WAL the
+// source then reads back from disk, competing with its clients.
+//
+// The pace never drops below Floor, so that a controller holding the rate
+// at 0 cannot stop the stream during HANDOVER's wait for the replay.
+type WALRelay struct {
+	// Rate returns the current pace, bytes/s (+Inf = unlimited).
+	Rate func() float64
+	// Floor is the slowest pace, bytes/s; default DefaultWALFloor.
+	Floor float64
+
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	wg     sync.WaitGroup
+	closed bool
+}
+
+// DefaultWALFloor is WALRelay's slowest pace (1 MB/s).
+const DefaultWALFloor = 1e6
+
+// relayChunk is the most the relay reads and paces at once (64 KiB).
+const relayChunk = 64 << 10
+
+// StartWALRelay listens on host:0 and relays every connection to target
+// (host:port), pacing target→client bytes by r.Rate.
+func StartWALRelay(host, target string, rate func() float64) (*WALRelay, error) {
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
+	if err != nil {
+		return nil, fmt.Errorf("migration: WAL relay: %w", err)
+	}
+	r := &WALRelay{Rate: rate, Floor: DefaultWALFloor, ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	r.wg.Add(1)
+	go r.accept()
+	return r, nil
+}
+
+// Addr is the relay's host and port.
+func (r *WALRelay) Addr() (string, int) {
+	a := r.ln.Addr().(*net.TCPAddr)
+	return a.IP.String(), a.Port
+}
+
+func (r *WALRelay) accept() {
+	defer r.wg.Done()
+	for {
+		c, err := r.ln.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.Dial("tcp", r.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		if !r.track(c, s) {
+			return
+		}
+		r.wg.Add(2)
+		go func() { defer r.wg.Done(); io.Copy(s, c); s.(*net.TCPConn).CloseWrite() }()
+		go func() { defer r.wg.Done(); r.paced(c, s); c.(*net.TCPConn).CloseWrite() }()
+	}
+}
+
+// track registers a connection pair; false (and both closed) once closed.
+func (r *WALRelay) track(c, s net.Conn) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		c.Close()
+		s.Close()
+		return false
+	}
+	r.conns[c], r.conns[s] = struct{}{}, struct{}{}
+	return true
+}
+
+// paced copies src to dst at the relay's pace.
+func (r *WALRelay) paced(dst io.Writer, src io.Reader) {
+	lim := throttle.NewLimiter(math.Inf(1), relayChunk)
+	buf := make([]byte, relayChunk)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			pace := r.Rate()
+			if !(pace > 0) { // 0, negative, NaN
+				pace = 0
+			}
+			if pace = math.Max(pace, r.Floor); pace <= 0 {
+				pace = math.Inf(1)
+			}
+			lim.SetRate(pace)
+			if lim.WaitN(context.Background(), n) != nil {
+				return
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// Close stops listening, closes every relayed connection and waits for the
+// relay's goroutines.
+func (r *WALRelay) Close() error {
+	r.mu.Lock()
+	r.closed = true
+	for c := range r.conns {
+		c.Close()
+	}
+	r.mu.Unlock()
+	err := r.ln.Close()
+	r.wg.Wait()
+	return err
+}
