@@ -33,11 +33,14 @@ var proxyFlags struct {
 }
 
 // defaultProxyProcs is the GOMAXPROCS `sluice proxy` runs with unless --procs
-// says otherwise: 1, like PgBouncer's one thread. Measured with pgbench -S,
-// 8 clients, on 2 cores (see docs/benchmarks.md): with 2 Ps the runtime wakes
-// the idle P's thread (futex) and spins on nearly every ready goroutine,
-// which costs more CPU per transaction than a second core earns back when
-// pgbench and PostgreSQL share the same cores.
+// says otherwise: 1, like PgBouncer's one thread. With 2 Ps the runtime wakes
+// the idle P's thread (futex) and spins on nearly every ready goroutine.
+// Measured 2026-11-22 on the shared 2-core machine, pgbench 8 clients, the
+// proxy's CPU per transaction (interleaved runs, load 7–12): select-only
+// 22–27 µs with 1 P against 25–29 µs with 2; read-write 172–194 against
+// 211–219 µs. (On that loaded machine 2 Ps sometimes won TPS anyway, by
+// taking a larger share of the oversubscribed cores; `sluice bench proxy
+// --proxy-procs 0` measures that on a quiet one.)
 const defaultProxyProcs = 1
 
 var proxyCmd = &cobra.Command{
