@@ -21,7 +21,7 @@ type Common struct {
 	Command  string          // the command line, for the report
 	Size     int64           // tenant data, bytes; default 1 GB (Slacker's)
 	Workload workload.Config // default 100 transactions/s, MPL 8, uniform keys
-	// MaxRate is the PID's top speed, bytes/s; default 30 MB/s.
+	// MaxRate is the PID's top speed, bytes/s; default 100 MB/s.
 	MaxRate float64
 	// Kp, Ki, Kd are the PID's gains (fractions of MaxRate per step, error
 	// normalised by the setpoint); nil = sluice's simulator-tuned gains.
@@ -51,7 +51,7 @@ func (c *Common) defaults() error {
 		c.Workload.Distribution = workload.Uniform
 	}
 	if c.MaxRate == 0 {
-		c.MaxRate = 30e6
+		c.MaxRate = 100e6
 	}
 	if c.Warmup == 0 {
 		c.Warmup = 10 * time.Second
@@ -92,7 +92,7 @@ var (
 // SweepOptions configure the slack sweep.
 type SweepOptions struct {
 	Common
-	FixedRates []float64 // bytes/s; default 6, 10, 14, 18 MB/s
+	FixedRates []float64 // bytes/s; default 10, 20, 40, 80 MB/s
 	Setpoints  []float64 // ms; default 2, 3, 4, 6 × the baseline mean latency
 }
 
@@ -131,7 +131,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		return res, err
 	}
 	if len(o.FixedRates) == 0 {
-		o.FixedRates = []float64{6e6, 10e6, 14e6, 18e6}
+		o.FixedRates = []float64{10e6, 20e6, 40e6, 80e6}
 	}
 	started := time.Now()
 	say := o.Progress

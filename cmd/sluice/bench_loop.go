@@ -41,14 +41,14 @@ type loopFlags struct {
 func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string) {
 	fs.StringVar(&f.out, "out", filepath.Join("out", "bench", scenario), "output directory (CSV, summary JSON, Markdown report, PNG plots)")
 	fs.StringVar(&f.size, "size", size, "tenant data size (Slacker: 1 GB)")
-	fs.Float64Var(&f.cpus, "cpus", 0.5, "each server's CPU quota, cores (cgroup; shared by its agent and tenants)")
-	fs.IntVar(&f.memoryMB, "memory", 512, "each server's memory cap, MiB, page cache included (cgroup)")
-	fs.Float64Var(&f.readMBps, "read-mbps", 30, "each server's read bandwidth on the data disk, MB/s (cgroup blkio); 0 = none")
+	fs.Float64Var(&f.cpus, "cpus", 0.25, "each server's CPU quota, cores (cgroup; shared by its agent and tenants)")
+	fs.IntVar(&f.memoryMB, "memory", 2048, "each server's memory cap, MiB, page cache included (cgroup); below the tenant's size its reads go to disk")
+	fs.Float64Var(&f.readMBps, "read-mbps", 0, "each server's read bandwidth on the data disk, MB/s (cgroup blkio); 0 = none")
 	fs.Int64Var(&f.readIOPS, "read-iops", 0, "each server's read operations per second on the data disk; 0 = none")
 	fs.Float64Var(&f.tps, "tps", 100, "workload arrivals per second (Poisson)")
 	fs.IntVar(&f.mpl, "mpl", 8, "workload connections (multiprogramming level)")
 	fs.StringVar(&f.keys, "keys", "uniform", "workload key distribution: uniform, zipfian or hotspot")
-	fs.StringVar(&f.maxRate, "max-rate", "30MB/s", "the controller's top migration speed")
+	fs.StringVar(&f.maxRate, "max-rate", "100MB/s", "the controller's top migration speed")
 	fs.Float64Var(&f.kp, "kp", experiment.DefaultKp, "PID proportional gain (fraction of max rate per unit change of error normalised by the setpoint)")
 	fs.Float64Var(&f.ki, "ki", experiment.DefaultKi, "PID integral gain")
 	fs.Float64Var(&f.kd, "kd", 0, "PID derivative gain")
@@ -198,7 +198,7 @@ row by row. Writes series.csv, summary.json, report.md and PNG plots to --out.`,
 		},
 	}
 	f.register(cmd.Flags(), "slack-sweep", "1GB")
-	cmd.Flags().StringVar(&rates, "fixed-rates", "6MB/s,10MB/s,14MB/s,18MB/s", "fixed migration rates, comma-separated")
+	cmd.Flags().StringVar(&rates, "fixed-rates", "10MB/s,20MB/s,40MB/s,80MB/s", "fixed migration rates, comma-separated")
 	cmd.Flags().StringVar(&setpoints, "setpoints", "", "PID setpoints, comma-separated (e.g. 20ms,40ms); default 2,3,4,6 × the baseline mean latency")
 	benchCmd.AddCommand(cmd)
 }
