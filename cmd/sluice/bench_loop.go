@@ -38,11 +38,11 @@ type loopFlags struct {
 	json                     bool
 }
 
-func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string) {
+func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB int) {
 	fs.StringVar(&f.out, "out", filepath.Join("out", "bench", scenario), "output directory (CSV, summary JSON, Markdown report, PNG plots)")
 	fs.StringVar(&f.size, "size", size, "tenant data size (Slacker: 1 GB)")
 	fs.Float64Var(&f.cpus, "cpus", 0.25, "each server's CPU quota, cores (cgroup; shared by its agent and tenants)")
-	fs.IntVar(&f.memoryMB, "memory", 2048, "each server's memory cap, MiB, page cache included (cgroup); below the tenant's size its reads go to disk")
+	fs.IntVar(&f.memoryMB, "memory", memoryMB, "each server's memory cap, MiB, page cache included (cgroup); below the tenant's size its reads go to disk")
 	fs.Float64Var(&f.readMBps, "read-mbps", 0, "each server's read bandwidth on the data disk, MB/s (cgroup blkio); 0 = none")
 	fs.Int64Var(&f.readIOPS, "read-iops", 0, "each server's read operations per second on the data disk; 0 = none")
 	fs.Float64Var(&f.tps, "tps", 100, "workload arrivals per second (Poisson)")
@@ -197,7 +197,7 @@ row by row. Writes series.csv, summary.json, report.md and PNG plots to --out.`,
 			})
 		},
 	}
-	f.register(cmd.Flags(), "slack-sweep", "1GB")
+	f.register(cmd.Flags(), "slack-sweep", "1GB", 2048)
 	cmd.Flags().StringVar(&rates, "fixed-rates", "10MB/s,20MB/s,40MB/s,80MB/s", "fixed migration rates, comma-separated")
 	cmd.Flags().StringVar(&setpoints, "setpoints", "", "PID setpoints, comma-separated (e.g. 20ms,40ms); default 2,3,4,6 × the baseline mean latency")
 	benchCmd.AddCommand(cmd)
@@ -239,7 +239,7 @@ report.md and step.png to --out.`,
 			})
 		},
 	}
-	f.register(cmd.Flags(), "step40", "1GB")
+	f.register(cmd.Flags(), "step40", "2GB", 3072)
 	cmd.Flags().StringVar(&setpoint, "setpoint", "", "PID setpoint (e.g. 40ms); default 3 × the baseline mean latency")
 	cmd.Flags().StringVar(&after, "step-after", "60s", "when the arrival rate steps up, after the migration starts")
 	cmd.Flags().Float64Var(&factor, "factor", 1.4, "arrival rate multiplier at the step")
@@ -279,7 +279,7 @@ setpoint. Writes series.csv, summary.json, report.md and multitenant.png.`,
 			})
 		},
 	}
-	f.register(cmd.Flags(), "multitenant", "1GB")
+	f.register(cmd.Flags(), "multitenant", "1GB", 2048)
 	cmd.Flags().StringVar(&setpoint, "setpoint", "", "PID setpoint (e.g. 40ms); default 3 × the baseline server-wide mean latency")
 	cmd.Flags().IntVar(&tenants, "tenants", 5, "tenants on the source server (one moves)")
 	benchCmd.AddCommand(cmd)
