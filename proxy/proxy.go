@@ -264,8 +264,10 @@ func (p *Proxy) Close() error {
 }
 
 // registerSession assigns the session a fresh BackendKeyData key.
-func (p *Proxy) registerSession(s *session) (uint32, [4]byte) {
-	var secret [4]byte
+// registerSession gives s a fresh BackendKeyData (s.key, s.secret) and
+// makes it findable by CancelRequests. The key is set under sessMu, which
+// forwardCancel also holds when it looks s up.
+func (p *Proxy) registerSession(s *session) {
 	p.sessMu.Lock()
 	defer p.sessMu.Unlock()
 	for {
@@ -275,9 +277,10 @@ func (p *Proxy) registerSession(s *session) (uint32, [4]byte) {
 		if k == 0 || p.sessions[k] != nil {
 			continue
 		}
-		copy(secret[:], b[4:])
+		s.key = k
+		copy(s.secret[:], b[4:])
 		p.sessions[k] = s
-		return k, secret
+		return
 	}
 }
 
@@ -295,8 +298,9 @@ func (p *Proxy) unregisterSession(s *session) {
 func (p *Proxy) forwardCancel(ctx context.Context, pid uint32, secret []byte) {
 	p.sessMu.Lock()
 	s := p.sessions[pid]
+	ok := s != nil && len(secret) == 4 && [4]byte(secret) == s.secret
 	p.sessMu.Unlock()
-	if s == nil || len(secret) != 4 || [4]byte(secret) != s.secret {
+	if !ok {
 		return
 	}
 	p.cancelSession(s)

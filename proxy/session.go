@@ -239,7 +239,7 @@ func (s *session) startup(ctx context.Context, sm *pgproto3.StartupMessage) (boo
 		s.mu.params[k] = v
 		out = encodeMsg(out, &pgproto3.ParameterStatus{Name: k, Value: v})
 	}
-	s.key, s.secret = p.registerSession(s)
+	p.registerSession(s)
 	out = encodeMsg(out, &pgproto3.BackendKeyData{ProcessID: s.key, SecretKey: s.secret[:]})
 	out = encodeMsg(out, &pgproto3.ReadyForQuery{TxStatus: 'I'})
 	if _, err := s.cw.Write(out); err != nil {
