@@ -65,6 +65,13 @@ func newController(spec client.Control) (control.Controller, error) {
 				*g.dst = *g.v
 			}
 		}
+		switch control.ErrorForm(spec.ErrorForm) {
+		case "":
+		case control.ErrorLinear, control.ErrorHybrid:
+			p.Error = control.ErrorForm(spec.ErrorForm)
+		default:
+			return nil, bad("error_form %q: want linear or hybrid", spec.ErrorForm)
+		}
 		c, err := control.NewPID(p)
 		if err != nil {
 			return nil, bad("%v", err)

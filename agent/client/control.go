@@ -28,6 +28,10 @@ type Control struct {
 	Kp *float64 `json:"kp,omitempty"`
 	Ki *float64 `json:"ki,omitempty"`
 	Kd *float64 `json:"kd,omitempty"`
+	// ErrorForm is the PID's error normalisation: "linear" (default,
+	// Slacker's (SP−PV)/SP) or "hybrid" (SP/PV−1 below the setpoint, which
+	// makes a queueing server's loop linear; control.ErrorHybrid).
+	ErrorForm string `json:"error_form,omitempty"`
 	// K is the integral controller's gain, (bytes/s) per second of latency
 	// error; from `sluice tune`. Required for integral.
 	K float64 `json:"k,omitempty"`

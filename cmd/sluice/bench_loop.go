@@ -27,6 +27,7 @@ import (
 
 type loopFlags struct {
 	out, size, maxRate, keys string
+	errorForm                string
 	cpus                     float64
 	memoryMB                 int
 	readMBps                 float64
@@ -48,10 +49,11 @@ func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB 
 	fs.Float64Var(&f.tps, "tps", 100, "workload arrivals per second (Poisson)")
 	fs.IntVar(&f.mpl, "mpl", 8, "workload connections (multiprogramming level)")
 	fs.StringVar(&f.keys, "keys", "uniform", "workload key distribution: uniform, zipfian or hotspot")
-	fs.StringVar(&f.maxRate, "max-rate", "100MB/s", "the controller's top migration speed")
+	fs.StringVar(&f.maxRate, "max-rate", "60MB/s", "the controller's top migration speed")
 	fs.Float64Var(&f.kp, "kp", experiment.DefaultKp, "PID proportional gain (fraction of max rate per unit change of error normalised by the setpoint)")
 	fs.Float64Var(&f.ki, "ki", experiment.DefaultKi, "PID integral gain")
 	fs.Float64Var(&f.kd, "kd", 0, "PID derivative gain")
+	fs.StringVar(&f.errorForm, "error-form", experiment.DefaultErrorForm, "PID error form: linear (Slacker) or hybrid (SP/PV−1 below the setpoint)")
 	fs.Uint64Var(&f.seed, "seed", 1, "workload seed")
 	fs.BoolVar(&f.json, "json", false, "print the summary as JSON")
 }
@@ -81,6 +83,8 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 		return testbed.Options{}, c, usagef("bench %s: --mpl must be in 1..1000", name)
 	case f.kp < 0 || f.ki <= 0 || f.kd < 0 || math.IsNaN(f.kp+f.ki+f.kd):
 		return testbed.Options{}, c, usagef("bench %s: PID gains must be non-negative and --ki positive", name)
+	case f.errorForm != "linear" && f.errorForm != "hybrid":
+		return testbed.Options{}, c, usagef("bench %s: --error-form %q: want linear or hybrid", name, f.errorForm)
 	case f.cpus == 0 || f.memoryMB == 0:
 		return testbed.Options{}, c, usagef("bench %s: --cpus and --memory must be positive (negative: no cap)", name)
 	}
@@ -92,7 +96,7 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 	c = experiment.Common{
 		Out: f.out, Command: "sluice " + strings.Join(os.Args[1:], " "), Size: size,
 		Workload: workload.Config{Rate: f.tps, MPL: f.mpl, Distribution: dist},
-		MaxRate:  maxRate, Kp: &kp, Ki: &ki, Kd: &kd, Seed: f.seed,
+		MaxRate:  maxRate, Kp: &kp, Ki: &ki, Kd: &kd, ErrorForm: f.errorForm, Seed: f.seed,
 	}
 	if !f.json {
 		c.Progress = func(format string, args ...any) {
