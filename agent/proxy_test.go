@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,4 +158,15 @@ func waitProxyRoute(t *testing.T, api *proxyclient.Client, tenant, addr string) 
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("proxy never routed %s to %s; routes %+v", tenant, addr, last)
+}
+
+func TestNewControllerErrorForm(t *testing.T) {
+	if _, err := newController(client.Control{Controller: "pid", SetpointMs: 40, MaxRate: 1e6, ErrorForm: "cubic"}); err == nil || !strings.Contains(err.Error(), "error_form") {
+		t.Fatalf("error form cubic: %v, want an error naming error_form", err)
+	}
+	for _, f := range []string{"", "linear", "hybrid"} {
+		if _, err := newController(client.Control{Controller: "pid", SetpointMs: 40, MaxRate: 1e6, ErrorForm: f}); err != nil {
+			t.Fatalf("error form %q: %v", f, err)
+		}
+	}
 }
