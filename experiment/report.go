@@ -43,7 +43,7 @@ func writeSeries(dir string, trials []Labeled) error {
 	}
 	defer f.Close()
 	w := csv.NewWriter(f)
-	w.Write([]string{"trial", "t", "migrating", "tps", "mean_latency_ms", "p95_latency_ms", "arrival_rate", "setpoint_ms", "loop_latency_ms", "rate_mb_s", "phase"})
+	w.Write([]string{"trial", "t", "migrating", "tps", "mean_latency_ms", "p95_latency_ms", "queue_ms", "arrival_rate", "setpoint_ms", "loop_latency_ms", "rate_mb_s", "phase"})
 	ff := func(x float64) string {
 		if math.IsNaN(x) {
 			return ""
@@ -55,9 +55,9 @@ func writeSeries(dir string, trials []Labeled) error {
 		for _, s := range r.Seconds {
 			t := float64(s.T) + 0.5
 			mig := t >= r.MigStart && t < r.MigEnd
-			lat, p95 := math.NaN(), math.NaN()
+			lat, p95, q := math.NaN(), math.NaN(), math.NaN()
 			if s.Count > 0 {
-				lat, p95 = s.MeanMs, s.P95Ms
+				lat, p95, q = s.MeanMs, s.P95Ms, s.QueueMs
 			}
 			p, ok := pointAt(r.Loop, t)
 			rate, pv, phase := math.NaN(), math.NaN(), ""
@@ -75,7 +75,7 @@ func writeSeries(dir string, trials []Labeled) error {
 			if tr.SetpointMs > 0 {
 				sp = tr.SetpointMs
 			}
-			w.Write([]string{tr.Name, strconv.Itoa(s.T), m, strconv.Itoa(s.Count), ff(lat), ff(p95), ff(s.Rate), ff(sp), ff(pv), ff(rate), phase})
+			w.Write([]string{tr.Name, strconv.Itoa(s.T), m, strconv.Itoa(s.Count), ff(lat), ff(p95), ff(q), ff(s.Rate), ff(sp), ff(pv), ff(rate), phase})
 		}
 	}
 	w.Flush()

@@ -78,6 +78,24 @@ func (r *TrialResult) Latencies(from, to float64) []float64 {
 	return r.runner.Latencies(int(math.Floor(from)), int(math.Ceil(to)))
 }
 
+// ExecutionMean is the migrating tenant's mean execution latency (ms) in
+// workload seconds [from, to): the transactions' latency without the wait
+// in the workload's own arrival queue — what the proxy, and so the control
+// loop, sees.
+func (r *TrialResult) ExecutionMean(from, to float64) float64 {
+	var sum, n float64
+	for _, s := range r.Seconds {
+		if t := float64(s.T); t >= math.Floor(from) && t < math.Ceil(to) && s.Count > 0 {
+			sum += float64(s.Count) * (s.MeanMs - s.QueueMs)
+			n += float64(s.Count)
+		}
+	}
+	if n == 0 {
+		return math.NaN()
+	}
+	return sum / n
+}
+
 // OtherLatencies is Latencies for Background i.
 func (r *TrialResult) OtherLatencies(i int, from, to float64) []float64 {
 	return r.others[i].Latencies(int(math.Floor(from)), int(math.Ceil(to)))
