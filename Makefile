@@ -30,6 +30,10 @@ bench: build bench-deps
 	./$(BIN) bench handover --wal-segsize 16 --json
 	./$(BIN) bench warm --json
 	./$(BIN) bench proxy --rounds 3 --json
+	./$(BIN) bench slack-sweep --json
+	./$(BIN) bench step40 --json
+	./$(BIN) bench multitenant --json
+	./$(BIN) bench downtime --json
 	$(GO) test -run XXX -bench . ./throttle/ ./control/ ./sim/ ./transfer/
 
 # Short coverage-guided fuzzing of the parsers that face the network.
