@@ -232,11 +232,13 @@ func TestHoldDeadlineCancels(t *testing.T) {
 	if got != 7 {
 		t.Fatalf("got %d", got)
 	}
-	// The held query's latency includes the hold (≥ the 300 ms it waited).
+	// The held query's latency includes the hold: it waited about 300 ms
+	// (a few ms less if its goroutine started late), where an unheld
+	// "select 7" takes about 1 ms; half of it is the bound.
 	ws, _ := api.Latency(ctx, "acme")
 	for _, w := range ws {
-		if w.Server == a.Addr() && (w.P99MS < 300 || w.QueueMS*float64(w.Count) < 300) {
-			t.Fatalf("latency window %+v does not include the held time (≥300 ms in one transaction)", w)
+		if w.Server == a.Addr() && (w.P99MS < 150 || w.QueueMS*float64(w.Count) < 150) {
+			t.Fatalf("latency window %+v does not include the held time (about 300 ms in one transaction)", w)
 		}
 	}
 }
