@@ -20,7 +20,7 @@ type Common struct {
 	Out      string          // output directory (required)
 	Command  string          // the command line, for the report
 	Size     int64           // tenant data, bytes; default 1 GB (Slacker's)
-	Workload workload.Config // default 100 transactions/s, MPL 32, uniform keys
+	Workload workload.Config // default 100 transactions/s, MPL 8, uniform keys
 	// MaxRate is the PID's top speed, bytes/s; default 60 MB/s.
 	MaxRate float64
 	// Kp, Ki, Kd are the PID's gains (fractions of MaxRate per step, error
@@ -48,7 +48,7 @@ func (c *Common) defaults() error {
 		c.Workload.Rate = 100
 	}
 	if c.Workload.MPL == 0 {
-		c.Workload.MPL = 32
+		c.Workload.MPL = 8
 	}
 	if c.Workload.Distribution == "" {
 		c.Workload.Distribution = workload.Uniform
@@ -109,7 +109,7 @@ var (
 // SweepOptions configure the slack sweep.
 type SweepOptions struct {
 	Common
-	FixedRates []float64 // bytes/s; default 10, 20, 40, 80 MB/s
+	FixedRates []float64 // bytes/s; default 10, 20, 40 MB/s
 	Setpoints  []float64 // ms; default 2, 3, 4, 6 × the baseline mean latency
 }
 
@@ -151,7 +151,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		return res, err
 	}
 	if len(o.FixedRates) == 0 {
-		o.FixedRates = []float64{10e6, 20e6, 40e6, 80e6}
+		o.FixedRates = []float64{10e6, 20e6, 40e6}
 	}
 	started := time.Now()
 	say := o.Progress

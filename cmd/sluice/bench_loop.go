@@ -47,7 +47,7 @@ func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB 
 	fs.Float64Var(&f.readMBps, "read-mbps", 0, "each server's read bandwidth on the data disk, MB/s (cgroup blkio); 0 = none")
 	fs.Int64Var(&f.readIOPS, "read-iops", 0, "each server's read operations per second on the data disk; 0 = none")
 	fs.Float64Var(&f.tps, "tps", 100, "workload arrivals per second (Poisson)")
-	fs.IntVar(&f.mpl, "mpl", 32, "workload connections (multiprogramming level); enough that arrivals rarely wait in the workload's own queue, which the proxy cannot see")
+	fs.IntVar(&f.mpl, "mpl", 8, "workload connections (multiprogramming level)")
 	fs.StringVar(&f.keys, "keys", "uniform", "workload key distribution: uniform, zipfian or hotspot")
 	fs.StringVar(&f.maxRate, "max-rate", "60MB/s", "the controller's top migration speed")
 	fs.Float64Var(&f.kp, "kp", experiment.DefaultKp, "PID proportional gain (fraction of max rate per unit change of error normalised by the setpoint)")
@@ -202,7 +202,7 @@ row by row. Writes series.csv, summary.json, report.md and PNG plots to --out.`,
 		},
 	}
 	f.register(cmd.Flags(), "slack-sweep", "1GB", 2048)
-	cmd.Flags().StringVar(&rates, "fixed-rates", "10MB/s,20MB/s,40MB/s,80MB/s", "fixed migration rates, comma-separated")
+	cmd.Flags().StringVar(&rates, "fixed-rates", "10MB/s,20MB/s,40MB/s", "fixed migration rates, comma-separated")
 	cmd.Flags().StringVar(&setpoints, "setpoints", "", "PID setpoints, comma-separated (e.g. 20ms,40ms); default 2,3,4,6 × the baseline mean latency")
 	benchCmd.AddCommand(cmd)
 }
