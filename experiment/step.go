@@ -8,6 +8,7 @@ import (
 	"time"
 
 	agentclient "github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/loop"
 	"github.com/sluicedb/sluice/testbed"
 )
 
@@ -107,6 +108,9 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 		return res, err
 	}
 	res.PID = ps
+	if pr.StepAt < 0 || pr.StepAt >= pr.MigEnd {
+		return jsonSafe(res), fmt.Errorf("experiment: the PID's migration ended at %.0f s, before the step at %v: use a larger --size or an earlier --step-after", pr.MigEnd, step.At)
+	}
 	// The fixed rate of equal speed: the PID's mean rate before the step.
 	fixedRate := meanRateBefore(pr, pr.StepAt)
 	if !(fixedRate > 0) {
@@ -150,14 +154,20 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 	return jsonSafe(res), writeFile(o.Out, ReportFile, b.String())
 }
 
-// meanRateBefore is the bytes/s a trial's migration moved from its start to
-// time t (workload seconds), from the control loop's record.
+// meanRateBefore is the snapshot's bytes/s from the migration's start to
+// time t (workload seconds), from the control loop's record: the last
+// snapshot-phase point at or before t (later phases count other bytes).
 func meanRateBefore(r *TrialResult, t float64) float64 {
-	p, ok := pointAt(r.Loop, t)
-	if !ok || t <= r.MigStart {
+	var last *loop.Point
+	for i := range r.Loop {
+		if p := &r.Loop[i]; p.T <= t && p.Phase == "snapshot" && p.T > r.MigStart {
+			last = p
+		}
+	}
+	if last == nil {
 		return 0
 	}
-	return float64(p.Bytes) / (p.T - r.MigStart)
+	return float64(last.Bytes) / (last.T - r.MigStart)
 }
 
 // jsonSafe maps NaN figures (no data) to -1 for JSON.
