@@ -287,7 +287,7 @@ func Downtime(ctx context.Context, bed *testbed.Bed, opt DowntimeOptions) (Downt
 	}
 	defer stopWorkWait()
 	say("workload: %.0f transactions/s over %d connections; probe every %v; baseline for %v", opt.TxRate, opt.MPL, opt.ProbeInterval, opt.Baseline)
-	if !dtSleep(ctx, opt.Baseline) {
+	if sleepCtx(ctx, opt.Baseline) != nil {
 		return res, ctx.Err()
 	}
 	// The workload's clock starts once its connections are open: wait for
@@ -297,7 +297,7 @@ func Downtime(ctx context.Context, bed *testbed.Bed, opt DowntimeOptions) (Downt
 		secsMu.Lock()
 		n := len(secs)
 		secsMu.Unlock()
-		if n >= nb || !dtSleep(ctx, 100*time.Millisecond) {
+		if n >= nb || sleepCtx(ctx, 100*time.Millisecond) != nil {
 			break
 		}
 	}
@@ -307,9 +307,9 @@ func Downtime(ctx context.Context, bed *testbed.Bed, opt DowntimeOptions) (Downt
 	if math.IsNaN(base) {
 		return res, fmt.Errorf("downtime: the workload completed no transaction in its %v baseline", opt.Baseline)
 	}
-	res.BaselineMeanMs = dtRound(base, 10)
+	res.BaselineMeanMs = round(base, 1)
 	limitMs := max(opt.RecoverFactor*res.BaselineMeanMs, res.BaselineMeanMs+5)
-	res.RecoveryLimitMs = dtRound(limitMs, 10)
+	res.RecoveryLimitMs = round(limitMs, 1)
 	say("baseline mean latency %.1f ms; recovered = a second with an empty queue and a mean ≤ %.1f ms", res.BaselineMeanMs, limitMs)
 
 	owner := 0
@@ -358,7 +358,7 @@ func Downtime(ctx context.Context, bed *testbed.Bed, opt DowntimeOptions) (Downt
 		owner = to
 		// Let the window's tail pass, then wait for the workload to recover
 		// (so that moves do not inherit each other's backlog).
-		if !dtSleep(ctx, max(opt.Settle, opt.Window+100*time.Millisecond)) {
+		if sleepCtx(ctx, max(opt.Settle, opt.Window+100*time.Millisecond)) != nil {
 			migErr = ctx.Err()
 			break
 		}
@@ -371,7 +371,7 @@ func Downtime(ctx context.Context, bed *testbed.Bed, opt DowntimeOptions) (Downt
 				r.RecoveryS = rs
 				break
 			}
-			if time.Since(rec.ReleasedAt) > opt.Recover || !dtSleep(ctx, 200*time.Millisecond) {
+			if time.Since(rec.ReleasedAt) > opt.Recover || sleepCtx(ctx, 200*time.Millisecond) != nil {
 				break
 			}
 		}
@@ -480,7 +480,7 @@ func (r *DowntimeResult) summarise() {
 		}
 	}
 	if r.LiveFreezeMs > 0 {
-		r.DowntimeRatio = dtRound(r.StopAndCopyDowntimeMs/r.LiveFreezeMs, 100)
+		r.DowntimeRatio = round(r.StopAndCopyDowntimeMs/r.LiveFreezeMs, 2)
 	}
 }
 
@@ -488,14 +488,11 @@ func (r *DowntimeResult) summarise() {
 // resolution, not float noise.
 func (r *DowntimeRun) round() {
 	for _, x := range []*float64{&r.AgentMs, &r.ProbeMaxMs, &r.ProbeGapMs, &r.WorkloadMaxMs} {
-		*x = dtRound(*x, 10)
+		*x = round(*x, 1)
 	}
-	r.Seconds, r.RecoveryS = dtRound(r.Seconds, 100), dtRound(r.RecoveryS, 100)
-	r.HeldAtS, r.ReleasedAtS = dtRound(r.HeldAtS, 1e4), dtRound(r.ReleasedAtS, 1e4)
+	r.Seconds, r.RecoveryS = round(r.Seconds, 2), round(r.RecoveryS, 2)
+	r.HeldAtS, r.ReleasedAtS = round(r.HeldAtS, 4), round(r.ReleasedAtS, 4)
 }
-
-// dtRound rounds x to 1/per.
-func dtRound(x, per float64) float64 { return math.Round(x*per) / per }
 
 // dtMedian is the median of xs (the mean of the middle two for an even
 // count); 0 for none.
@@ -614,17 +611,6 @@ func dtRecovery(secs []workload.Second, release time.Duration, limitMs float64) 
 
 func dtMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-func dtSleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
 // dtProbe issues `SELECT 1` (simple protocol, one connection) every `every`
 // and records each one. A failed probe is recorded and the connection
 // reopened before the next.
@@ -661,7 +647,7 @@ func (p *dtProbe) run(ctx context.Context) error {
 					return nil
 				}
 				p.add(dtSample{At: time.Now(), Err: true})
-				dtSleep(ctx, 20*time.Millisecond)
+				sleepCtx(ctx, 20*time.Millisecond)
 				continue
 			}
 		}
@@ -681,7 +667,7 @@ func (p *dtProbe) run(ctx context.Context) error {
 		if now := time.Now(); next.Before(now) {
 			next = now
 		}
-		dtSleep(ctx, time.Until(next))
+		sleepCtx(ctx, time.Until(next))
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	agentclient "github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/internal/chart"
 	"github.com/sluicedb/sluice/loop"
 	"github.com/sluicedb/sluice/testbed"
 )
@@ -134,6 +135,8 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 	}
 	c := trialChart(trials[0], fmt.Sprintf("step40: PID at %.1f ms, +%.0f %% arrivals at %.0f s", o.SetpointMs, 100*(o.Factor-1), pr.StepAt))
 	f := trialChart(trials[1], fmt.Sprintf("fixed %.1f MB/s (the PID's rate before the step), same step at %.0f s", fixedRate/1e6, fr.StepAt))
+	// A fixed-rate migration has no loop record: its rate is the constant.
+	f.Panels[1].Series = []chart.Series{{Name: "fixed rate", X: []float64{fr.MigStart, fr.MigEnd}, Y: []float64{fixedRate / 1e6, fixedRate / 1e6}}}
 	c.Panels = append(c.Panels, f.Panels...)
 	c.Panels[2].Title = f.Title
 	if err := writePNG(o.Out, "step.png", c); err != nil {
