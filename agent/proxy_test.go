@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -85,6 +86,18 @@ func TestLiveMigrationThroughProxy(t *testing.T) {
 	}
 	waitProxyRoute(t, api, "acme", "127.0.0.1:"+strconv.Itoa(a2.TenantPort(tn.ID)))
 	w.verify(t, a2.ConnString(a2.TenantPort(tn.ID), ""))
+	// The writer's session moved on a server session the agent had the proxy
+	// open on the standby before the hold (migration.Preparer).
+	resp, err := http.Get("http://" + px.APIAddr() + "/v1/stats")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stats map[string]int64
+	err = json.NewDecoder(resp.Body).Decode(&stats)
+	resp.Body.Close()
+	if err != nil || stats["moves"] < 1 || stats["moves_prepared"] != stats["moves"] {
+		t.Fatalf("proxy stats %v (%v): want every move to use a prepared server session", stats, err)
+	}
 
 	// The control loop ran, saw the proxy's windows and kept its output in range.
 	pts, err := a1.c.MigrationSeries(ctx, m.ID)

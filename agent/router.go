@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/sluicedb/sluice/migration"
@@ -33,7 +34,19 @@ type proxyRouter struct {
 	name string
 }
 
-var _ migration.Router = proxyRouter{}
+var (
+	_ migration.Router   = proxyRouter{}
+	_ migration.Preparer = proxyRouter{}
+)
+
+// Prepare implements migration.Preparer.
+func (p proxyRouter) Prepare(ctx context.Context, _ string, addr string) error {
+	res, err := p.c.Prepare(ctx, p.name, addr)
+	if err == nil && res.Failed > 0 {
+		err = fmt.Errorf("proxy: prepared %d of %d sessions: %s", res.Opened, res.Sessions, res.FirstError)
+	}
+	return err
+}
 
 func (p proxyRouter) Hold(ctx context.Context, _ string, deadline time.Duration) error {
 	_, err := p.c.Hold(ctx, p.name, deadline)

@@ -134,6 +134,16 @@ type Target interface {
 	Commit(ctx context.Context, m Record) error
 }
 
+// Preparer is an optional extension of Router: Prepare opens, ahead of the
+// hold, a server session on addr (the target, still a hot standby) for each
+// of tenant's client sessions, so that after the switch the sessions only
+// swap connections instead of each forking a backend on the new server at its
+// next transaction. Run calls it in live mode right before Hold; an error is
+// not fatal (sessions then reconnect lazily, as without it).
+type Preparer interface {
+	Prepare(ctx context.Context, tenant, addr string) error
+}
+
 // Router is what a migration needs from the proxy. The agent glues the proxy
 // client to it; DirectRouter and GateRouter serve tests and benchmarks.
 type Router interface {

@@ -52,6 +52,10 @@ type Env struct {
 	// ReplayTimeout bounds WaitReplay in HANDOVER (default 10 s): a target
 	// that cannot catch up in that time makes the handover roll back.
 	ReplayTimeout time.Duration
+	// PrepareTimeout bounds the Router's Prepare before the hold (default
+	// 5 s); sessions not prepared by then dial the target at their next
+	// transaction after the switch.
+	PrepareTimeout time.Duration
 	// PromoteTimeout bounds Promote (default 30 s).
 	PromoteTimeout time.Duration
 	// CatchUpTimeout bounds CATCH-UP within one Run (default 10 min).
@@ -66,6 +70,9 @@ type Env struct {
 func (e *Env) defaults() {
 	if e.Now == nil {
 		e.Now = time.Now
+	}
+	if e.PrepareTimeout == 0 {
+		e.PrepareTimeout = 5 * time.Second
 	}
 	if e.ReplayTimeout == 0 {
 		e.ReplayTimeout = 10 * time.Second
@@ -272,6 +279,17 @@ func (r *runner) execute(ctx context.Context, rec Record, a Action) Event {
 	case Warm:
 		return r.warm(ctx, rec, a)
 	case Hold:
+		if pr, ok := env.Router.(Preparer); ok && rec.Mode == Live {
+			if addr := tgt.Addr(rec); addr != "" {
+				pctx, cancel := context.WithTimeout(ctx, env.PrepareTimeout)
+				err := pr.Prepare(pctx, rec.Tenant, addr)
+				cancel()
+				if err != nil && ctx.Err() != nil {
+					return failed(a, err)
+				}
+				// Otherwise not fatal: sessions dial the target lazily.
+			}
+		}
 		if err := env.Router.Hold(ctx, rec.Tenant, a.Deadline); err != nil {
 			return failed(a, err)
 		}

@@ -64,6 +64,22 @@ func (p *Proxy) apiHandler() http.Handler {
 		}
 		writeAPI(w, http.StatusOK, t.hold(r.Context(), deadline, p.cancelSession))
 	})
+	mux.HandleFunc("POST /v1/tenants/{tenant}/prepare", func(w http.ResponseWriter, r *http.Request) {
+		var in struct {
+			Addr     string `json:"addr"`
+			Database string `json:"database"`
+		}
+		if err := readAPI(r, &in); err != nil {
+			apiError(w, http.StatusBadRequest, err)
+			return
+		}
+		res, err := p.Prepare(r.Context(), r.PathValue("tenant"), in.Addr, in.Database)
+		if err != nil {
+			apiError(w, statusOf(err), err)
+			return
+		}
+		writeAPI(w, http.StatusOK, res)
+	})
 	mux.HandleFunc("POST /v1/tenants/{tenant}/switch", func(w http.ResponseWriter, r *http.Request) {
 		var in struct {
 			Addr     string `json:"addr"`
@@ -96,6 +112,7 @@ func (p *Proxy) apiHandler() http.Handler {
 			"sessions_open":  p.sessionsOpen.Load(),
 			"sessions_total": p.sessionsTotal.Load(),
 			"moves":          p.moves.Load(),
+			"moves_prepared": p.preparedUsed.Load(),
 			"cancels":        p.cancels.Load(),
 		})
 	})

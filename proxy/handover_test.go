@@ -323,3 +323,87 @@ func TestIdleSessionSurvivesSourceShutdown(t *testing.T) {
 		t.Fatalf("after source shutdown: port %d, %v; want %d", port, err, b.Port)
 	}
 }
+
+// TestPreparedSessionMove prepares the session's server session on B before
+// the hold: the move uses it (settings and prepared statements as after a
+// plain move), and a prepare whose switch never comes is closed at release.
+func TestPreparedSessionMove(t *testing.T) {
+	a, b := newServer(t), newServer(t)
+	p := startProxy(t, a, nil)
+	api := client.New(p.APIAddr(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, proxyURL(p, "acme", "disable"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, "set application_name = 'prepared-app'"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Prepare(ctx, "twice", "select $1::int * 2"); err != nil {
+		t.Fatal(err)
+	}
+	bConn, err := pgx.Connect(ctx, b.ConnString("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bConn.Close(ctx)
+	onB := func() int {
+		var n int
+		if err := bConn.QueryRow(ctx, "select count(*) from pg_stat_activity where application_name = 'prepared-app'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+
+	// A prepare whose switch does not come (a rolled-back handover).
+	res, err := api.Prepare(ctx, "acme", b.Addr())
+	if err != nil || res.Sessions != 1 || res.Opened != 1 || res.Failed != 0 {
+		t.Fatalf("prepare: %+v, %v", res, err)
+	}
+	if n := onB(); n != 1 {
+		t.Fatalf("%d server sessions on B after prepare, want 1", n)
+	}
+	if _, err := api.Hold(ctx, "acme", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Release(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); onB() != 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the unused prepared server session on B was not closed at release")
+		}
+	}
+
+	// A prepare followed by the switch.
+	if res, err := api.Prepare(ctx, "acme", b.Addr()); err != nil || res.Opened != 1 {
+		t.Fatalf("prepare: %+v, %v", res, err)
+	}
+	if _, err := api.Hold(ctx, "acme", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Switch(ctx, "acme", b.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Release(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	var port, n int
+	if err := conn.QueryRow(ctx, "select inet_server_port()").Scan(&port); err != nil || port != b.Port {
+		t.Fatalf("after switch port %d (%v), want %d", port, err, b.Port)
+	}
+	if err := conn.QueryRow(ctx, "twice", 21).Scan(&n); err != nil || n != 42 {
+		t.Fatalf("prepared statement after move: %d, %v", n, err)
+	}
+	if got := p.preparedUsed.Load(); got != 1 || p.moves.Load() != 1 {
+		t.Fatalf("moves %d, of them with a prepared server session %d; want 1 and 1", p.moves.Load(), got)
+	}
+	if n := onB(); n != 1 {
+		t.Fatalf("%d server sessions on B after the move, want 1 (the prepared one, not a second)", n)
+	}
+	if _, err := api.Prepare(ctx, "nobody", b.Addr()); err == nil {
+		t.Fatal("prepare of an unknown tenant: no error")
+	}
+}

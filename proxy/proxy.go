@@ -48,6 +48,7 @@ type Proxy struct {
 	sessionsTotal atomic.Int64
 	sessionErrors atomic.Int64
 	moves         atomic.Int64
+	preparedUsed  atomic.Int64 // session moves that used a server session opened by Prepare
 	cancels       atomic.Int64
 
 	ctx     context.Context
@@ -440,6 +441,18 @@ func (p *Proxy) Release(tenantName string) error {
 		return fmt.Errorf("proxy: release: %w %q", ErrUnknownTenant, tenantName)
 	}
 	t.release()
+	// Server sessions prepared for a switch that did not happen (or went
+	// elsewhere) are of no further use.
+	r, _ := t.routeNow()
+	t.mu.Lock()
+	sessions := make([]*session, 0, len(t.mu.sessions))
+	for s := range t.mu.sessions {
+		sessions = append(sessions, s)
+	}
+	t.mu.Unlock()
+	for _, s := range sessions {
+		s.dropNextUnless(r)
+	}
 	return nil
 }
 

@@ -71,6 +71,8 @@ type session struct {
 		outstanding int           // Query/Sync/FunctionCall sent, ReadyForQuery not yet seen
 		lastSync    bool          // the last message sent was Query/Sync/FunctionCall
 		params      map[string]string
+		next        *serverConn // server session prepared for a coming switch (Prepare), not yet attached
+		ended       bool        // cleanup ran: nothing may be prepared any more
 	}
 }
 
@@ -342,7 +344,13 @@ func (s *session) cleanup() {
 	sc := s.mu.srv
 	inTx := s.mu.inTx
 	s.mu.inTx = false
+	next := s.mu.next
+	s.mu.next = nil
+	s.mu.ended = true
 	s.mu.Unlock()
+	if next != nil {
+		next.close()
+	}
 	if sc != nil {
 		sc.close()
 		<-sc.done
@@ -704,29 +712,39 @@ func (s *session) readyForQuery(st byte) {
 // boundary, counted in flight (so a hold cannot complete meanwhile).
 func (s *session) move(ctx context.Context, r RouteConfig, gen uint64) error {
 	p := s.p
+	params := s.startupFor()
 	s.mu.Lock()
 	old := s.mu.srv
-	params := make(map[string]string, len(s.startupParams)+len(settableParams))
-	for k, v := range s.startupParams {
-		params[k] = v
-	}
-	for _, k := range settableParams {
-		if v, ok := s.mu.params[k]; ok {
-			params[k] = v
-		}
-	}
 	clientParams := make(map[string]string, len(s.mu.params))
 	for k, v := range s.mu.params {
 		clientParams[k] = v
 	}
 	s.mu.Unlock()
-	sc, err := p.dialServer(ctx, r, s.user, params)
-	if err != nil {
-		return err
+	sc := s.takeNext(r)
+	if sc != nil {
+		// Opened on the target while it was a hot standby: it reported
+		// in_hot_standby=on then; the switch happens after promotion.
+		if _, ok := sc.params["in_hot_standby"]; ok {
+			sc.params["in_hot_standby"] = "off"
+		}
+		if err := s.replayParses(sc); err != nil {
+			p.cfg.Logf("proxy: session %d of %s: prepared server session on %s unusable (%v); dialing", s.key, s.tenant.name, sc.addr, err)
+			sc.close()
+			sc = nil
+		} else {
+			p.preparedUsed.Add(1)
+		}
 	}
-	if err := s.replayParses(sc); err != nil {
-		sc.close()
-		return err
+	if sc == nil {
+		var err error
+		sc, err = p.dialServer(ctx, r, s.user, params)
+		if err != nil {
+			return err
+		}
+		if err := s.replayParses(sc); err != nil {
+			sc.close()
+			return err
+		}
 	}
 	// Stop the old server's reader; nothing is outstanding there.
 	if old != nil {

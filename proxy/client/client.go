@@ -41,6 +41,16 @@ type HoldResult struct {
 	InFlight     int     `json:"in_flight"`     // transactions still open at return; 0 unless a terminated session did not end within 2 s
 }
 
+// PrepareResult is the answer to a prepare: server sessions opened on the
+// target ahead of a switch (see Client.Prepare).
+type PrepareResult struct {
+	Sessions   int     `json:"sessions"`              // sessions of the tenant when the prepare began
+	Opened     int     `json:"opened"`                // server sessions opened and kept for the switch
+	Failed     int     `json:"failed"`                // sessions whose server session could not be opened (they dial at their next transaction)
+	FirstError string  `json:"first_error,omitempty"` // the first failure, if any
+	WaitedMS   float64 `json:"waited_ms"`             // time the prepare took, ms
+}
+
 // Window is one latency window: transactions that ended within the last
 // WindowS seconds, for one (tenant, server) pair, or aggregated when Tenant
 // or Server is "" (see Proxy's doc).
@@ -154,6 +164,17 @@ func (c *Client) Hold(ctx context.Context, tenant string, deadline time.Duration
 	var r HoldResult
 	err := c.do(ctx, http.MethodPost, "/v1/tenants/"+url.PathEscape(tenant)+"/hold",
 		map[string]any{"deadline_ms": deadline.Milliseconds()}, &r)
+	return r, err
+}
+
+// Prepare opens a server session on addr for every current session of
+// tenant, to be used when the tenant is switched there (no hold needed; the
+// target may be a hot standby that is promoted before the switch). Sessions
+// that cannot be prepared are counted in the result, not an error.
+func (c *Client) Prepare(ctx context.Context, tenant, addr string) (PrepareResult, error) {
+	var r PrepareResult
+	err := c.do(ctx, http.MethodPost, "/v1/tenants/"+url.PathEscape(tenant)+"/prepare",
+		map[string]any{"addr": addr}, &r)
 	return r, err
 }
 
