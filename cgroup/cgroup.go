@@ -99,6 +99,17 @@ func (g *Group) SetCPUQuota(period, quota time.Duration) error {
 	return g.write("cpu", "cpu.cfs_quota_us", strconv.FormatInt(q, 10))
 }
 
+// SetCPUShares sets the group's CPU weight against its siblings
+// (cpu.shares; every task of the root group counts 1024): when the CPU is
+// contended the group gets a share in that proportion, within its quota.
+// shares must be in 2..262144.
+func (g *Group) SetCPUShares(shares int64) error {
+	if shares < 2 || shares > 262144 {
+		return fmt.Errorf("cgroup: CPU shares %d outside 2..262144", shares)
+	}
+	return g.write("cpu", "cpu.shares", strconv.FormatInt(shares, 10))
+}
+
 // SetIOLimit caps reads and writes on block device "major:minor" in bytes/s
 // (blkio.throttle.read_bps_device / write_bps_device); 0 removes a cap.
 // Buffered writes are throttled only when written back on behalf of the group.

@@ -47,6 +47,12 @@ func TestFiles(t *testing.T) {
 	if got := read(t, filepath.Join(Root, "cpu/sluice-test/cpu.cfs_quota_us")); got != "50000" {
 		t.Fatalf("cpu quota file %q", got)
 	}
+	if err := g.SetCPUShares(8192); err != nil {
+		t.Fatal(err)
+	}
+	if got := read(t, filepath.Join(Root, "cpu/sluice-test/cpu.shares")); got != "8192" {
+		t.Fatalf("cpu shares file %q", got)
+	}
 	if err := g.SetIOLimit("8:0", 1<<20, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -69,6 +75,7 @@ func TestFiles(t *testing.T) {
 		func() error { return g.SetMemoryLimit(0) },
 		func() error { return g.SetCPUQuota(0, time.Millisecond) },
 		func() error { return g.SetIOLimit("sda", 1, 1) },
+		func() error { return g.SetCPUShares(1) },
 		func() error { _, err := New("a/b"); return err },
 		func() error { _, err := New(""); return err },
 	} {

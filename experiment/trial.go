@@ -8,6 +8,7 @@ package experiment
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -18,6 +19,7 @@ import (
 
 	agentclient "github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/loop"
+	"github.com/sluicedb/sluice/migration"
 	"github.com/sluicedb/sluice/testbed"
 	"github.com/sluicedb/sluice/workload"
 )
@@ -199,6 +201,12 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 	})
 	res.MigEnd = since()
 	res.Migration = m
+	var rec migration.Record
+	if json.Unmarshal(m.Record, &rec) == nil && !rec.HeldAt.IsZero() && !rec.ReleasedAt.IsZero() {
+		ms := func(t time.Time) float64 { return float64(t.Sub(rec.HeldAt).Microseconds()) / 1000 }
+		say("  handover: freeze %.0f ms (hold done %.0f, fenced %.0f, replayed %.0f, promoted %.0f, switched %.0f)",
+			ms(rec.ReleasedAt), ms(rec.FlushAt), ms(rec.FencedAt), ms(rec.ReplayedAt), ms(rec.PromotedAt), ms(rec.SwitchedAt))
+	}
 	if merr != nil {
 		stopAll()
 		return res, merr

@@ -58,6 +58,12 @@ type Options struct {
 	// ReadIOPS caps each server's read operations per second on the data
 	// disk; 0 = none.
 	ReadIOPS int64
+	// CPUShares, when > 0, is the cpu.shares weight of each server's group
+	// and of a group the bed puts its own process in (the workload
+	// generator and the proxy): against other processes on the host (1024
+	// each) the experiment wins contended CPU, so a busy neighbour disturbs
+	// it less. The servers' quotas still cap them. 0 = no weighting.
+	CPUShares int64
 	// SharedBuffers is the tenants' shared_buffers; default "32MB" (a small
 	// buffer pool, as Slacker's).
 	SharedBuffers string
@@ -94,6 +100,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("testbed: memory cap %d MiB is below 128 MiB", o.MemoryMB)
 	case o.ReadMBps < 0 || math.IsNaN(o.ReadMBps) || math.IsInf(o.ReadMBps, 0):
 		return o, fmt.Errorf("testbed: read cap %v MB/s must be a non-negative number", o.ReadMBps)
+	case o.CPUShares < 0 || o.CPUShares == 1 || o.CPUShares > 262144:
+		return o, fmt.Errorf("testbed: CPU shares %d: want 2..262144, or 0 for none", o.CPUShares)
 	case o.ReadIOPS < 0:
 		return o, fmt.Errorf("testbed: read IOPS cap %d must not be negative", o.ReadIOPS)
 	}
@@ -129,6 +137,7 @@ type Bed struct {
 	ownRoot bool
 	dev     string // the data disk's major:minor when disk caps apply
 	cancel  context.CancelFunc
+	self    *cgroup.Group // the bed's own process's group (Options.CPUShares), nil when none
 }
 
 // Tenant is a tenant the bed created.
@@ -179,6 +188,17 @@ func Start(ctx context.Context, opt Options) (_ *Bed, err error) {
 	}
 	b.ProxyAPI = proxyclient.New(b.Proxy.APIAddr(), nil)
 
+	if opt.CPUShares > 0 {
+		if b.self, err = cgroup.New(fmt.Sprintf("sluice-bed-%d-bench", os.Getpid())); err != nil {
+			return nil, fmt.Errorf("testbed: %w", err)
+		}
+		if err := b.self.SetCPUShares(opt.CPUShares); err != nil {
+			return nil, fmt.Errorf("testbed: %w", err)
+		}
+		if err := b.self.AddPID(os.Getpid()); err != nil {
+			return nil, fmt.Errorf("testbed: %w", err)
+		}
+	}
 	if opt.ReadMBps > 0 || opt.ReadIOPS > 0 {
 		if b.dev, err = cgroup.DeviceOf(b.root); err != nil {
 			return nil, fmt.Errorf("testbed: disk caps: %w", err)
@@ -228,6 +248,9 @@ func (b *Bed) Describe() string {
 		if o.ReadIOPS > 0 {
 			s += fmt.Sprintf(", ≤ %d read IOPS", o.ReadIOPS)
 		}
+	}
+	if o.CPUShares > 0 {
+		s += fmt.Sprintf("; servers and workload weighted %d cpu.shares against the host's other processes", o.CPUShares)
 	}
 	return s + fmt.Sprintf("; tenants: shared_buffers %s, synchronous_commit off (one disk shared by the servers)", o.SharedBuffers)
 }
@@ -280,7 +303,7 @@ func (b *Bed) startServer(ctx context.Context, i int, bin string, port int, peer
 		return nil, fmt.Errorf("testbed: %w", err)
 	}
 
-	if o.CPUs > 0 || o.MemoryMB > 0 || b.dev != "" {
+	if o.CPUs > 0 || o.MemoryMB > 0 || b.dev != "" || o.CPUShares > 0 {
 		if s.Group, err = cgroup.New(fmt.Sprintf("sluice-bed-%d-%s", os.Getpid(), s.Name)); err != nil {
 			return s, fmt.Errorf("testbed: %w", err)
 		}
@@ -341,6 +364,11 @@ func (b *Bed) setLimits(s *Server, on bool) error {
 	}
 	if o.MemoryMB > 0 {
 		if err := s.Group.SetMemoryLimit(int64(o.MemoryMB) << 20); err != nil {
+			return err
+		}
+	}
+	if o.CPUShares > 0 {
+		if err := s.Group.SetCPUShares(o.CPUShares); err != nil {
 			return err
 		}
 	}
@@ -544,6 +572,13 @@ func (b *Bed) Close() error {
 	if b.Proxy != nil {
 		b.Proxy.Close()
 		b.Proxy = nil
+	}
+	if b.self != nil {
+		// Remove moves this process back to the root groups.
+		if err := b.self.Remove(); err != nil {
+			errs = append(errs, err)
+		}
+		b.self = nil
 	}
 	if b.ownRoot && b.root != "" {
 		os.RemoveAll(b.root)

@@ -29,6 +29,7 @@ type loopFlags struct {
 	out, size, maxRate, keys string
 	errorForm                string
 	cpus                     float64
+	cpuShares                int64
 	memoryMB                 int
 	readMBps                 float64
 	readIOPS                 int64
@@ -43,6 +44,7 @@ func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB 
 	fs.StringVar(&f.out, "out", filepath.Join("out", "bench", scenario), "output directory (CSV, summary JSON, Markdown report, PNG plots)")
 	fs.StringVar(&f.size, "size", size, "tenant data size (Slacker: 1 GB)")
 	fs.Float64Var(&f.cpus, "cpus", 0.25, "each server's CPU quota, cores (cgroup; shared by its agent and tenants)")
+	fs.Int64Var(&f.cpuShares, "cpu-shares", 32768, "cpu.shares of the servers' groups and of the bench process (workload, proxy) against other processes on the host (1024 each): less noise from a busy neighbour; 0 = none")
 	fs.IntVar(&f.memoryMB, "memory", memoryMB, "each server's memory cap, MiB, page cache included (cgroup); below the tenant's size its reads go to disk")
 	fs.Float64Var(&f.readMBps, "read-mbps", 0, "each server's read bandwidth on the data disk, MB/s (cgroup blkio); 0 = none")
 	fs.Int64Var(&f.readIOPS, "read-iops", 0, "each server's read operations per second on the data disk; 0 = none")
@@ -88,7 +90,7 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 	case f.cpus == 0 || f.memoryMB == 0:
 		return testbed.Options{}, c, usagef("bench %s: --cpus and --memory must be positive (negative: no cap)", name)
 	}
-	bo := testbed.Options{CPUs: f.cpus, MemoryMB: f.memoryMB, ReadMBps: f.readMBps, ReadIOPS: f.readIOPS}
+	bo := testbed.Options{CPUs: f.cpus, CPUShares: f.cpuShares, MemoryMB: f.memoryMB, ReadMBps: f.readMBps, ReadIOPS: f.readIOPS}
 	if err := bo.Check(); err != nil {
 		return bo, c, usagef("bench %s: %v", name, err)
 	}
@@ -98,12 +100,11 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 		Workload: workload.Config{Rate: f.tps, MPL: f.mpl, Distribution: dist},
 		MaxRate:  maxRate, Kp: &kp, Ki: &ki, Kd: &kd, ErrorForm: f.errorForm, Seed: f.seed,
 	}
-	if !f.json {
-		c.Progress = func(format string, args ...any) {
-			fmt.Fprintf(cmd.ErrOrStderr(), "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
-		}
-		bo.Progress = c.Progress
+	// Progress goes to stderr, with --json too (stdout carries the JSON).
+	c.Progress = func(format string, args ...any) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
 	}
+	bo.Progress = c.Progress
 	return bo, c, nil
 }
 
