@@ -336,7 +336,12 @@ func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *migratio
 				r.mu.Lock()
 				defer r.mu.Unlock()
 				r.phase = rec.Phase
-				return a.persist(rec)
+				t0 := time.Now()
+				err := a.persist(rec)
+				if d := time.Since(t0); d > slowPersist {
+					a.log.Warn("slow catalog write", "migration", rec.ID, "phase", rec.Phase, "took", d)
+				}
+				return err
 			},
 			Progress: func(p migration.Progress) {
 				r.mu.Lock()
@@ -384,6 +389,10 @@ func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *migratio
 }
 
 // persist stores a record after every transition (migration.Env.Persist).
+// slowPersist is the catalog write time above which the agent logs a
+// warning: every step of a handover persists the record while clients wait.
+const slowPersist = 20 * time.Millisecond
+
 func (a *Agent) persist(rec migration.Record) error {
 	b, err := json.Marshal(rec)
 	if err != nil {

@@ -62,7 +62,8 @@ func TestSlackSweepSmall(t *testing.T) {
 	if len(res.Fixed) != 1 || len(res.PID) != 1 {
 		t.Fatalf("result %+v: want one fixed and one PID point", res)
 	}
-	for _, x := range []float64{res.Fixed[0].MeanLatencyMs, res.Fixed[0].MigrationSeconds, res.PID[0].MeanLatencyMs, res.PID[0].MigrationSeconds, res.PID[0].MeanRateMBs} {
+	for _, x := range []float64{res.Fixed[0].MeanLatencyMs, res.Fixed[0].MigrationSeconds, res.PID[0].MeanLatencyMs, res.PID[0].MigrationSeconds, res.PID[0].MeanRateMBs,
+		res.Fixed[0].BeforeHandoverMs, res.Fixed[0].FreezeMs, res.PID[0].BeforeHandoverMs, res.PID[0].LoopMeanMs, res.PID[0].FreezeMs} {
 		if !(x > 0) {
 			t.Fatalf("result %+v: a figure is not positive", res)
 		}

@@ -120,6 +120,10 @@ type FixedPoint struct {
 	MeanLatencyMs    float64 `json:"mean_latency_ms"`
 	StddevLatencyMs  float64 `json:"stddev_latency_ms"`
 	MigrationSeconds float64 `json:"migration_seconds"`
+	// BeforeHandoverMs is the mean latency before the handover
+	// (TrialResult.BeforeHandover); FreezeMs the handover's freeze.
+	BeforeHandoverMs float64 `json:"mean_latency_before_handover_ms"`
+	FreezeMs         float64 `json:"freeze_ms"`
 }
 
 // PIDPoint is one PID migration of the sweep.
@@ -132,6 +136,13 @@ type PIDPoint struct {
 	// ExecutionMeanMs is the mean without the workload's own queue wait:
 	// the latency the proxy measures and the loop controls.
 	ExecutionMeanMs float64 `json:"execution_mean_latency_ms"`
+	// BeforeHandoverMs is the mean latency before the handover, while the
+	// loop sets the speed (TrialResult.BeforeHandover); LoopMeanMs the mean
+	// of the loop's own process variable then (the proxy's window mean);
+	// FreezeMs the handover's freeze.
+	BeforeHandoverMs float64 `json:"mean_latency_before_handover_ms"`
+	LoopMeanMs       float64 `json:"loop_mean_latency_ms"`
+	FreezeMs         float64 `json:"freeze_ms"`
 }
 
 // SweepResult is `sluice bench slack-sweep --json`.
@@ -151,7 +162,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		return res, err
 	}
 	if len(o.FixedRates) == 0 {
-		o.FixedRates = []float64{10e6, 20e6, 40e6}
+		o.FixedRates = []float64{10e6, 20e6, 30e6, 40e6, 60e6}
 	}
 	started := time.Now()
 	say := o.Progress
@@ -189,8 +200,10 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 			return res, err
 		}
 		st := Describe(r.Latencies(r.MigStart, r.MigEnd))
-		p := FixedPoint{RateMBs: round(rate/1e6, 2), MeanLatencyMs: round(st.Mean, 2), StddevLatencyMs: round(st.Std, 2), MigrationSeconds: round(r.MigEnd-r.MigStart, 1)}
-		say("fixed %.1f MB/s: latency %.1f ± %.1f ms, %.1f s; ledger %d acknowledged, 0 lost", p.RateMBs, p.MeanLatencyMs, p.StddevLatencyMs, p.MigrationSeconds, r.Check.Acknowledged)
+		bh := Describe(r.Latencies(r.BeforeHandover()))
+		p := FixedPoint{RateMBs: round(rate/1e6, 2), MeanLatencyMs: round(st.Mean, 2), StddevLatencyMs: round(st.Std, 2), MigrationSeconds: round(r.MigEnd-r.MigStart, 1),
+			BeforeHandoverMs: round(bh.Mean, 2), FreezeMs: round(r.FreezeMs, 1)}
+		say("fixed %.1f MB/s: latency %.1f ± %.1f ms (before the handover %.1f), %.1f s; ledger %d acknowledged, 0 lost", p.RateMBs, p.MeanLatencyMs, p.StddevLatencyMs, p.BeforeHandoverMs, p.MigrationSeconds, r.Check.Acknowledged)
 		res.Fixed = append(res.Fixed, p)
 	}
 	for _, sp := range o.Setpoints {
@@ -202,7 +215,12 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		secs := r.MigEnd - r.MigStart
 		p := PIDPoint{SetpointMs: sp, MeanLatencyMs: round(st.Mean, 2), StddevLatencyMs: round(st.Std, 2), MigrationSeconds: round(secs, 1),
 			MeanRateMBs: round(float64(r.Migration.Summary.Bytes)/1e6/secs, 2), ExecutionMeanMs: round(r.ExecutionMean(r.MigStart, r.MigEnd), 2)}
-		say("pid %.1f ms: latency %.1f ± %.1f ms (execution %.1f), %.1f s at %.1f MB/s; ledger %d acknowledged, 0 lost", sp, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.MigrationSeconds, p.MeanRateMBs, r.Check.Acknowledged)
+		from, to := r.BeforeHandover()
+		p.BeforeHandoverMs = round(Describe(r.Latencies(from, to)).Mean, 2)
+		p.LoopMeanMs = round(r.LoopMean(from, to), 2)
+		p.FreezeMs = round(r.FreezeMs, 1)
+		say("pid %.1f ms: latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %.1f), %.1f s at %.1f MB/s; ledger %d acknowledged, 0 lost",
+			sp, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, p.LoopMeanMs, p.MigrationSeconds, p.MeanRateMBs, r.Check.Acknowledged)
 		res.PID = append(res.PID, p)
 	}
 
@@ -232,9 +250,9 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	b.WriteString(reportHeader("sluice bench slack-sweep (Slacker Fig. 11)", o.Command, started, bed.Describe()))
 	fmt.Fprintf(&b, "Tenant: %d rows, %.0f MB; workload %.0f transactions/s (%s keys, MPL %d); baseline mean latency %.1f ± %.1f ms; PID max rate %.0f MB/s.\n\n",
 		tn.Rows, float64(tn.Bytes)/1e6, o.Workload.Rate, o.Workload.Distribution, o.Workload.MPL, base.Mean, base.Std, o.MaxRate/1e6)
-	b.WriteString("| fixed rate MB/s | mean latency ms | stddev ms | migration s |\n|---|---|---|---|\n")
+	b.WriteString("| fixed rate MB/s | mean latency ms | stddev ms | migration s | mean before the handover ms | freeze ms |\n|---|---|---|---|---|---|\n")
 	for _, p := range res.Fixed {
-		fmt.Fprintf(&b, "| %.1f | %s | %s | %.1f |\n", p.RateMBs, f1(p.MeanLatencyMs), f1(p.StddevLatencyMs), p.MigrationSeconds)
+		fmt.Fprintf(&b, "| %.1f | %s | %s | %.1f | %s | %.0f |\n", p.RateMBs, f1(p.MeanLatencyMs), f1(p.StddevLatencyMs), p.MigrationSeconds, f1(p.BeforeHandoverMs), p.FreezeMs)
 	}
 	b.WriteString("\nLatency is the workload's (Slacker: arrival queue + execution); \"execution\" leaves out the wait in the workload's own arrival queue — what the proxy measures and the loop controls.\n")
 	b.WriteString("\n| PID setpoint ms | mean latency ms | error vs setpoint | execution mean ms | error vs setpoint | stddev ms | migration s | mean rate MB/s | fixed rate's migration s at this latency |\n|---|---|---|---|---|---|---|---|---|\n")
@@ -245,6 +263,16 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		}
 		fmt.Fprintf(&b, "| %.1f | %s | %+.1f %% | %s | %+.1f %% | %s | %.1f | %.1f | %s |\n", p.SetpointMs, f1(p.MeanLatencyMs), 100*(p.MeanLatencyMs-p.SetpointMs)/p.SetpointMs,
 			f1(p.ExecutionMeanMs), 100*(p.ExecutionMeanMs-p.SetpointMs)/p.SetpointMs, f1(p.StddevLatencyMs), p.MigrationSeconds, p.MeanRateMBs, eq)
+	}
+	b.WriteString("\nBefore the handover (the loop sets the speed; the handover's freeze and the drain of the queue it builds are a fixed cost per migration, in the whole-migration figures above):\n\n")
+	b.WriteString("| PID setpoint ms | mean latency ms | error vs setpoint | loop's own mean ms | error vs setpoint | fixed rate's migration s at this latency | freeze ms |\n|---|---|---|---|---|---|---|\n")
+	for _, p := range res.PID {
+		eq := "outside the fixed ladder's range"
+		if s, ok := secondsAt(res.Fixed, func(f FixedPoint) float64 { return f.BeforeHandoverMs }, p.BeforeHandoverMs); ok {
+			eq = fmt.Sprintf("%.1f (PID %.2f× as fast)", s, s/p.MigrationSeconds)
+		}
+		fmt.Fprintf(&b, "| %.1f | %s | %+.1f %% | %s | %+.1f %% | %s | %.0f |\n", p.SetpointMs, f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs,
+			f1(p.LoopMeanMs), 100*(p.LoopMeanMs-p.SetpointMs)/p.SetpointMs, eq, p.FreezeMs)
 	}
 	b.WriteString("\n")
 	b.WriteString(ledgerLines(trials))
@@ -328,12 +356,18 @@ func Baseline(ctx context.Context, t testbed.Tenant, wc workload.Config, d time.
 // ordered by latency, the migration time a fixed rate needs to cause mean
 // latency lat (ms). ok is false outside the ladder's latency range.
 func FixedSecondsAt(fixed []FixedPoint, lat float64) (secs float64, ok bool) {
+	return secondsAt(fixed, func(f FixedPoint) float64 { return f.MeanLatencyMs }, lat)
+}
+
+// secondsAt is FixedSecondsAt with the latency figure chosen by latOf.
+func secondsAt(fixed []FixedPoint, latOf func(FixedPoint) float64, lat float64) (secs float64, ok bool) {
 	ps := append([]FixedPoint(nil), fixed...)
-	sort.Slice(ps, func(i, j int) bool { return ps[i].MeanLatencyMs < ps[j].MeanLatencyMs })
+	sort.Slice(ps, func(i, j int) bool { return latOf(ps[i]) < latOf(ps[j]) })
 	for i := 1; i < len(ps); i++ {
 		a, b := ps[i-1], ps[i]
-		if lat >= a.MeanLatencyMs && lat <= b.MeanLatencyMs && b.MeanLatencyMs > a.MeanLatencyMs {
-			f := (lat - a.MeanLatencyMs) / (b.MeanLatencyMs - a.MeanLatencyMs)
+		la, lb := latOf(a), latOf(b)
+		if lat >= la && lat <= lb && lb > la {
+			f := (lat - la) / (lb - la)
 			return a.MigrationSeconds + f*(b.MigrationSeconds-a.MigrationSeconds), true
 		}
 	}

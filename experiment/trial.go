@@ -67,6 +67,8 @@ type TrialResult struct {
 	Loop      []loop.Point        // the control loop's record; T re-based to the workload's clock
 	MigStart  float64
 	MigEnd    float64
+	HoldAt    float64 // when the handover's hold completed (clients wait from about here); MigEnd if unknown
+	FreezeMs  float64 // the handover's freeze (hold → release), ms; 0 if unknown
 	StepAt    float64 // -1 without a step
 	Migration agentclient.Migration
 	Check     workload.Check // the migrating tenant's ledger, verified on its new owner
@@ -90,6 +92,32 @@ func (r *TrialResult) ExecutionMean(from, to float64) float64 {
 		if t := float64(s.T); t >= math.Floor(from) && t < math.Ceil(to) && s.Count > 0 {
 			sum += float64(s.Count) * (s.MeanMs - s.QueueMs)
 			n += float64(s.Count)
+		}
+	}
+	if n == 0 {
+		return math.NaN()
+	}
+	return sum / n
+}
+
+// BeforeHandover is the part of the migration before the handover, in
+// workload seconds [MigStart, whole second of HoldAt): the time the control
+// loop sets the speed (snapshot, catch-up, warm). The handover's freeze and
+// the drain of the queue it builds are a cost per migration, the same for
+// every rate and controller, reported apart (FreezeMs).
+func (r *TrialResult) BeforeHandover() (from, to float64) {
+	return r.MigStart, math.Max(math.Floor(r.HoldAt), math.Ceil(r.MigStart))
+}
+
+// LoopMean is the mean of the control loop's process variable (the latency
+// it steered by, ms) over its steps in workload seconds [from, to); NaN when
+// no step had a measurement.
+func (r *TrialResult) LoopMean(from, to float64) float64 {
+	var sum, n float64
+	for _, p := range r.Loop {
+		if p.T >= from && p.T < to && p.LatencyMs >= 0 {
+			sum += p.LatencyMs
+			n++
 		}
 	}
 	if n == 0 {
@@ -201,8 +229,11 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 	})
 	res.MigEnd = since()
 	res.Migration = m
+	res.HoldAt = res.MigEnd
 	var rec migration.Record
 	if json.Unmarshal(m.Record, &rec) == nil && !rec.HeldAt.IsZero() && !rec.ReleasedAt.IsZero() {
+		res.HoldAt = rec.HeldAt.Sub(start).Seconds()
+		res.FreezeMs = float64(rec.ReleasedAt.Sub(rec.HeldAt).Microseconds()) / 1000
 		ms := func(t time.Time) float64 { return float64(t.Sub(rec.HeldAt).Microseconds()) / 1000 }
 		say("  handover: freeze %.0f ms (hold done %.0f, fenced %.0f, replayed %.0f, promoted %.0f, switched %.0f)",
 			ms(rec.ReleasedAt), ms(rec.FlushAt), ms(rec.FencedAt), ms(rec.ReplayedAt), ms(rec.PromotedAt), ms(rec.SwitchedAt))
