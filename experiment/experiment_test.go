@@ -3,12 +3,14 @@ package experiment
 import (
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/sluicedb/sluice/internal/testbin"
+	"github.com/sluicedb/sluice/loop"
 	"github.com/sluicedb/sluice/testbed"
 	"github.com/sluicedb/sluice/workload"
 )
@@ -107,5 +109,30 @@ func TestFixedSecondsAt(t *testing.T) {
 		if ok != c.ok || got != c.want {
 			t.Errorf("at %v ms: %v, %v; want %v, %v", c.lat, got, ok, c.want, c.ok)
 		}
+	}
+}
+
+func TestRateBetween(t *testing.T) {
+	r := &TrialResult{MigStart: 10}
+	// 1 MB/s for 10 s (the ramp), then 5 MB/s; catch-up restarts the count.
+	for s := 11; s <= 40; s++ {
+		b := int64(s-10) * 1e6
+		if s > 20 {
+			b = 10e6 + int64(s-20)*5e6
+		}
+		r.Loop = append(r.Loop, loop.Point{T: float64(s), Bytes: b, Phase: "snapshot"})
+	}
+	r.Loop = append(r.Loop, loop.Point{T: 41, Bytes: 1, Phase: "catch-up"})
+	if got := rateBetween(r, 25, 40); math.Abs(got-5e6) > 1 {
+		t.Errorf("rate over 25..40 s = %v, want 5e6", got)
+	}
+	if got := rateBetween(r, 0, 20); math.Abs(got-1e6) > 1 {
+		t.Errorf("rate from the start to 20 s = %v, want 1e6", got)
+	}
+	if got := rateBetween(r, 0, 45); math.Abs(got-110e6/30) > 1 {
+		t.Errorf("rate from the start to 45 s = %v, want the snapshot's mean (catch-up ignored)", got)
+	}
+	if got := rateBetween(&TrialResult{}, 0, 10); got != 0 {
+		t.Errorf("no record: %v", got)
 	}
 }

@@ -31,10 +31,16 @@ type StepOptions struct {
 // --json`'s). Latencies are means over the migrating tenant's transactions:
 // before = from the migration's start to the step; after = from the step +
 // Settle to the migration's end.
+//
+// MeanLatencyAfterMs covers step + Settle up to the handover's hold: the
+// regime the controller sets after the step. The handover (freeze and the
+// drain of the queue it builds, the same for both controllers) is in
+// MeanLatencyAfterWithHandoverMs, which runs to the migration's end.
 type StepRun struct {
-	MeanLatencyBeforeMs float64 `json:"mean_latency_before_ms"`
-	MeanLatencyAfterMs  float64 `json:"mean_latency_after_ms"`
-	MigrationSeconds    float64 `json:"migration_seconds"`
+	MeanLatencyBeforeMs            float64 `json:"mean_latency_before_ms"`
+	MeanLatencyAfterMs             float64 `json:"mean_latency_after_ms"`
+	MigrationSeconds               float64 `json:"migration_seconds"`
+	MeanLatencyAfterWithHandoverMs float64 `json:"mean_latency_after_with_handover_ms"`
 }
 
 // StepResult is `sluice bench step40 --json`.
@@ -92,16 +98,20 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 		if err != nil {
 			return r, StepRun{}, fmt.Errorf("%s: %w", name, err)
 		}
-		sr := StepRun{MigrationSeconds: round(r.MigEnd-r.MigStart, 1), MeanLatencyAfterMs: math.NaN()}
+		sr := StepRun{MigrationSeconds: round(r.MigEnd-r.MigStart, 1), MeanLatencyAfterMs: math.NaN(), MeanLatencyAfterWithHandoverMs: math.NaN()}
 		stepAt := r.StepAt
 		if stepAt < 0 || stepAt > r.MigEnd {
 			stepAt = r.MigEnd
 		}
 		sr.MeanLatencyBeforeMs = round(Describe(r.Latencies(r.MigStart, stepAt)).Mean, 2)
-		if after := stepAt + o.Settle.Seconds(); after < r.MigEnd {
-			sr.MeanLatencyAfterMs = round(Describe(r.Latencies(after, r.MigEnd)).Mean, 2)
+		after := stepAt + o.Settle.Seconds()
+		if _, hold := r.BeforeHandover(); after < hold {
+			sr.MeanLatencyAfterMs = round(Describe(r.Latencies(after, hold)).Mean, 2)
 		}
-		say("%s: before the step %.1f ms, after %.1f ms (setpoint %.1f), %.1f s", name, sr.MeanLatencyBeforeMs, sr.MeanLatencyAfterMs, o.SetpointMs, sr.MigrationSeconds)
+		if after < r.MigEnd {
+			sr.MeanLatencyAfterWithHandoverMs = round(Describe(r.Latencies(after, r.MigEnd)).Mean, 2)
+		}
+		say("%s: before the step %.1f ms, after %.1f ms (setpoint %.1f; with the handover %.1f), %.1f s", name, sr.MeanLatencyBeforeMs, sr.MeanLatencyAfterMs, o.SetpointMs, sr.MeanLatencyAfterWithHandoverMs, sr.MigrationSeconds)
 		return r, sr, nil
 	}
 	pr, ps, err := run("pid", 1, agentclient.StartMigration{Rate: o.MaxRate / 10, Control: o.pidControl(o.SetpointMs)})
@@ -112,8 +122,10 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 	if pr.StepAt < 0 || pr.StepAt >= pr.MigEnd {
 		return jsonSafe(res), fmt.Errorf("experiment: the PID's migration ended at %.0f s, before the step at %v: use a larger --size or an earlier --step-after", pr.MigEnd, step.At)
 	}
-	// The fixed rate of equal speed: the PID's mean rate before the step.
-	fixedRate := meanRateBefore(pr, pr.StepAt)
+	// The fixed rate of equal speed: the PID's mean rate over the
+	// RateWindow before the step, where it has found its rate (the ramp from
+	// its initial rate at the start would make the fixed run gentler).
+	fixedRate := rateBetween(pr, pr.StepAt-rateWindow, pr.StepAt)
 	if !(fixedRate > 0) {
 		return res, fmt.Errorf("experiment: the PID moved no bytes before the step")
 	}
@@ -134,7 +146,7 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 		return res, err
 	}
 	c := trialChart(trials[0], fmt.Sprintf("step40: PID at %.1f ms, +%.0f %% arrivals at %.0f s", o.SetpointMs, 100*(o.Factor-1), pr.StepAt))
-	f := trialChart(trials[1], fmt.Sprintf("fixed %.1f MB/s (the PID's rate before the step), same step at %.0f s", fixedRate/1e6, fr.StepAt))
+	f := trialChart(trials[1], fmt.Sprintf("fixed %.1f MB/s (the PID's rate in the %.0f s before the step), same step at %.0f s", fixedRate/1e6, rateWindow, fr.StepAt))
 	// A fixed-rate migration has no loop record: its rate is the constant.
 	f.Panels[1].Series = []chart.Series{{Name: "fixed rate", X: []float64{fr.MigStart, fr.MigEnd}, Y: []float64{fixedRate / 1e6, fixedRate / 1e6}}}
 	c.Panels = append(c.Panels, f.Panels...)
@@ -146,31 +158,47 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 	b.WriteString(reportHeader("sluice bench step40 (Slacker Fig. 13a)", o.Command, started, bed.Describe()))
 	fmt.Fprintf(&b, "Tenant: %d rows, %.0f MB; workload %.0f → %.0f transactions/s %v after the migration starts (%s keys, MPL %d); baseline mean latency %.1f ± %.1f ms.\n\n",
 		tn.Rows, float64(tn.Bytes)/1e6, o.Workload.Rate, o.Factor*o.Workload.Rate, o.StepAfter, o.Workload.Distribution, o.Workload.MPL, base.Mean, base.Std)
-	fmt.Fprintf(&b, "| controller | mean latency before the step ms | after (from step + %v) ms | vs setpoint %.1f ms | migration s |\n|---|---|---|---|---|\n", o.Settle, o.SetpointMs)
+	fmt.Fprintf(&b, "| controller | mean latency before the step ms | after (step + %v to the handover) ms | vs setpoint %.1f ms | after, handover included ms | migration s |\n|---|---|---|---|---|---|\n", o.Settle, o.SetpointMs)
 	for _, x := range []struct {
 		name string
 		r    StepRun
 	}{{"PID", res.PID}, {fmt.Sprintf("fixed %.1f MB/s", fixedRate/1e6), res.Fixed}} {
-		fmt.Fprintf(&b, "| %s | %s | %s | %+.0f %% | %.1f |\n", x.name, f1(x.r.MeanLatencyBeforeMs), f1(x.r.MeanLatencyAfterMs), 100*(x.r.MeanLatencyAfterMs-o.SetpointMs)/o.SetpointMs, x.r.MigrationSeconds)
+		fmt.Fprintf(&b, "| %s | %s | %s | %+.0f %% | %s | %.1f |\n", x.name, f1(x.r.MeanLatencyBeforeMs), f1(x.r.MeanLatencyAfterMs), 100*(x.r.MeanLatencyAfterMs-o.SetpointMs)/o.SetpointMs, f1(x.r.MeanLatencyAfterWithHandoverMs), x.r.MigrationSeconds)
 	}
 	b.WriteString("\n" + ledgerLines(trials) + "\n![step](step.png)\n")
 	return jsonSafe(res), writeFile(o.Out, ReportFile, b.String())
 }
 
-// meanRateBefore is the snapshot's bytes/s from the migration's start to
-// time t (workload seconds), from the control loop's record: the last
-// snapshot-phase point at or before t (later phases count other bytes).
-func meanRateBefore(r *TrialResult, t float64) float64 {
-	var last *loop.Point
+// rateWindow is how far before the step the fixed rate of equal speed is
+// measured (the PID's snapshot bytes per second over it), seconds.
+const rateWindow = 20.0
+
+// rateBetween is the snapshot's bytes/s between workload seconds from and
+// to, from the control loop's record (snapshot-phase points only: later
+// phases count other bytes). from is raised to the migration's start.
+func rateBetween(r *TrialResult, from, to float64) float64 {
+	var first, last *loop.Point
 	for i := range r.Loop {
-		if p := &r.Loop[i]; p.T <= t && p.Phase == "snapshot" && p.T > r.MigStart {
-			last = p
+		p := &r.Loop[i]
+		if p.Phase != "snapshot" || p.T > to {
+			continue
 		}
+		if first == nil && p.T >= from {
+			first = p
+		}
+		last = p
 	}
-	if last == nil {
+	if first == nil || last == nil {
 		return 0
 	}
-	return float64(last.Bytes) / (last.T - r.MigStart)
+	if first == last || from <= r.MigStart {
+		// From the migration's start: its byte count starts at 0.
+		if last.T <= r.MigStart {
+			return 0
+		}
+		return float64(last.Bytes) / (last.T - r.MigStart)
+	}
+	return float64(last.Bytes-first.Bytes) / (last.T - first.T)
 }
 
 // jsonSafe maps NaN figures (no data) to -1 for JSON.
@@ -183,6 +211,7 @@ func jsonSafe(r StepResult) StepResult {
 	for _, s := range []*StepRun{&r.PID, &r.Fixed} {
 		fix(&s.MeanLatencyBeforeMs)
 		fix(&s.MeanLatencyAfterMs)
+		fix(&s.MeanLatencyAfterWithHandoverMs)
 	}
 	return r
 }

@@ -21,7 +21,7 @@ type Common struct {
 	Command  string          // the command line, for the report
 	Size     int64           // tenant data, bytes; default 1 GB (Slacker's)
 	Workload workload.Config // default 100 transactions/s, MPL 8, uniform keys
-	// MaxRate is the PID's top speed, bytes/s; default 60 MB/s.
+	// MaxRate is the PID's top speed, bytes/s; default 80 MB/s.
 	MaxRate float64
 	// Kp, Ki, Kd are the PID's gains (fractions of MaxRate per step, error
 	// normalised by the setpoint); nil = sluice's simulator-tuned gains.
@@ -54,7 +54,7 @@ func (c *Common) defaults() error {
 		c.Workload.Distribution = workload.Uniform
 	}
 	if c.MaxRate == 0 {
-		c.MaxRate = 60e6
+		c.MaxRate = 80e6
 	}
 	if c.Warmup == 0 {
 		c.Warmup = 10 * time.Second
@@ -162,7 +162,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		return res, err
 	}
 	if len(o.FixedRates) == 0 {
-		o.FixedRates = []float64{10e6, 20e6, 30e6, 40e6, 60e6}
+		o.FixedRates = []float64{20e6, 30e6, 40e6, 60e6, 80e6}
 	}
 	started := time.Now()
 	say := o.Progress

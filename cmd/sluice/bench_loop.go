@@ -51,7 +51,7 @@ func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB 
 	fs.Float64Var(&f.tps, "tps", 100, "workload arrivals per second (Poisson)")
 	fs.IntVar(&f.mpl, "mpl", 8, "workload connections (multiprogramming level)")
 	fs.StringVar(&f.keys, "keys", "uniform", "workload key distribution: uniform, zipfian or hotspot")
-	fs.StringVar(&f.maxRate, "max-rate", "60MB/s", "the controller's top migration speed")
+	fs.StringVar(&f.maxRate, "max-rate", "80MB/s", "the controller's top migration speed")
 	fs.Float64Var(&f.kp, "kp", experiment.DefaultKp, "PID proportional gain (fraction of max rate per unit change of error normalised by the setpoint)")
 	fs.Float64Var(&f.ki, "ki", experiment.DefaultKi, "PID integral gain")
 	fs.Float64Var(&f.kd, "kd", 0, "PID derivative gain")
@@ -202,8 +202,8 @@ row by row. Writes series.csv, summary.json, report.md and PNG plots to --out.`,
 			})
 		},
 	}
-	f.register(cmd.Flags(), "slack-sweep", "1GB", 2048)
-	cmd.Flags().StringVar(&rates, "fixed-rates", "10MB/s,20MB/s,30MB/s,40MB/s,60MB/s", "fixed migration rates, comma-separated")
+	f.register(cmd.Flags(), "slack-sweep", "2GB", 3072)
+	cmd.Flags().StringVar(&rates, "fixed-rates", "20MB/s,30MB/s,40MB/s,60MB/s,80MB/s", "fixed migration rates, comma-separated")
 	cmd.Flags().StringVar(&setpoints, "setpoints", "", "PID setpoints, comma-separated (e.g. 20ms,40ms); default 2,3,4,6 × the baseline mean latency")
 	benchCmd.AddCommand(cmd)
 }
