@@ -102,7 +102,10 @@ func (s *session) serverLoopFast(sc *serverConn, src, dst *rawConn) (lost bool) 
 	}
 	for {
 		if sr.err == nil {
-			src.SetReadDeadline(time.Now().Add(eofProbeInterval))
+			if !src.loop {
+				// The loop's epoll is level-triggered: no probe needed.
+				src.SetReadDeadline(time.Now().Add(eofProbeInterval))
+			}
 			if err := src.rc.Read(sr.readFn); err != nil && sr.err == nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 				sr.err = err
 			}
@@ -327,7 +330,9 @@ func (s *session) clientLoopFast(ctx context.Context, c *rawConn) error {
 	}
 	for {
 		if cr.err == nil && !cr.slow && !cr.end {
-			c.SetReadDeadline(time.Now().Add(eofProbeInterval))
+			if !c.loop {
+				c.SetReadDeadline(time.Now().Add(eofProbeInterval))
+			}
 			if err := c.rc.Read(cr.readFn); err != nil && cr.err == nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 				cr.err = err
 			}

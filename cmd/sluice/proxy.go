@@ -29,6 +29,7 @@ var proxyFlags struct {
 	serverSSLMode   string
 	maxMessage      int
 	procs           int
+	loop            bool
 	jsonOut, quiet  bool
 }
 
@@ -42,6 +43,10 @@ var proxyFlags struct {
 // taking a larger share of the oversubscribed cores; `sluice bench proxy
 // --proxy-procs 0` measures that on a quiet one.)
 const defaultProxyProcs = 1
+
+// defaultProxyLoop: whether `sluice proxy` relays in the epoll loop
+// (proxy.EnableRelayLoop) unless --loop=false: on Linux, where it exists.
+var defaultProxyLoop = runtime.GOOS == "linux"
 
 var proxyCmd = &cobra.Command{
 	Use:   "proxy",
@@ -74,6 +79,7 @@ func init() {
 	f.StringVar(&proxyFlags.serverSSLMode, "server-sslmode", "disable", "sslmode for server connections (disable, prefer, require, ...)")
 	f.IntVar(&proxyFlags.maxMessage, "max-message", proxy.DefaultMaxMessage, "largest client message accepted, bytes")
 	f.IntVar(&proxyFlags.procs, "procs", defaultProxyProcs, "OS threads running Go code at once (GOMAXPROCS); 0 = one per core")
+	f.BoolVar(&proxyFlags.loop, "loop", defaultProxyLoop, "relay plain TCP/Unix sessions in one epoll loop on a thread of its own, as PgBouncer does (Linux)")
 	f.BoolVar(&proxyFlags.jsonOut, "json", false, "print the listen addresses as one JSON object when ready")
 	f.BoolVar(&proxyFlags.quiet, "quiet", false, "do not log session events to stderr")
 	root.AddCommand(proxyCmd)
@@ -123,6 +129,11 @@ func runProxy(cmd *cobra.Command, _ []string) error {
 	}
 	if pf.procs > 0 {
 		runtime.GOMAXPROCS(pf.procs)
+	}
+	if pf.loop {
+		if err := proxy.EnableRelayLoop(); err != nil {
+			return err
+		}
 	}
 	cfg := proxy.Config{
 		Listen: pf.listen, APIListen: pf.api, AuthFile: pf.authFile, Trust: pf.trust,
