@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/sluicedb/sluice/pgcluster"
 	"github.com/sluicedb/sluice/snapshot"
 )
@@ -233,7 +234,7 @@ func (t *LocalTarget) StartStandby(ctx context.Context, m Record, primaryConnInf
 		if primaryConnInfo == "" {
 			return nil
 		}
-		return t.withConn(ctx, m, func(conn *pgx.Conn) error {
+		err := t.withConn(ctx, m, func(conn *pgx.Conn) error {
 			var cur string
 			var standby bool
 			if err := conn.QueryRow(ctx, "SELECT current_setting('primary_conninfo'), pg_is_in_recovery()").Scan(&cur, &standby); err != nil {
@@ -251,6 +252,20 @@ func (t *LocalTarget) StartStandby(ctx context.Context, m Record, primaryConnInf
 			}
 			return nil
 		})
+		if err == nil || !notYetConsistent(err) {
+			return err
+		}
+		// Up but not yet consistent (a resumed migration): it refuses
+		// connections, so it cannot be told its new primary over SQL, and
+		// without one it never gets consistent. Restart it configured anew.
+		if err := c.Stop(ctx, pgcluster.Fast); err != nil {
+			return fmt.Errorf("migration: start standby: restart: %w", err)
+		}
+	}
+	// An earlier resume may have set primary_conninfo with ALTER SYSTEM,
+	// which would override the one written below.
+	if err := dropAutoConf(c, "primary_conninfo"); err != nil {
+		return fmt.Errorf("migration: start standby: %w", err)
 	}
 	settings, err := confSettings(m.TargetDir)
 	if err != nil {
@@ -281,7 +296,14 @@ func (t *LocalTarget) StartStandby(ctx context.Context, m Record, primaryConnInf
 		os.MkdirAll(p, 0o700)
 		t.chown(p)
 	}
-	if err := c.Start(ctx); err != nil {
+	start := c.Start
+	if primaryConnInfo != "" {
+		// A streaming standby: up is enough. It accepts connections once
+		// consistent (the WAL of the snapshot's span replayed); until then
+		// Position reports the lag as unknown.
+		start = c.StartRecovering
+	}
+	if err := start(ctx); err != nil {
 		return fmt.Errorf("migration: start standby: %w", err)
 	}
 	return nil
@@ -348,9 +370,20 @@ func (t *LocalTarget) Position(ctx context.Context, m Record) (Position, error) 
 		return err
 	})
 	if err != nil {
+		if notYetConsistent(err) {
+			return Position{InRecovery: true}, nil
+		}
 		return p, fmt.Errorf("migration: target position: %w", err)
 	}
 	return p, nil
+}
+
+// notYetConsistent reports whether err is a standby refusing connections
+// because it has not reached a consistent state yet (SQLSTATE 57P03,
+// "the database system is not yet accepting connections").
+func notYetConsistent(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "57P03"
 }
 
 // WaitReplay polls the replay LSN every PollInterval until it reaches lsn.
@@ -591,4 +624,26 @@ func (t *LocalTarget) Commit(ctx context.Context, m Record) error {
 		return fmt.Errorf("migration: commit: %w", err)
 	}
 	return nil
+}
+
+// dropAutoConf removes setting key from c's postgresql.auto.conf (ALTER
+// SYSTEM's file), if there.
+func dropAutoConf(c *pgcluster.Cluster, key string) error {
+	b, err := os.ReadFile(filepath.Join(c.Dir, "postgresql.auto.conf"))
+	if err != nil {
+		return nil
+	}
+	var out []string
+	changed := false
+	for _, line := range strings.Split(string(b), "\n") {
+		if name, _, ok := strings.Cut(strings.TrimSpace(line), "="); ok && strings.TrimSpace(name) == key {
+			changed = true
+			continue
+		}
+		out = append(out, line)
+	}
+	if !changed {
+		return nil
+	}
+	return c.WriteFile("postgresql.auto.conf", strings.Join(out, "\n"))
 }

@@ -243,6 +243,55 @@ func (c *Cluster) Start(ctx context.Context) error {
 	return nil
 }
 
+// StartRecovering starts the postmaster and returns once it is up, without
+// waiting for it to accept connections: a standby accepts them only when it
+// is consistent, which for a fresh base backup means replaying all the WAL
+// written while the backup was taken — minutes when that WAL arrives at a
+// throttled rate, past pg_ctl's wait. The postmaster's status in
+// postmaster.pid tells when it is up; it must get there within a minute.
+func (c *Cluster) StartRecovering(ctx context.Context) error {
+	logDir := filepath.Join(c.Dir, "log")
+	if err := os.MkdirAll(logDir, 0o700); err != nil {
+		return err
+	}
+	if err := c.chown(logDir); err != nil {
+		return err
+	}
+	out, err := c.Run(ctx, "pg_ctl", "start", "-W", "-D", c.Dir, "-l", filepath.Join(logDir, "postmaster.log"), "-o", "-p "+strconv.Itoa(c.Port))
+	if err != nil {
+		return fmt.Errorf("pgcluster: start %s: %w\n%s%s", c.Dir, err, tail(out), c.LogTail(20))
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if st := c.pmStatus(); st == "starting" || st == "standby" || st == "ready" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pgcluster: start %s: postmaster not up after a minute\n%s", c.Dir, c.LogTail(20))
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pgcluster: start %s: %w", c.Dir, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// pmStatus returns the postmaster's status line of postmaster.pid (line 8:
+// "starting", "stopping", "ready", "standby"), "" when there is none or the
+// postmaster is not running.
+func (c *Cluster) pmStatus() string {
+	b, err := os.ReadFile(filepath.Join(c.Dir, "postmaster.pid"))
+	if err != nil || !c.Running() {
+		return ""
+	}
+	lines := strings.Split(string(b), "\n")
+	if len(lines) < 8 {
+		return ""
+	}
+	return strings.TrimSpace(lines[7])
+}
+
 // StopMode is pg_ctl's shutdown mode.
 type StopMode string
 

@@ -42,7 +42,7 @@ type loopFlags struct {
 
 func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB int) {
 	fs.StringVar(&f.out, "out", filepath.Join("out", "bench", scenario), "output directory (CSV, summary JSON, Markdown report, PNG plots)")
-	fs.StringVar(&f.size, "size", size, "tenant data size (Slacker: 1 GB)")
+	fs.StringVar(&f.size, "size", size, "tenant data size (Slacker: 1 GB; multitenant: all tenants together)")
 	fs.Float64Var(&f.cpus, "cpus", 0.25, "each server's CPU quota, cores (cgroup; shared by its agent and tenants)")
 	fs.Int64Var(&f.cpuShares, "cpu-shares", 32768, "cpu.shares of the servers' groups and of the bench process (workload, proxy) against other processes on the host (1024 each): less noise from a busy neighbour; 0 = none")
 	fs.IntVar(&f.memoryMB, "memory", memoryMB, "each server's memory cap, MiB, page cache included (cgroup); below the tenant's size its reads go to disk")
@@ -284,7 +284,7 @@ setpoint. Writes series.csv, summary.json, report.md and multitenant.png.`,
 			})
 		},
 	}
-	f.register(cmd.Flags(), "multitenant", "1GB", 2048)
+	f.register(cmd.Flags(), "multitenant", "5GB", 6144)
 	cmd.Flags().StringVar(&setpoint, "setpoint", "", "PID setpoint (e.g. 40ms); default 3 × the baseline server-wide mean latency")
 	cmd.Flags().IntVar(&tenants, "tenants", 5, "tenants on the source server (one moves)")
 	benchCmd.AddCommand(cmd)
