@@ -61,7 +61,11 @@ type relayLoop struct {
 }
 
 var (
-	theLoop  atomic.Pointer[relayLoop]
+	// theLoop is the loop new sockets are adopted by (nil: none);
+	// startedLoop the one EnableRelayLoop started (tests switch between them).
+	theLoop     atomic.Pointer[relayLoop]
+	startedLoop *relayLoop
+
 	loopOnce sync.Once
 	loopErr  error
 )
@@ -92,6 +96,7 @@ func EnableRelayLoop() error {
 		l := &relayLoop{epfd: epfd, ef: ef, fds: map[int32]weak.Pointer[loopFD]{}}
 		go l.run(rc)
 		go l.sweep()
+		startedLoop = l
 		theLoop.Store(l)
 	})
 	return loopErr
@@ -117,6 +122,11 @@ func RelayLoopEnabled() bool { return theLoop.Load() != nil }
 func (l *relayLoop) run(rc syscall.RawConn) {
 	var evs [loopEvents]syscall.EpollEvent
 	var n int
+	// Before parking, poll once more even after a short batch: parking on
+	// "the last epoll_wait returned less than it could" would miss a socket
+	// registered (EPOLL_CTL_MOD) while still on the set's ready list from
+	// that wait — the kernel wakes the set's pollers only when an item
+	// joins the list.
 	poll := func(fd uintptr) bool {
 		for {
 			r, _, e := syscall.RawSyscall6(syscall.SYS_EPOLL_PWAIT, fd, uintptr(unsafe.Pointer(&evs[0])), loopEvents, 0, 0, 0)
@@ -164,8 +174,10 @@ func (l *relayLoop) adopt(c net.Conn) (*loopFD, error) {
 		return nil, err
 	}
 	f := &loopFD{l: l, rc: rc, orig: c, laddr: c.LocalAddr(), raddr: c.RemoteAddr()}
-	f.rd.done = make(chan error, 1)
-	f.wr.done = make(chan error, 1)
+	for _, sd := range []*loopSide{&f.rd, &f.wr} {
+		sd.done = make(chan error, 1)
+		sd.invoke = func(fd uintptr) { sd.res = sd.cur(fd) }
+	}
 	l.mu.Lock()
 	for {
 		l.next++
@@ -229,6 +241,21 @@ type loopSide struct {
 	deadline time.Time
 	timer    *time.Timer
 	seq      uint64 // wait generation, so a stale timer does not end a later wait
+
+	// invoke calls cur and sets res: a func bound once, so that calling a
+	// callback through RawConn.Control allocates nothing.
+	invoke func(fd uintptr)
+	cur    func(fd uintptr) bool
+	res    bool
+}
+
+// call runs fn inside the descriptor's RawConn.Control: false, errClosed if
+// the net.Conn was closed.
+func (f *loopFD) call(s *loopSide, fn func(uintptr) bool) (bool, error) {
+	s.cur = fn
+	err := f.rc.Control(s.invoke)
+	s.cur = nil
+	return s.res && err == nil, err
 }
 
 // loopFD is a socket waited for by a relayLoop instead of the runtime's
@@ -270,8 +297,8 @@ func (f *loopFD) waitIO(s *loopSide, bit uint32, fn func(fd uintptr) bool) error
 		return os.ErrDeadlineExceeded
 	}
 	f.mu.Unlock()
-	done := false
-	if err := f.rc.Control(func(fd uintptr) { done = fn(fd) }); err != nil {
+	done, err := f.call(s, fn)
+	if err != nil {
 		return net.ErrClosed
 	}
 	if done {
@@ -406,14 +433,13 @@ func (f *loopFD) ready(ev uint32) (handed bool) {
 		return false
 	}
 	var rdDone, wrDone bool
-	cerr := f.rc.Control(func(fd uintptr) {
-		if rdFn != nil {
-			rdDone = rdFn(fd)
-		}
-		if wrFn != nil {
-			wrDone = wrFn(fd)
-		}
-	})
+	var cerr error
+	if rdFn != nil {
+		rdDone, cerr = f.call(&f.rd, rdFn)
+	}
+	if wrFn != nil && cerr == nil {
+		wrDone, cerr = f.call(&f.wr, wrFn)
+	}
 	f.mu.Lock()
 	if cerr != nil && !f.closing {
 		// orig was closed directly.

@@ -108,3 +108,35 @@ func TestRawConnDeadlineAndClose(t *testing.T) {
 		t.Fatalf("write on a closed conn: %v, want net.ErrClosed", err)
 	}
 }
+
+// useRelayLoop makes sockets adopted from now until the end of the test go
+// to the relay loop (on) or the runtime's netpoller (off).
+func useRelayLoop(tb testing.TB, on bool) {
+	tb.Helper()
+	prev := theLoop.Load()
+	if err := EnableRelayLoop(); err != nil {
+		tb.Fatal(err)
+	}
+	if on {
+		theLoop.Store(startedLoop)
+	} else {
+		theLoop.Store(nil)
+	}
+	tb.Cleanup(func() { theLoop.Store(prev) })
+}
+
+// bothRelays runs f with the netpoller and with the relay loop.
+func bothRelays(t *testing.T, f func(t *testing.T)) {
+	for _, on := range []bool{false, true} {
+		name := "netpoller"
+		if on {
+			name = "loop"
+		}
+		t.Run(name, func(t *testing.T) {
+			useRelayLoop(t, on)
+			f(t)
+		})
+	}
+}
+
+const relayLoopSupported = true
