@@ -57,6 +57,10 @@ func newController(spec client.Control) (control.Controller, error) {
 		}
 		p := control.DefaultPIDParams()
 		p.Setpoint, p.MaxRate = sp, spec.MaxRate
+		if spec.Rate > 0 {
+			// The operator's starting rate (default a tenth of max_rate).
+			p.Initial = math.Min(spec.Rate/spec.MaxRate, 1)
+		}
 		for _, g := range []struct {
 			v   *float64
 			dst *float64

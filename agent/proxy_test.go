@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/control"
 	"github.com/sluicedb/sluice/migration"
 	"github.com/sluicedb/sluice/proxy"
 	proxyclient "github.com/sluicedb/sluice/proxy/client"
@@ -181,5 +182,27 @@ func TestNewControllerErrorForm(t *testing.T) {
 		if _, err := newController(client.Control{Controller: "pid", SetpointMs: 40, MaxRate: 1e6, ErrorForm: f}); err != nil {
 			t.Fatalf("error form %q: %v", f, err)
 		}
+	}
+}
+
+// TestNewControllerStartRate: a PID starts at the spec's Rate (a fraction of
+// MaxRate), at a tenth of MaxRate without one; a fixed controller runs at
+// Rate, capped by MaxRate.
+func TestNewControllerStartRate(t *testing.T) {
+	for _, tc := range []struct{ rate, want float64 }{{0, 0.1}, {20e6, 0.25}, {1e9, 1}} {
+		c, err := newController(client.Control{Controller: "pid", SetpointMs: 40, MaxRate: 80e6, Rate: tc.rate})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.(*control.PID).Params().Initial; got != tc.want {
+			t.Errorf("rate %v: initial %v, want %v", tc.rate, got, tc.want)
+		}
+	}
+	c, err := newController(client.Control{Controller: "fixed", MaxRate: 80e6, Rate: 20e6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := c.Next(control.Observation{}); d.Rate != 20e6 {
+		t.Errorf("fixed at 20e6: rate %v", d.Rate)
 	}
 }

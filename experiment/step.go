@@ -114,7 +114,7 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 		say("%s: before the step %.1f ms, after %.1f ms (setpoint %.1f; with the handover %.1f), %.1f s", name, sr.MeanLatencyBeforeMs, sr.MeanLatencyAfterMs, o.SetpointMs, sr.MeanLatencyAfterWithHandoverMs, sr.MigrationSeconds)
 		return r, sr, nil
 	}
-	pr, ps, err := run("pid", 1, agentclient.StartMigration{Rate: o.MaxRate / 10, Control: o.pidControl(o.SetpointMs)})
+	pr, ps, err := run("pid", 1, agentclient.StartMigration{Rate: o.MaxRate * StartFraction, Control: o.pidControl(o.SetpointMs)})
 	if err != nil {
 		return res, err
 	}

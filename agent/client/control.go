@@ -22,7 +22,8 @@ type Control struct {
 	// MaxRate is the top speed, bytes/s; > 0. The controllers' outputs are
 	// fractions of it.
 	MaxRate float64 `json:"max_rate"`
-	// Rate is the fixed controller's rate, bytes/s.
+	// Rate is the fixed controller's rate, bytes/s, and the PID's starting
+	// rate (default MaxRate/10).
 	Rate float64 `json:"rate,omitempty"`
 	// Kp, Ki, Kd override the PID's gains (control.DefaultPIDParams) when set.
 	Kp *float64 `json:"kp,omitempty"`

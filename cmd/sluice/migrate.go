@@ -82,7 +82,7 @@ Interrupting the command stops following; the migration carries on.`,
 			}
 			var ctl *client.Control
 			if controller != "" {
-				ctl = &client.Control{Controller: controller, K: k}
+				ctl = &client.Control{Controller: controller, K: k, Rate: r}
 				if maxRate == "" {
 					return usagef("migrate: --controller needs --max-rate, the migration's top speed")
 				}
@@ -154,7 +154,7 @@ Interrupting the command stops following; the migration carries on.`,
 	f.Int64Var(&tenant, "tenant", 0, "tenant id to move")
 	f.StringVar(&to, "to", "", "target agent: a peer name of the source agent, or its URL")
 	f.StringVar(&agentURL, "agent", "", "source agent API URL (default $SLUICE_AGENT or "+defaultAgentURL+")")
-	f.StringVar(&rate, "rate", "", "copy rate cap, e.g. 20MB/s (default unlimited)")
+	f.StringVar(&rate, "rate", "", "copy rate cap, e.g. 20MB/s (default unlimited); with --controller: the fixed controller's rate, the PID's starting rate (default a tenth of --max-rate)")
 	f.StringVar(&mode, "mode", "live", "live or stop-and-copy")
 	f.BoolVar(&asJSON, "json", false, "print one final JSON object instead of progress and summary")
 	f.BoolVar(&detach, "detach", false, "start the migration and return at once")
