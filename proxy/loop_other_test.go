@@ -12,3 +12,8 @@ func useRelayLoop(tb testing.TB, on bool) {
 		tb.Skip("no relay loop on this system")
 	}
 }
+
+// bothRelays runs f once: with the netpoller, all there is off Linux.
+func bothRelays(t *testing.T, f func(t *testing.T)) {
+	t.Run("netpoller", f)
+}

@@ -33,6 +33,8 @@ var benchProxyFlags struct {
 	keep      bool
 	procs     int
 	serverNet string
+	loop      bool
+	compare   bool
 }
 
 var benchProxyCmd = &cobra.Command{
@@ -69,6 +71,8 @@ func init() {
 	f.BoolVar(&benchProxyFlags.keep, "keep", false, "keep the temp directory (logs) for inspection")
 	f.StringVar(&benchProxyFlags.serverNet, "server-transport", "tcp", "how both middlemen reach PostgreSQL: tcp (127.0.0.1) or unix (its socket directory)")
 	f.IntVar(&benchProxyFlags.procs, "proxy-procs", defaultProxyProcs, "--procs of the sluice proxy under test (GOMAXPROCS; 0 = one per core)")
+	f.BoolVar(&benchProxyFlags.loop, "proxy-loop", defaultProxyLoop, "--loop of the sluice proxy under test (relay in one epoll loop)")
+	f.BoolVar(&benchProxyFlags.compare, "compare-loop", false, "also run a second sluice proxy with the other --loop setting, as a fourth target (sluice_alt_* in the JSON)")
 	benchCmd.AddCommand(benchProxyCmd)
 }
 
@@ -84,6 +88,15 @@ type benchResult struct {
 	// median over rounds.
 	SluiceCPUUS    float64 `json:"sluice_cpu_us_per_tx"`
 	PgbouncerCPUUS float64 `json:"pgbouncer_cpu_us_per_tx"`
+	// With --compare-loop: the sluice proxy with the other --loop setting.
+	SluiceAltLoop  *bool    `json:"sluice_alt_loop,omitempty"`
+	SluiceAltTPS   *float64 `json:"sluice_alt_tps,omitempty"`
+	SluiceAltP50MS *float64 `json:"sluice_alt_p50_ms,omitempty"`
+	SluiceAltCPUUS *float64 `json:"sluice_alt_cpu_us_per_tx,omitempty"`
+	// How both middlemen reached the server, and the sluice proxy's settings.
+	ServerTransport string `json:"server_transport"`
+	SluiceLoop      bool   `json:"sluice_loop"`
+	SluiceProcs     int    `json:"sluice_procs"`
 }
 
 type pgbenchRun struct {
@@ -175,12 +188,23 @@ func runBenchProxy(cmd *cobra.Command, _ []string) error {
 	}
 	defer stopBouncer()
 
-	progress("start sluice proxy (--procs %d)", bf.procs)
-	sluicePort, sluicePID, stopSluice, err := startSluiceProxy(ctx, dir, userlist, serverAddr, bf.procs)
+	progress("start sluice proxy (--procs %d --loop=%v)", bf.procs, bf.loop)
+	sluicePort, sluicePID, stopSluice, err := startSluiceProxy(ctx, dir, userlist, serverAddr, bf.procs, bf.loop)
 	if err != nil {
 		return err
 	}
 	defer stopSluice()
+	var altPort string
+	var altPID int
+	if bf.compare {
+		progress("start a second sluice proxy (--procs %d --loop=%v)", bf.procs, !bf.loop)
+		var stopAlt func()
+		altPort, altPID, stopAlt, err = startSluiceProxy(ctx, dir, userlist, serverAddr, bf.procs, !bf.loop)
+		if err != nil {
+			return err
+		}
+		defer stopAlt()
+	}
 
 	targets := []struct {
 		name string
@@ -189,6 +213,12 @@ func runBenchProxy(cmd *cobra.Command, _ []string) error {
 		{"direct", []string{"-h", pgHost, "-p", pgPort, "-U", "postgres", "postgres"}},
 		{"sluice", []string{"-h", "127.0.0.1", "-p", sluicePort, "-U", "postgres", "bench"}},
 		{"pgbouncer", []string{"-h", "127.0.0.1", "-p", strconv.Itoa(bouncerPort), "-U", "postgres", "bench"}},
+	}
+	if bf.compare {
+		targets = append(targets, struct {
+			name string
+			args []string
+		}{"sluice_alt", []string{"-h", "127.0.0.1", "-p", altPort, "-U", "postgres", "bench"}})
 	}
 	workloads := []struct {
 		name string
@@ -210,7 +240,7 @@ func runBenchProxy(cmd *cobra.Command, _ []string) error {
 				args := append([]string{"-n", "-c", strconv.Itoa(bf.clients), "-T", strconv.Itoa(int(bf.duration.Seconds())),
 					"-l", "--log-prefix=" + prefix}, wl.args...)
 				args = append(args, tg.args...)
-				pid := map[string]int{"sluice": sluicePID, "pgbouncer": bouncerPID}[tg.name]
+				pid := map[string]int{"sluice": sluicePID, "pgbouncer": bouncerPID, "sluice_alt": altPID}[tg.name]
 				cpu0 := processCPU(pid)
 				out, err := runPgbench(ctx, pgbench, dir, []string{"PGPASSWORD=" + benchPassword}, args...)
 				cpu := processCPU(pid) - cpu0
@@ -237,6 +267,13 @@ func runBenchProxy(cmd *cobra.Command, _ []string) error {
 			DirectTPS: round1(d.tps), SluiceTPS: round1(s.tps), PgbouncerTPS: round1(b.tps),
 			DirectP50MS: round3(d.p50ms), SluiceP50MS: round3(s.p50ms), PgbouncerP50MS: round3(b.p50ms),
 			SluiceCPUUS: round1(medianCPU(runs["sluice"])), PgbouncerCPUUS: round1(medianCPU(runs["pgbouncer"])),
+			ServerTransport: bf.serverNet, SluiceLoop: bf.loop, SluiceProcs: bf.procs,
+		}
+		if bf.compare {
+			a := median(runs["sluice_alt"])
+			alt := !bf.loop
+			tps, p50, cpu := round1(a.tps), round3(a.p50ms), round1(medianCPU(runs["sluice_alt"]))
+			results[wl.name].SluiceAltLoop, results[wl.name].SluiceAltTPS, results[wl.name].SluiceAltP50MS, results[wl.name].SluiceAltCPUUS = &alt, &tps, &p50, &cpu
 		}
 	}
 	if bf.jsonOut {
@@ -441,17 +478,17 @@ func processCPU(pid int) time.Duration {
 // startSluiceProxy runs this binary's `proxy` command as a child process in
 // front of pgAddr (tenant "bench", SCRAM from userlist, GOMAXPROCS procs) and
 // returns its client port, its pid and a stop function.
-func startSluiceProxy(ctx context.Context, dir, userlist, pgAddr string, procs int) (string, int, func(), error) {
+func startSluiceProxy(ctx context.Context, dir, userlist, pgAddr string, procs int, loop bool) (string, int, func(), error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return "", 0, nil, fmt.Errorf("bench proxy: find own binary: %w", err)
 	}
-	logf, err := os.Create(filepath.Join(dir, "sluice-proxy.log"))
+	logf, err := os.Create(filepath.Join(dir, fmt.Sprintf("sluice-proxy-loop-%v.log", loop)))
 	if err != nil {
 		return "", 0, nil, err
 	}
 	cmd := exec.CommandContext(ctx, exe, "proxy", "--listen", "127.0.0.1:0", "--api", "127.0.0.1:0",
-		"--auth-file", userlist, "--route", "bench="+pgAddr+"/postgres", "--procs", strconv.Itoa(procs), "--quiet", "--json")
+		"--auth-file", userlist, "--route", "bench="+pgAddr+"/postgres", "--procs", strconv.Itoa(procs), "--loop="+strconv.FormatBool(loop), "--quiet", "--json")
 	cmd.Dir = dir
 	cmd.Stderr = logf
 	stdout, err := cmd.StdoutPipe()
@@ -481,7 +518,7 @@ func startSluiceProxy(ctx context.Context, dir, userlist, pgAddr string, procs i
 	go func() { io.Copy(io.Discard, stdout); cmd.Wait(); close(exited) }()
 	if decErr != nil {
 		stop()
-		log, _ := os.ReadFile(filepath.Join(dir, "sluice-proxy.log"))
+		log, _ := os.ReadFile(logf.Name())
 		return "", 0, nil, fmt.Errorf("bench proxy: sluice proxy did not report its address: %v\n%s", decErr, log)
 	}
 	_, port, err := net.SplitHostPort(addrs.Listen)
