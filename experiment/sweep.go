@@ -29,7 +29,7 @@ type Common struct {
 	// ErrorForm is the PID's error form, "linear" or "hybrid"; default
 	// DefaultErrorForm.
 	ErrorForm string
-	Warmup    time.Duration // workload before each migration; default 10 s
+	Warmup    time.Duration // workload before each migration; default 20 s (the previous trial's handover backlog drains)
 	// BaselineFor is how long the workload runs without a migration to
 	// measure the baseline; default 20 s.
 	BaselineFor time.Duration
@@ -57,7 +57,7 @@ func (c *Common) defaults() error {
 		c.MaxRate = 80e6
 	}
 	if c.Warmup == 0 {
-		c.Warmup = 10 * time.Second
+		c.Warmup = 20 * time.Second
 	}
 	if c.BaselineFor == 0 {
 		c.BaselineFor = 20 * time.Second
@@ -169,7 +169,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		return res, err
 	}
 	if len(o.FixedRates) == 0 {
-		o.FixedRates = []float64{20e6, 30e6, 40e6, 60e6, 80e6}
+		o.FixedRates = []float64{20e6, 30e6, 40e6, 50e6}
 	}
 	started := time.Now()
 	say := o.Progress

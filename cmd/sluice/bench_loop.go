@@ -203,7 +203,7 @@ row by row. Writes series.csv, summary.json, report.md and PNG plots to --out.`,
 		},
 	}
 	f.register(cmd.Flags(), "slack-sweep", "2GB", 3072)
-	cmd.Flags().StringVar(&rates, "fixed-rates", "20MB/s,30MB/s,40MB/s,60MB/s,80MB/s", "fixed migration rates, comma-separated")
+	cmd.Flags().StringVar(&rates, "fixed-rates", "20MB/s,30MB/s,40MB/s,50MB/s", "fixed migration rates, comma-separated")
 	cmd.Flags().StringVar(&setpoints, "setpoints", "", "PID setpoints, comma-separated (e.g. 20ms,40ms); default 2,3,4,6 × the baseline mean latency")
 	benchCmd.AddCommand(cmd)
 }
