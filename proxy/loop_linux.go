@@ -24,15 +24,18 @@ import (
 // per message — instead of a goroutine wake-up, park and netpoller round per
 // message and direction.
 //
-// Why, and what it measured (2026-11-22, 2 shared cores, pgbench -S, 8
-// clients, PgBouncer 1.18 in the same run): the relay loop takes 0–5 % more
-// select-only throughput than the goroutine relay at the same CPU per
-// transaction (same-run pairs, `sluice bench proxy --compare-loop`); read-write
-// (one or two messages per wake-up) is level. It does not cut the proxy's
-// preemptions: sluice's 0.5 per transaction against PgBouncer's 0.2 was
-// measured with PgBouncer daemonized, in a scheduler autogroup of its own; in
-// the same session as pgbench (as `sluice bench proxy` runs both) PgBouncer
-// is preempted 0.55 times per transaction too.
+// What it measured (2026-11-22/23, 2 shared cores, pgbench 8 clients,
+// `sluice bench proxy --compare-loop`: same-run pairs against the goroutine
+// relay): select-only throughput level (pairs from −6 % to +15 %, CPU per
+// transaction equal), read-write ~5 % more CPU per transaction — a wake-up
+// here costs two epoll_waits (the runtime's and this set's) and the
+// runtime's edge-triggered registration of the borrowed socket stays. So it
+// is off by default (`sluice proxy --loop` turns it on). Nor does it change
+// how often the proxy is preempted: sluice's 0.5 preemptions per transaction
+// against PgBouncer's 0.2 were measured with PgBouncer daemonized, in a
+// scheduler autogroup of its own; in the same session as pgbench (as `sluice
+// bench proxy` runs both) PgBouncer is preempted 0.55 times per transaction
+// too.
 //
 // How it waits: the loop's epoll descriptor is itself registered with the
 // runtime's netpoller (an os.File), so when nothing is ready the loop

@@ -45,8 +45,11 @@ var proxyFlags struct {
 const defaultProxyProcs = 1
 
 // defaultProxyLoop: whether `sluice proxy` relays in the epoll loop
-// (proxy.EnableRelayLoop) unless --loop=false: on Linux, where it exists.
-var defaultProxyLoop = runtime.GOOS == "linux"
+// (proxy.EnableRelayLoop, Linux only). Off: in same-run A/B against the
+// goroutine relay (`sluice bench proxy --compare-loop`, 2026-11-22/23, 2 shared
+// cores) it was level on select-only throughput (pairs from −6 % to +15 %)
+// and used ~5 % more CPU per read-write transaction (149–154 vs 142–149 µs).
+const defaultProxyLoop = false
 
 var proxyCmd = &cobra.Command{
 	Use:   "proxy",
