@@ -169,7 +169,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		return res, err
 	}
 	if len(o.FixedRates) == 0 {
-		o.FixedRates = []float64{20e6, 30e6, 40e6, 50e6}
+		o.FixedRates = []float64{10e6, 20e6, 30e6, 40e6}
 	}
 	started := time.Now()
 	say := o.Progress

@@ -202,8 +202,8 @@ row by row. Writes series.csv, summary.json, report.md and PNG plots to --out.`,
 			})
 		},
 	}
-	f.register(cmd.Flags(), "slack-sweep", "2GB", 3072)
-	cmd.Flags().StringVar(&rates, "fixed-rates", "20MB/s,30MB/s,40MB/s,50MB/s", "fixed migration rates, comma-separated")
+	f.register(cmd.Flags(), "slack-sweep", "1GB", 3072)
+	cmd.Flags().StringVar(&rates, "fixed-rates", "10MB/s,20MB/s,30MB/s,40MB/s", "fixed migration rates, comma-separated")
 	cmd.Flags().StringVar(&setpoints, "setpoints", "", "PID setpoints, comma-separated (e.g. 20ms,40ms); default 2,3,4,6 × the baseline mean latency")
 	benchCmd.AddCommand(cmd)
 }
@@ -244,7 +244,7 @@ report.md and step.png to --out.`,
 			})
 		},
 	}
-	f.register(cmd.Flags(), "step40", "2GB", 3072)
+	f.register(cmd.Flags(), "step40", "2GB", 4096)
 	cmd.Flags().StringVar(&setpoint, "setpoint", "", "PID setpoint (e.g. 40ms); default 3 × the baseline mean latency")
 	cmd.Flags().StringVar(&after, "step-after", "60s", "when the arrival rate steps up, after the migration starts")
 	cmd.Flags().Float64Var(&factor, "factor", 1.4, "arrival rate multiplier at the step")
@@ -284,7 +284,7 @@ setpoint. Writes series.csv, summary.json, report.md and multitenant.png.`,
 			})
 		},
 	}
-	f.register(cmd.Flags(), "multitenant", "5GB", 6144)
+	f.register(cmd.Flags(), "multitenant", "3GB", 5120)
 	cmd.Flags().StringVar(&setpoint, "setpoint", "", "PID setpoint (e.g. 40ms); default 3 × the baseline server-wide mean latency")
 	cmd.Flags().IntVar(&tenants, "tenants", 5, "tenants on the source server (one moves)")
 	benchCmd.AddCommand(cmd)
