@@ -19,6 +19,7 @@ build: deps
 test: deps
 	$(GO) vet ./...
 	$(GO) test $(TESTFLAGS) ./...
+	SLUICE_PROXY_LOOP=1 $(GO) test $(TESTFLAGS) ./proxy/
 
 demo: build
 	./$(BIN) demo
