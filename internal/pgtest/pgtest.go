@@ -12,8 +12,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,12 +32,55 @@ var template struct {
 // removed at the end of the test. (t.TempDir is root-only when tests run as root.)
 func TempDir(t testing.TB) string {
 	t.Helper()
-	d, err := pgcluster.MkdirTemp("sluice-test-")
+	reapOnce.Do(reapOrphans)
+	d, err := pgcluster.MkdirTemp(dirPrefix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(d) })
+	// The owner's pid, for reapOrphans in a later test process; beside the
+	// directory, which must stay empty (a tablespace location must be).
+	os.WriteFile(d+ownerSuffix, []byte(strconv.Itoa(os.Getpid())), 0o644)
+	t.Cleanup(func() { os.RemoveAll(d); os.Remove(d + ownerSuffix) })
 	return d
+}
+
+const (
+	dirPrefix   = "sluice-test-"
+	ownerSuffix = ".owner" // <dir>.owner holds the pid of the test process that made <dir>
+)
+
+var reapOnce sync.Once
+
+// reapOrphans stops and removes the clusters of test processes that died
+// without their cleanup (a killed or timed-out `go test`): every
+// sluice-test-* directory whose owner pid (in <dir>.owner) is gone. A postmaster left running
+// gets an immediate shutdown (SIGQUIT). Directories without an owner file,
+// or whose owner lives, are left alone.
+func reapOrphans() {
+	owners, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*"+ownerSuffix))
+	for _, of := range owners {
+		d := strings.TrimSuffix(of, ownerSuffix)
+		b, err := os.ReadFile(of)
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 0 || syscall.Kill(pid, 0) != syscall.ESRCH {
+			continue
+		}
+		pids, _ := filepath.Glob(filepath.Join(d, "*", "postmaster.pid"))
+		for _, pf := range pids {
+			c := &pgcluster.Cluster{Dir: filepath.Dir(pf)}
+			if pm, err := c.PID(); err == nil && pm > 0 {
+				syscall.Kill(pm, syscall.SIGQUIT)
+				for i := 0; i < 100 && syscall.Kill(pm, 0) == nil; i++ {
+					time.Sleep(20 * time.Millisecond)
+				}
+			}
+		}
+		os.RemoveAll(d)
+		os.Remove(of)
+	}
 }
 
 // New initialises and starts a cluster with options o (Port 0 picks a free
