@@ -535,7 +535,9 @@ func (s *LocalSource) Unfence(ctx context.Context) error {
 		}
 	}
 	if !s.C.Running() {
-		if err := s.resetAutoConf(); err != nil {
+		// A stopped source's read-only fence: ALTER SYSTEM RESET needs a
+		// running server, so edit postgresql.auto.conf.
+		if err := dropAutoConf(s.C, "default_transaction_read_only"); err != nil {
 			return fmt.Errorf("migration: unfence: %w", err)
 		}
 		if err := s.C.Start(ctx); err != nil {
@@ -557,23 +559,6 @@ func (s *LocalSource) Unfence(ctx context.Context) error {
 		os.Remove(saved)
 	}
 	return nil
-}
-
-// resetAutoConf removes a read-only fence from postgresql.auto.conf of a
-// stopped source (ALTER SYSTEM RESET needs a running server).
-func (s *LocalSource) resetAutoConf() error {
-	p := filepath.Join(s.C.Dir, "postgresql.auto.conf")
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return nil
-	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(strings.TrimSpace(line), "default_transaction_read_only") {
-			out = append(out, line)
-		}
-	}
-	return s.C.WriteFile("postgresql.auto.conf", strings.Join(out, "\n"))
 }
 
 // Retire stops the source for good and removes (or, with RetireGrace, renames

@@ -229,6 +229,12 @@ func (c *Cluster) Configure(settings map[string]string) error {
 // Start starts the postmaster with pg_ctl and waits until it accepts
 // connections. The server log goes to Dir/log/postmaster.log.
 func (c *Cluster) Start(ctx context.Context) error {
+	return c.pgctlStart(ctx, "-w", "-t", "60")
+}
+
+// pgctlStart runs pg_ctl start with waitArgs (-w -t N, or -W), the server
+// log going to Dir/log/postmaster.log.
+func (c *Cluster) pgctlStart(ctx context.Context, waitArgs ...string) error {
 	logDir := filepath.Join(c.Dir, "log")
 	if err := os.MkdirAll(logDir, 0o700); err != nil {
 		return err
@@ -236,7 +242,9 @@ func (c *Cluster) Start(ctx context.Context) error {
 	if err := c.chown(logDir); err != nil {
 		return err
 	}
-	out, err := c.Run(ctx, "pg_ctl", "start", "-w", "-t", "60", "-D", c.Dir, "-l", filepath.Join(logDir, "postmaster.log"), "-o", "-p "+strconv.Itoa(c.Port))
+	args := append([]string{"start"}, waitArgs...)
+	args = append(args, "-D", c.Dir, "-l", filepath.Join(logDir, "postmaster.log"), "-o", "-p "+strconv.Itoa(c.Port))
+	out, err := c.Run(ctx, "pg_ctl", args...)
 	if err != nil {
 		return fmt.Errorf("pgcluster: start %s: %w\n%s%s", c.Dir, err, tail(out), c.LogTail(20))
 	}
@@ -250,16 +258,8 @@ func (c *Cluster) Start(ctx context.Context) error {
 // throttled rate, past pg_ctl's wait. The postmaster's status in
 // postmaster.pid tells when it is up; it must get there within a minute.
 func (c *Cluster) StartRecovering(ctx context.Context) error {
-	logDir := filepath.Join(c.Dir, "log")
-	if err := os.MkdirAll(logDir, 0o700); err != nil {
+	if err := c.pgctlStart(ctx, "-W"); err != nil {
 		return err
-	}
-	if err := c.chown(logDir); err != nil {
-		return err
-	}
-	out, err := c.Run(ctx, "pg_ctl", "start", "-W", "-D", c.Dir, "-l", filepath.Join(logDir, "postmaster.log"), "-o", "-p "+strconv.Itoa(c.Port))
-	if err != nil {
-		return fmt.Errorf("pgcluster: start %s: %w\n%s%s", c.Dir, err, tail(out), c.LogTail(20))
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {

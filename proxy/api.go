@@ -65,10 +65,7 @@ func (p *Proxy) apiHandler() http.Handler {
 		writeAPI(w, http.StatusOK, t.hold(r.Context(), deadline, p.cancelSession))
 	})
 	mux.HandleFunc("POST /v1/tenants/{tenant}/prepare", func(w http.ResponseWriter, r *http.Request) {
-		var in struct {
-			Addr     string `json:"addr"`
-			Database string `json:"database"`
-		}
+		var in routeTarget
 		if err := readAPI(r, &in); err != nil {
 			apiError(w, http.StatusBadRequest, err)
 			return
@@ -81,10 +78,7 @@ func (p *Proxy) apiHandler() http.Handler {
 		writeAPI(w, http.StatusOK, res)
 	})
 	mux.HandleFunc("POST /v1/tenants/{tenant}/switch", func(w http.ResponseWriter, r *http.Request) {
-		var in struct {
-			Addr     string `json:"addr"`
-			Database string `json:"database"`
-		}
+		var in routeTarget
 		if err := readAPI(r, &in); err != nil {
 			apiError(w, http.StatusBadRequest, err)
 			return
@@ -118,6 +112,13 @@ func (p *Proxy) apiHandler() http.Handler {
 	})
 	mux.HandleFunc("GET /metrics", p.serveMetrics)
 	return mux
+}
+
+// routeTarget is the body of prepare and switch: a server and, optionally,
+// a database ("" = the tenant's current one).
+type routeTarget struct {
+	Addr     string `json:"addr"`
+	Database string `json:"database"`
 }
 
 // windows converts series to the API's Window objects.

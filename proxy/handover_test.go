@@ -100,11 +100,7 @@ func TestSessionMove(t *testing.T) {
 	api := client.New(p.APIAddr(), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, proxyURL(p, "acme", "disable"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connectAcme(ctx, t, p)
 	port := func() int {
 		var n int
 		if err := conn.QueryRow(ctx, "select inet_server_port()").Scan(&n); err != nil {
@@ -124,15 +120,7 @@ func TestSessionMove(t *testing.T) {
 	if _, err := conn.Prepare(ctx, "mystmt", "select $1::int * 2"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := api.Hold(ctx, "acme", time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if err := api.Switch(ctx, "acme", b.Addr()); err != nil {
-		t.Fatal(err)
-	}
-	if err := api.Release(ctx, "acme"); err != nil {
-		t.Fatal(err)
-	}
+	moveAcme(ctx, t, api, b.Addr())
 	if got := port(); got != b.Port {
 		t.Fatalf("after switch port %d, want %d", got, b.Port)
 	}
@@ -155,7 +143,7 @@ func TestSessionMove(t *testing.T) {
 		defer ccancel()
 		conn.PgConn().CancelRequest(cctx)
 	}()
-	_, err = conn.Exec(ctx, "select pg_sleep(20)")
+	_, err := conn.Exec(ctx, "select pg_sleep(20)")
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || pe.Code != "57014" {
 		t.Fatalf("cancelled query: %v, want SQLSTATE 57014", err)
@@ -297,11 +285,7 @@ func TestIdleSessionSurvivesSourceShutdown(t *testing.T) {
 	api := client.New(p.APIAddr(), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, proxyURL(p, "acme", "disable"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connectAcme(ctx, t, p)
 	if _, err := conn.Prepare(ctx, "port", "select inet_server_port()"); err != nil {
 		t.Fatal(err)
 	}
@@ -333,11 +317,7 @@ func TestPreparedSessionMove(t *testing.T) {
 	api := client.New(p.APIAddr(), nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, proxyURL(p, "acme", "disable"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connectAcme(ctx, t, p)
 	if _, err := conn.Exec(ctx, "set application_name = 'prepared-app'"); err != nil {
 		t.Fatal(err)
 	}
@@ -381,15 +361,7 @@ func TestPreparedSessionMove(t *testing.T) {
 	if res, err := api.Prepare(ctx, "acme", b.Addr()); err != nil || res.Opened != 1 {
 		t.Fatalf("prepare: %+v, %v", res, err)
 	}
-	if _, err := api.Hold(ctx, "acme", time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if err := api.Switch(ctx, "acme", b.Addr()); err != nil {
-		t.Fatal(err)
-	}
-	if err := api.Release(ctx, "acme"); err != nil {
-		t.Fatal(err)
-	}
+	moveAcme(ctx, t, api, b.Addr())
 	var port, n int
 	if err := conn.QueryRow(ctx, "select inet_server_port()").Scan(&port); err != nil || port != b.Port {
 		t.Fatalf("after switch port %d (%v), want %d", port, err, b.Port)

@@ -18,8 +18,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/sluicedb/sluice/internal/pgtest"
 	"github.com/sluicedb/sluice/pgcluster"
+	"github.com/sluicedb/sluice/proxy/client"
 )
 
 const testPassword = "s3cret-pw"
@@ -66,6 +68,33 @@ func proxyURL(p *Proxy, db, sslmode string) string {
 }
 
 // kv is a libpq key/value connection string through p (for psql/pgbench).
+// connectAcme opens a pgx session to tenant acme through p (no TLS),
+// closed when the test ends.
+func connectAcme(ctx context.Context, t *testing.T, p *Proxy) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, proxyURL(p, "acme", "disable"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// moveAcme hands tenant acme over to addr through the API: hold (1 s
+// deadline), switch, release.
+func moveAcme(ctx context.Context, t *testing.T, api *client.Client, addr string) {
+	t.Helper()
+	if _, err := api.Hold(ctx, "acme", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Switch(ctx, "acme", addr); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Release(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func kv(p *Proxy, db string) string {
 	host, port, _ := net.SplitHostPort(p.Addr())
 	return fmt.Sprintf("host=%s port=%s dbname=%s user=postgres sslmode=disable", host, port, db)

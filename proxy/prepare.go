@@ -48,13 +48,7 @@ func (p *Proxy) Prepare(ctx context.Context, tenantName, addr, database string) 
 	if database != "" {
 		r.Database = database
 	}
-	t.mu.Lock()
-	sessions := make([]*session, 0, len(t.mu.sessions))
-	for s := range t.mu.sessions {
-		sessions = append(sessions, s)
-	}
-	t.mu.Unlock()
-
+	sessions := t.sessionList()
 	var res client.PrepareResult
 	res.Sessions = len(sessions)
 	var mu sync.Mutex
@@ -135,7 +129,7 @@ func (s *session) takeNext(r RouteConfig) *serverConn {
 	if sc == nil {
 		return nil
 	}
-	if sc.addr != r.Addr || sc.database != r.Database {
+	if !sc.serves(r) {
 		sc.close()
 		return nil
 	}
@@ -146,7 +140,7 @@ func (s *session) takeNext(r RouteConfig) *serverConn {
 func (s *session) dropNextUnless(r RouteConfig) {
 	s.mu.Lock()
 	sc := s.mu.next
-	if sc != nil && (sc.addr != r.Addr || sc.database != r.Database) {
+	if sc != nil && !sc.serves(r) {
 		s.mu.next = nil
 	} else {
 		sc = nil
@@ -155,4 +149,9 @@ func (s *session) dropNextUnless(r RouteConfig) {
 	if sc != nil {
 		sc.close()
 	}
+}
+
+// serves reports whether sc is a session on route r's server and database.
+func (sc *serverConn) serves(r RouteConfig) bool {
+	return sc.addr == r.Addr && sc.database == r.Database
 }

@@ -444,13 +444,7 @@ func (p *Proxy) Release(tenantName string) error {
 	// Server sessions prepared for a switch that did not happen (or went
 	// elsewhere) are of no further use.
 	r, _ := t.routeNow()
-	t.mu.Lock()
-	sessions := make([]*session, 0, len(t.mu.sessions))
-	for s := range t.mu.sessions {
-		sessions = append(sessions, s)
-	}
-	t.mu.Unlock()
-	for _, s := range sessions {
+	for _, s := range t.sessionList() {
 		s.dropNextUnless(r)
 	}
 	return nil

@@ -120,6 +120,17 @@ func (t *tenant) addSession(s *session) {
 	t.mu.Unlock()
 }
 
+// sessionList returns the tenant's current sessions.
+func (t *tenant) sessionList() []*session {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]*session, 0, len(t.mu.sessions))
+	for s := range t.mu.sessions {
+		out = append(out, s)
+	}
+	return out
+}
+
 func (t *tenant) removeSession(s *session) {
 	t.mu.Lock()
 	delete(t.mu.sessions, s)

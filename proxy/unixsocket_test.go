@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
@@ -22,11 +21,7 @@ func TestUnixSocketRoute(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, proxyURL(p, "acme", "disable"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connectAcme(ctx, t, p)
 	var viaUnix bool
 	if err := conn.QueryRow(ctx, "select client_addr is null and client_port = -1 from pg_stat_activity where pid = pg_backend_pid()").Scan(&viaUnix); err != nil {
 		t.Fatal(err)
