@@ -76,6 +76,11 @@ func TestLiveMigrationThroughProxy(t *testing.T) {
 	json.Unmarshal(m.Record, &rec)
 	t.Logf("handover: hold→fence %v, →replayed %v, →promoted %v, →switched %v, →released %v",
 		rec.FencedAt.Sub(rec.HeldAt), rec.ReplayedAt.Sub(rec.HeldAt), rec.PromotedAt.Sub(rec.HeldAt), rec.SwitchedAt.Sub(rec.HeldAt), rec.ReleasedAt.Sub(rec.HeldAt))
+	// The proxy named the writer's idle session on the source, and the fence
+	// spared it (migration.IdleHolder); the ledger below shows nothing lost.
+	if len(rec.HeldIdle) != 1 {
+		t.Fatalf("held idle backends %v, want the writer's one", rec.HeldIdle)
+	}
 	before, _, _ := w.stats()
 	time.Sleep(time.Second)
 	wstop()

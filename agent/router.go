@@ -36,7 +36,8 @@ type proxyRouter struct {
 
 var (
 	_ migration.Router   = proxyRouter{}
-	_ migration.Preparer = proxyRouter{}
+	_ migration.Preparer   = proxyRouter{}
+	_ migration.IdleHolder = proxyRouter{}
 )
 
 // Prepare implements migration.Preparer.
@@ -51,6 +52,13 @@ func (p proxyRouter) Prepare(ctx context.Context, _ string, addr string) error {
 func (p proxyRouter) Hold(ctx context.Context, _ string, deadline time.Duration) error {
 	_, err := p.c.Hold(ctx, p.name, deadline)
 	return err
+}
+
+// HoldIdle implements migration.IdleHolder: the proxy names the source
+// backends of the sessions it holds idle.
+func (p proxyRouter) HoldIdle(ctx context.Context, _ string, deadline time.Duration) ([]int, error) {
+	res, err := p.c.Hold(ctx, p.name, deadline)
+	return res.IdleBackends, err
 }
 
 func (p proxyRouter) Switch(ctx context.Context, _ string, addr string) error {

@@ -131,6 +131,9 @@ type FixedPoint struct {
 	// (TrialResult.BeforeHandover); FreezeMs the handover's freeze.
 	BeforeHandoverMs float64 `json:"mean_latency_before_handover_ms"`
 	FreezeMs         float64 `json:"freeze_ms"`
+	// PreMigrationMs is the mean latency over the last PreWindow seconds of
+	// the warm-up, before this migration starts: the plant's state then.
+	PreMigrationMs float64 `json:"mean_latency_pre_migration_ms"`
 }
 
 // PIDPoint is one PID migration of the sweep.
@@ -150,6 +153,17 @@ type PIDPoint struct {
 	BeforeHandoverMs float64 `json:"mean_latency_before_handover_ms"`
 	LoopMeanMs       float64 `json:"loop_mean_latency_ms"`
 	FreezeMs         float64 `json:"freeze_ms"`
+	PreMigrationMs   float64 `json:"mean_latency_pre_migration_ms"` // as FixedPoint's
+}
+
+// PreWindow is how much of a trial's warm-up, up to the migration's start,
+// its pre-migration latency covers (seconds).
+const PreWindow = 10.0
+
+// preMigration returns r's mean latency over the PreWindow before its
+// migration started.
+func preMigration(r *TrialResult) float64 {
+	return round(Describe(r.Latencies(max(0, r.MigStart-PreWindow), r.MigStart)).Mean, 2)
 }
 
 // SweepResult is `sluice bench slack-sweep --json`.
@@ -159,8 +173,8 @@ type SweepResult struct {
 }
 
 // SlackSweep runs Slacker's Fig. 11: migrations of one tenant back and forth
-// between two servers under the workload, first at a ladder of fixed rates,
-// then under the PID at a ladder of setpoints. Every migration's ledger is
+// between two servers under the workload, at a ladder of fixed rates and
+// under the PID at a ladder of setpoints, the two ladders interleaved. Every migration's ledger is
 // checked. It writes series.csv, summary.json, report.md, sweep.png and one
 // PNG per PID trial into o.Out.
 func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepResult, error) {
@@ -201,22 +215,24 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		to = 1 - to
 		return r, nil
 	}
-	for _, rate := range o.FixedRates {
+	runFixed := func(rate float64) error {
 		r, err := trial(fmt.Sprintf("fixed-%.0fMBps", rate/1e6), 0, agentclient.StartMigration{Rate: rate})
 		if err != nil {
-			return res, err
+			return err
 		}
 		st := Describe(r.Latencies(r.MigStart, r.MigEnd))
 		bh := Describe(r.Latencies(r.BeforeHandover()))
 		p := FixedPoint{RateMBs: round(rate/1e6, 2), MeanLatencyMs: round(st.Mean, 2), StddevLatencyMs: round(st.Std, 2), MigrationSeconds: round(r.MigEnd-r.MigStart, 1),
-			BeforeHandoverMs: round(bh.Mean, 2), FreezeMs: round(r.FreezeMs, 1)}
-		say("fixed %.1f MB/s: latency %.1f ± %.1f ms (before the handover %.1f), %.1f s; ledger %d acknowledged, 0 lost", p.RateMBs, p.MeanLatencyMs, p.StddevLatencyMs, p.BeforeHandoverMs, p.MigrationSeconds, r.Check.Acknowledged)
+			BeforeHandoverMs: round(bh.Mean, 2), FreezeMs: round(r.FreezeMs, 1), PreMigrationMs: preMigration(r)}
+		say("fixed %.1f MB/s: latency %.1f ± %.1f ms (before the handover %.1f; before the migration %.1f), %.1f s; ledger %d acknowledged, 0 lost",
+			p.RateMBs, p.MeanLatencyMs, p.StddevLatencyMs, p.BeforeHandoverMs, p.PreMigrationMs, p.MigrationSeconds, r.Check.Acknowledged)
 		res.Fixed = append(res.Fixed, p)
+		return nil
 	}
-	for _, sp := range o.Setpoints {
+	runPID := func(sp float64) error {
 		r, err := trial(fmt.Sprintf("pid-%gms", sp), sp, agentclient.StartMigration{Rate: o.MaxRate * StartFraction, Control: o.pidControl(sp)})
 		if err != nil {
-			return res, err
+			return err
 		}
 		st := Describe(r.Latencies(r.MigStart, r.MigEnd))
 		secs := r.MigEnd - r.MigStart
@@ -226,9 +242,26 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		p.BeforeHandoverMs = round(Describe(r.Latencies(from, to)).Mean, 2)
 		p.LoopMeanMs = round(r.LoopMean(from, to), 2)
 		p.FreezeMs = round(r.FreezeMs, 1)
-		say("pid %.1f ms: latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %.1f), %.1f s at %.1f MB/s; ledger %d acknowledged, 0 lost",
-			sp, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, p.LoopMeanMs, p.MigrationSeconds, p.MeanRateMBs, r.Check.Acknowledged)
+		p.PreMigrationMs = preMigration(r)
+		say("pid %.1f ms: latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %.1f; before the migration %.1f), %.1f s at %.1f MB/s; ledger %d acknowledged, 0 lost",
+			sp, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, p.LoopMeanMs, p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, r.Check.Acknowledged)
 		res.PID = append(res.PID, p)
+		return nil
+	}
+	// Fixed and PID trials alternate: the plant drifts over a sweep (the
+	// table gains dead tuples, each new server starts cold), and running one
+	// ladder after the other would hand all of the drift to the second.
+	for i := 0; i < max(len(o.FixedRates), len(o.Setpoints)); i++ {
+		if i < len(o.FixedRates) {
+			if err := runFixed(o.FixedRates[i]); err != nil {
+				return res, err
+			}
+		}
+		if i < len(o.Setpoints) {
+			if err := runPID(o.Setpoints[i]); err != nil {
+				return res, err
+			}
+		}
 	}
 
 	// Outputs.
@@ -257,9 +290,10 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	b.WriteString(reportHeader("sluice bench slack-sweep (Slacker Fig. 11)", o.Command, started, bed.Describe()))
 	fmt.Fprintf(&b, "Tenant: %d rows, %.0f MB; workload %.0f transactions/s (%s keys, MPL %d); baseline mean latency %.1f ± %.1f ms; PID max rate %.0f MB/s.\n\n",
 		tn.Rows, float64(tn.Bytes)/1e6, o.Workload.Rate, o.Workload.Distribution, o.Workload.MPL, base.Mean, base.Std, o.MaxRate/1e6)
-	b.WriteString("| fixed rate MB/s | mean latency ms | stddev ms | migration s | mean before the handover ms | freeze ms |\n|---|---|---|---|---|---|\n")
+	b.WriteString("Fixed and PID trials alternate (fixed 1, PID 1, fixed 2, ...); \"before the migration\" is each trial's mean over the last 10 s of its warm-up.\n\n")
+	b.WriteString("| fixed rate MB/s | mean latency ms | stddev ms | migration s | mean before the handover ms | freeze ms | before the migration ms |\n|---|---|---|---|---|---|---|\n")
 	for _, p := range res.Fixed {
-		fmt.Fprintf(&b, "| %.1f | %s | %s | %.1f | %s | %.0f |\n", p.RateMBs, f1(p.MeanLatencyMs), f1(p.StddevLatencyMs), p.MigrationSeconds, f1(p.BeforeHandoverMs), p.FreezeMs)
+		fmt.Fprintf(&b, "| %.1f | %s | %s | %.1f | %s | %.0f | %s |\n", p.RateMBs, f1(p.MeanLatencyMs), f1(p.StddevLatencyMs), p.MigrationSeconds, f1(p.BeforeHandoverMs), p.FreezeMs, f1(p.PreMigrationMs))
 	}
 	b.WriteString("\nLatency is the workload's (Slacker: arrival queue + execution); \"execution\" leaves out the wait in the workload's own arrival queue — what the proxy measures and the loop controls.\n")
 	b.WriteString("\n| PID setpoint ms | mean latency ms | error vs setpoint | execution mean ms | error vs setpoint | stddev ms | migration s | mean rate MB/s | fixed rate's migration s at this latency |\n|---|---|---|---|---|---|---|---|---|\n")
@@ -272,14 +306,14 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 			f1(p.ExecutionMeanMs), 100*(p.ExecutionMeanMs-p.SetpointMs)/p.SetpointMs, f1(p.StddevLatencyMs), p.MigrationSeconds, p.MeanRateMBs, eq)
 	}
 	b.WriteString("\nBefore the handover (the loop sets the speed; the handover's freeze and the drain of the queue it builds are a fixed cost per migration, in the whole-migration figures above):\n\n")
-	b.WriteString("| PID setpoint ms | mean latency ms | error vs setpoint | loop's own mean ms | error vs setpoint | fixed rate's migration s at this latency | freeze ms |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("| PID setpoint ms | mean latency ms | error vs setpoint | loop's own mean ms | error vs setpoint | fixed rate's migration s at this latency | freeze ms | before the migration ms |\n|---|---|---|---|---|---|---|---|\n")
 	for _, p := range res.PID {
 		eq := "outside the fixed ladder's range"
 		if s, ok := secondsAt(res.Fixed, func(f FixedPoint) float64 { return f.BeforeHandoverMs }, p.BeforeHandoverMs); ok {
 			eq = fmt.Sprintf("%.1f (PID %.2f× as fast)", s, s/p.MigrationSeconds)
 		}
-		fmt.Fprintf(&b, "| %.1f | %s | %+.1f %% | %s | %+.1f %% | %s | %.0f |\n", p.SetpointMs, f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs,
-			f1(p.LoopMeanMs), 100*(p.LoopMeanMs-p.SetpointMs)/p.SetpointMs, eq, p.FreezeMs)
+		fmt.Fprintf(&b, "| %.1f | %s | %+.1f %% | %s | %+.1f %% | %s | %.0f | %s |\n", p.SetpointMs, f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs,
+			f1(p.LoopMeanMs), 100*(p.LoopMeanMs-p.SetpointMs)/p.SetpointMs, eq, p.FreezeMs, f1(p.PreMigrationMs))
 	}
 	b.WriteString("\n")
 	b.WriteString(ledgerLines(trials))

@@ -37,7 +37,9 @@ type (
 		Bytes  int64
 	}
 	// Held: the router holds new transactions and in-flight ones finished.
-	Held struct{}
+	// Idle lists the source backends (PostgreSQL pids) the router holds idle
+	// between transactions (IdleHolder); nil when the router does not say.
+	Held struct{ Idle []int }
 	// FlushRead: the source's flush LSN, read after Held.
 	FlushRead struct{ LSN LSN }
 	// Fenced: the source accepts no more writes; the target must replay up to LSN.
@@ -145,7 +147,12 @@ type (
 	// ReadFlushLSN: read the source's pg_current_wal_flush_lsn() → FlushRead.
 	ReadFlushLSN struct{}
 	// Fence: make the source refuse writes → Fenced.
-	Fence struct{ Mode FenceMode }
+	// Spare: backends held idle by the router (Record.HeldIdle), which a
+	// read-only fence neither terminates nor waits for.
+	Fence struct {
+		Mode  FenceMode
+		Spare []int
+	}
 	// CopyCold: stop-and-copy: copy the stopped source's directory to the target → Copied.
 	CopyCold struct{}
 	// WaitReplay: wait until the target replayed LSN → Replayed.
@@ -207,7 +214,12 @@ func (a WaitCatchUp) String() string {
 func (Warm) String() string            { return "warm" }
 func (a Hold) String() string          { return fmt.Sprintf("hold deadline=%s", a.Deadline) }
 func (ReadFlushLSN) String() string    { return "read-flush-lsn" }
-func (a Fence) String() string         { return "fence mode=" + string(a.Mode) }
+func (a Fence) String() string {
+	if len(a.Spare) > 0 {
+		return fmt.Sprintf("fence mode=%s spare=%d", a.Mode, len(a.Spare))
+	}
+	return "fence mode=" + string(a.Mode)
+}
 func (CopyCold) String() string        { return "copy-cold" }
 func (a WaitReplay) String() string    { return "wait-replay lsn=" + a.LSN.String() }
 func (Promote) String() string         { return "promote" }

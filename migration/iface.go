@@ -83,8 +83,12 @@ type Source interface {
 	// FlushLSN returns pg_current_wal_flush_lsn().
 	FlushLSN(ctx context.Context) (LSN, error)
 	// Fence makes the source refuse writes (see FenceMode) and returns the
-	// LSN the target must replay to have every committed write.
-	Fence(ctx context.Context, mode FenceMode) (LSN, error)
+	// LSN the target must replay to have every committed write. spare names
+	// client backends (pids) that a router holds idle between transactions
+	// (IdleHolder): a read-only fence leaves them alone, since nothing will
+	// reach them before the router releases them, and waiting for their exit
+	// would only lengthen the freeze.
+	Fence(ctx context.Context, mode FenceMode, spare []int) (LSN, error)
 	// Unfence undoes Fence: restarts a stopped source, lifts a read-only
 	// fence. A no-op on an unfenced source.
 	Unfence(ctx context.Context) error
@@ -142,6 +146,18 @@ type Target interface {
 // not fatal (sessions then reconnect lazily, as without it).
 type Preparer interface {
 	Prepare(ctx context.Context, tenant, addr string) error
+}
+
+// IdleHolder is an optional Router extension: HoldIdle is Hold that also
+// names the backends (PostgreSQL pids on the tenant's current server) of the
+// sessions it holds idle at a transaction boundary. The router promises to
+// send those backends nothing until Release, and after a Switch never again
+// (their sessions move to the new server before their next transaction), so
+// they cannot write: the fence spares them instead of terminating them and
+// waiting for each to exit. A backend in a transaction, or one the router
+// cannot vouch for, must not be listed.
+type IdleHolder interface {
+	HoldIdle(ctx context.Context, tenant string, deadline time.Duration) (idle []int, err error)
 }
 
 // Router is what a migration needs from the proxy. The agent glues the proxy

@@ -295,7 +295,8 @@ func TestRollbackWhenTargetDies(t *testing.T) {
 }
 
 // TestFences: each fence makes writes fail and Unfence restores them; the
-// stop fence's LSN agrees with pg_controldata.
+// stop fence's LSN agrees with pg_controldata; the read-only fence leaves a
+// spared backend connected (a router holds it idle) and terminates the rest.
 func TestFences(t *testing.T) {
 	f := newFixture(t, 1)
 	ctx := context.Background()
@@ -317,10 +318,25 @@ func TestFences(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Close(ctx)
+	spared, err := pgx.Connect(ctx, f.src.ConnString("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer spared.Close(ctx)
+	var sparedPID int
+	if err := spared.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&sparedPID); err != nil {
+		t.Fatal(err)
+	}
 	for _, mode := range []FenceMode{FenceReadOnly, FenceStop} {
-		lsn, err := f.source.Fence(ctx, mode)
+		lsn, err := f.source.Fence(ctx, mode, []int{sparedPID})
 		if err != nil {
 			t.Fatalf("fence %s: %v", mode, err)
+		}
+		if mode == FenceReadOnly {
+			var pid int
+			if err := spared.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil || pid != sparedPID {
+				t.Fatalf("fence %s: spared backend %d: pid %d, %v", mode, sparedPID, pid, err)
+			}
 		}
 		if lsn == 0 {
 			t.Fatalf("fence %s: zero LSN", mode)

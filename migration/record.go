@@ -124,6 +124,7 @@ type Record struct {
 
 	// HANDOVER (timestamps are zero until the step is done)
 	HeldAt     time.Time `json:"held_at,omitzero"`
+	HeldIdle   []int     `json:"held_idle,omitempty"` // source backends the router holds idle (IdleHolder); the fence spares them
 	FlushLSN   LSN       `json:"flush_lsn,omitempty"` // source flush LSN read after Hold
 	FlushAt    time.Time `json:"flush_at,omitzero"`   // when it was read (the hold is complete)
 	FencedAt   time.Time `json:"fenced_at,omitzero"`

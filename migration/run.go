@@ -134,7 +134,6 @@ func Run(ctx context.Context, rec Record, env Env) (Record, error) {
 			ev = Abort{Reason: reason}
 		default:
 		}
-		at := env.Now()
 		if ev == nil {
 			if rec.Failures > 0 {
 				if err := sleep(ctx, time.Duration(rec.Failures)*env.RetryBackoff); err != nil {
@@ -149,7 +148,7 @@ func Run(ctx context.Context, rec Record, env Env) (Record, error) {
 		}
 		now := env.Now()
 		if _, ok := ev.(Held); ok {
-			now = at // the freeze starts when the hold is asked for
+			now = r.holdAt // the freeze starts when the hold is asked for
 		}
 		rec, acts = Step(rec, ev, now)
 	}
@@ -173,6 +172,7 @@ type runner struct {
 	copyStart    time.Time
 	copyTotal    int64
 	lag          int64
+	holdAt       time.Time // when the Hold action asked the router to hold (after Prepare)
 }
 
 func (r *runner) progress(rec Record, action string, force bool) {
@@ -290,6 +290,14 @@ func (r *runner) execute(ctx context.Context, rec Record, a Action) Event {
 				// Otherwise not fatal: sessions dial the target lazily.
 			}
 		}
+		r.holdAt = env.Now() // the freeze starts here: Prepare held nothing
+		if ih, ok := env.Router.(IdleHolder); ok {
+			idle, err := ih.HoldIdle(ctx, rec.Tenant, a.Deadline)
+			if err != nil {
+				return failed(a, err)
+			}
+			return Held{Idle: idle}
+		}
 		if err := env.Router.Hold(ctx, rec.Tenant, a.Deadline); err != nil {
 			return failed(a, err)
 		}
@@ -301,7 +309,7 @@ func (r *runner) execute(ctx context.Context, rec Record, a Action) Event {
 		}
 		return FlushRead{LSN: lsn}
 	case Fence:
-		lsn, err := src.Fence(ctx, a.Mode)
+		lsn, err := src.Fence(ctx, a.Mode, a.Spare)
 		if err != nil {
 			return failed(a, err)
 		}

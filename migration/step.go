@@ -108,7 +108,7 @@ func Step(rec Record, ev Event, now time.Time) (Record, []Action) {
 	case Warmed:
 		rec.Warmed, rec.WarmBlocks, rec.WarmBytes = true, e.Blocks, e.Bytes
 	case Held:
-		rec.HeldAt = now
+		rec.HeldAt, rec.HeldIdle = now, e.Idle
 	case FlushRead:
 		rec.FlushLSN, rec.FlushAt = e.LSN, now
 	case Fenced:
@@ -291,7 +291,7 @@ func handoverAction(rec Record) Action {
 		case rec.FlushLSN == 0:
 			return ReadFlushLSN{}
 		case rec.FencedAt.IsZero():
-			return Fence{Mode: rec.Fence}
+			return Fence{Mode: rec.Fence, Spare: rec.HeldIdle}
 		case rec.ReplayedAt.IsZero():
 			return WaitReplay{LSN: replayTarget(rec)}
 		}

@@ -120,7 +120,21 @@ func TestSessionMove(t *testing.T) {
 	if _, err := conn.Prepare(ctx, "mystmt", "select $1::int * 2"); err != nil {
 		t.Fatal(err)
 	}
-	moveAcme(ctx, t, api, b.Addr())
+	var pid int
+	if err := conn.QueryRow(ctx, "select pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	// The hold names the idle session's backend on A (a fence may spare it).
+	res, err := api.Hold(ctx, "acme", time.Second)
+	if err != nil || len(res.IdleBackends) != 1 || res.IdleBackends[0] != pid {
+		t.Fatalf("hold: %+v, %v; want idle backends [%d]", res, err, pid)
+	}
+	if err := api.Switch(ctx, "acme", b.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Release(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
 	if got := port(); got != b.Port {
 		t.Fatalf("after switch port %d, want %d", got, b.Port)
 	}
@@ -143,7 +157,7 @@ func TestSessionMove(t *testing.T) {
 		defer ccancel()
 		conn.PgConn().CancelRequest(cctx)
 	}()
-	_, err := conn.Exec(ctx, "select pg_sleep(20)")
+	_, err = conn.Exec(ctx, "select pg_sleep(20)")
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || pe.Code != "57014" {
 		t.Fatalf("cancelled query: %v, want SQLSTATE 57014", err)

@@ -82,6 +82,19 @@ func (s *session) inFlight() bool {
 	return s.mu.inTx
 }
 
+// idleBackend returns the pid of the session's server session when it is on
+// addr and idle between transactions (its tenant held, nothing outstanding):
+// the proxy will not write to it before its tenant is released.
+func (s *session) idleBackend(addr string) (uint32, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sc := s.mu.srv
+	if s.mu.inTx || s.mu.outstanding > 0 || sc == nil || sc.addr != addr || sc.pid == 0 {
+		return 0, false
+	}
+	return sc.pid, true
+}
+
 // serve runs the session to its end. It owns conn.
 func (p *Proxy) serveConn(ctx context.Context, conn net.Conn) {
 	defer conn.Close()

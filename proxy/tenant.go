@@ -214,7 +214,17 @@ func (t *tenant) hold(ctx context.Context, deadline time.Duration, cancel func(*
 	t.mu.Lock()
 	res.HeldSessions = len(t.mu.sessions)
 	res.InFlight = t.mu.inflight
+	addr := t.mu.route.Addr
+	sessions := make([]*session, 0, len(t.mu.sessions))
+	for s := range t.mu.sessions {
+		sessions = append(sessions, s)
+	}
 	t.mu.Unlock()
+	for _, s := range sessions {
+		if pid, ok := s.idleBackend(addr); ok {
+			res.IdleBackends = append(res.IdleBackends, int(pid))
+		}
+	}
 	res.WaitedMS = float64(time.Since(start).Microseconds()) / 1000
 	return res
 }

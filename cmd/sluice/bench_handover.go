@@ -317,14 +317,20 @@ func migLoadFiller(ctx context.Context, c *pgcluster.Cluster, mb int) error {
 type proxyRouter struct{ p *proxy.Proxy }
 
 func (r proxyRouter) Hold(ctx context.Context, tenant string, deadline time.Duration) error {
+	_, err := r.HoldIdle(ctx, tenant, deadline)
+	return err
+}
+
+// HoldIdle implements migration.IdleHolder.
+func (r proxyRouter) HoldIdle(ctx context.Context, tenant string, deadline time.Duration) ([]int, error) {
 	res, err := r.p.Hold(ctx, tenant, deadline)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if res.InFlight > 0 {
-		return fmt.Errorf("proxy hold %s: %d transactions still in flight", tenant, res.InFlight)
+		return nil, fmt.Errorf("proxy hold %s: %d transactions still in flight", tenant, res.InFlight)
 	}
-	return nil
+	return res.IdleBackends, nil
 }
 func (r proxyRouter) Switch(_ context.Context, tenant, addr string) error {
 	return r.p.Switch(tenant, addr, "")

@@ -39,6 +39,12 @@ type HoldResult struct {
 	Cancelled    int     `json:"cancelled"`     // in-flight transactions cancelled at the deadline
 	Terminated   int     `json:"terminated"`    // sessions terminated because their transaction stayed open after cancel (idle in a transaction block)
 	InFlight     int     `json:"in_flight"`     // transactions still open at return; 0 unless a terminated session did not end within 2 s
+	// IdleBackends are the PostgreSQL pids of the server sessions, on the
+	// tenant's current server, that the hold keeps idle between
+	// transactions: the proxy sends them nothing until Release and, after a
+	// Switch, moves their sessions away before their next transaction. A
+	// source's fence may leave them alone (migration.IdleHolder).
+	IdleBackends []int `json:"idle_backends,omitempty"`
 }
 
 // PrepareResult is the answer to a prepare: server sessions opened on the
