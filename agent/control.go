@@ -69,6 +69,7 @@ func newController(spec client.Control) (control.Controller, error) {
 				*g.dst = *g.v
 			}
 		}
+		p.StartGrowth = spec.StartGrowth
 		switch control.ErrorForm(spec.ErrorForm) {
 		case "":
 		case control.ErrorLinear, control.ErrorHybrid:
@@ -182,6 +183,9 @@ func (a *Agent) startControl(ctx context.Context, cm catalog.Migration, r *run) 
 			return string(r.prog.Phase), r.prog.BytesDone
 		},
 	}
+	if spec.Controller == "pid" || spec.Controller == "integral" {
+		l.Settle = ControlSettle
+	}
 	r.mu.Lock()
 	r.loop, r.spec = l, &spec
 	r.mu.Unlock()
@@ -192,6 +196,13 @@ func (a *Agent) startControl(ctx context.Context, cm catalog.Migration, r *run) 
 	}()
 	a.log.Info("control loop running", "migration", cm.ID, "controller", spec.Controller, "setpoint_ms", spec.SetpointMs, "max_rate", spec.MaxRate)
 }
+
+// ControlSettle is how long the latency controllers hold their starting rate
+// after the copy's first byte (loop.Loop.Settle): the proxy's window (3 s by
+// default), so the snapshot's start-up — pg_backup_start's fast checkpoint, a
+// 10–40 ms spike on the testbed's 0.25-CPU servers whatever the rate — has
+// left the window before the controller reads it.
+const ControlSettle = 3 * time.Second
 
 // serverAddrs lists host:port of every serving tenant here and on the peer:
 // the postmasters whose clients the migration may hurt. A peer that does not

@@ -35,7 +35,7 @@ type proxyRouter struct {
 }
 
 var (
-	_ migration.Router   = proxyRouter{}
+	_ migration.Router     = proxyRouter{}
 	_ migration.Preparer   = proxyRouter{}
 	_ migration.IdleHolder = proxyRouter{}
 )

@@ -88,6 +88,7 @@ func (s *script) do(t *testing.T, d *datadriven.TestData) string {
 		p.Initial = a.float("initial", p.Initial)
 		p.Stat = Statistic(a.str("stat", string(p.Stat)))
 		p.Error = ErrorForm(a.str("error", string(p.Error)))
+		p.StartGrowth, p.StartExit = a.float("growth", p.StartGrowth), a.float("exit", p.StartExit)
 		var c *PID
 		if c, err = NewPID(p); err == nil {
 			s.ctl, s.rate, s.maxRate = c, p.Initial*p.MaxRate, p.MaxRate

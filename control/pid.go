@@ -50,7 +50,33 @@ type PIDParams struct {
 	// Error is how the error is normalised. Default (and "") ErrorLinear
 	// (Slacker).
 	Error ErrorForm
+	// StartGrowth, when > 1, runs a slow start (TCP's, for the same reason:
+	// find the capacity fast without knowing it) before the PID law: while
+	// the process variable stays under the exit level (StartExit), each step
+	// multiplies the output by StartGrowth (from at least StartFloor). The
+	// first step at or above that level, or at full speed, ends the slow
+	// start for good, and the PID law runs on from the output reached. The
+	// linear law's ramp from a low start is Ki·e·MaxRate per step — about
+	// 1.5 MB/s per second at the testbed's gains — so a short migration
+	// ends before it reaches the setpoint; a geometric ramp covers a decade
+	// in ~20 steps at 1.12. 0 or 1: no slow start (Slacker).
+	StartGrowth float64
+	// StartExit places the level that ends the slow start between the
+	// first latency measured (L0, the server before the migration loads it)
+	// and the setpoint: L0 + StartExit·(Setpoint − L0); (0, 1]. Default (0)
+	// 0.5: the process variable is a window mean that lags the rate by about
+	// half a window, so the exit leaves room for the growth still in the
+	// pipe. (A fraction of the setpoint alone would end it at once for a
+	// setpoint near the idle latency.)
+	StartExit float64
 }
+
+// StartFloor is the least output a slow start grows from (fraction of
+// MaxRate): an Initial of 0 would otherwise never grow.
+const StartFloor = 0.01
+
+// DefaultStartExit is StartExit's default.
+const DefaultStartExit = 0.5
 
 // ErrorForm names how the PID turns latency into a normalised error.
 type ErrorForm string
@@ -104,6 +130,10 @@ func (p PIDParams) Validate() error {
 		return fmt.Errorf("control: pid: unknown statistic %q (want mean, p95 or p99)", p.Stat)
 	case p.Error != "" && p.Error != ErrorLinear && p.Error != ErrorHybrid:
 		return fmt.Errorf("control: pid: unknown error form %q (want linear or hybrid)", p.Error)
+	case !finite(p.StartGrowth) || p.StartGrowth < 0 || p.StartGrowth > 4:
+		return fmt.Errorf("control: pid: start growth must be in [0, 4] (per step; 0 or 1 = none), got %v", p.StartGrowth)
+	case !finite(p.StartExit) || p.StartExit < 0 || p.StartExit > 1:
+		return fmt.Errorf("control: pid: start exit must be a fraction of the setpoint in (0, 1], got %v", p.StartExit)
 	}
 	return nil
 }
@@ -118,6 +148,8 @@ func (p PIDParams) Validate() error {
 //	        (ErrorHybrid, when PV(k) < Setpoint:
 //	         e(k) = min(Setpoint/PV(k) − 1, HybridErrorCap))
 //	on the first usable step: e(k−1) = e(k−2) = e(k)  // no derivative kick
+//	slow start (StartGrowth > 1, until the first PV(k) >= L0 + StartExit·(Setpoint − L0),
+//	L0 the first usable PV, or u = 1): u(k) = min(1, max(u(k−1), StartFloor) · StartGrowth)
 //	Δu    = Kp·(e(k) − e(k−1)) + Ki·e(k) + Kd·(e(k) − 2e(k−1) + e(k−2))
 //	u(k)  = clamp(u(k−1) + Δu, 0, 1)
 //	Rate  = Prefetch = u(k) · MaxRate               // u = 0 means paused
@@ -127,10 +159,12 @@ func (p PIDParams) Validate() error {
 // step above the setpoint starts slowing at once. Gains are per step; call
 // Next once per control step.
 type PID struct {
-	p      PIDParams
-	u      float64 // output, fraction of MaxRate
-	e1, e2 float64 // errors at k−1 and k−2
-	primed bool    // e1, e2 hold real errors
+	p        PIDParams
+	u        float64 // output, fraction of MaxRate
+	e1, e2   float64 // errors at k−1 and k−2
+	primed   bool    // e1, e2 hold real errors
+	starting bool    // in the slow start (PIDParams.StartGrowth)
+	exitAt   float64 // the slow start's exit level, ns; 0 until the first usable step
 }
 
 var _ Controller = (*PID)(nil)
@@ -140,7 +174,10 @@ func NewPID(p PIDParams) (*PID, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	return &PID{p: p, u: p.Initial}, nil
+	if p.StartExit == 0 {
+		p.StartExit = DefaultStartExit
+	}
+	return &PID{p: p, u: p.Initial, starting: p.StartGrowth > 1}, nil
 }
 
 // Name implements Controller.
@@ -163,6 +200,19 @@ func (c *PID) Next(obs Observation) Decision {
 	}
 	if !c.primed {
 		c.e1, c.e2, c.primed = e, e, true
+	}
+	if c.starting {
+		if c.exitAt == 0 {
+			c.exitAt = float64(pv) + c.p.StartExit*(sp-float64(pv))
+		}
+		if float64(pv) < c.exitAt && c.u < 1 {
+			c.u = min(1, max(c.u, StartFloor)*c.p.StartGrowth)
+			c.e2, c.e1 = c.e1, e
+			r := c.u * c.p.MaxRate
+			return Decision{Rate: r, Prefetch: r,
+				Reason: fmt.Sprintf("pid slow start pv=%v(%s) u=%.3f", pv.Round(10*time.Microsecond), who, c.u)}
+		}
+		c.starting = false
 	}
 	du := c.p.Kp*(e-c.e1) + c.p.Ki*e + c.p.Kd*(e-2*c.e1+c.e2)
 	c.u = clamp(c.u+du, 0, 1)

@@ -29,7 +29,10 @@ type Common struct {
 	// ErrorForm is the PID's error form, "linear" or "hybrid"; default
 	// DefaultErrorForm.
 	ErrorForm string
-	Warmup    time.Duration // workload before each migration; default 20 s (the previous trial's handover backlog drains)
+	// StartGrowth is the PID's slow-start growth per step (> 1; 1 = none);
+	// default DefaultStartGrowth.
+	StartGrowth float64
+	Warmup      time.Duration // workload before each migration; default 20 s (the previous trial's handover backlog drains)
 	// BaselineFor is how long the workload runs without a migration to
 	// measure the baseline; default 20 s.
 	BaselineFor time.Duration
@@ -89,6 +92,10 @@ func (c *Common) pidControl(sp float64) *agentclient.Control {
 	if ctl.ErrorForm == "" {
 		ctl.ErrorForm = DefaultErrorForm
 	}
+	ctl.StartGrowth = c.StartGrowth
+	if ctl.StartGrowth == 0 {
+		ctl.StartGrowth = DefaultStartGrowth
+	}
 	if ctl.Kp == nil && ctl.Ki == nil && ctl.Kd == nil {
 		kp, ki := DefaultKp, DefaultKi
 		ctl.Kp, ctl.Ki = &kp, &ki
@@ -111,6 +118,10 @@ var (
 	DefaultKp        = 0.02
 	DefaultKi        = 0.04
 	DefaultErrorForm = "linear"
+	// DefaultStartGrowth is the PID's slow start, ×1.12 per step: from the
+	// start fraction to full speed in 13 steps, where the linear law's ramp
+	// took the whole of a 1 GB migration (docs/benchmarks.md).
+	DefaultStartGrowth = 1.12
 )
 
 // SweepOptions configure the slack sweep.

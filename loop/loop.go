@@ -10,6 +10,7 @@ package loop
 import (
 	"context"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -46,13 +47,25 @@ type Loop struct {
 	Period     time.Duration
 	Setpoint   time.Duration                      // recorded with each point
 	Status     func() (phase string, bytes int64) // optional: the migration's progress
+	// Settle, with Status, keeps the controller's output as it is until the
+	// copy has moved bytes for Settle (normally the latency window): the
+	// windows before then hold the migration's start-up — pg_backup_start's
+	// checkpoint, before the first byte — a one-off cost of starting that
+	// no speed would have avoided. The controller sees those steps as
+	// missing data (ErrSettling) and holds. 0: no settling.
+	Settle time.Duration
 
 	mu struct {
 		sync.Mutex
 		start  time.Time
+		copyAt time.Time // first step that saw bytes moved
 		series []Point
 	}
 }
+
+// ErrSettling is the signal error of the steps Settle hides from the
+// controller.
+var ErrSettling = errors.New("settling: the copy has not started, or its start-up is still in the latency window")
 
 // DefaultPeriod is the control step (Slacker: 1 s).
 const DefaultPeriod = time.Second
@@ -60,22 +73,39 @@ const DefaultPeriod = time.Second
 // Step runs one control step at time at and returns its record.
 func (l *Loop) Step(ctx context.Context, at time.Time) Point {
 	obs := l.Observe(ctx, at)
+	seen := obs
+	var phase string
+	var bytes int64
+	if l.Status != nil {
+		phase, bytes = l.Status()
+	}
+	if l.settling(at, bytes) {
+		sig := make([]control.Signal, len(obs.Signals))
+		for i, s := range obs.Signals {
+			s.Err = ErrSettling
+			sig[i] = s
+		}
+		if len(sig) == 0 {
+			sig = []control.Signal{{Name: "settle", Err: ErrSettling}}
+		}
+		hidden := obs
+		hidden.Signals = sig
+		obs = hidden
+	}
 	d := l.Controller.Next(obs)
 	l.Send.SetRate(d.Rate)
 	if l.Prefetch != nil {
 		l.Prefetch.SetRate(d.Prefetch)
 	}
 	p := Point{
-		LatencyMs:  PV(obs),
+		LatencyMs:  PV(seen),
 		SetpointMs: float64(l.Setpoint) / float64(time.Millisecond),
 		Rate:       d.Rate,
 		Prefetch:   d.Prefetch,
 		Hold:       d.Hold,
 		Reason:     d.Reason,
 	}
-	if l.Status != nil {
-		p.Phase, p.Bytes = l.Status()
-	}
+	p.Phase, p.Bytes = phase, bytes
 	l.mu.Lock()
 	if l.mu.start.IsZero() {
 		l.mu.start = at
@@ -84,6 +114,23 @@ func (l *Loop) Step(ctx context.Context, at time.Time) Point {
 	l.mu.series = append(l.mu.series, p)
 	l.mu.Unlock()
 	return p
+}
+
+// settling reports whether the step at time at, with bytes moved so far,
+// falls in the Settle period.
+func (l *Loop) settling(at time.Time, bytes int64) bool {
+	if l.Settle <= 0 || l.Status == nil {
+		return false
+	}
+	if bytes <= 0 {
+		return true
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.mu.copyAt.IsZero() {
+		l.mu.copyAt = at
+	}
+	return at.Sub(l.mu.copyAt) < l.Settle
 }
 
 // Run steps every Period until ctx ends. each, if not nil, sees every point.

@@ -88,3 +88,38 @@ func TestRunNeedsParts(t *testing.T) {
 		t.Fatal("Run without controller/observer/throttle did not fail")
 	}
 }
+
+// TestSettleHoldsStartUp: with Settle, the controller sees no data while no
+// byte has moved and for Settle after the first step that saw bytes; the
+// record keeps the measured latency.
+func TestSettleHoldsStartUp(t *testing.T) {
+	bytesAt := []int64{0, 0, 100, 200, 300, 400, 500}
+	i := 0
+	send := &setter{}
+	l := &Loop{
+		Controller: &scripted{},
+		Observe: func(_ context.Context, at time.Time) control.Observation {
+			i++
+			return control.Observation{At: at, Signals: []control.Signal{{Name: "src", Mean: 30 * time.Millisecond}}}
+		},
+		Send:   send,
+		Status: func() (string, int64) { return "snapshot", bytesAt[i-1] },
+		Settle: 2 * time.Second,
+	}
+	t0 := time.Unix(1000, 0)
+	for k := range bytesAt {
+		l.Step(context.Background(), t0.Add(time.Duration(k)*time.Second))
+	}
+	// Copy starts at step 2: steps 0-3 settle (2 s after step 2), 4- run.
+	for k, p := range l.Series() {
+		if wantHold := k < 4; p.Hold != wantHold {
+			t.Errorf("step %d (bytes %d): hold %v, want %v (%s)", k, p.Bytes, p.Hold, wantHold, p.Reason)
+		}
+		if p.LatencyMs != 30 {
+			t.Errorf("step %d: recorded latency %v, want the measured 30", k, p.LatencyMs)
+		}
+	}
+	if r := send.rates[len(send.rates)-1]; r != 1e6 {
+		t.Errorf("after settling the controller set %v, want 1e6", r)
+	}
+}

@@ -33,6 +33,10 @@ type Control struct {
 	// Slacker's (SP−PV)/SP) or "hybrid" (SP/PV−1 below the setpoint, which
 	// makes a queueing server's loop linear; control.ErrorHybrid).
 	ErrorForm string `json:"error_form,omitempty"`
+	// StartGrowth, when > 1, starts the PID with a slow start: the rate is
+	// multiplied by it every step until the latency is half-way from its
+	// first measurement to the setpoint (control.PIDParams.StartGrowth).
+	StartGrowth float64 `json:"start_growth,omitempty"`
 	// K is the integral controller's gain, (bytes/s) per second of latency
 	// error; from `sluice tune`. Required for integral.
 	K float64 `json:"k,omitempty"`

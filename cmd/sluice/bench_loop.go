@@ -28,6 +28,7 @@ import (
 type loopFlags struct {
 	out, size, maxRate, keys string
 	errorForm                string
+	startGrowth              float64
 	cpus                     float64
 	cpuShares                int64
 	memoryMB                 int
@@ -56,6 +57,7 @@ func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB 
 	fs.Float64Var(&f.ki, "ki", experiment.DefaultKi, "PID integral gain")
 	fs.Float64Var(&f.kd, "kd", 0, "PID derivative gain")
 	fs.StringVar(&f.errorForm, "error-form", experiment.DefaultErrorForm, "PID error form: linear (Slacker) or hybrid (SP/PV−1 below the setpoint)")
+	fs.Float64Var(&f.startGrowth, "start-growth", experiment.DefaultStartGrowth, "PID slow start: rate × this per step until the latency is half-way to the setpoint (1 = none, Slacker)")
 	fs.Uint64Var(&f.seed, "seed", 1, "workload seed")
 	fs.BoolVar(&f.json, "json", false, "print the summary as JSON")
 }
@@ -85,6 +87,8 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 		return testbed.Options{}, c, usagef("bench %s: --mpl must be in 1..1000", name)
 	case f.kp < 0 || f.ki <= 0 || f.kd < 0 || math.IsNaN(f.kp+f.ki+f.kd):
 		return testbed.Options{}, c, usagef("bench %s: PID gains must be non-negative and --ki positive", name)
+	case !(f.startGrowth >= 1 && f.startGrowth <= 4):
+		return testbed.Options{}, c, usagef("bench %s: --start-growth %v: want 1 (none) to 4", name, f.startGrowth)
 	case f.errorForm != "linear" && f.errorForm != "hybrid":
 		return testbed.Options{}, c, usagef("bench %s: --error-form %q: want linear or hybrid", name, f.errorForm)
 	case f.cpus == 0 || f.memoryMB == 0:
@@ -98,7 +102,7 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 	c = experiment.Common{
 		Out: f.out, Command: "sluice " + strings.Join(os.Args[1:], " "), Size: size,
 		Workload: workload.Config{Rate: f.tps, MPL: f.mpl, Distribution: dist},
-		MaxRate:  maxRate, Kp: &kp, Ki: &ki, Kd: &kd, ErrorForm: f.errorForm, Seed: f.seed,
+		MaxRate:  maxRate, Kp: &kp, Ki: &ki, Kd: &kd, ErrorForm: f.errorForm, StartGrowth: f.startGrowth, Seed: f.seed,
 	}
 	// Progress goes to stderr, with --json too (stdout carries the JSON).
 	c.Progress = func(format string, args ...any) {

@@ -36,12 +36,12 @@ type migrateResult struct {
 
 func init() {
 	var (
-		agentURL, to, rate, mode string
-		tenant                   int64
-		asJSON, detach           bool
-		controller, setpoint     string
-		maxRate                  string
-		kp, ki, kd, k            float64
+		agentURL, to, rate, mode   string
+		tenant                     int64
+		asJSON, detach             bool
+		controller, setpoint       string
+		maxRate                    string
+		kp, ki, kd, k, startGrowth float64
 	)
 	cmd := &cobra.Command{
 		Use:   "migrate --tenant ID --to AGENT [--agent URL] [--rate R] [--mode live|stop-and-copy] [--controller pid --setpoint 40ms --max-rate R]",
@@ -97,6 +97,12 @@ Interrupting the command stops following; the migration carries on.`,
 						return usagef("migrate: --setpoint %q: want a positive duration such as 40ms", setpoint)
 					}
 					ctl.SetpointMs = float64(d) / float64(time.Millisecond)
+				}
+				if cmd.Flags().Changed("start-growth") {
+					if !(startGrowth >= 1 && startGrowth <= 4) {
+						return usagef("migrate: --start-growth %v: want 1 (none) to 4", startGrowth)
+					}
+					ctl.StartGrowth = startGrowth
 				}
 				for _, g := range []struct {
 					name string
@@ -164,6 +170,7 @@ Interrupting the command stops following; the migration carries on.`,
 	f.Float64Var(&kp, "kp", 0, "PID proportional gain (default Slacker's 0.025)")
 	f.Float64Var(&ki, "ki", 0, "PID integral gain (default Slacker's 0.005)")
 	f.Float64Var(&kd, "kd", 0, "PID derivative gain (default Slacker's 0.015)")
+	f.Float64Var(&startGrowth, "start-growth", 0, "PID slow start: rate × this per step until the latency is half-way to the setpoint (default none)")
 	f.Float64Var(&k, "k", 0, "integral controller gain, (bytes/s) per second of latency error (sluice tune proposes one)")
 	root.AddCommand(cmd)
 }
