@@ -59,7 +59,10 @@ type PIDParams struct {
 	// linear law's ramp from a low start is Ki·e·MaxRate per step — about
 	// 1.5 MB/s per second at the testbed's gains — so a short migration
 	// ends before it reaches the setpoint; a geometric ramp covers a decade
-	// in ~20 steps at 1.12. 0 or 1: no slow start (Slacker).
+	// in ~20 steps at 1.12. 0 or 1: no slow start (Slacker). After the
+	// slow start, StartRearm consecutive steps under the exit level grow
+	// the output the same way again (the slack came back: a burst ended),
+	// until a step at or above it.
 	StartGrowth float64
 	// StartExit places the level that ends the slow start between the
 	// first latency measured (L0, the server before the migration loads it)
@@ -70,6 +73,10 @@ type PIDParams struct {
 	// setpoint near the idle latency.)
 	StartExit float64
 }
+
+// StartRearm is how many consecutive steps under the slow start's exit
+// level make the PID grow geometrically again (PIDParams.StartGrowth).
+const StartRearm = 3
 
 // StartFloor is the least output a slow start grows from (fraction of
 // MaxRate): an Initial of 0 would otherwise never grow.
@@ -149,7 +156,8 @@ func (p PIDParams) Validate() error {
 //	         e(k) = min(Setpoint/PV(k) − 1, HybridErrorCap))
 //	on the first usable step: e(k−1) = e(k−2) = e(k)  // no derivative kick
 //	slow start (StartGrowth > 1, until the first PV(k) >= L0 + StartExit·(Setpoint − L0),
-//	L0 the first usable PV, or u = 1): u(k) = min(1, max(u(k−1), StartFloor) · StartGrowth)
+//	L0 the first usable PV, or u = 1; again from the StartRearm-th consecutive
+//	step under that level): u(k) = max(the law's u(k) below, min(1, max(u(k−1), StartFloor) · StartGrowth))
 //	Δu    = Kp·(e(k) − e(k−1)) + Ki·e(k) + Kd·(e(k) − 2e(k−1) + e(k−2))
 //	u(k)  = clamp(u(k−1) + Δu, 0, 1)
 //	Rate  = Prefetch = u(k) · MaxRate               // u = 0 means paused
@@ -165,6 +173,7 @@ type PID struct {
 	primed   bool    // e1, e2 hold real errors
 	starting bool    // in the slow start (PIDParams.StartGrowth)
 	exitAt   float64 // the slow start's exit level, ns; 0 until the first usable step
+	below    int     // consecutive steps under exitAt since the slow start ended
 }
 
 var _ Controller = (*PID)(nil)
@@ -201,18 +210,27 @@ func (c *PID) Next(obs Observation) Decision {
 	if !c.primed {
 		c.e1, c.e2, c.primed = e, e, true
 	}
-	if c.starting {
+	if c.p.StartGrowth > 1 {
 		if c.exitAt == 0 {
 			c.exitAt = float64(pv) + c.p.StartExit*(sp-float64(pv))
 		}
-		if float64(pv) < c.exitAt && c.u < 1 {
-			c.u = min(1, max(c.u, StartFloor)*c.p.StartGrowth)
+		under := float64(pv) < c.exitAt && c.u < 1
+		switch {
+		case !under:
+			c.starting, c.below = false, 0
+		case !c.starting:
+			c.below++
+		}
+		if under && (c.starting || c.below >= StartRearm) {
+			// Whichever climbs faster: the geometric step, or the law's
+			// own (from near zero, after a pause, the law's is larger).
+			du := c.p.Kp*(e-c.e1) + c.p.Ki*e + c.p.Kd*(e-2*c.e1+c.e2)
+			c.u = max(clamp(c.u+du, 0, 1), min(1, max(c.u, StartFloor)*c.p.StartGrowth))
 			c.e2, c.e1 = c.e1, e
 			r := c.u * c.p.MaxRate
 			return Decision{Rate: r, Prefetch: r,
 				Reason: fmt.Sprintf("pid slow start pv=%v(%s) u=%.3f", pv.Round(10*time.Microsecond), who, c.u)}
 		}
-		c.starting = false
 	}
 	du := c.p.Kp*(e-c.e1) + c.p.Ki*e + c.p.Kd*(e-2*c.e1+c.e2)
 	c.u = clamp(c.u+du, 0, 1)

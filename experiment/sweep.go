@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -171,10 +172,11 @@ type PIDPoint struct {
 // its pre-migration latency covers (seconds).
 const PreWindow = 10.0
 
-// preMigration returns r's mean latency over the PreWindow before its
-// migration started.
+// preMigration returns r's mean latency over the PreWindow whole seconds
+// before the one its migration started in.
 func preMigration(r *TrialResult) float64 {
-	return round(Describe(r.Latencies(max(0, r.MigStart-PreWindow), r.MigStart)).Mean, 2)
+	end := math.Floor(r.MigStart)
+	return round(Describe(r.Latencies(max(0, end-PreWindow), end)).Mean, 2)
 }
 
 // SweepResult is `sluice bench slack-sweep --json`.
@@ -259,17 +261,23 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		res.PID = append(res.PID, p)
 		return nil
 	}
-	// Fixed and PID trials alternate: the plant drifts over a sweep (the
-	// table gains dead tuples, each new server starts cold), and running one
-	// ladder after the other would hand all of the drift to the second.
+	// Fixed and PID trials alternate in pairs — F P, P F, F P, ... — so
+	// that drift over the sweep (the table gains dead tuples) falls on both
+	// ladders alike and each ladder migrates in both directions as often:
+	// with plain F P F P every PID trial moved the tenant the same way.
 	for i := 0; i < max(len(o.FixedRates), len(o.Setpoints)); i++ {
+		steps := []func() error{}
 		if i < len(o.FixedRates) {
-			if err := runFixed(o.FixedRates[i]); err != nil {
-				return res, err
-			}
+			steps = append(steps, func() error { return runFixed(o.FixedRates[i]) })
 		}
 		if i < len(o.Setpoints) {
-			if err := runPID(o.Setpoints[i]); err != nil {
+			steps = append(steps, func() error { return runPID(o.Setpoints[i]) })
+		}
+		if i%2 == 1 {
+			slices.Reverse(steps)
+		}
+		for _, step := range steps {
+			if err := step(); err != nil {
 				return res, err
 			}
 		}
@@ -301,7 +309,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	b.WriteString(reportHeader("sluice bench slack-sweep (Slacker Fig. 11)", o.Command, started, bed.Describe()))
 	fmt.Fprintf(&b, "Tenant: %d rows, %.0f MB; workload %.0f transactions/s (%s keys, MPL %d); baseline mean latency %.1f ± %.1f ms; PID max rate %.0f MB/s.\n\n",
 		tn.Rows, float64(tn.Bytes)/1e6, o.Workload.Rate, o.Workload.Distribution, o.Workload.MPL, base.Mean, base.Std, o.MaxRate/1e6)
-	b.WriteString("Fixed and PID trials alternate (fixed 1, PID 1, fixed 2, ...); \"before the migration\" is each trial's mean over the last 10 s of its warm-up.\n\n")
+	b.WriteString("Fixed and PID trials alternate in pairs (fixed 1, PID 1, PID 2, fixed 2, fixed 3, ...); \"before the migration\" is each trial's mean over the last 10 s of its warm-up.\n\n")
 	b.WriteString("| fixed rate MB/s | mean latency ms | stddev ms | migration s | mean before the handover ms | freeze ms | before the migration ms |\n|---|---|---|---|---|---|---|\n")
 	for _, p := range res.Fixed {
 		fmt.Fprintf(&b, "| %.1f | %s | %s | %.1f | %s | %.0f | %s |\n", p.RateMBs, f1(p.MeanLatencyMs), f1(p.StddevLatencyMs), p.MigrationSeconds, f1(p.BeforeHandoverMs), p.FreezeMs, f1(p.PreMigrationMs))

@@ -211,9 +211,9 @@ func (a StartStandby) String() string   { return "start-standby slot=" + a.Slot 
 func (a WaitCatchUp) String() string {
 	return fmt.Sprintf("wait-catch-up max-lag=%d poll=%s", a.MaxLag, a.Poll)
 }
-func (Warm) String() string            { return "warm" }
-func (a Hold) String() string          { return fmt.Sprintf("hold deadline=%s", a.Deadline) }
-func (ReadFlushLSN) String() string    { return "read-flush-lsn" }
+func (Warm) String() string         { return "warm" }
+func (a Hold) String() string       { return fmt.Sprintf("hold deadline=%s", a.Deadline) }
+func (ReadFlushLSN) String() string { return "read-flush-lsn" }
 func (a Fence) String() string {
 	if len(a.Spare) > 0 {
 		return fmt.Sprintf("fence mode=%s spare=%d", a.Mode, len(a.Spare))

@@ -12,12 +12,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/sluicedb/sluice/internal/pgtest"
 	"github.com/sluicedb/sluice/migration/ledger"
 	"github.com/sluicedb/sluice/pgcluster"
 	"github.com/sluicedb/sluice/throttle"
+	"golang.org/x/sys/unix"
 )
 
 func TestMain(m *testing.M) {
@@ -676,4 +678,80 @@ func TestResumeMidSnapshot(t *testing.T) {
 	waitAcked(t, w, 100)
 	stop()
 	verify(t, w, g.Addr())
+}
+
+// TestRetireGrace: with a grace period, Retire stops the source and renames
+// its directory, dropping the copy's page cache (when the file system keeps
+// one); RemoveRetired removes it once the grace has passed, not before.
+func TestRetireGrace(t *testing.T) {
+	f := newFixture(t, 8)
+	ctx := context.Background()
+	var rel string
+	dir := f.src.Dir
+	c, err := pgx.Connect(ctx, f.src.ConnString("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.QueryRow(ctx, "SELECT pg_relation_filepath('filler')").Scan(&rel); err != nil {
+		t.Fatal(err)
+	}
+	c.Exec(ctx, "SELECT count(*) FROM filler") // read it: its pages are cached
+	c.Close(ctx)
+	cachedBefore := residentPages(t, filepath.Join(dir, rel))
+	f.source.RetireGrace = time.Hour
+	if err := f.source.Retire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("retired directory still at %s (%v)", dir, err)
+	}
+	ms, _ := filepath.Glob(dir + ".retired-*")
+	if len(ms) != 1 {
+		t.Fatalf("retired copies %v, want one", ms)
+	}
+	if after := residentPages(t, filepath.Join(ms[0], rel)); cachedBefore > 0 && after*4 > cachedBefore {
+		t.Errorf("retired copy's page cache not dropped: %d of its pages resident (%d before)", after, cachedBefore)
+	} else {
+		t.Logf("filler pages resident: %d before retire, %d after", cachedBefore, after)
+	}
+	if err := RemoveRetired(dir, time.Hour, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(ms[0]); err != nil {
+		t.Fatalf("RemoveRetired removed a copy within its grace: %v", err)
+	}
+	if err := RemoveRetired(dir, time.Hour, time.Now().Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(ms[0]); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("RemoveRetired left %s after its grace (%v)", ms[0], err)
+	}
+}
+
+// residentPages counts the pages of file path in the page cache (mincore).
+func residentPages(t *testing.T, path string) int {
+	t.Helper()
+	fh, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil || st.Size() == 0 {
+		t.Fatalf("stat %s: %v (size %d)", path, err, st.Size())
+	}
+	m, err := unix.Mmap(int(fh.Fd()), 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(m)
+	vec := make([]byte, (len(m)+os.Getpagesize()-1)/os.Getpagesize())
+	if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), uintptr(unsafe.Pointer(&vec[0]))); errno != 0 {
+		t.Fatal(errno)
+	}
+	n := 0
+	for _, v := range vec {
+		n += int(v & 1)
+	}
+	return n
 }
