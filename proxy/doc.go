@@ -57,7 +57,11 @@
 // transaction then (idle inside BEGIN, which a cancel does not end) are
 // terminated — their server session closed, rolling the transaction back,
 // and the client sent FATAL 57P01 — so that nothing of the tenant is open
-// when the hold returns (in_flight in the answer says otherwise).
+// when the hold returns (in_flight in the answer says otherwise). The answer's
+// idle_backends lists the backend pids of the held sessions' server sessions
+// on the tenant's current server: the proxy sends them nothing until release
+// and moves their sessions before their next transaction, so a fence may
+// leave them be (migration.IdleHolder).
 // POST …/switch changes the route; POST …/release lets held sessions go. A
 // session whose route changed moves at its next boundary: the proxy opens a
 // server session with the client's startup parameters plus reported
@@ -91,7 +95,7 @@
 //
 //	GET  /v1/routes                      [{tenant, aliases, addr, database, held, sessions}]
 //	PUT  /v1/routes/{tenant}             {"addr":"host:port","database":"db","aliases":[…]}
-//	POST /v1/tenants/{tenant}/hold       {"deadline_ms":2000} → {held_sessions, waited_ms, cancelled, terminated, in_flight}
+//	POST /v1/tenants/{tenant}/hold       {"deadline_ms":2000} → {held_sessions, waited_ms, cancelled, terminated, in_flight, idle_backends}
 //	POST /v1/tenants/{tenant}/switch     {"addr":"host:port","database":"db"}
 //	POST /v1/tenants/{tenant}/prepare    {"addr":"host:port","database":"db"} → {sessions, opened, failed, first_error, waited_ms}
 //	POST /v1/tenants/{tenant}/release
