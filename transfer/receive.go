@@ -462,11 +462,32 @@ func (d *diskSink) mkdir(p string, mode fs.FileMode) error {
 }
 
 type diskFile struct {
-	f     *os.File
-	fsync bool
+	f       *os.File
+	fsync   bool
+	off     int64 // bytes written (files are written front to back)
+	flushed int64 // bytes handed to writeback
 }
 
-func (f *diskFile) Write(b []byte) (int, error) { return f.f.Write(b) }
+// FlushBehind is how many bytes of a received file may be written before
+// the receiver starts their writeback (sync_file_range(SYNC_FILE_RANGE_WRITE),
+// which does not wait for it), as PostgreSQL's backend_flush_after does for
+// its own writes. Without it a whole snapshot sits dirty in the page cache
+// until something syncs it — the standby's first start fsyncs its data
+// directory — and then goes to the disk in one burst: 1 GB at once on the
+// testbed's shared disk made the source's clients wait 10–20 ms for
+// several seconds, and a memory cgroup full of dirty pages stalls its
+// processes in reclaim. Spread out, the writes follow the migration's pace.
+const FlushBehind = 8 << 20
+
+func (f *diskFile) Write(b []byte) (int, error) {
+	n, err := f.f.Write(b)
+	f.off += int64(n)
+	if f.off-f.flushed >= FlushBehind {
+		flushBehind(f.f, f.flushed, f.off-f.flushed)
+		f.flushed = f.off
+	}
+	return n, err
+}
 
 func (f *diskFile) Close() error {
 	if f.fsync {

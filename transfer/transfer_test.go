@@ -721,3 +721,28 @@ func TestAbortBeforeSend(t *testing.T) {
 		t.Fatalf("Receive = %v, want ErrAborted with the reason", err)
 	}
 }
+
+// TestFlushBehind: a received file hands its bytes to writeback every
+// FlushBehind bytes as it is written, not all at the end.
+func TestFlushBehind(t *testing.T) {
+	fh, err := os.Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &diskFile{f: fh}
+	chunk := make([]byte, 1<<20)
+	for i := 0; i < 2*FlushBehind/len(chunk)+3; i++ {
+		if _, err := f.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+		if f.off-f.flushed >= FlushBehind {
+			t.Fatalf("after %d bytes only %d handed to writeback", f.off, f.flushed)
+		}
+	}
+	if f.flushed != 2*FlushBehind {
+		t.Fatalf("flushed %d of %d bytes, want %d", f.flushed, f.off, 2*FlushBehind)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
