@@ -182,6 +182,11 @@ func (a *Agent) startControl(ctx context.Context, cm catalog.Migration, r *run) 
 			defer r.mu.Unlock()
 			return string(r.prog.Phase), r.prog.BytesDone
 		},
+		Lag: func() int64 {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return r.prog.LagBytes
+		},
 	}
 	if spec.Controller == "pid" || spec.Controller == "integral" {
 		l.Settle = ControlSettle

@@ -54,14 +54,34 @@ type Loop struct {
 	// no speed would have avoided. The controller sees those steps as
 	// missing data (ErrSettling) and holds. 0: no settling.
 	Settle time.Duration
+	// Lag, if set, reports the standby's replay lag in bytes (< 0 unknown).
+	// In phase "catch-up" the loop then guarantees progress: when the lag
+	// has not shrunk over CatchUpPatience steps, it raises a floor under
+	// the controller's rate by CatchUpBoost (from at least MinCatchUpFloor)
+	// and keeps it until the phase ends. A controller holding the latency
+	// at its setpoint may allow less than the source writes WAL — then the
+	// WAL relay falls behind for ever (step40's +40 % load: 2.35 MB/s
+	// allowed, lag stuck at 250 MB for 5 minutes). Slacker's deltas converge
+	// only if the copy outruns the writes; the floor trades latency above
+	// the setpoint for a migration that ends.
+	Lag func() int64
 
 	mu struct {
 		sync.Mutex
 		start  time.Time
 		copyAt time.Time // first step that saw bytes moved
 		series []Point
+		floor  float64 // catch-up rate floor, bytes/s (0 = none)
+		lags   []int64 // catch-up lag at recent steps, oldest first
 	}
 }
+
+// Catch-up progress guarantee (Loop.Lag).
+const (
+	CatchUpPatience = 5       // steps the lag may fail to shrink before the floor rises
+	CatchUpBoost    = 1.5     // factor the floor rises by
+	MinCatchUpFloor = 1 << 20 // bytes/s, the least floor once one is needed
+)
 
 // ErrSettling is the signal error of the steps Settle hides from the
 // controller.
@@ -93,6 +113,9 @@ func (l *Loop) Step(ctx context.Context, at time.Time) Point {
 		obs = hidden
 	}
 	d := l.Controller.Next(obs)
+	if floor := l.catchUpFloor(phase, d.Rate); d.Rate < floor {
+		d.Rate, d.Reason = floor, d.Reason+fmt.Sprintf("; catch-up floor %.0f B/s (lag not shrinking)", floor)
+	}
 	l.Send.SetRate(d.Rate)
 	if l.Prefetch != nil {
 		l.Prefetch.SetRate(d.Prefetch)
@@ -131,6 +154,34 @@ func (l *Loop) settling(at time.Time, bytes int64) bool {
 		l.mu.copyAt = at
 	}
 	return at.Sub(l.mu.copyAt) < l.Settle
+}
+
+// catchUpFloor returns the rate floor of this step (0 = none): see Lag.
+// rate is what the controller decided.
+func (l *Loop) catchUpFloor(phase string, rate float64) float64 {
+	if l.Lag == nil {
+		return 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if phase != "catch-up" {
+		l.mu.floor, l.mu.lags = 0, l.mu.lags[:0]
+		return 0
+	}
+	lag := l.Lag()
+	if lag < 0 {
+		return l.mu.floor
+	}
+	l.mu.lags = append(l.mu.lags, lag)
+	if len(l.mu.lags) > CatchUpPatience {
+		if oldest := l.mu.lags[0]; lag >= oldest {
+			l.mu.floor = max(l.mu.floor, rate, MinCatchUpFloor) * CatchUpBoost
+			l.mu.lags = l.mu.lags[:0]
+		} else {
+			l.mu.lags = l.mu.lags[1:]
+		}
+	}
+	return l.mu.floor
 }
 
 // Run steps every Period until ctx ends. each, if not nil, sees every point.

@@ -123,3 +123,45 @@ func TestSettleHoldsStartUp(t *testing.T) {
 		t.Errorf("after settling the controller set %v, want 1e6", r)
 	}
 }
+
+// TestCatchUpFloor: in catch-up, a lag that does not shrink over
+// CatchUpPatience steps raises a floor under the controller's rate, again
+// after each further stretch without progress; a shrinking lag does not,
+// and the floor goes with the phase.
+func TestCatchUpFloor(t *testing.T) {
+	lags := []int64{100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 90, 80, 70, 60, 50, 40, 30}
+	phase := "catch-up"
+	i := 0
+	send := &setter{}
+	l := &Loop{
+		Controller: &scripted{}, // decides 1e6 B/s
+		Observe: func(_ context.Context, at time.Time) control.Observation {
+			return control.Observation{At: at, Signals: []control.Signal{{Name: "src", Mean: 30 * time.Millisecond}}}
+		},
+		Send:   send,
+		Status: func() (string, int64) { return phase, 1 },
+		Lag:    func() int64 { i++; return lags[i-1] },
+	}
+	t0 := time.Unix(1000, 0)
+	for k := range lags {
+		l.Step(context.Background(), t0.Add(time.Duration(k)*time.Second))
+	}
+	first := float64(MinCatchUpFloor) * CatchUpBoost
+	want := []float64{1e6, 1e6, 1e6, 1e6, 1e6, first, first, first, first, first, first, first * CatchUpBoost}
+	for k, w := range want {
+		if send.rates[k] != w {
+			t.Fatalf("step %d: rate %v, want %v (rates %v)", k, send.rates[k], w, send.rates)
+		}
+	}
+	for k := len(want); k < len(lags); k++ {
+		if send.rates[k] != first*CatchUpBoost {
+			t.Fatalf("step %d: rate %v while the lag shrinks, want the floor %v kept, not raised", k, send.rates[k], first*CatchUpBoost)
+		}
+	}
+	phase = "warm"
+	lags = append(lags, 0)
+	l.Step(context.Background(), t0.Add(time.Hour))
+	if r := send.rates[len(send.rates)-1]; r != 1e6 {
+		t.Fatalf("after catch-up: rate %v, want the controller's 1e6", r)
+	}
+}
