@@ -205,7 +205,7 @@ func (a *Agent) startControl(ctx context.Context, cm catalog.Migration, r *run) 
 // ControlSettle is how long the latency controllers hold their starting rate
 // after the copy's first byte (loop.Loop.Settle): the proxy's window (3 s by
 // default), so the snapshot's start-up — pg_backup_start's fast checkpoint, a
-// 10–40 ms spike on the testbed's 0.25-CPU servers whatever the rate — has
+// 27–87 ms spike on the testbed's 0.25-CPU servers whatever the rate — has
 // left the window before the controller reads it.
 const ControlSettle = 3 * time.Second
 

@@ -99,18 +99,16 @@ func (l *Loop) Step(ctx context.Context, at time.Time) Point {
 	if l.Status != nil {
 		phase, bytes = l.Status()
 	}
-	if l.settling(at, bytes) {
-		sig := make([]control.Signal, len(obs.Signals))
-		for i, s := range obs.Signals {
-			s.Err = ErrSettling
-			sig[i] = s
+	if l.settling(at, bytes) { // the controller sees no data; seen keeps it for the record
+		sig := []control.Signal{{Name: "settle", Err: ErrSettling}}
+		if len(obs.Signals) > 0 {
+			sig = make([]control.Signal, len(obs.Signals))
+			for i, s := range obs.Signals {
+				s.Err = ErrSettling
+				sig[i] = s
+			}
 		}
-		if len(sig) == 0 {
-			sig = []control.Signal{{Name: "settle", Err: ErrSettling}}
-		}
-		hidden := obs
-		hidden.Signals = sig
-		obs = hidden
+		obs.Signals = sig
 	}
 	d := l.Controller.Next(obs)
 	if floor := l.catchUpFloor(phase, d.Rate); d.Rate < floor {

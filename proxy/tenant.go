@@ -214,14 +214,10 @@ func (t *tenant) hold(ctx context.Context, deadline time.Duration, cancel func(*
 	t.mu.Lock()
 	res.HeldSessions = len(t.mu.sessions)
 	res.InFlight = t.mu.inflight
-	addr := t.mu.route.Addr
-	sessions := make([]*session, 0, len(t.mu.sessions))
-	for s := range t.mu.sessions {
-		sessions = append(sessions, s)
-	}
 	t.mu.Unlock()
-	for _, s := range sessions {
-		if pid, ok := s.idleBackend(addr); ok {
+	r, _ := t.routeNow()
+	for _, s := range t.sessionList() {
+		if pid, ok := s.idleBackend(r.Addr); ok {
 			res.IdleBackends = append(res.IdleBackends, int(pid))
 		}
 	}

@@ -473,10 +473,12 @@ type diskFile struct {
 // which does not wait for it), as PostgreSQL's backend_flush_after does for
 // its own writes. Without it a whole snapshot sits dirty in the page cache
 // until something syncs it — the standby's first start fsyncs its data
-// directory — and then goes to the disk in one burst: 1 GB at once on the
-// testbed's shared disk made the source's clients wait 10–20 ms for
-// several seconds, and a memory cgroup full of dirty pages stalls its
-// processes in reclaim. Spread out, the writes follow the migration's pace.
+// directory — and then goes to the disk in one burst (on the testbed's
+// shared disk the source's clients then saw 9–13 ms seconds in catch-up
+// against 6–9 ms during the copy; how much of that the burst caused was
+// not measured apart), and a memory cgroup full of dirty pages (510 MB on
+// a receiving testbed server) stalls its processes in reclaim. Spread
+// out, the writes follow the migration's pace.
 const FlushBehind = 8 << 20
 
 func (f *diskFile) Write(b []byte) (int, error) {
