@@ -216,6 +216,8 @@ func (c *PID) Next(obs Observation) Decision {
 	if !c.primed {
 		c.e1, c.e2, c.primed = e, e, true
 	}
+	du := c.p.Kp*(e-c.e1) + c.p.Ki*e + c.p.Kd*(e-2*c.e1+c.e2)
+	law := clamp(c.u+du, 0, 1)
 	if c.p.StartGrowth > 1 {
 		if c.exitAt == 0 {
 			c.exitAt = float64(pv) + c.p.StartExit*(sp-float64(pv))
@@ -230,10 +232,9 @@ func (c *PID) Next(obs Observation) Decision {
 		if under && (c.starting || c.below >= StartRearm && c.u < c.peak/2) {
 			// Whichever climbs faster: the geometric step, or the law's
 			// own (from near zero, after a pause, the law's is larger).
-			du := c.p.Kp*(e-c.e1) + c.p.Ki*e + c.p.Kd*(e-2*c.e1+c.e2)
-			c.u = max(clamp(c.u+du, 0, 1), min(1, max(c.u, StartFloor)*c.p.StartGrowth))
+			c.u = max(law, min(1, max(c.u, StartFloor)*c.p.StartGrowth))
 			if !c.starting {
-				c.u = min(c.u, max(c.peak/2, clamp(c.u+du, 0, 1)))
+				c.u = min(c.u, max(c.peak/2, law))
 			}
 			c.peak = max(c.peak, c.u)
 			c.e2, c.e1 = c.e1, e
@@ -242,8 +243,7 @@ func (c *PID) Next(obs Observation) Decision {
 				Reason: fmt.Sprintf("pid slow start pv=%v(%s) u=%.3f", pv.Round(10*time.Microsecond), who, c.u)}
 		}
 	}
-	du := c.p.Kp*(e-c.e1) + c.p.Ki*e + c.p.Kd*(e-2*c.e1+c.e2)
-	c.u = clamp(c.u+du, 0, 1)
+	c.u = law
 	c.peak = max(c.peak, c.u)
 	c.e2, c.e1 = c.e1, e
 	r := c.u * c.p.MaxRate
