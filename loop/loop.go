@@ -138,17 +138,21 @@ func (l *Loop) Step(ctx context.Context, at time.Time) Point {
 }
 
 // settling reports whether the step at time at, with bytes moved so far,
-// falls in the Settle period.
+// falls in the Settle period: before the copy's first byte, or less than
+// Settle after it. Once the copy has started, later phases that report no
+// bytes of their own (catch-up, warm: Status reports the current copy's
+// bytes, 0 between copies) do not settle again — the controller steers
+// them too (the WAL relay and the warm copy share the throttle).
 func (l *Loop) settling(at time.Time, bytes int64) bool {
 	if l.Settle <= 0 || l.Status == nil {
 		return false
 	}
-	if bytes <= 0 {
-		return true
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.mu.copyAt.IsZero() {
+		if bytes <= 0 {
+			return true
+		}
 		l.mu.copyAt = at
 	}
 	return at.Sub(l.mu.copyAt) < l.Settle

@@ -93,7 +93,11 @@ func TestRunNeedsParts(t *testing.T) {
 // byte has moved and for Settle after the first step that saw bytes; the
 // record keeps the measured latency.
 func TestSettleHoldsStartUp(t *testing.T) {
-	bytesAt := []int64{0, 0, 100, 200, 300, 400, 500}
+	// The snapshot, then catch-up and warm, which report no bytes of their
+	// own (the progress carries the current copy's bytes, 0 between copies):
+	// the loop must not settle again there.
+	bytesAt := []int64{0, 0, 100, 200, 300, 400, 500, 0, 0, 0, 700}
+	phases := []string{"snapshot", "snapshot", "snapshot", "snapshot", "snapshot", "snapshot", "snapshot", "catch-up", "catch-up", "warm", "warm"}
 	i := 0
 	send := &setter{}
 	l := &Loop{
@@ -103,14 +107,15 @@ func TestSettleHoldsStartUp(t *testing.T) {
 			return control.Observation{At: at, Signals: []control.Signal{{Name: "src", Mean: 30 * time.Millisecond}}}
 		},
 		Send:   send,
-		Status: func() (string, int64) { return "snapshot", bytesAt[i-1] },
+		Status: func() (string, int64) { return phases[i-1], bytesAt[i-1] },
 		Settle: 2 * time.Second,
 	}
 	t0 := time.Unix(1000, 0)
 	for k := range bytesAt {
 		l.Step(context.Background(), t0.Add(time.Duration(k)*time.Second))
 	}
-	// Copy starts at step 2: steps 0-3 settle (2 s after step 2), 4- run.
+	// Copy starts at step 2: steps 0-3 settle (2 s after step 2), 4- run,
+	// catch-up and warm included.
 	for k, p := range l.Series() {
 		if wantHold := k < 4; p.Hold != wantHold {
 			t.Errorf("step %d (bytes %d): hold %v, want %v (%s)", k, p.Bytes, p.Hold, wantHold, p.Reason)

@@ -24,17 +24,18 @@ import (
 )
 
 var benchProxyFlags struct {
-	duration  time.Duration
-	scale     int
-	clients   int
-	rounds    int
-	pgbouncer string
-	jsonOut   bool
-	keep      bool
-	procs     int
-	serverNet string
-	loop      bool
-	compare   bool
+	duration   time.Duration
+	scale      int
+	clients    int
+	rounds     int
+	pgbouncer  string
+	jsonOut    bool
+	keep       bool
+	procs      int
+	serverNet  string
+	syncCommit string
+	loop       bool
+	compare    bool
 }
 
 var benchProxyCmd = &cobra.Command{
@@ -54,8 +55,10 @@ or both through its Unix socket (unix), as a proxy on the database host
 usually would. Everything runs on this machine: the
 proxy competes with pgbench and the server for the same cores, as PgBouncer does.
 
-The server runs with synchronous_commit=off so read-write measures the path, not
-the disk's flush latency.`,
+The server runs with --synchronous-commit: on (PostgreSQL's default, what a
+database behind a pooler normally runs) makes every read-write commit wait for
+its WAL flush, as in production; off measures the path without the disk's
+flush latency, where the middleman's CPU weighs most.`,
 	Args: cobra.NoArgs,
 	RunE: runBenchProxy,
 }
@@ -70,6 +73,7 @@ func init() {
 	f.BoolVar(&benchProxyFlags.jsonOut, "json", false, "print results as JSON")
 	f.BoolVar(&benchProxyFlags.keep, "keep", false, "keep the temp directory (logs) for inspection")
 	f.StringVar(&benchProxyFlags.serverNet, "server-transport", "tcp", "how both middlemen reach PostgreSQL: tcp (127.0.0.1) or unix (its socket directory)")
+	f.StringVar(&benchProxyFlags.syncCommit, "synchronous-commit", "on", "the server's synchronous_commit: on (PostgreSQL's default) or off")
 	f.IntVar(&benchProxyFlags.procs, "proxy-procs", defaultProxyProcs, "--procs of the sluice proxy under test (GOMAXPROCS; 0 = one per core)")
 	f.BoolVar(&benchProxyFlags.loop, "proxy-loop", defaultProxyLoop, "--loop of the sluice proxy under test (relay in one epoll loop)")
 	f.BoolVar(&benchProxyFlags.compare, "compare-loop", false, "also run a second sluice proxy with the other --loop setting, as a fourth target (sluice_alt_* in the JSON)")
@@ -95,8 +99,10 @@ type benchResult struct {
 	SluiceAltCPUUS *float64 `json:"sluice_alt_cpu_us_per_tx,omitempty"`
 	// How both middlemen reached the server, and the sluice proxy's settings.
 	ServerTransport string `json:"server_transport"`
-	SluiceLoop      bool   `json:"sluice_loop"`
-	SluiceProcs     int    `json:"sluice_procs"`
+	// The server's synchronous_commit (on: commits wait for the WAL flush).
+	SynchronousCommit string `json:"synchronous_commit"`
+	SluiceLoop        bool   `json:"sluice_loop"`
+	SluiceProcs       int    `json:"sluice_procs"`
 }
 
 type pgbenchRun struct {
@@ -121,6 +127,9 @@ func runBenchProxy(cmd *cobra.Command, _ []string) error {
 	if bf.serverNet != "tcp" && bf.serverNet != "unix" {
 		return usagef("bench proxy: --server-transport must be tcp or unix, not %q", bf.serverNet)
 	}
+	if bf.syncCommit != "on" && bf.syncCommit != "off" {
+		return usagef("bench proxy: --synchronous-commit must be on or off, not %q", bf.syncCommit)
+	}
 	if _, err := os.Stat(bf.pgbouncer); err != nil {
 		return fmt.Errorf("bench proxy: PgBouncer not found at %s (install it: make bench-deps): %w", bf.pgbouncer, err)
 	}
@@ -144,9 +153,9 @@ func runBenchProxy(cmd *cobra.Command, _ []string) error {
 		progress("keeping %s", dir)
 	}
 
-	progress("initdb and start PostgreSQL")
+	progress("initdb and start PostgreSQL (synchronous_commit %s)", bf.syncCommit)
 	c, err := pgcluster.Init(ctx, filepath.Join(dir, "data"), pgcluster.Options{
-		Settings: map[string]string{"max_connections": "100", "shared_buffers": "256MB", "synchronous_commit": "off"},
+		Settings: map[string]string{"max_connections": "100", "shared_buffers": "256MB", "synchronous_commit": bf.syncCommit},
 	})
 	if err != nil {
 		return err
@@ -267,7 +276,7 @@ func runBenchProxy(cmd *cobra.Command, _ []string) error {
 			DirectTPS: round1(d.tps), SluiceTPS: round1(s.tps), PgbouncerTPS: round1(b.tps),
 			DirectP50MS: round3(d.p50ms), SluiceP50MS: round3(s.p50ms), PgbouncerP50MS: round3(b.p50ms),
 			SluiceCPUUS: round1(medianCPU(runs["sluice"])), PgbouncerCPUUS: round1(medianCPU(runs["pgbouncer"])),
-			ServerTransport: bf.serverNet, SluiceLoop: bf.loop, SluiceProcs: bf.procs,
+			ServerTransport: bf.serverNet, SynchronousCommit: bf.syncCommit, SluiceLoop: bf.loop, SluiceProcs: bf.procs,
 		}
 		if bf.compare {
 			a := median(runs["sluice_alt"])
