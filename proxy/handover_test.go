@@ -371,17 +371,40 @@ func TestPreparedSessionMove(t *testing.T) {
 		}
 	}
 
-	// A prepare followed by the switch.
-	if res, err := api.Prepare(ctx, "acme", b.Addr()); err != nil || res.Opened != 1 {
-		t.Fatalf("prepare: %+v, %v", res, err)
+	// A prepare followed by the switch. The prepare creates the session's
+	// named statements on B; between it and the switch the client redefines
+	// one and adds another, which the switch must close and replay.
+	if _, err := conn.Prepare(ctx, "keep", "select $1::int + 1"); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := api.Prepare(ctx, "acme", b.Addr()); err != nil || res.Opened != 1 || res.Statements != 2 {
+		t.Fatalf("prepare: %+v, %v; want 1 session opened with 2 statements (twice, keep)", res, err)
+	}
+	if err := conn.Deallocate(ctx, "twice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Prepare(ctx, "twice", "select $1::int * 3"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Prepare(ctx, "late", "select $1::int - 1"); err != nil {
+		t.Fatal(err)
 	}
 	moveAcme(ctx, t, api, b.Addr())
 	var port, n int
 	if err := conn.QueryRow(ctx, "select inet_server_port()").Scan(&port); err != nil || port != b.Port {
 		t.Fatalf("after switch port %d (%v), want %d", port, err, b.Port)
 	}
-	if err := conn.QueryRow(ctx, "twice", 21).Scan(&n); err != nil || n != 42 {
-		t.Fatalf("prepared statement after move: %d, %v", n, err)
+	for _, c := range []struct {
+		stmt string
+		want int
+	}{{"twice", 63}, {"keep", 22}, {"late", 20}} {
+		if err := conn.QueryRow(ctx, c.stmt, 21).Scan(&n); err != nil || n != c.want {
+			t.Fatalf("prepared statement %s(21) after move: %d, %v; want %d", c.stmt, n, err, c.want)
+		}
+	}
+	var defs int
+	if err := conn.QueryRow(ctx, "select count(*) from pg_prepared_statements where name in ('twice', 'keep', 'late')").Scan(&defs); err != nil || defs != 3 {
+		t.Fatalf("%d of the three statements defined on B (%v), want 3, each once", defs, err)
 	}
 	if got := p.preparedUsed.Load(); got != 1 || p.moves.Load() != 1 {
 		t.Fatalf("moves %d, of them with a prepared server session %d; want 1 and 1", p.moves.Load(), got)

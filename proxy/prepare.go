@@ -60,7 +60,7 @@ func (p *Proxy) Prepare(ctx context.Context, tenantName, addr, database string) 
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			err := s.prepare(ctx, r)
+			stmts, err := s.prepare(ctx, r)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -71,6 +71,7 @@ func (p *Proxy) Prepare(ctx context.Context, tenantName, addr, database string) 
 				return
 			}
 			res.Opened++
+			res.Statements += stmts
 		}()
 	}
 	wg.Wait()
@@ -97,18 +98,48 @@ func (s *session) startupFor() map[string]string {
 	return params
 }
 
-// prepare opens s's server session on route r and keeps it as s.mu.next,
-// replacing (and closing) an earlier prepared one.
-func (s *session) prepare(ctx context.Context, r RouteConfig) error {
+// prepare opens s's server session on route r, creates there the named
+// prepared statements s has now, and keeps it as s.mu.next, replacing (and
+// closing) an earlier prepared one. Parsing there also loads the new
+// backend's catalog caches for the tables the statements use, so the
+// session's first transactions after the switch do not pay for it (on a
+// hot standby too: parse analysis takes at most RowExclusiveLock, which
+// recovery allows). Statements the server refuses are left to the switch,
+// which replays what is missing (replayParses).
+func (s *session) prepare(ctx context.Context, r RouteConfig) (statements int, err error) {
 	sc, err := s.p.dialServer(ctx, r, s.user, s.startupFor())
 	if err != nil {
-		return err
+		return 0, err
+	}
+	s.parseMu.Lock()
+	names := make([]string, 0, len(s.parses))
+	msgs := make([][]byte, 0, len(s.parses))
+	for name, raw := range s.parses {
+		names, msgs = append(names, name), append(msgs, raw)
+	}
+	s.parseMu.Unlock()
+	if len(msgs) > 0 {
+		timeout := s.p.cfg.DialTimeout
+		if dl, ok := ctx.Deadline(); ok {
+			timeout = min(timeout, time.Until(dl))
+		}
+		failed, err := sc.pipeline(msgs, timeout)
+		if err != nil {
+			sc.close()
+			return 0, fmt.Errorf("proxy: prepare: statements: %w", err)
+		}
+		sc.stmts = make(map[string][]byte, len(msgs))
+		for i, bad := range failed {
+			if !bad {
+				sc.stmts[names[i]] = msgs[i]
+			}
+		}
 	}
 	s.mu.Lock()
 	if s.mu.ended {
 		s.mu.Unlock()
 		sc.close()
-		return fmt.Errorf("proxy: prepare: session %d ended", s.key)
+		return 0, fmt.Errorf("proxy: prepare: session %d ended", s.key)
 	}
 	old := s.mu.next
 	s.mu.next = sc
@@ -116,7 +147,7 @@ func (s *session) prepare(ctx context.Context, r RouteConfig) error {
 	if old != nil {
 		old.close()
 	}
-	return nil
+	return len(sc.stmts), nil
 }
 
 // takeNext removes and returns s's prepared server session if it is for

@@ -25,8 +25,11 @@ type serverConn struct {
 	pid      uint32
 	secret   []byte
 	params   map[string]string // ParameterStatus values reported at startup
-	detached atomic.Bool       // set before an intentional close: the reader exits quietly
-	done     chan struct{}     // closed when the reader goroutine has exited
+	// stmts are the named prepared statements Prepare created on this
+	// session before it was attached (name → raw Parse); nil after.
+	stmts    map[string][]byte
+	detached atomic.Bool   // set before an intentional close: the reader exits quietly
+	done     chan struct{} // closed when the reader goroutine has exited
 }
 
 // settableParams are reported parameters a session may have changed with SET

@@ -51,7 +51,9 @@ type session struct {
 
 	startupParams map[string]string // client's startup parameters minus user/database/_pq_
 
-	// client-loop-only state
+	// client-loop state. parses and unnamed are written only by the client
+	// loop, under parseMu; Prepare's goroutines read parses under it too.
+	parseMu sync.Mutex
 	parses  map[string][]byte // named prepared statements: name → raw Parse message
 	unnamed []byte            // the last unnamed Parse, raw
 	buf     []byte            // scratch for inspected bodies
@@ -508,6 +510,8 @@ func (s *session) inspect(typ byte, body []byte) {
 		raw := make([]byte, 5+len(body))
 		copy(raw, s.hdr[:])
 		copy(raw[5:], body)
+		s.parseMu.Lock()
+		defer s.parseMu.Unlock()
 		if len(name) == 0 {
 			s.unnamed = raw
 			return
@@ -524,6 +528,8 @@ func (s *session) inspect(typ byte, body []byte) {
 		if !ok {
 			return
 		}
+		s.parseMu.Lock()
+		defer s.parseMu.Unlock()
 		if len(name) == 0 {
 			s.unnamed = nil
 		} else {
@@ -532,6 +538,8 @@ func (s *session) inspect(typ byte, body []byte) {
 	case 'Q':
 		q := bytes.TrimLeft(body, " \t\r\n")
 		if len(q) > 6 && (hasPrefixFold(q, "DISCARD ALL") || hasPrefixFold(q, "DEALLOCATE ALL")) {
+			s.parseMu.Lock()
+			defer s.parseMu.Unlock()
 			clear(s.parses)
 			s.unnamed = nil
 		}
@@ -802,54 +810,94 @@ func addrOf(sc *serverConn) string {
 	return sc.addr
 }
 
-// replayParses re-creates the session's prepared statements on sc: each
-// recorded Parse followed by Sync, pipelined; statements the server refuses
-// (they failed on the old server too) are forgotten.
+// replayParses re-creates the session's prepared statements on sc, the
+// server session it is moving to: each recorded Parse that sc does not
+// already hold (Prepare warmed it with the statements of that moment,
+// sc.stmts) is sent again, and statements sc holds that the client has since
+// closed or redefined are closed first. Statements the server refuses (they
+// failed on the old server too) are forgotten. Runs in the client loop.
 func (s *session) replayParses(sc *serverConn) error {
-	type item struct {
-		name string
-		raw  []byte
+	var msgs [][]byte
+	var names []string // per message: the statement a Parse defines; "\x00" for a Close
+	for name, raw := range sc.stmts {
+		if cur, ok := s.parses[name]; !ok || !bytes.Equal(cur, raw) {
+			msgs = append(msgs, closeStatement(name))
+			names = append(names, "\x00")
+		}
 	}
-	var items []item
 	for name, raw := range s.parses {
-		items = append(items, item{name, raw})
+		if have, ok := sc.stmts[name]; ok && bytes.Equal(have, raw) {
+			continue
+		}
+		msgs = append(msgs, raw)
+		names = append(names, name)
 	}
 	if s.unnamed != nil {
-		items = append(items, item{"", s.unnamed})
+		msgs = append(msgs, s.unnamed)
+		names = append(names, "")
 	}
-	if len(items) == 0 {
+	sc.stmts = nil
+	if len(msgs) == 0 {
 		return nil
 	}
-	sc.conn.SetDeadline(time.Now().Add(s.p.cfg.DialTimeout))
+	failed, err := sc.pipeline(msgs, s.p.cfg.DialTimeout)
+	if err != nil {
+		return fmt.Errorf("replay prepared statements: %w", err)
+	}
+	s.parseMu.Lock()
+	defer s.parseMu.Unlock()
+	for i, bad := range failed {
+		switch {
+		case !bad || names[i] == "\x00":
+		case names[i] == "":
+			s.unnamed = nil
+		default:
+			delete(s.parses, names[i])
+		}
+	}
+	return nil
+}
+
+// closeStatement encodes Close of the named prepared statement.
+func closeStatement(name string) []byte {
+	n := 4 + 1 + len(name) + 1
+	b := make([]byte, 0, 1+n)
+	b = append(b, 'C', byte(n>>24), byte(n>>16), byte(n>>8), byte(n), 'S')
+	b = append(b, name...)
+	return append(b, 0)
+}
+
+// pipeline sends each of msgs (raw messages) followed by Sync, in one write,
+// and reads the answers up to each ReadyForQuery; failed[i] reports whether
+// msgs[i] drew an ErrorResponse. sc must be idle (no reader goroutine yet).
+// timeout bounds the whole exchange.
+func (sc *serverConn) pipeline(msgs [][]byte, timeout time.Duration) (failed []bool, err error) {
+	sc.conn.SetDeadline(time.Now().Add(timeout))
 	defer sc.conn.SetDeadline(time.Time{})
-	for _, it := range items {
-		sc.w.Write(it.raw)
+	for _, m := range msgs {
+		sc.w.Write(m)
 		sc.w.Write([]byte{'S', 0, 0, 0, 4})
 	}
 	if err := sc.w.Flush(); err != nil {
-		return fmt.Errorf("replay prepared statements: %w", err)
+		return nil, err
 	}
+	failed = make([]bool, len(msgs))
 	var hdr [5]byte
 	var buf []byte
-	for i := 0; i < len(items); {
+	for i := 0; i < len(msgs); {
 		typ, n, err := readHeader(sc.r, &hdr)
 		if err != nil {
-			return fmt.Errorf("replay prepared statements: %w", err)
+			return nil, err
 		}
-		buf, err = readBody(sc.r, buf, n)
-		if err != nil {
-			return fmt.Errorf("replay prepared statements: %w", err)
+		if buf, err = readBody(sc.r, buf, n); err != nil {
+			return nil, err
 		}
 		switch typ {
 		case 'E':
-			if items[i].name == "" {
-				s.unnamed = nil
-			} else {
-				delete(s.parses, items[i].name)
-			}
+			failed[i] = true
 		case 'Z':
 			i++
 		}
 	}
-	return nil
+	return failed, nil
 }

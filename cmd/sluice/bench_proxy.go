@@ -55,10 +55,9 @@ or both through its Unix socket (unix), as a proxy on the database host
 usually would. Everything runs on this machine: the
 proxy competes with pgbench and the server for the same cores, as PgBouncer does.
 
-The server runs with --synchronous-commit: on (PostgreSQL's default, what a
-database behind a pooler normally runs) makes every read-write commit wait for
-its WAL flush, as in production; off measures the path without the disk's
-flush latency, where the middleman's CPU weighs most.`,
+The server runs with --synchronous-commit off by default, so read-write
+measures the path rather than the disk's flush latency; on (PostgreSQL's
+default) makes every read-write commit wait for its WAL flush.`,
 	Args: cobra.NoArgs,
 	RunE: runBenchProxy,
 }
@@ -73,7 +72,7 @@ func init() {
 	f.BoolVar(&benchProxyFlags.jsonOut, "json", false, "print results as JSON")
 	f.BoolVar(&benchProxyFlags.keep, "keep", false, "keep the temp directory (logs) for inspection")
 	f.StringVar(&benchProxyFlags.serverNet, "server-transport", "tcp", "how both middlemen reach PostgreSQL: tcp (127.0.0.1) or unix (its socket directory)")
-	f.StringVar(&benchProxyFlags.syncCommit, "synchronous-commit", "on", "the server's synchronous_commit: on (PostgreSQL's default) or off")
+	f.StringVar(&benchProxyFlags.syncCommit, "synchronous-commit", "off", "the server's synchronous_commit: off (measures the path) or on (PostgreSQL's default: read-write waits for WAL flushes)")
 	f.IntVar(&benchProxyFlags.procs, "proxy-procs", defaultProxyProcs, "--procs of the sluice proxy under test (GOMAXPROCS; 0 = one per core)")
 	f.BoolVar(&benchProxyFlags.loop, "proxy-loop", defaultProxyLoop, "--loop of the sluice proxy under test (relay in one epoll loop)")
 	f.BoolVar(&benchProxyFlags.compare, "compare-loop", false, "also run a second sluice proxy with the other --loop setting, as a fourth target (sluice_alt_* in the JSON)")

@@ -53,6 +53,7 @@ type PrepareResult struct {
 	Sessions   int     `json:"sessions"`              // sessions of the tenant when the prepare began
 	Opened     int     `json:"opened"`                // server sessions opened and kept for the switch
 	Failed     int     `json:"failed"`                // sessions whose server session could not be opened (they dial at their next transaction)
+	Statements int     `json:"statements"`            // named prepared statements created on the opened server sessions
 	FirstError string  `json:"first_error,omitempty"` // the first failure, if any
 	WaitedMS   float64 `json:"waited_ms"`             // time the prepare took, ms
 }
