@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"sync"
 	"time"
 
@@ -296,6 +297,36 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 type Stats struct {
 	Mean, Std float64
 	N         int
+	// Window90 (Baseline only; 0 otherwise) is the 90th percentile, over
+	// the run, of the mean latency in a sliding 3 s window — what the loop
+	// reads from the proxy — without any migration: the plant's own noise
+	// at the controller's sampling. A setpoint near it cannot be held.
+	Window90 float64
+}
+
+// WindowMeans returns the mean latency of every window of w consecutive
+// seconds of a run, from second from on (seconds with no transactions
+// count for nothing); lat(a, b) returns the latencies of seconds [a, b).
+func WindowMeans(lat func(a, b int) []float64, from, to, w int) []float64 {
+	var out []float64
+	for a := from; a+w <= to; a++ {
+		if xs := lat(a, a+w); len(xs) > 0 {
+			out = append(out, Describe(xs).Mean)
+		}
+	}
+	return out
+}
+
+// percentile returns the p-th percentile (0..1, nearest rank) of xs; NaN
+// when empty.
+func percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	i := int(math.Ceil(p*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
 }
 
 // Describe computes Stats of xs (NaN mean and std when empty).

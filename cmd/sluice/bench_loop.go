@@ -185,7 +185,7 @@ func init() {
 quota, memory cap with the page cache, read bandwidth cap), loads a tenant
 (Slacker's YCSB usertable, 1 GB by default), measures the workload's baseline,
 then migrates the tenant back and forth under the workload: once per fixed rate
-(--fixed-rates) and once per PID setpoint (--setpoints; default 2, 3, 4 and 6 ×
+(--fixed-rates) and once per PID setpoint (--setpoints; default 3, 4, 5 and 6 ×
 the baseline mean latency). Every migration's acknowledged writes are checked
 row by row. Writes series.csv, summary.json, report.md and PNG plots to --out.`,
 		Args: cobra.NoArgs,
@@ -208,7 +208,7 @@ row by row. Writes series.csv, summary.json, report.md and PNG plots to --out.`,
 	}
 	f.register(cmd.Flags(), "slack-sweep", "1GB", 3072)
 	cmd.Flags().StringVar(&rates, "fixed-rates", "10MB/s,20MB/s,30MB/s,40MB/s", "fixed migration rates, comma-separated")
-	cmd.Flags().StringVar(&setpoints, "setpoints", "", "PID setpoints, comma-separated (e.g. 20ms,40ms); default 2,3,4,6 × the baseline mean latency")
+	cmd.Flags().StringVar(&setpoints, "setpoints", "", "PID setpoints, comma-separated (e.g. 20ms,40ms); default 3,4,5,6 × the baseline mean latency")
 	benchCmd.AddCommand(cmd)
 }
 
