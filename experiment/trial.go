@@ -224,8 +224,12 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 		if time.Since(lastSay) >= 2*time.Second {
 			lastSay = time.Now()
 			p := m.Progress
-			say("  %5.0fs %-9s %6.0f/%-6.0f MB  %6.1f MB/s  latency %6.1f ms (loop %6.1f, setpoint %.1f)",
-				since(), p.Phase, float64(p.Bytes)/1e6, float64(p.TotalBytes)/1e6, p.Rate/1e6, last(), p.LatencyMs, p.SetpointMs)
+			moved := fmt.Sprintf("%6.0f/%-6.0f MB", float64(p.Bytes)/1e6, float64(p.TotalBytes)/1e6)
+			if p.Phase == "catch-up" && p.LagBytes >= 0 {
+				moved = fmt.Sprintf("lag %8.1f MB", float64(p.LagBytes)/1e6)
+			}
+			say("  %5.0fs %-9s %s  %6.1f MB/s (limit %6.1f)  latency %6.1f ms (loop %6.1f, setpoint %.1f)",
+				since(), p.Phase, moved, p.Rate/1e6, p.Limit/1e6, last(), p.LatencyMs, p.SetpointMs)
 		}
 	})
 	res.MigEnd = since()
