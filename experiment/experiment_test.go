@@ -136,3 +136,33 @@ func TestRateBetween(t *testing.T) {
 		t.Errorf("no record: %v", got)
 	}
 }
+
+// TestWindowMeans: each window pools the transactions of its seconds (a
+// busy second weighs more than a quiet one), empty windows are skipped, and
+// the p90 is a nearest-rank percentile of the windows.
+func TestWindowMeans(t *testing.T) {
+	secs := [][]float64{{1, 1}, {4}, {}, {}, {}, {10, 10, 10, 10}}
+	lat := func(a, b int) []float64 {
+		var out []float64
+		for s := a; s < b && s < len(secs); s++ {
+			out = append(out, secs[s]...)
+		}
+		return out
+	}
+	got := WindowMeans(lat, 0, len(secs), 3)
+	want := []float64{2, 4, 10} // seconds 0-2 {1,1,4}, 1-3 {4}, 2-4 {} skipped, 3-5 {10×4}
+	if len(got) != len(want) {
+		t.Fatalf("windows %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("windows %v, want %v", got, want)
+		}
+	}
+	if p := percentile(got, 0.9); p != 10 {
+		t.Errorf("p90 %v, want 10", p)
+	}
+	if p := percentile([]float64{3, 1, 2}, 0.5); p != 2 {
+		t.Errorf("median of 3,1,2: %v, want 2", p)
+	}
+}
