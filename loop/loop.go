@@ -55,15 +55,16 @@ type Loop struct {
 	// missing data (ErrSettling) and holds. 0: no settling.
 	Settle time.Duration
 	// Lag, if set, reports the standby's replay lag in bytes (< 0 unknown).
-	// In phase "catch-up" the loop then guarantees progress: when the lag
+	// In phases "catch-up" and "warm" (which waits for the lag again after
+	// its copy) the loop then guarantees progress: when the lag
 	// has not shrunk over CatchUpPatience steps, it raises a floor under
 	// the controller's rate by CatchUpBoost (from at least MinCatchUpFloor)
-	// and keeps it until the phase ends. A controller holding the latency
+	// and keeps it until the handover. A controller holding the latency
 	// at its setpoint may allow less than the source writes WAL — then the
-	// WAL relay falls behind for ever (step40's +40 % load: 2.35 MB/s
-	// allowed, lag stuck at 250 MB for 5 minutes). Slacker's deltas converge
-	// only if the copy outruns the writes; the floor trades latency above
-	// the setpoint for a migration that ends.
+	// WAL relay falls behind for ever (a step40 run with the rate stuck at
+	// 2.35 MB/s under +40 % load: lag at 250 MB for 5 minutes). Slacker's
+	// deltas converge only if the copy outruns the writes; the floor trades
+	// latency above the setpoint for a migration that ends.
 	Lag func() int64
 
 	mu struct {
@@ -166,7 +167,7 @@ func (l *Loop) catchUpFloor(phase string, rate float64) float64 {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if phase != "catch-up" {
+	if phase != "catch-up" && phase != "warm" {
 		l.mu.floor, l.mu.lags = 0, l.mu.lags[:0]
 		return 0
 	}

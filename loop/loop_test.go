@@ -132,7 +132,7 @@ func TestSettleHoldsStartUp(t *testing.T) {
 // TestCatchUpFloor: in catch-up, a lag that does not shrink over
 // CatchUpPatience steps raises a floor under the controller's rate, again
 // after each further stretch without progress; a shrinking lag does not,
-// and the floor goes with the phase.
+// and the floor lasts through warm and goes at the handover.
 func TestCatchUpFloor(t *testing.T) {
 	lags := []int64{100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 90, 80, 70, 60, 50, 40, 30}
 	phase := "catch-up"
@@ -163,10 +163,19 @@ func TestCatchUpFloor(t *testing.T) {
 			t.Fatalf("step %d: rate %v while the lag shrinks, want the floor %v kept, not raised", k, send.rates[k], first*CatchUpBoost)
 		}
 	}
+	// WARM (which waits for the lag again after its copy) keeps the floor,
+	// also while the lag is not measured (-1); the handover drops it.
 	phase = "warm"
-	lags = append(lags, 0)
+	lags = append(lags, -1, 30)
 	l.Step(context.Background(), t0.Add(time.Hour))
+	l.Step(context.Background(), t0.Add(time.Hour+time.Second))
+	if r := send.rates[len(send.rates)-1]; r != first*CatchUpBoost {
+		t.Fatalf("in warm: rate %v, want the floor %v kept", r, first*CatchUpBoost)
+	}
+	phase = "handover"
+	lags = append(lags, 0)
+	l.Step(context.Background(), t0.Add(2*time.Hour))
 	if r := send.rates[len(send.rates)-1]; r != 1e6 {
-		t.Fatalf("after catch-up: rate %v, want the controller's 1e6", r)
+		t.Fatalf("after catch-up and warm: rate %v, want the controller's 1e6", r)
 	}
 }

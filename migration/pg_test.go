@@ -620,6 +620,18 @@ func TestSlotLost(t *testing.T) {
 	if st, err := s.SlotStatus(ctx, "sluice_lost"); err != nil || st != "reserved" {
 		t.Fatalf("fresh slot status %q, %v", st, err)
 	}
+	// A reserved slot reports where it holds the WAL from (what a standby
+	// streaming through it has received); a missing slot reports 0.
+	flush, err := s.FlushLSN(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.SlotRestartLSN(ctx, "sluice_lost"); err != nil || got == 0 || got > flush {
+		t.Fatalf("fresh slot restart lsn %v (%v), want 0 < it <= the flush lsn %v", got, err, flush)
+	}
+	if got, err := s.SlotRestartLSN(ctx, "no_such_slot"); err != nil || got != 0 {
+		t.Fatalf("missing slot restart lsn %v, %v; want 0", got, err)
+	}
 	for i := 0; i < 3; i++ {
 		exec1(t, src.ConnString("postgres"), "SELECT pg_switch_wal()")
 		exec1(t, src.ConnString("postgres"), "CREATE TABLE IF NOT EXISTS w AS SELECT 1 AS x")

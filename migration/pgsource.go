@@ -155,6 +155,16 @@ func (s *LocalSource) PrimaryConnInfo() string {
 	return ci
 }
 
+// UnpaceWAL lifts (on) or restores (off) the WAL relay's pacing: see
+// WALRelay.Unpace. A no-op without a relay.
+func (s *LocalSource) UnpaceWAL(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.relay != nil {
+		s.relay.Unpace(on)
+	}
+}
+
 // CreateSlot drops a slot of that name if any, then creates it reserving WAL now.
 func (s *LocalSource) CreateSlot(ctx context.Context, name string) (LSN, error) {
 	var lsn string
@@ -187,6 +197,29 @@ func (s *LocalSource) SlotStatus(ctx context.Context, name string) (string, erro
 		return "", fmt.Errorf("migration: slot status %s: %w", name, err)
 	}
 	return st, nil
+}
+
+// SlotRestartLSN returns the slot's restart_lsn: for the standby's physical
+// slot, the WAL position up to which the standby has confirmed receiving
+// (flushing) — known while it streams, before it reaches a consistent state
+// and accepts the queries Position needs. 0 when the slot or its position is
+// missing.
+func (s *LocalSource) SlotRestartLSN(ctx context.Context, name string) (LSN, error) {
+	var l string
+	err := s.withConn(ctx, func(c *pgx.Conn) error {
+		err := c.QueryRow(ctx, "SELECT coalesce(restart_lsn::text, '') FROM pg_replication_slots WHERE slot_name = $1", name).Scan(&l)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		return err
+	})
+	if err != nil || l == "" {
+		if err != nil {
+			err = fmt.Errorf("migration: slot restart lsn %s: %w", name, err)
+		}
+		return 0, err
+	}
+	return ParseLSN(l)
 }
 
 // DropSlot drops the slot if it exists; a stopped source has nothing to drop
@@ -584,9 +617,18 @@ func (s *LocalSource) Unfence(ctx context.Context) error {
 
 // Retire stops the source for good and removes (or, with RetireGrace, renames
 // and later removes) its data directory.
+//
+// The stop is immediate: no shutdown checkpoint. Retire runs after the
+// release, when the target already serves the tenant, and a fast shutdown's
+// checkpoint (every dirty buffer written and fsynced) competes for the disk
+// with the new primary's first WAL writes and segment fsyncs just when its
+// clients arrive with the freeze's backlog. Nothing is lost: the fence
+// flushed the source's WAL, the target replayed all of it, and nothing was
+// written since; a copy kept for its grace recovers from its WAL if it is
+// ever started.
 func (s *LocalSource) Retire(ctx context.Context) error {
 	s.Close()
-	if err := s.C.Stop(ctx, pgcluster.Fast); err != nil {
+	if err := s.C.Stop(ctx, pgcluster.Immediate); err != nil {
 		return fmt.Errorf("migration: retire: %w", err)
 	}
 	if _, err := os.Stat(s.C.Dir); errors.Is(err, os.ErrNotExist) {

@@ -269,6 +269,16 @@ func (r *runner) execute(ctx context.Context, rec Record, a Action) Event {
 			lag = max(int64(flush)-int64(pos.Replay), 0)
 		}
 		r.lag = lag
+		if sp, ok := src.(slotPositioner); ok && lag < 0 {
+			// Until the standby is consistent its replay position is
+			// unknown; the progress (and the control loop's catch-up
+			// floor, which needs to see whether the relay keeps up) gets
+			// the WAL it has not yet received instead — a lower bound.
+			// The transition below still waits for the replay lag.
+			if got, err := sp.SlotRestartLSN(ctx, rec.Slot); err == nil && got != 0 {
+				r.lag = max(int64(flush)-int64(got), 0)
+			}
+		}
 		r.progress(rec, a.String(), false)
 		if lag < 0 || lag > a.MaxLag {
 			if env.Now().Sub(r.catchUpStart) > env.CatchUpTimeout {
@@ -289,6 +299,9 @@ func (r *runner) execute(ctx context.Context, rec Record, a Action) Event {
 				}
 				// Otherwise not fatal: sessions dial the target lazily.
 			}
+		}
+		if u, ok := src.(walUnpacer); ok {
+			u.UnpaceWAL(true) // the freeze waits for the WAL: relay it at full speed
 		}
 		r.holdAt = env.Now() // the freeze starts here: Prepare held nothing
 		if ih, ok := env.Router.(IdleHolder); ok {
@@ -386,6 +399,9 @@ func (r *runner) execute(ctx context.Context, rec Record, a Action) Event {
 		}
 		return SnapshotReset{}
 	case Rollback:
+		if u, ok := src.(walUnpacer); ok {
+			u.UnpaceWAL(false)
+		}
 		var errs []error
 		if a.Unfence {
 			errs = append(errs, src.Unfence(ctx))
@@ -416,6 +432,19 @@ type slotChecker interface {
 	SlotStatus(ctx context.Context, name string) (string, error)
 }
 
+// walUnpacer is implemented by Sources whose CATCH-UP WAL stream is paced
+// (LocalSource's relay): HANDOVER lifts the pacing from the hold on,
+// Rollback restores it.
+type walUnpacer interface {
+	UnpaceWAL(on bool)
+}
+
+// slotPositioner is implemented by Sources that can report how far the
+// standby has received through their slot (LocalSource).
+type slotPositioner interface {
+	SlotRestartLSN(ctx context.Context, name string) (LSN, error)
+}
+
 func orGone(st string) string {
 	if st == "" {
 		return "gone"
@@ -430,6 +459,7 @@ const WarmBatchBlocks = 128
 const blockSize = 8192
 
 func (r *runner) warm(ctx context.Context, rec Record, a Warm) Event {
+	r.lag = -1 // not measured while warming; WaitCatchUp measures it again after
 	blocks, err := r.env.Source.BufferBlocks(ctx)
 	if err != nil {
 		return failed(a, err)

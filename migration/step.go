@@ -25,8 +25,8 @@ const CatchUpPoll = 100 * time.Millisecond
 //	pending  --Start-->          prepare   Reserve, then CreateSlot
 //	prepare  --SlotCreated-->    snapshot  StreamSnapshot
 //	snapshot --SnapshotDone-->   catch-up  StartStandby, then WaitCatchUp until lag ≤ CatchUpBytes
-//	catch-up --LagReport(small)-> warm     Warm (skipped when !Warm)
-//	warm     --Warmed-->         handover  Hold, ReadFlushLSN, Fence, WaitReplay, Promote, Switch, Release
+//	catch-up --LagReport(small)-> warm     Warm (skipped when !Warm), then WaitCatchUp again (WARM shares the throttle with the WAL stream)
+//	warm     --LagReport(small)-> handover Hold, ReadFlushLSN, Fence, WaitReplay, Promote, Switch, Release
 //	handover --Released-->       cleanup   Cleanup
 //	cleanup  --CleanedUp-->      done
 //
@@ -107,6 +107,10 @@ func Step(rec Record, ev Event, now time.Time) (Record, []Action) {
 		}
 	case Warmed:
 		rec.Warmed, rec.WarmBlocks, rec.WarmBytes = true, e.Blocks, e.Bytes
+		// The standby may have fallen behind while WARM shared the
+		// throttle with its WAL stream: HANDOVER's wait for the replay is
+		// part of the freeze, so catch up again first.
+		rec.CaughtUp = false
 	case Held:
 		rec.HeldAt, rec.HeldIdle = now, e.Idle
 	case FlushRead:
@@ -260,6 +264,9 @@ func advance(rec Record, now time.Time) (Record, []Action) {
 		case PhaseWarm:
 			if !rec.Warmed {
 				return rec, []Action{Warm{}}
+			}
+			if !rec.CaughtUp {
+				return rec, []Action{WaitCatchUp{MaxLag: rec.CatchUpBytes, Poll: CatchUpPoll}}
 			}
 			rec.Phase = PhaseHandover
 		case PhaseHandover:

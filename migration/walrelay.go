@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sluicedb/sluice/throttle"
 )
@@ -27,12 +28,31 @@ type WALRelay struct {
 	// Floor is the slowest pace, bytes/s; default DefaultWALFloor.
 	Floor float64
 
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	wg     sync.WaitGroup
-	closed bool
+	ln       net.Listener
+	target   string
+	unpaced  atomic.Bool // Unpace: relay at full speed
+	mu       sync.Mutex
+	conns    map[net.Conn]struct{}
+	limiters map[*throttle.Limiter]struct{} // of the running paced copies
+	wg       sync.WaitGroup
+	closed   bool
+}
+
+// Unpace lifts the pacing (on) or restores it (off), at once: a waiting
+// chunk is woken. HANDOVER unpaces: from the hold on, the clients are held
+// and the source is being fenced, so there is no latency left to protect,
+// while every byte of WAL still to relay lengthens the freeze (the wait for
+// the target to replay past the fence).
+func (r *WALRelay) Unpace(on bool) {
+	r.unpaced.Store(on)
+	if !on {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for l := range r.limiters {
+		l.SetRate(math.Inf(1))
+	}
 }
 
 // DefaultWALFloor is WALRelay's slowest pace (1 MB/s).
@@ -48,7 +68,7 @@ func StartWALRelay(host, target string, rate func() float64) (*WALRelay, error) 
 	if err != nil {
 		return nil, fmt.Errorf("migration: WAL relay: %w", err)
 	}
-	r := &WALRelay{Rate: rate, Floor: DefaultWALFloor, ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	r := &WALRelay{Rate: rate, Floor: DefaultWALFloor, ln: ln, target: target, conns: map[net.Conn]struct{}{}, limiters: map[*throttle.Limiter]struct{}{}}
 	r.wg.Add(1)
 	go r.accept()
 	return r, nil
@@ -97,6 +117,14 @@ func (r *WALRelay) track(c, s net.Conn) bool {
 // paced copies src to dst at the relay's pace.
 func (r *WALRelay) paced(dst io.Writer, src io.Reader) {
 	lim := throttle.NewLimiter(math.Inf(1), relayChunk)
+	r.mu.Lock()
+	r.limiters[lim] = struct{}{}
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.limiters, lim)
+		r.mu.Unlock()
+	}()
 	buf := make([]byte, relayChunk)
 	for {
 		n, err := src.Read(buf)
@@ -105,7 +133,7 @@ func (r *WALRelay) paced(dst io.Writer, src io.Reader) {
 			if !(pace > 0) { // 0, negative, NaN
 				pace = 0
 			}
-			if pace = math.Max(pace, r.Floor); pace <= 0 {
+			if pace = math.Max(pace, r.Floor); pace <= 0 || r.unpaced.Load() {
 				pace = math.Inf(1)
 			}
 			lim.SetRate(pace)

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net"
+	"runtime"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -66,4 +67,52 @@ func TestWALRelayRelaysBothWays(t *testing.T) {
 		t.Fatal("connection still open after Close")
 	}
 	c.Close()
+}
+
+// TestWALRelayUnpace: a relay paced at 1 byte/s would need days for 1 MiB;
+// Unpace lets it through at once — the chunk already waiting is woken — and
+// the pacing can be restored.
+func TestWALRelayUnpace(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	var paced atomic.Int64
+	r, err := StartWALRelay("127.0.0.1", ln.Addr().String(), func() float64 { paced.Add(1); return 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.Floor = 1
+	host, port := r.Addr()
+	c, err := net.Dial("tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	msg := make([]byte, 1<<20)
+	go func() { c.Write(msg) }()
+	// Wait until the relay has read the pace for a chunk (and so waits on
+	// it), then unpace.
+	for paced.Load() == 0 {
+		runtime.Gosched()
+	}
+	r.Unpace(true)
+	if _, err := io.ReadFull(c, make([]byte, len(msg))); err != nil {
+		t.Fatal(err)
+	}
+	r.Unpace(false)
+	if r.unpaced.Load() {
+		t.Fatal("pacing not restored")
+	}
 }
