@@ -78,9 +78,12 @@
 // advance for every current session of the tenant, so the move after the
 // switch only swaps connections instead of forking a backend on the new
 // server at each session's next transaction (a stall of 50–350 ms on a
-// CPU-capped server). Sessions opened during recovery become read-write at
-// promotion. Prepared sessions for a route that is not the current one at
-// release are closed.
+// CPU-capped server). It also parses there the session's named prepared
+// statements of that moment (loading the new backend's catalog caches);
+// the move then closes and re-parses only those the client has redefined,
+// closed or added since. Sessions opened during recovery become read-write
+// at promotion. Prepared sessions for a route that is not the current one
+// at release are closed.
 //
 // A session idle through a handover whose old server shuts down meanwhile
 // (the source fenced while the tenant is held) is kept: the server's parting
@@ -97,7 +100,7 @@
 //	PUT  /v1/routes/{tenant}             {"addr":"host:port","database":"db","aliases":[…]}
 //	POST /v1/tenants/{tenant}/hold       {"deadline_ms":2000} → {held_sessions, waited_ms, cancelled, terminated, in_flight, idle_backends}
 //	POST /v1/tenants/{tenant}/switch     {"addr":"host:port","database":"db"}
-//	POST /v1/tenants/{tenant}/prepare    {"addr":"host:port","database":"db"} → {sessions, opened, failed, first_error, waited_ms}
+//	POST /v1/tenants/{tenant}/prepare    {"addr":"host:port","database":"db"} → {sessions, opened, failed, statements, first_error, waited_ms}
 //	POST /v1/tenants/{tenant}/release
 //	GET  /v1/latency[?tenant=T][&server=A] [{tenant, server, window_s, count, mean_ms, queue_ms, p50_ms, p95_ms, p99_ms}]
 //	GET  /v1/stats                       {sessions_open, sessions_total, moves, moves_prepared, cancels}
