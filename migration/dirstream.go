@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"os"
@@ -16,10 +17,18 @@ import (
 
 // The cold directory stream (stop-and-copy) is a tar archive of a stopped
 // data directory, WAL included, written by LocalSource.SendCold and read by
-// LocalTarget.OpenSnapshot, ended by an entry named endMarker whose body is
-// the number of entries before it: a stream cut short is never taken for a
-// complete copy. (Hot snapshots use package snapshot's stream.)
+// LocalTarget.OpenSnapshot, ended by the checksum list (checksumEntry) and an
+// entry named endMarker whose body is the number of entries before it: a
+// stream cut short is never taken for a complete copy, nor a corrupt file
+// for a good one. (Hot snapshots use package snapshot's stream.)
 const endMarker = ".sluice-end"
+
+// checksumEntry is the entry before the end marker that lists the CRC-32C
+// (Castagnoli) of every file sent, one "%08x name" line each, so the target
+// verifies each file as it wrote it (as the hot snapshot stream does).
+const checksumEntry = ".sluice-crc32c"
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Entries a hot copy leaves out (pg_basebackup's list): the contents of
 // these directories are skipped but the directories are created, and these
@@ -103,6 +112,7 @@ func dirSize(dir string, emptyDirs map[string]bool) (int64, error) {
 func sendDir(ctx context.Context, dir string, w io.Writer, emptyDirs map[string]bool, docs func() ([][2]string, error)) error {
 	tw := tar.NewWriter(w)
 	count := 0
+	var sums strings.Builder
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
@@ -147,15 +157,18 @@ func sendDir(ctx context.Context, dir string, w io.Writer, emptyDirs map[string]
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: rel, Mode: 0o600, Size: size}); err != nil {
 			return err
 		}
-		n, err := io.CopyN(tw, f, size)
+		h := crc32.New(castagnoli)
+		out := io.MultiWriter(tw, h)
+		n, err := io.CopyN(out, f, size)
 		if err != nil && !errors.Is(err, io.EOF) {
 			return err
 		}
 		if n < size { // shrank while read
-			if _, err := io.CopyN(tw, zeroReader{}, size-n); err != nil {
+			if _, err := io.CopyN(out, zeroReader{}, size-n); err != nil {
 				return err
 			}
 		}
+		fmt.Fprintf(&sums, "%08x %s\n", h.Sum32(), rel)
 		count++
 		return nil
 	})
@@ -174,9 +187,17 @@ func sendDir(ctx context.Context, dir string, w io.Writer, emptyDirs map[string]
 			if _, err := io.WriteString(tw, d[1]); err != nil {
 				return err
 			}
+			fmt.Fprintf(&sums, "%08x %s\n", crc32.Checksum([]byte(d[1]), castagnoli), d[0])
 			count++
 		}
 	}
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: checksumEntry, Mode: 0o600, Size: int64(sums.Len())}); err != nil {
+		return err
+	}
+	if _, err := io.WriteString(tw, sums.String()); err != nil {
+		return err
+	}
+	count++
 	body := strconv.Itoa(count)
 	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: endMarker, Mode: 0o600, Size: int64(len(body))}); err != nil {
 		return err
@@ -199,6 +220,8 @@ func receiveDir(r io.Reader, dest string, chown func(string) error) (int64, erro
 	tr := tar.NewReader(r)
 	count := 0
 	var bytes int64
+	got := map[string]uint32{} // CRC-32C of each file as written here
+	checked := false
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
@@ -216,11 +239,22 @@ func receiveDir(r io.Reader, dest string, chown func(string) error) (int64, erro
 			if want, err := strconv.Atoi(string(b)); err != nil || want != count {
 				return bytes, fmt.Errorf("migration: receive: stream says %s entries, got %d", b, count)
 			}
+			if !checked {
+				return bytes, fmt.Errorf("migration: receive: stream without its checksum list")
+			}
 			io.Copy(io.Discard, r) // drain tar padding so the sender's writes complete
 			return bytes, nil
 		}
 		if name == "" || path.IsAbs(name) || path.Clean(name) != name || name == ".." || strings.HasPrefix(name, "../") {
 			return bytes, fmt.Errorf("migration: receive: bad path %q", h.Name)
+		}
+		if name == checksumEntry {
+			if err := verifySums(tr, got); err != nil {
+				return bytes, err
+			}
+			checked = true
+			count++
+			continue
 		}
 		p := filepath.Join(dest, filepath.FromSlash(name))
 		switch h.Typeflag {
@@ -236,8 +270,10 @@ func receiveDir(r io.Reader, dest string, chown func(string) error) (int64, erro
 			if err != nil {
 				return bytes, fmt.Errorf("migration: receive: %w", err)
 			}
-			n, err := io.Copy(f, tr)
+			sum := crc32.New(castagnoli)
+			n, err := io.Copy(io.MultiWriter(f, sum), tr)
 			bytes += n
+			got[name] = sum.Sum32()
 			if cerr := f.Close(); err == nil {
 				err = cerr
 			}
@@ -254,4 +290,37 @@ func receiveDir(r io.Reader, dest string, chown func(string) error) (int64, erro
 		}
 		count++
 	}
+}
+
+// verifySums reads the checksum list from r and compares it with the CRC-32C
+// of the files received (got): a file whose sum differs, a listed file that
+// did not arrive and an arrived file the list does not name are errors.
+func verifySums(r io.Reader, got map[string]uint32) error {
+	b, err := io.ReadAll(io.LimitReader(r, 256<<20))
+	if err != nil {
+		return fmt.Errorf("migration: receive: checksum list: %w", err)
+	}
+	listed := 0
+	for _, line := range strings.Split(strings.TrimSuffix(string(b), "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		hexSum, name, ok := strings.Cut(line, " ")
+		want, perr := strconv.ParseUint(hexSum, 16, 32)
+		if !ok || perr != nil {
+			return fmt.Errorf("migration: receive: bad checksum line %q", line)
+		}
+		have, ok := got[name]
+		switch {
+		case !ok:
+			return fmt.Errorf("migration: receive: %s is in the checksum list but was not received", name)
+		case have != uint32(want):
+			return fmt.Errorf("migration: receive %s: CRC-32C %08x, sender's %08x: the copy is corrupt", name, have, want)
+		}
+		listed++
+	}
+	if listed != len(got) {
+		return fmt.Errorf("migration: receive: %d files received, %d in the checksum list", len(got), listed)
+	}
+	return nil
 }
