@@ -166,3 +166,12 @@ func TestWindowMeans(t *testing.T) {
 		t.Errorf("median of 3,1,2: %v, want 2", p)
 	}
 }
+
+// TestSecondsAtRate counts the steps in the window that set the top speed
+// (float noise below it included), and no others.
+func TestSecondsAtRate(t *testing.T) {
+	r := &TrialResult{Loop: []loop.Point{{T: 0, Rate: 80e6}, {T: 1, Rate: 80e6 * (1 - 1e-9)}, {T: 2, Rate: 40e6}, {T: 3, Rate: 80e6}, {T: 4, Rate: 80e6}}}
+	if n := r.SecondsAtRate(1, 4, 80e6); n != 2 {
+		t.Fatalf("%d steps at top speed in [1, 4), want 2 (t=1 and t=3)", n)
+	}
+}

@@ -166,6 +166,10 @@ type PIDPoint struct {
 	LoopMeanMs       float64 `json:"loop_mean_latency_ms"`
 	FreezeMs         float64 `json:"freeze_ms"`
 	PreMigrationMs   float64 `json:"mean_latency_pre_migration_ms"` // as FixedPoint's
+	// TopSpeedSteps counts the loop's steps before the handover at the
+	// controller's top speed (SweepOptions.MaxRate): many of them and a
+	// loop mean under the setpoint mean the setpoint was out of reach.
+	TopSpeedSteps int `json:"top_speed_steps"`
 }
 
 // PreWindow is how much of a trial's warm-up, up to the migration's start,
@@ -264,6 +268,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		from, to := r.BeforeHandover()
 		p.BeforeHandoverMs = round(Describe(r.Latencies(from, to)).Mean, 2)
 		p.LoopMeanMs = round(r.LoopMean(from, to), 2)
+		p.TopSpeedSteps = r.SecondsAtRate(from, to, o.MaxRate)
 		p.FreezeMs = round(r.FreezeMs, 1)
 		p.PreMigrationMs = preMigration(r)
 		say("pid %.1f ms: latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %.1f; before the migration %.1f), %.1f s at %.1f MB/s; ledger %d acknowledged, 0 lost",
@@ -335,14 +340,14 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 			f1(p.ExecutionMeanMs), 100*(p.ExecutionMeanMs-p.SetpointMs)/p.SetpointMs, f1(p.StddevLatencyMs), p.MigrationSeconds, p.MeanRateMBs, eq)
 	}
 	b.WriteString("\nBefore the handover (the loop sets the speed; the handover's freeze and the drain of the queue it builds are a fixed cost per migration, in the whole-migration figures above):\n\n")
-	b.WriteString("| PID setpoint ms | mean latency ms | error vs setpoint | loop's own mean ms | error vs setpoint | fixed rate's migration s at this latency | freeze ms | before the migration ms |\n|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| PID setpoint ms | mean latency ms | error vs setpoint | loop's own mean ms | error vs setpoint | fixed rate's migration s at this latency | freeze ms | before the migration ms | steps at top speed |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range res.PID {
 		eq := "outside the fixed ladder's range"
 		if s, ok := secondsAt(res.Fixed, func(f FixedPoint) float64 { return f.BeforeHandoverMs }, p.BeforeHandoverMs); ok {
 			eq = fmt.Sprintf("%.1f (PID %.2f× as fast)", s, s/p.MigrationSeconds)
 		}
-		fmt.Fprintf(&b, "| %.1f | %s | %+.1f %% | %s | %+.1f %% | %s | %.0f | %s |\n", p.SetpointMs, f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs,
-			f1(p.LoopMeanMs), 100*(p.LoopMeanMs-p.SetpointMs)/p.SetpointMs, eq, p.FreezeMs, f1(p.PreMigrationMs))
+		fmt.Fprintf(&b, "| %.1f | %s | %+.1f %% | %s | %+.1f %% | %s | %.0f | %s | %d |\n", p.SetpointMs, f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs,
+			f1(p.LoopMeanMs), 100*(p.LoopMeanMs-p.SetpointMs)/p.SetpointMs, eq, p.FreezeMs, f1(p.PreMigrationMs), p.TopSpeedSteps)
 	}
 	b.WriteString("\n")
 	b.WriteString(ledgerLines(trials))

@@ -127,6 +127,20 @@ func (r *TrialResult) LoopMean(from, to float64) float64 {
 	return sum / n
 }
 
+// SecondsAtRate counts the loop's steps in [from, to) that set at least
+// rate (bytes/s; ×0.999 for float noise) — with the controller's top speed,
+// the steps it could go no faster: a setpoint above what the plant shows at
+// top speed is not reachable, and the loop's mean stays under it.
+func (r *TrialResult) SecondsAtRate(from, to, rate float64) int {
+	n := 0
+	for _, p := range r.Loop {
+		if p.T >= from && p.T < to && p.Rate >= 0.999*rate {
+			n++
+		}
+	}
+	return n
+}
+
 // OtherLatencies is Latencies for Background i.
 func (r *TrialResult) OtherLatencies(i int, from, to float64) []float64 {
 	return r.others[i].Latencies(int(math.Floor(from)), int(math.Ceil(to)))
