@@ -139,7 +139,7 @@ func TestRateBetween(t *testing.T) {
 
 // TestWindowMeans: each window pools the transactions of its seconds (a
 // busy second weighs more than a quiet one), empty windows are skipped, and
-// the p90 is a nearest-rank percentile of the windows.
+// the p90 is the nearest-rank quantile of the (sorted) windows.
 func TestWindowMeans(t *testing.T) {
 	secs := [][]float64{{1, 1}, {4}, {}, {}, {}, {10, 10, 10, 10}}
 	lat := func(a, b int) []float64 {
@@ -159,19 +159,19 @@ func TestWindowMeans(t *testing.T) {
 			t.Fatalf("windows %v, want %v", got, want)
 		}
 	}
-	if p := percentile(got, 0.9); p != 10 {
+	if p := workload.Quantile(got, 0.9); p != 10 {
 		t.Errorf("p90 %v, want 10", p)
 	}
-	if p := percentile([]float64{3, 1, 2}, 0.5); p != 2 {
-		t.Errorf("median of 3,1,2: %v, want 2", p)
+	if p := workload.Quantile([]float64{1, 2, 3}, 0.5); p != 2 {
+		t.Errorf("median of 1,2,3: %v, want 2", p)
 	}
 }
 
-// TestSecondsAtRate counts the steps in the window that set the top speed
+// TestStepsAtRate counts the steps in the window that set the top speed
 // (float noise below it included), and no others.
-func TestSecondsAtRate(t *testing.T) {
+func TestStepsAtRate(t *testing.T) {
 	r := &TrialResult{Loop: []loop.Point{{T: 0, Rate: 80e6}, {T: 1, Rate: 80e6 * (1 - 1e-9)}, {T: 2, Rate: 40e6}, {T: 3, Rate: 80e6}, {T: 4, Rate: 80e6}}}
-	if n := r.SecondsAtRate(1, 4, 80e6); n != 2 {
+	if n := r.StepsAtRate(1, 4, 80e6); n != 2 {
 		t.Fatalf("%d steps at top speed in [1, 4), want 2 (t=1 and t=3)", n)
 	}
 }

@@ -268,7 +268,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		from, to := r.BeforeHandover()
 		p.BeforeHandoverMs = round(Describe(r.Latencies(from, to)).Mean, 2)
 		p.LoopMeanMs = round(r.LoopMean(from, to), 2)
-		p.TopSpeedSteps = r.SecondsAtRate(from, to, o.MaxRate)
+		p.TopSpeedSteps = r.StepsAtRate(from, to, o.MaxRate)
 		p.FreezeMs = round(r.FreezeMs, 1)
 		p.PreMigrationMs = preMigration(r)
 		say("pid %.1f ms: latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %.1f; before the migration %.1f), %.1f s at %.1f MB/s; ledger %d acknowledged, 0 lost",
@@ -425,7 +425,9 @@ func Baseline(ctx context.Context, t testbed.Tenant, wc workload.Config, d time.
 		return Stats{}, fmt.Errorf("experiment: baseline: %w", err)
 	}
 	st := Describe(r.Latencies(3, 1<<30))
-	st.Window90 = round(percentile(WindowMeans(r.Latencies, 3, int(wc.Duration/time.Second), 3), 0.9), 2)
+	windows := WindowMeans(r.Latencies, 3, int(wc.Duration/time.Second), 3)
+	sort.Float64s(windows)
+	st.Window90 = round(workload.Quantile(windows, 0.9), 2)
 	return st, nil
 }
 

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"sort"
 	"sync"
 	"time"
 
@@ -127,11 +126,11 @@ func (r *TrialResult) LoopMean(from, to float64) float64 {
 	return sum / n
 }
 
-// SecondsAtRate counts the loop's steps in [from, to) that set at least
+// StepsAtRate counts the loop's steps in [from, to) that set at least
 // rate (bytes/s; ×0.999 for float noise) — with the controller's top speed,
 // the steps it could go no faster: a setpoint above what the plant shows at
 // top speed is not reachable, and the loop's mean stays under it.
-func (r *TrialResult) SecondsAtRate(from, to, rate float64) int {
+func (r *TrialResult) StepsAtRate(from, to, rate float64) int {
 	n := 0
 	for _, p := range r.Loop {
 		if p.T >= from && p.T < to && p.Rate >= 0.999*rate {
@@ -333,18 +332,6 @@ func WindowMeans(lat func(a, b int) []float64, from, to, w int) []float64 {
 		}
 	}
 	return out
-}
-
-// percentile returns the p-th percentile (0..1, nearest rank) of xs; NaN
-// when empty.
-func percentile(xs []float64, p float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	i := int(math.Ceil(p*float64(len(s)))) - 1
-	return s[max(0, min(i, len(s)-1))]
 }
 
 // Describe computes Stats of xs (NaN mean and std when empty).

@@ -1,8 +1,10 @@
 package migration
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,8 +12,9 @@ import (
 )
 
 // TestDirStreamChecksums: a cold stream round-trips a directory; a byte
-// flipped in a file's body on the way, a stream cut before its checksum
-// list, and a list naming a file that never came are refused.
+// flipped in a file's body on the way, a complete stream without a checksum
+// list, and a list naming a file that never came (or missing one that did)
+// are refused.
 func TestDirStreamChecksums(t *testing.T) {
 	src := t.TempDir()
 	files := map[string]string{
@@ -58,9 +61,16 @@ func TestDirStreamChecksums(t *testing.T) {
 		t.Fatalf("flipped byte: %v, want a checksum error", err)
 	}
 
-	cut := stream.Bytes()[:bytes.Index(stream.Bytes(), []byte(checksumEntry))-100]
-	if err := receive(cut); err == nil {
-		t.Fatal("stream cut before its checksum list: no error")
+	// A complete stream (end marker and count right) without the list.
+	var bare bytes.Buffer
+	tw := tar.NewWriter(&bare)
+	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "PG_VERSION", Mode: 0o600, Size: 3})
+	io.WriteString(tw, "15\n")
+	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: endMarker, Mode: 0o600, Size: 1})
+	io.WriteString(tw, "1")
+	tw.Close()
+	if err := receive(bare.Bytes()); err == nil || !strings.Contains(err.Error(), "without its checksum list") {
+		t.Fatalf("stream without a checksum list: %v, want refused", err)
 	}
 
 	if err := verifySums(strings.NewReader("00000000 base/1/1259\n"), map[string]uint32{}); err == nil || !strings.Contains(err.Error(), "not received") {

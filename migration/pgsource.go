@@ -185,14 +185,7 @@ func (s *LocalSource) CreateSlot(ctx context.Context, name string) (LSN, error) 
 // the source removed WAL the slot still needed because it exceeded
 // max_slot_wal_keep_size: the standby can never catch up from it.
 func (s *LocalSource) SlotStatus(ctx context.Context, name string) (string, error) {
-	var st string
-	err := s.withConn(ctx, func(c *pgx.Conn) error {
-		err := c.QueryRow(ctx, "SELECT coalesce(wal_status, '') FROM pg_replication_slots WHERE slot_name = $1", name).Scan(&st)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return nil
-		}
-		return err
-	})
+	st, err := s.slotColumn(ctx, name, "wal_status")
 	if err != nil {
 		return "", fmt.Errorf("migration: slot status %s: %w", name, err)
 	}
@@ -205,21 +198,29 @@ func (s *LocalSource) SlotStatus(ctx context.Context, name string) (string, erro
 // and accepts the queries Position needs. 0 when the slot or its position is
 // missing.
 func (s *LocalSource) SlotRestartLSN(ctx context.Context, name string) (LSN, error) {
-	var l string
+	l, err := s.slotColumn(ctx, name, "restart_lsn")
+	if err != nil {
+		return 0, fmt.Errorf("migration: slot restart lsn %s: %w", name, err)
+	}
+	if l == "" {
+		return 0, nil
+	}
+	return ParseLSN(l)
+}
+
+// slotColumn reads column col of slot name in pg_replication_slots as text;
+// "" when the slot or the value is missing. col is one of this file's
+// constants, never input.
+func (s *LocalSource) slotColumn(ctx context.Context, name, col string) (string, error) {
+	var v string
 	err := s.withConn(ctx, func(c *pgx.Conn) error {
-		err := c.QueryRow(ctx, "SELECT coalesce(restart_lsn::text, '') FROM pg_replication_slots WHERE slot_name = $1", name).Scan(&l)
+		err := c.QueryRow(ctx, "SELECT coalesce("+col+"::text, '') FROM pg_replication_slots WHERE slot_name = $1", name).Scan(&v)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
 		return err
 	})
-	if err != nil || l == "" {
-		if err != nil {
-			err = fmt.Errorf("migration: slot restart lsn %s: %w", name, err)
-		}
-		return 0, err
-	}
-	return ParseLSN(l)
+	return v, err
 }
 
 // DropSlot drops the slot if it exists; a stopped source has nothing to drop

@@ -10,18 +10,18 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
-// TestWALRelayRelaysBothWays: bytes go through the relay intact in both
-// directions, whatever the pace (unlimited, a floor only, a changing
-// rate), and Close ends live connections.
-func TestWALRelayRelaysBothWays(t *testing.T) {
-	// An echo server stands in for the postmaster.
+// echoServer listens on a loopback port and echoes every connection: it
+// stands in for the postmaster. Closed when the test ends.
+func echoServer(t *testing.T) net.Listener {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	t.Cleanup(func() { ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -31,6 +31,14 @@ func TestWALRelayRelaysBothWays(t *testing.T) {
 			go func() { io.Copy(c, c); c.Close() }()
 		}
 	}()
+	return ln
+}
+
+// TestWALRelayRelaysBothWays: bytes go through the relay intact in both
+// directions, whatever the pace (unlimited, a floor only, a changing
+// rate), and Close ends live connections.
+func TestWALRelayRelaysBothWays(t *testing.T) {
+	ln := echoServer(t)
 	var calls atomic.Int64
 	rates := []float64{math.Inf(1), 0, 50e6, math.NaN()}
 	r, err := StartWALRelay("127.0.0.1", ln.Addr().String(), func() float64 {
@@ -73,20 +81,7 @@ func TestWALRelayRelaysBothWays(t *testing.T) {
 // Unpace lets it through at once — the chunk already waiting is woken — and
 // the pacing can be restored.
 func TestWALRelayUnpace(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
+	ln := echoServer(t)
 	var paced atomic.Int64
 	r, err := StartWALRelay("127.0.0.1", ln.Addr().String(), func() float64 { paced.Add(1); return 1 })
 	if err != nil {
@@ -108,6 +103,9 @@ func TestWALRelayUnpace(t *testing.T) {
 		runtime.Gosched()
 	}
 	r.Unpace(true)
+	// At 1 byte/s the MiB would take 12 days; a minute is only a guard
+	// against hanging until the suite's timeout.
+	c.SetReadDeadline(time.Now().Add(time.Minute))
 	if _, err := io.ReadFull(c, make([]byte, len(msg))); err != nil {
 		t.Fatal(err)
 	}

@@ -51,8 +51,9 @@ type session struct {
 
 	startupParams map[string]string // client's startup parameters minus user/database/_pq_
 
-	// client-loop state. parses and unnamed are written only by the client
-	// loop, under parseMu; Prepare's goroutines read parses under it too.
+	// client-loop state. parses is written only by the client loop, under
+	// parseMu; Prepare's goroutines read it under parseMu too. unnamed is
+	// the client loop's alone (Prepare does not create it).
 	parseMu sync.Mutex
 	parses  map[string][]byte // named prepared statements: name → raw Parse message
 	unnamed []byte            // the last unnamed Parse, raw
@@ -510,12 +511,12 @@ func (s *session) inspect(typ byte, body []byte) {
 		raw := make([]byte, 5+len(body))
 		copy(raw, s.hdr[:])
 		copy(raw[5:], body)
-		s.parseMu.Lock()
-		defer s.parseMu.Unlock()
 		if len(name) == 0 {
 			s.unnamed = raw
 			return
 		}
+		s.parseMu.Lock()
+		defer s.parseMu.Unlock()
 		if s.parses == nil {
 			s.parses = map[string][]byte{}
 		}
@@ -528,13 +529,13 @@ func (s *session) inspect(typ byte, body []byte) {
 		if !ok {
 			return
 		}
-		s.parseMu.Lock()
-		defer s.parseMu.Unlock()
 		if len(name) == 0 {
 			s.unnamed = nil
-		} else {
-			delete(s.parses, string(name))
+			return
 		}
+		s.parseMu.Lock()
+		defer s.parseMu.Unlock()
+		delete(s.parses, string(name))
 	case 'Q':
 		q := bytes.TrimLeft(body, " \t\r\n")
 		if len(q) > 6 && (hasPrefixFold(q, "DISCARD ALL") || hasPrefixFold(q, "DEALLOCATE ALL")) {

@@ -371,7 +371,7 @@ func (r *Runner) report(start time.Time, each func(Second), stop <-chan struct{}
 		if len(b.lat) > 0 {
 			sort.Float64s(b.lat)
 			s.MeanMs = mean(b.lat)
-			s.P50Ms, s.P95Ms, s.P99Ms = quantile(b.lat, 0.5), quantile(b.lat, 0.95), quantile(b.lat, 0.99)
+			s.P50Ms, s.P95Ms, s.P99Ms = Quantile(b.lat, 0.5), Quantile(b.lat, 0.95), Quantile(b.lat, 0.99)
 			s.QueueMs = b.queue / float64(len(b.lat))
 		}
 		each(s)
@@ -413,7 +413,7 @@ func (r *Runner) summary(elapsed time.Duration) Summary {
 	}
 	if len(all) > 0 {
 		s.MeanMs = mean(all)
-		s.P50Ms, s.P95Ms, s.P99Ms = quantile(all, 0.5), quantile(all, 0.95), quantile(all, 0.99)
+		s.P50Ms, s.P95Ms, s.P99Ms = Quantile(all, 0.5), Quantile(all, 0.95), Quantile(all, 0.99)
 	}
 	return s
 }
@@ -426,8 +426,9 @@ func mean(xs []float64) float64 {
 	return s / float64(len(xs))
 }
 
-// quantile of sorted xs by the nearest-rank method.
-func quantile(sorted []float64, q float64) float64 {
+// Quantile is the q-th quantile (0..1) of sorted xs by the nearest-rank
+// method; 0 for none.
+func Quantile(sorted []float64, q float64) float64 {
 	if len(sorted) == 0 {
 		return 0
 	}
