@@ -210,6 +210,10 @@ func (r *Runner) Run(ctx context.Context, each func(Second)) (Summary, error) {
 	return r.summary(time.Since(start)), ctx.Err()
 }
 
+// preciseLead is how long before an arrival the generator leaves Go's timer
+// (late by up to a millisecond) for the kernel's sleep.
+const preciseLead = 2 * time.Millisecond
+
 // generate pushes Poisson arrival times into the queue until the duration ends.
 func (r *Runner) generate(ctx context.Context, start time.Time) {
 	rng := rand.New(rand.NewPCG(r.cfg.Seed, 0xa771))
@@ -217,18 +221,26 @@ func (r *Runner) generate(ctx context.Context, start time.Time) {
 	next := start
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	defer preciseThread()()
 	for {
 		next = next.Add(time.Duration(rng.ExpFloat64() / r.Rate() * float64(time.Second)))
 		if next.After(end) {
 			return
 		}
-		if d := time.Until(next); d > 0 {
+		// A cancellable coarse wait to within preciseLead of the arrival,
+		// then the kernel's precise sleep for the rest: an arrival's
+		// latency starts at its scheduled time, so the generator's own
+		// lateness must stay small.
+		if d := time.Until(next) - preciseLead; d > 0 {
 			timer.Reset(d)
 			select {
 			case <-ctx.Done():
 				return
 			case <-timer.C:
 			}
+		}
+		if d := time.Until(next); d > 0 {
+			preciseSleep(d)
 		}
 		select {
 		case r.queue <- next:
