@@ -50,7 +50,7 @@ func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB 
 	fs.Float64Var(&f.readMBps, "read-mbps", 0, "each server's read bandwidth on the data disk, MB/s (cgroup blkio); 0 = none")
 	fs.Int64Var(&f.readIOPS, "read-iops", 0, "each server's read operations per second on the data disk; 0 = none")
 	fs.Float64Var(&f.tps, "tps", 100, "workload arrivals per second (Poisson)")
-	fs.IntVar(&f.mpl, "mpl", 8, "workload connections (multiprogramming level)")
+	fs.IntVar(&f.mpl, "mpl", experiment.DefaultMPL, "workload connections (multiprogramming level)")
 	fs.StringVar(&f.keys, "keys", "uniform", "workload key distribution: uniform, zipfian or hotspot")
 	fs.StringVar(&f.maxRate, "max-rate", "80MB/s", "the controller's top migration speed")
 	fs.Float64Var(&f.kp, "kp", experiment.DefaultKp, "PID proportional gain (fraction of max rate per unit change of error normalised by the setpoint)")
