@@ -241,8 +241,12 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 			if p.Phase == "catch-up" && p.LagBytes >= 0 {
 				moved = fmt.Sprintf("lag %8.1f MB", float64(p.LagBytes)/1e6)
 			}
-			say("  %5.0fs %-9s %s  %6.1f MB/s (limit %6.1f)  latency %6.1f ms (loop %6.1f, setpoint %.1f)",
-				since(), p.Phase, moved, p.Rate/1e6, p.Limit/1e6, last(), p.LatencyMs, p.SetpointMs)
+			loopFig := "" // a fixed rate has no loop and no setpoint
+			if p.SetpointMs > 0 {
+				loopFig = fmt.Sprintf(" (loop %6.1f, setpoint %.1f)", p.LatencyMs, p.SetpointMs)
+			}
+			say("  %5.0fs %-9s %s  %6.1f MB/s (limit %6.1f)  latency %6.1f ms%s",
+				since(), p.Phase, moved, p.Rate/1e6, p.Limit/1e6, last(), loopFig)
 		}
 	})
 	res.MigEnd = since()
