@@ -17,15 +17,18 @@ import (
 
 // DefaultMPL is the experiments' workload connections. Slacker fixes its MPL
 // so that "the queue time is minimal unless the server is heavily
-// overloaded" (§5.2): latency is then what the server and the proxy show.
-// On the testbed's 0.25-CPU servers at 100 transactions/s, MPL 8 is not
-// enough: any stall above ~80 ms fills all 8 connections, and the
-// transactions behind them wait in the client's queue, where the proxy —
-// the control loop's instrument — cannot see them. Same run, same setpoint
-// (10 ms, 2026-11-23): at MPL 8 the clients' mean was 15.3 ms of which 3.7
-// queue, the loop's 10.4; at MPL 24 the clients' mean was 11.6 ms of which
-// 0.1 queue, the loop's 11.0 (docs/benchmarks.md).
-const DefaultMPL = 24
+// overloaded" (§5.2). On the testbed's 0.25-CPU servers at 100
+// transactions/s no MPL does both jobs. At 8, any stall above ~80 ms fills
+// every connection and the transactions behind them wait in the client's
+// queue, where the proxy — the loop's instrument — cannot see them (1 GB
+// sweep, 10 ms setpoint, 2026-11-23 06:18: clients 15.3 ms of which 3.7
+// queue, the loop's 10.4). At 24 that queue moved into the server (06:22:
+// clients 11.6 ms of which 0.1 queue, the loop's 11.0), but 24 backends on a
+// quarter of a core convoy behind whichever holds a lock when the CPU quota
+// runs out: the 2 GB step's baseline was 357 ± 493 ms at 24 against 3.5 ±
+// 6.3 at 8 (07:08 and 07:12), and five tenants at 24 each ran at 8–10 s.
+// So 8; --mpl sets it (docs/benchmarks.md).
+const DefaultMPL = 8
 
 // Common are the options every experiment shares. Zero values take the
 // defaults noted.
