@@ -23,6 +23,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -254,7 +255,16 @@ func (b *Bed) Describe() string {
 	if o.CPUShares > 0 {
 		s += fmt.Sprintf("; servers and workload weighted %d cpu.shares against the host's other processes", o.CPUShares)
 	}
-	return s + fmt.Sprintf("; tenants: shared_buffers %s, synchronous_commit off (one disk shared by the servers)", o.SharedBuffers)
+	s += fmt.Sprintf("; tenants: shared_buffers %s, synchronous_commit off", o.SharedBuffers)
+	keys := make([]string, 0, len(o.Settings))
+	for k := range o.Settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		s += fmt.Sprintf(", %s %s", k, o.Settings[k])
+	}
+	return s + " (one disk shared by the servers)"
 }
 
 // agentConfig is the subset of agent.Config (JSON) the bed writes.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,6 +39,7 @@ type loopFlags struct {
 	mpl                      int
 	kp, ki, kd               float64
 	seed                     uint64
+	settings                 []string
 	json                     bool
 }
 
@@ -59,6 +61,7 @@ func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB 
 	fs.StringVar(&f.errorForm, "error-form", experiment.DefaultErrorForm, "PID error form: linear (Slacker) or hybrid (SP/PV−1 below the setpoint)")
 	fs.Float64Var(&f.startGrowth, "start-growth", experiment.DefaultStartGrowth, "PID slow start: rate × this per step until the latency is half-way to the setpoint (1 = none, Slacker)")
 	fs.Uint64Var(&f.seed, "seed", 1, "workload seed")
+	fs.StringArrayVar(&f.settings, "tenant-setting", nil, "a postgresql.conf parameter for every tenant, name=value (repeatable; over the bed's own)")
 	fs.BoolVar(&f.json, "json", false, "print the summary as JSON")
 }
 
@@ -95,6 +98,17 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 		return testbed.Options{}, c, usagef("bench %s: --cpus and --memory must be positive (negative: no cap)", name)
 	}
 	bo := testbed.Options{CPUs: f.cpus, CPUShares: f.cpuShares, MemoryMB: f.memoryMB, ReadMBps: f.readMBps, ReadIOPS: f.readIOPS}
+	for _, kv := range f.settings {
+		k, v, ok := strings.Cut(kv, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || !settingName.MatchString(k) || v == "" {
+			return bo, c, usagef("bench %s: --tenant-setting %q: want name=value, e.g. wal_init_zero=off", name, kv)
+		}
+		if bo.Settings == nil {
+			bo.Settings = map[string]string{}
+		}
+		bo.Settings[k] = v
+	}
 	if err := bo.Check(); err != nil {
 		return bo, c, usagef("bench %s: %v", name, err)
 	}
@@ -111,6 +125,10 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 	bo.Progress = c.Progress
 	return bo, c, nil
 }
+
+// settingName is what a PostgreSQL parameter name looks like (custom ones
+// have a dot).
+var settingName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)?$`)
 
 // runOnBed starts the testbed, runs fn, and stops the bed even on ^C. It
 // prints fn's result as JSON with --json, else the Markdown report.

@@ -29,6 +29,9 @@ func TestBenchLoopUsageErrors(t *testing.T) {
 		{[]string{"bench", "step40", "--out", out, "--factor", "1.4", "--step-after", "soon"}, "--step-after"},
 		{[]string{"bench", "step40", "--out", out, "--step-after", "60s", "--setpoint", "fast"}, "--setpoint"},
 		{[]string{"bench", "multitenant", "--out", out, "--tenants", "1"}, "--tenants"},
+		{[]string{"bench", "multitenant", "--out", out, "--tenants", "5", "--tenant-setting", "wal_init_zero"}, "--tenant-setting"},
+		{[]string{"bench", "slack-sweep", "--out", out, "--error-form", "linear", "--tenant-setting", "wal_init_zero="}, "--tenant-setting"},
+		{[]string{"bench", "step40", "--out", out, "--setpoint", "40ms", "--tenant-setting", "x; DROP=1"}, "--tenant-setting"},
 	}
 	for _, c := range cases {
 		var stdout, errOut bytes.Buffer
