@@ -175,3 +175,25 @@ func TestStepsAtRate(t *testing.T) {
 		t.Fatalf("%d steps at top speed in [1, 4), want 2 (t=1 and t=3)", n)
 	}
 }
+
+// TestBaselineSettled: a baseline made by a stall (mean far above its median
+// 3 s window) is not settled; the plant's ordinary spread is.
+func TestBaselineSettled(t *testing.T) {
+	cases := []struct {
+		name string
+		st   Stats
+		want bool
+	}{
+		{"steady", Stats{Mean: 2.3, Std: 3.6, N: 2000, Window50: 2.2, Window90: 2.7}, true},
+		{"spiky but typical", Stats{Mean: 3.1, Std: 10.2, N: 2000, Window50: 2.6, Window90: 3.9}, true},
+		{"at the bound", Stats{Mean: 4, N: 10, Window50: 2}, true},
+		{"a stall of a few seconds", Stats{Mean: 17.8, Std: 67, N: 2000, Window50: 3.1, Window90: 100.3}, false},
+		{"no windows", Stats{Mean: 2, N: 10}, false},
+		{"no transactions", Stats{}, false},
+	}
+	for _, c := range cases {
+		if got := c.st.Settled(); got != c.want {
+			t.Errorf("%s: Settled() = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -78,7 +78,7 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 	if err != nil {
 		return res, err
 	}
-	base, err := Baseline(ctx, tn, o.Workload, o.BaselineFor, o.Seed+2)
+	base, err := SettledBaseline(ctx, tn, o.Workload, o.BaselineFor, o.Seed+2, say)
 	if err != nil {
 		return res, err
 	}
