@@ -9,11 +9,18 @@ import (
 
 // preciseThread prepares the calling goroutine's thread for preciseSleep: it
 // locks the goroutine to its thread and sets that thread's timer slack to
-// 1 ns (the kernel's default, 50 µs, is added to every sleep).
+// 1 ns (by default the kernel may wake a sleeper up to 50 µs late);
+// release restores the slack and unlocks the thread.
 func preciseThread() (release func()) {
 	runtime.LockOSThread()
+	old, err := unix.PrctlRetInt(unix.PR_GET_TIMERSLACK, 0, 0, 0, 0)
 	unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
-	return runtime.UnlockOSThread
+	return func() {
+		if err == nil && old > 0 {
+			unix.Prctl(unix.PR_SET_TIMERSLACK, uintptr(old), 0, 0, 0)
+		}
+		runtime.UnlockOSThread()
+	}
 }
 
 // preciseSleep sleeps d in the kernel (nanosleep), which wakes within tens of
