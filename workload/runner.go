@@ -214,6 +214,26 @@ func (r *Runner) Run(ctx context.Context, each func(Second)) (Summary, error) {
 // (late by up to a millisecond) for the kernel's sleep.
 const preciseLead = 2 * time.Millisecond
 
+// waitUntil returns at t, or false as soon as ctx is done: a cancellable
+// wait on timer to within preciseLead of t, then the kernel's precise sleep
+// for the rest. An arrival's latency starts at its scheduled time, so the
+// generator's own lateness must stay small. Call it from a goroutine that
+// called preciseThread.
+func waitUntil(ctx context.Context, timer *time.Timer, t time.Time) bool {
+	if d := time.Until(t) - preciseLead; d > 0 {
+		timer.Reset(d)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-timer.C:
+		}
+	}
+	if d := time.Until(t); d > 0 {
+		preciseSleep(d)
+	}
+	return true
+}
+
 // generate pushes Poisson arrival times into the queue until the duration ends.
 func (r *Runner) generate(ctx context.Context, start time.Time) {
 	rng := rand.New(rand.NewPCG(r.cfg.Seed, 0xa771))
@@ -227,20 +247,8 @@ func (r *Runner) generate(ctx context.Context, start time.Time) {
 		if next.After(end) {
 			return
 		}
-		// A cancellable coarse wait to within preciseLead of the arrival,
-		// then the kernel's precise sleep for the rest: an arrival's
-		// latency starts at its scheduled time, so the generator's own
-		// lateness must stay small.
-		if d := time.Until(next) - preciseLead; d > 0 {
-			timer.Reset(d)
-			select {
-			case <-ctx.Done():
-				return
-			case <-timer.C:
-			}
-		}
-		if d := time.Until(next); d > 0 {
-			preciseSleep(d)
+		if !waitUntil(ctx, timer, next) {
+			return
 		}
 		select {
 		case r.queue <- next:

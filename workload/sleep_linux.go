@@ -31,6 +31,6 @@ func preciseThread() (release func()) {
 // (the sleep cannot be cancelled).
 func preciseSleep(d time.Duration) {
 	ts := unix.NsecToTimespec(int64(d))
-	for d > 0 && unix.Nanosleep(&ts, &ts) == unix.EINTR {
+	for unix.Nanosleep(&ts, &ts) == unix.EINTR {
 	}
 }
