@@ -61,6 +61,10 @@ type replayResponse struct {
 	LSN migration.LSN `json:"lsn"`
 }
 
+type preparePromotionResponse struct {
+	Created int `json:"created"`
+}
+
 type prewarmRequest struct {
 	Record migration.Record  `json:"record"`
 	Blocks []migration.Block `json:"blocks"`
@@ -92,7 +96,10 @@ type RemoteTarget struct {
 	host string // target's tenant host, learned from Reserve or Info
 }
 
-var _ migration.Target = (*RemoteTarget)(nil)
+var (
+	_ migration.Target            = (*RemoteTarget)(nil)
+	_ migration.PromotionPreparer = (*RemoteTarget)(nil)
+)
 
 func (t *RemoteTarget) path(m migration.Record, op string) string {
 	return targetPrefix + "/" + url.PathEscape(m.ID) + "/" + op
@@ -190,6 +197,15 @@ func (t *RemoteTarget) Prewarm(ctx context.Context, m migration.Record, blocks [
 		return fmt.Errorf("remote target: prewarm: %w", err)
 	}
 	return nil
+}
+
+// PreparePromotion implements migration.PromotionPreparer.
+func (t *RemoteTarget) PreparePromotion(ctx context.Context, m migration.Record) (int, error) {
+	var v preparePromotionResponse
+	if err := t.c.Do(ctx, http.MethodPost, t.path(m, "prepare-promotion"), recordRequest{Record: m}, &v); err != nil {
+		return 0, fmt.Errorf("remote target: prepare promotion: %w", err)
+	}
+	return v.Created, nil
 }
 
 // Promote implements migration.Target.

@@ -19,7 +19,10 @@ type agentTarget struct {
 	a *Agent
 }
 
-var _ migration.Target = agentTarget{}
+var (
+	_ migration.Target            = agentTarget{}
+	_ migration.PromotionPreparer = agentTarget{}
+)
 
 // localTarget returns the Target this agent serves to source agents.
 func (a *Agent) localTarget() migration.Target {

@@ -289,6 +289,15 @@ func (r *runner) execute(ctx context.Context, rec Record, a Action) Event {
 	case Warm:
 		return r.warm(ctx, rec, a)
 	case Hold:
+		if pp, ok := tgt.(PromotionPreparer); ok && rec.Mode == Live {
+			pctx, cancel := context.WithTimeout(ctx, env.PrepareTimeout)
+			_, err := pp.PreparePromotion(pctx, rec)
+			cancel()
+			if err != nil && ctx.Err() != nil {
+				return failed(a, err)
+			}
+			// Otherwise not fatal: the server creates its segments itself.
+		}
 		if pr, ok := env.Router.(Preparer); ok && rec.Mode == Live {
 			if addr := tgt.Addr(rec); addr != "" {
 				pctx, cancel := context.WithTimeout(ctx, env.PrepareTimeout)
