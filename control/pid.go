@@ -54,8 +54,13 @@ type PIDParams struct {
 	// find the capacity fast without knowing it) before the PID law: while
 	// the process variable stays under the exit level (StartExit), each step
 	// multiplies the output by StartGrowth (from at least StartFloor). The
-	// first step at or above that level, or at full speed, ends the slow
-	// start for good, and the PID law runs on from the output reached. The
+	// first step at or above that level after the output has grown, or at
+	// full speed, ends the slow start for good, and the PID law runs on from
+	// the output reached; a step at or above it before any growth (the
+	// latency rose, but not because of the output: a migration's first
+	// window holds its snapshot's checkpoint, 15–98 ms on the testbed) is a
+	// step of the law, and the slow start goes on once the latency is back
+	// under the level, placed anew from the least latency seen until then. The
 	// linear law's ramp from a low start is Ki·e·MaxRate per step — about
 	// 1.5 MB/s per second at the testbed's gains — so a short migration
 	// ends before it reaches the setpoint; a geometric ramp covers a decade
@@ -159,8 +164,10 @@ func (p PIDParams) Validate() error {
 //	        (ErrorHybrid, when PV(k) < Setpoint:
 //	         e(k) = min(Setpoint/PV(k) − 1, HybridErrorCap))
 //	on the first usable step: e(k−1) = e(k−2) = e(k)  // no derivative kick
-//	slow start (StartGrowth > 1, until the first PV(k) >= L0 + StartExit·(Setpoint − L0),
-//	L0 the first usable PV, or u = 1; again from the StartRearm-th consecutive
+//	slow start (StartGrowth > 1, until the first PV(k) >= L0 + StartExit·(Setpoint − L0)
+//	after it has grown u once, L0 the least usable PV before that growth, or
+//	u = 1; a PV at or above that level before the first growth is a step of
+//	the law, the slow start going on; again from the StartRearm-th consecutive
 //	step under that level while u < peak/2, up to peak/2):
 //	u(k) = max(the law's u(k) below, min(1, max(u(k−1), StartFloor) · StartGrowth))
 //	Δu    = Kp·(e(k) − e(k−1)) + Ki·e(k) + Kd·(e(k) − 2e(k−1) + e(k−2))
@@ -178,6 +185,8 @@ type PID struct {
 	primed   bool    // e1, e2 hold real errors
 	starting bool    // in the slow start (PIDParams.StartGrowth)
 	exitAt   float64 // the slow start's exit level, ns; 0 until the first usable step
+	l0       float64 // the latency exitAt was placed from, ns
+	grew     bool    // the slow start has grown the output at least once
 	below    int     // consecutive steps under exitAt since the slow start ended
 	peak     float64 // highest output so far
 }
@@ -219,11 +228,19 @@ func (c *PID) Next(obs Observation) Decision {
 	du := c.p.Kp*(e-c.e1) + c.p.Ki*e + c.p.Kd*(e-2*c.e1+c.e2)
 	law := clamp(c.u+du, 0, 1)
 	if c.p.StartGrowth > 1 {
-		if c.exitAt == 0 {
-			c.exitAt = float64(pv) + c.p.StartExit*(sp-float64(pv))
+		if c.starting && !c.grew && (c.exitAt == 0 || float64(pv) < c.l0) {
+			// L0 is the least latency seen before the output first grew:
+			// the first window of a migration can hold a disturbance of
+			// its start (the snapshot's checkpoint), which is not the
+			// server's idle latency.
+			c.l0 = float64(pv)
+			c.exitAt = c.l0 + c.p.StartExit*(sp-c.l0)
 		}
 		under := float64(pv) < c.exitAt && c.u < 1
 		switch {
+		case !under && c.starting && !c.grew:
+			// The latency rose before the output did, so not because of
+			// it: the law runs this step and the slow start waits.
 		case !under:
 			c.starting, c.below = false, 0
 		case !c.starting:
@@ -233,6 +250,7 @@ func (c *PID) Next(obs Observation) Decision {
 			// Whichever climbs faster: the geometric step, or the law's
 			// own (from near zero, after a pause, the law's is larger).
 			c.u = max(law, min(1, max(c.u, StartFloor)*c.p.StartGrowth))
+			c.grew = c.grew || c.starting
 			if !c.starting {
 				c.u = min(c.u, max(c.peak/2, law))
 			}
