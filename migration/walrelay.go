@@ -137,6 +137,11 @@ func (r *WALRelay) paced(dst io.Writer, src io.Reader) {
 				pace = math.Inf(1)
 			}
 			lim.SetRate(pace)
+			if r.unpaced.Load() {
+				// Unpace may have run between the check above and
+				// SetRate, and set this limiter's rate before we did.
+				lim.SetRate(math.Inf(1))
+			}
 			if lim.WaitN(context.Background(), n) != nil {
 				return
 			}
