@@ -36,6 +36,8 @@ type WALRelay struct {
 	limiters map[*throttle.Limiter]struct{} // of the running paced copies
 	wg       sync.WaitGroup
 	closed   bool
+	stop     context.Context // done once Close has begun
+	stopped  context.CancelFunc
 }
 
 // Unpace lifts the pacing (on) or restores it (off), at once: a waiting
@@ -69,6 +71,7 @@ func StartWALRelay(host, target string, rate func() float64) (*WALRelay, error) 
 		return nil, fmt.Errorf("migration: WAL relay: %w", err)
 	}
 	r := &WALRelay{Rate: rate, Floor: DefaultWALFloor, ln: ln, target: target, conns: map[net.Conn]struct{}{}, limiters: map[*throttle.Limiter]struct{}{}}
+	r.stop, r.stopped = context.WithCancel(context.Background())
 	r.wg.Add(1)
 	go r.accept()
 	return r, nil
@@ -142,7 +145,7 @@ func (r *WALRelay) paced(dst io.Writer, src io.Reader) {
 				// SetRate, and set this limiter's rate before we did.
 				lim.SetRate(math.Inf(1))
 			}
-			if lim.WaitN(context.Background(), n) != nil {
+			if lim.WaitN(r.stop, n) != nil {
 				return
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
@@ -160,6 +163,7 @@ func (r *WALRelay) paced(dst io.Writer, src io.Reader) {
 func (r *WALRelay) Close() error {
 	r.mu.Lock()
 	r.closed = true
+	r.stopped()
 	for c := range r.conns {
 		c.Close()
 	}
