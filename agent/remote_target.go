@@ -61,10 +61,6 @@ type replayResponse struct {
 	LSN migration.LSN `json:"lsn"`
 }
 
-type preparePromotionResponse struct {
-	Created int `json:"created"`
-}
-
 type prewarmRequest struct {
 	Record migration.Record  `json:"record"`
 	Blocks []migration.Block `json:"blocks"`
@@ -200,12 +196,11 @@ func (t *RemoteTarget) Prewarm(ctx context.Context, m migration.Record, blocks [
 }
 
 // PreparePromotion implements migration.PromotionPreparer.
-func (t *RemoteTarget) PreparePromotion(ctx context.Context, m migration.Record) (int, error) {
-	var v preparePromotionResponse
-	if err := t.c.Do(ctx, http.MethodPost, t.path(m, "prepare-promotion"), recordRequest{Record: m}, &v); err != nil {
-		return 0, fmt.Errorf("remote target: prepare promotion: %w", err)
+func (t *RemoteTarget) PreparePromotion(ctx context.Context, m migration.Record) error {
+	if err := t.c.Do(ctx, http.MethodPost, t.path(m, "prepare-promotion"), recordRequest{Record: m}, nil); err != nil {
+		return fmt.Errorf("remote target: prepare promotion: %w", err)
 	}
-	return v.Created, nil
+	return nil
 }
 
 // Promote implements migration.Target.

@@ -56,8 +56,7 @@ func (a *Agent) targetRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST "+targetPrefix+"/{mid}/prepare-promotion", func(w http.ResponseWriter, r *http.Request) {
 		var req recordRequest
 		a.targetCall(w, r, &req, &req.Record, func(ctx context.Context) (any, error) {
-			n, err := a.localTarget().(migration.PromotionPreparer).PreparePromotion(ctx, req.Record)
-			return preparePromotionResponse{Created: n}, err
+			return nil, a.localTarget().(migration.PromotionPreparer).PreparePromotion(ctx, req.Record)
 		})
 	})
 	mux.HandleFunc("POST "+targetPrefix+"/{mid}/promote", func(w http.ResponseWriter, r *http.Request) {

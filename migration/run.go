@@ -52,9 +52,10 @@ type Env struct {
 	// ReplayTimeout bounds WaitReplay in HANDOVER (default 10 s): a target
 	// that cannot catch up in that time makes the handover roll back.
 	ReplayTimeout time.Duration
-	// PrepareTimeout bounds the Router's Prepare before the hold (default
-	// 5 s); sessions not prepared by then dial the target at their next
-	// transaction after the switch.
+	// PrepareTimeout bounds each preparation before the hold (default 5 s):
+	// the Target's PreparePromotion and the Router's Prepare; sessions not
+	// prepared by then dial the target at their next transaction after the
+	// switch.
 	PrepareTimeout time.Duration
 	// PromoteTimeout bounds Promote (default 30 s).
 	PromoteTimeout time.Duration
@@ -291,7 +292,7 @@ func (r *runner) execute(ctx context.Context, rec Record, a Action) Event {
 	case Hold:
 		if pp, ok := tgt.(PromotionPreparer); ok && rec.Mode == Live {
 			pctx, cancel := context.WithTimeout(ctx, env.PrepareTimeout)
-			_, err := pp.PreparePromotion(pctx, rec)
+			err := pp.PreparePromotion(pctx, rec)
 			cancel()
 			if err != nil && ctx.Err() != nil {
 				return failed(a, err)

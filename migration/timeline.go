@@ -29,9 +29,9 @@ import (
 type PromotionPreparer interface {
 	// PreparePromotion creates, if missing, the first WAL segments the
 	// promoted server will write after the one it is replaying, named for
-	// its new timeline, zero-filled and synced, and reports how many it
-	// created. A server not in recovery is left alone (0, nil).
-	PreparePromotion(ctx context.Context, m Record) (created int, err error)
+	// its new timeline, zero-filled and synced. A server not in recovery is
+	// left alone.
+	PreparePromotion(ctx context.Context, m Record) error
 }
 
 var _ PromotionPreparer = (*LocalTarget)(nil)
@@ -48,10 +48,10 @@ const PromotionSegments = 2
 const segmentSyncBytes = 2 << 20
 
 // PreparePromotion implements PromotionPreparer.
-func (t *LocalTarget) PreparePromotion(ctx context.Context, m Record) (int, error) {
+func (t *LocalTarget) PreparePromotion(ctx context.Context, m Record) error {
 	c, err := t.cluster(m)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	var (
 		inRecovery bool
@@ -65,37 +65,32 @@ func (t *LocalTarget) PreparePromotion(ctx context.Context, m Record) (int, erro
 			Scan(&inRecovery, &replay, &tli, &segSize)
 	})
 	if err != nil {
-		return 0, fmt.Errorf("migration: prepare promotion: %w", err)
+		return fmt.Errorf("migration: prepare promotion: %w", err)
 	}
 	if !inRecovery || replay == "" {
-		return 0, nil
+		return nil
 	}
 	lsn, err := ParseLSN(replay)
 	if err != nil {
-		return 0, fmt.Errorf("migration: prepare promotion: %w", err)
+		return fmt.Errorf("migration: prepare promotion: %w", err)
 	}
 	walDir := filepath.Join(m.TargetDir, "pg_wal")
 	entries, err := os.ReadDir(walDir)
 	if err != nil {
-		return 0, fmt.Errorf("migration: prepare promotion: %w", err)
+		return fmt.Errorf("migration: prepare promotion: %w", err)
 	}
 	names := make([]string, len(entries))
 	for i, e := range entries {
 		names[i] = e.Name()
 	}
 	next := NextTimeline(tli, names)
-	created := 0
 	for i := uint64(1); i <= PromotionSegments; i++ {
 		name := WALFileName(next, uint64(lsn)/segSize+i, segSize)
-		ok, err := createZeroSegment(ctx, walDir, name, int64(segSize), c.Chown)
-		if err != nil {
-			return created, fmt.Errorf("migration: prepare promotion: %s: %w", name, err)
-		}
-		if ok {
-			created++
+		if _, err := createZeroSegment(ctx, walDir, name, int64(segSize), c.Chown); err != nil {
+			return fmt.Errorf("migration: prepare promotion: %s: %w", name, err)
 		}
 	}
-	return created, nil
+	return nil
 }
 
 // NextTimeline is the timeline a standby replaying timeline tli takes when

@@ -2,6 +2,7 @@ package migration
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -105,8 +106,7 @@ func (r *inodeRouter) Hold(ctx context.Context, tenant string, deadline time.Dur
 // writes into them instead of creating its own.
 func TestPromotionUsesPreparedSegments(t *testing.T) {
 	f := newFixture(t, 8)
-	var rec Record
-	rec.ID = "m1"
+	var rec Record // as runMigration makes it
 	r := &inodeRouter{GateRouter: NewGateRouter(f.src.Addr()), seen: map[string]uint64{},
 		walDir: func() string { return filepath.Join(f.target.dirFor(rec), "pg_wal") }}
 	w, stop := startWorkload(t, r.GateRouter)
@@ -130,7 +130,7 @@ func TestPromotionUsesPreparedSegments(t *testing.T) {
 	}
 	prepared := 0
 	for name := range r.seen {
-		if name[:8] == WALFileName(tli, 0, 16<<20)[:8] {
+		if name[:8] == fmt.Sprintf("%08X", tli) {
 			prepared++
 		}
 	}
