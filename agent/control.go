@@ -70,6 +70,7 @@ func newController(spec client.Control) (control.Controller, error) {
 			}
 		}
 		p.StartGrowth = spec.StartGrowth
+		p.MeanHorizon, p.MeanBand = spec.MeanHorizon, spec.MeanBand
 		switch control.ErrorForm(spec.ErrorForm) {
 		case "":
 		case control.ErrorLinear, control.ErrorHybrid:

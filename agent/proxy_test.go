@@ -190,6 +190,24 @@ func TestNewControllerErrorForm(t *testing.T) {
 	}
 }
 
+// TestNewControllerMeanHorizon: the spec's mean horizon and band reach the
+// PID; out-of-range ones are refused with the PID's reason.
+func TestNewControllerMeanHorizon(t *testing.T) {
+	c, err := newController(client.Control{Controller: "pid", SetpointMs: 40, MaxRate: 1e6, MeanHorizon: 20, MeanBand: 0.3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.(*control.PID).Params(); p.MeanHorizon != 20 || p.MeanBand != 0.3 {
+		t.Fatalf("pid params: horizon %d band %v, want 20 and 0.3", p.MeanHorizon, p.MeanBand)
+	}
+	for _, spec := range []client.Control{{MeanHorizon: -1}, {MeanHorizon: 20, MeanBand: 1}} {
+		spec.Controller, spec.SetpointMs, spec.MaxRate = "pid", 40, 1e6
+		if _, err := newController(spec); err == nil || !strings.Contains(err.Error(), "mean") {
+			t.Errorf("horizon %d band %v: %v, want an error naming the mean horizon or band", spec.MeanHorizon, spec.MeanBand, err)
+		}
+	}
+}
+
 // TestNewControllerStartRate: a PID starts at the spec's Rate (a fraction of
 // MaxRate), at a tenth of MaxRate without one; a fixed controller runs at
 // Rate, capped by MaxRate.

@@ -89,6 +89,7 @@ func (s *script) do(t *testing.T, d *datadriven.TestData) string {
 		p.Stat = Statistic(a.str("stat", string(p.Stat)))
 		p.Error = ErrorForm(a.str("error", string(p.Error)))
 		p.StartGrowth, p.StartExit = a.float("growth", p.StartGrowth), a.float("exit", p.StartExit)
+		p.MeanHorizon, p.MeanBand = a.int("horizon", p.MeanHorizon), a.float("band", p.MeanBand)
 		var c *PID
 		if c, err = NewPID(p); err == nil {
 			s.ctl, s.rate, s.maxRate = c, p.Initial*p.MaxRate, p.MaxRate
@@ -277,6 +278,14 @@ func (s *script) run(a args) string {
 		}
 	}
 	fmt.Fprintf(&b, "; holds=%d\n", tr.holds)
+	if a.d.HasArg("whole") {
+		wl := tr.meanFrom(a.int("whole", 0))
+		fmt.Fprintf(&b, "from step %d: mean %s=%.2fms", a.int("whole", 0), what, wl)
+		if ref > 0 {
+			fmt.Fprintf(&b, " (%s %.2fms, %+.1f%%)", s.refName, ref, 100*(wl-ref)/ref)
+		}
+		b.WriteString("\n")
+	}
 	b.WriteString(tr.plots(ref, s.refName, s.maxRate))
 	return b.String()
 }

@@ -261,6 +261,15 @@ func (tr trace) stats() (meanLat, meanRate float64) {
 	return meanLat / n, meanRate / n
 }
 
+// meanFrom is the mean latency from step k to the end of the run.
+func (tr trace) meanFrom(k int) float64 {
+	var sum float64
+	for _, l := range tr.lat[k:] {
+		sum += l
+	}
+	return sum / float64(len(tr.lat)-k)
+}
+
 // settle returns the first step from which the latency stays within ±tol
 // (relative) of ref until the end, or -1.
 func (tr trace) settle(ref, tol float64) int {

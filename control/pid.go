@@ -81,7 +81,28 @@ type PIDParams struct {
 	// pipe. (A fraction of the setpoint alone would end it at once for a
 	// setpoint near the idle latency.)
 	StartExit float64
+	// MeanHorizon, when > 0, makes the setpoint a contract on the mean of
+	// the process variable over the whole run (Slacker's measure: the mean
+	// latency during the migration) rather than on each window. The law
+	// steers by a working setpoint SP + D/MeanHorizon, where D is the sum
+	// over the usable steps so far of (Setpoint − PV): the latency a run
+	// owes (D < 0) or has in hand (D > 0), ns·steps. A slow start's ramp
+	// spent under the setpoint is then spent above it, a burst above it is
+	// repaid under it, at 1/MeanHorizon of the balance per step. D is held
+	// within ±MeanBand·Setpoint·MeanHorizon, so the working setpoint stays
+	// within Setpoint·(1 ± MeanBand) and a balance that large (a stall of
+	// seconds, a long idle start) is forgotten beyond it rather than
+	// repaid for minutes. Steps; 0 = off (Slacker: each window against the
+	// setpoint).
+	MeanHorizon int
+	// MeanBand bounds the working setpoint of MeanHorizon, a fraction of
+	// the setpoint in (0, 1); 0 = DefaultMeanBand.
+	MeanBand float64
 }
+
+// DefaultMeanBand is MeanBand's default: the working setpoint stays within
+// half the setpoint of it.
+const DefaultMeanBand = 0.5
 
 // StartRearm is how many consecutive steps under the slow start's exit
 // level make the PID grow geometrically again (PIDParams.StartGrowth).
@@ -150,6 +171,10 @@ func (p PIDParams) Validate() error {
 		return fmt.Errorf("control: pid: start growth must be in [0, 4] (per step; 0 or 1 = none), got %v", p.StartGrowth)
 	case !finite(p.StartExit) || p.StartExit < 0 || p.StartExit > 1:
 		return fmt.Errorf("control: pid: start exit must be a fraction of the setpoint in (0, 1], got %v", p.StartExit)
+	case p.MeanHorizon < 0 || p.MeanHorizon > 3600:
+		return fmt.Errorf("control: pid: mean horizon must be 0 (off) to 3600 steps, got %d", p.MeanHorizon)
+	case !finite(p.MeanBand) || p.MeanBand < 0 || p.MeanBand >= 1:
+		return fmt.Errorf("control: pid: mean band must be a fraction of the setpoint in (0, 1), got %v", p.MeanBand)
 	}
 	return nil
 }
@@ -160,9 +185,12 @@ func (p PIDParams) Validate() error {
 //
 //	PV(k) = max over obs.Signals of the statistic (source and target)
 //	if any signal is missing/failed: hold u, report Hold; history unchanged
-//	e(k)  = (Setpoint − PV(k)) / Setpoint          // > 0: room to go faster
-//	        (ErrorHybrid, when PV(k) < Setpoint:
-//	         e(k) = min(Setpoint/PV(k) − 1, HybridErrorCap))
+//	SP(k) = Setpoint, or with MeanHorizon H > 0:
+//	        D(k)  = clamp(D(k−1) + Setpoint − PV(k), ±MeanBand·Setpoint·H)
+//	        SP(k) = Setpoint + D(k)/H             // the run's mean PV → Setpoint
+//	e(k)  = (SP(k) − PV(k)) / SP(k)               // > 0: room to go faster
+//	        (ErrorHybrid, when PV(k) < SP(k):
+//	         e(k) = min(SP(k)/PV(k) − 1, HybridErrorCap))
 //	on the first usable step: e(k−1) = e(k−2) = e(k)  // no derivative kick
 //	slow start (StartGrowth > 1, until the first PV(k) >= L0 + StartExit·(Setpoint − L0)
 //	after it has grown u once, L0 the least usable PV before that growth, or
@@ -189,6 +217,7 @@ type PID struct {
 	grew     bool    // the slow start has grown the output at least once
 	below    int     // consecutive steps under exitAt since the slow start ended
 	peak     float64 // highest output so far
+	owed     float64 // MeanHorizon's balance D, ns·steps (> 0: the run is under its setpoint)
 }
 
 var _ Controller = (*PID)(nil)
@@ -200,6 +229,9 @@ func NewPID(p PIDParams) (*PID, error) {
 	}
 	if p.StartExit == 0 {
 		p.StartExit = DefaultStartExit
+	}
+	if p.MeanBand == 0 {
+		p.MeanBand = DefaultMeanBand
 	}
 	return &PID{p: p, u: p.Initial, starting: p.StartGrowth > 1}, nil
 }
@@ -218,9 +250,16 @@ func (c *PID) Next(obs Observation) Decision {
 		return Decision{Rate: r, Prefetch: r, Hold: true, Reason: "pid hold: " + err.Error()}
 	}
 	sp := float64(c.p.Setpoint)
-	e := (sp - float64(pv)) / sp
-	if c.p.Error == ErrorHybrid && float64(pv) < sp {
-		e = min(sp/float64(pv)-1, HybridErrorCap)
+	spk, spNote := sp, "" // this step's working setpoint
+	if h := float64(c.p.MeanHorizon); h > 0 {
+		lim := c.p.MeanBand * sp * h
+		c.owed = clamp(c.owed+sp-float64(pv), -lim, lim)
+		spk = sp + c.owed/h
+		spNote = fmt.Sprintf(" sp=%v", time.Duration(spk).Round(10*time.Microsecond))
+	}
+	e := (spk - float64(pv)) / spk
+	if c.p.Error == ErrorHybrid && float64(pv) < spk {
+		e = min(spk/float64(pv)-1, HybridErrorCap)
 	}
 	if !c.primed {
 		c.e1, c.e2, c.primed = e, e, true
@@ -258,7 +297,7 @@ func (c *PID) Next(obs Observation) Decision {
 			c.e2, c.e1 = c.e1, e
 			r := c.u * c.p.MaxRate
 			return Decision{Rate: r, Prefetch: r,
-				Reason: fmt.Sprintf("pid slow start pv=%v(%s) u=%.3f", pv.Round(10*time.Microsecond), who, c.u)}
+				Reason: fmt.Sprintf("pid slow start pv=%v(%s)%s u=%.3f", pv.Round(10*time.Microsecond), who, spNote, c.u)}
 		}
 	}
 	c.u = law
@@ -268,7 +307,7 @@ func (c *PID) Next(obs Observation) Decision {
 	return Decision{
 		Rate:     r,
 		Prefetch: r,
-		Reason:   fmt.Sprintf("pid pv=%v(%s) e=%+.3f du=%+.4f u=%.3f", pv.Round(10*time.Microsecond), who, e, du, c.u),
+		Reason:   fmt.Sprintf("pid pv=%v(%s)%s e=%+.3f du=%+.4f u=%.3f", pv.Round(10*time.Microsecond), who, spNote, e, du, c.u),
 	}
 }
 

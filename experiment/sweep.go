@@ -48,6 +48,9 @@ type Common struct {
 	// StartGrowth is the PID's slow-start growth per step (> 1; 1 = none);
 	// default DefaultStartGrowth.
 	StartGrowth float64
+	// MeanHorizon is the PID's mean-latency horizon in steps
+	// (control.PIDParams.MeanHorizon); 0 = off.
+	MeanHorizon int
 	Warmup      time.Duration // workload before each migration; default 20 s (the previous trial's handover backlog drains)
 	// BaselineFor is how long the workload runs without a migration to
 	// measure the baseline; default 20 s.
@@ -108,6 +111,7 @@ func (c *Common) pidControl(sp float64) *agentclient.Control {
 	if ctl.ErrorForm == "" {
 		ctl.ErrorForm = DefaultErrorForm
 	}
+	ctl.MeanHorizon = c.MeanHorizon
 	ctl.StartGrowth = c.StartGrowth
 	if ctl.StartGrowth == 0 {
 		ctl.StartGrowth = DefaultStartGrowth
@@ -138,6 +142,9 @@ var (
 	// start fraction to full speed in 13 steps, where the linear law's ramp
 	// took the whole of a 1 GB migration (docs/benchmarks.md).
 	DefaultStartGrowth = 1.12
+	// DefaultMeanHorizon is the PID's mean-latency horizon in the
+	// benchmarks, steps (control.PIDParams.MeanHorizon); 0 = off.
+	DefaultMeanHorizon = 0
 )
 
 // SweepOptions configure the slack sweep.
@@ -145,6 +152,10 @@ type SweepOptions struct {
 	Common
 	FixedRates []float64 // bytes/s; default 10, 20, 40 MB/s
 	Setpoints  []float64 // ms; default DefaultSetpointFactors × the baseline mean latency
+	// CompareHorizons run every PID setpoint again with each of these
+	// mean-latency horizons (steps), right after its run with
+	// Common.MeanHorizon: the loops compared in one run, on the same plant.
+	CompareHorizons []int
 }
 
 // FixedPoint is one fixed-rate migration of the sweep (JSON keys are
@@ -170,6 +181,8 @@ type PIDPoint struct {
 	StddevLatencyMs  float64 `json:"stddev_latency_ms"`
 	MigrationSeconds float64 `json:"migration_seconds"`
 	MeanRateMBs      float64 `json:"mean_rate_mb_s"`
+	// MeanHorizon is the trial's mean-latency horizon, steps (0 = off).
+	MeanHorizon int `json:"mean_horizon_steps"`
 	// ExecutionMeanMs is the mean without the workload's own queue wait:
 	// the latency the proxy measures and the loop controls.
 	ExecutionMeanMs float64 `json:"execution_mean_latency_ms"`
@@ -271,23 +284,29 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		res.Fixed = append(res.Fixed, p)
 		return nil
 	}
-	runPID := func(sp float64) error {
-		r, err := trial(fmt.Sprintf("pid-%gms", sp), sp, agentclient.StartMigration{Rate: o.MaxRate * StartFraction, Control: o.pidControl(sp)})
+	runPID := func(sp float64, h int) error {
+		ctl := o.pidControl(sp)
+		ctl.MeanHorizon = h
+		name := fmt.Sprintf("pid-%gms", sp)
+		if len(o.CompareHorizons) > 0 {
+			name += fmt.Sprintf("-h%d", h)
+		}
+		r, err := trial(name, sp, agentclient.StartMigration{Rate: o.MaxRate * StartFraction, Control: ctl})
 		if err != nil {
 			return err
 		}
 		st := Describe(r.Latencies(r.MigStart, r.MigEnd))
 		secs := r.MigEnd - r.MigStart
 		p := PIDPoint{SetpointMs: sp, MeanLatencyMs: round(st.Mean, 2), StddevLatencyMs: round(st.Std, 2), MigrationSeconds: round(secs, 1),
-			MeanRateMBs: round(float64(r.Migration.Summary.Bytes)/1e6/secs, 2), ExecutionMeanMs: round(r.ExecutionMean(r.MigStart, r.MigEnd), 2)}
+			MeanRateMBs: round(float64(r.Migration.Summary.Bytes)/1e6/secs, 2), MeanHorizon: h, ExecutionMeanMs: round(r.ExecutionMean(r.MigStart, r.MigEnd), 2)}
 		from, to := r.BeforeHandover()
 		p.BeforeHandoverMs = round(Describe(r.Latencies(from, to)).Mean, 2)
 		p.LoopMeanMs = round(r.LoopMean(from, to), 2)
 		p.TopSpeedSteps = r.StepsAtRate(from, to, o.MaxRate)
 		p.FreezeMs = round(r.FreezeMs, 1)
 		p.PreMigrationMs = preMigration(r)
-		say("pid %.1f ms: latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %.1f; before the migration %.1f), %.1f s at %.1f MB/s; ledger %d acknowledged, 0 lost",
-			sp, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, p.LoopMeanMs, p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, r.Check.Acknowledged)
+		say("pid %.1f ms (mean horizon %d): latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %.1f; before the migration %.1f), %.1f s at %.1f MB/s; ledger %d acknowledged, 0 lost",
+			sp, h, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, p.LoopMeanMs, p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, r.Check.Acknowledged)
 		res.PID = append(res.PID, p)
 		return nil
 	}
@@ -301,7 +320,14 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 			steps = append(steps, func() error { return runFixed(o.FixedRates[i]) })
 		}
 		if i < len(o.Setpoints) {
-			steps = append(steps, func() error { return runPID(o.Setpoints[i]) })
+			steps = append(steps, func() error {
+				for _, h := range append([]int{o.MeanHorizon}, o.CompareHorizons...) {
+					if err := runPID(o.Setpoints[i], h); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
 		}
 		if i%2 == 1 {
 			slices.Reverse(steps)
@@ -345,23 +371,23 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		fmt.Fprintf(&b, "| %.1f | %s | %s | %.1f | %s | %.0f | %s |\n", p.RateMBs, f1(p.MeanLatencyMs), f1(p.StddevLatencyMs), p.MigrationSeconds, f1(p.BeforeHandoverMs), p.FreezeMs, f1(p.PreMigrationMs))
 	}
 	b.WriteString("\nLatency is the workload's (Slacker: arrival queue + execution); \"execution\" leaves out the wait in the workload's own arrival queue — what the proxy measures and the loop controls.\n")
-	b.WriteString("\n| PID setpoint ms | mean latency ms | error vs setpoint | execution mean ms | error vs setpoint | stddev ms | migration s | mean rate MB/s | fixed rate's migration s at this latency |\n|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n| PID setpoint ms | mean horizon steps | mean latency ms | error vs setpoint | execution mean ms | error vs setpoint | stddev ms | migration s | mean rate MB/s | fixed rate's migration s at this latency |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range res.PID {
 		eq := "outside the fixed ladder's range"
 		if s, ok := FixedSecondsAt(res.Fixed, p.MeanLatencyMs); ok {
 			eq = fmt.Sprintf("%.1f (PID %.2f× as fast)", s, s/p.MigrationSeconds)
 		}
-		fmt.Fprintf(&b, "| %.1f | %s | %+.1f %% | %s | %+.1f %% | %s | %.1f | %.1f | %s |\n", p.SetpointMs, f1(p.MeanLatencyMs), 100*(p.MeanLatencyMs-p.SetpointMs)/p.SetpointMs,
+		fmt.Fprintf(&b, "| %.1f | %d | %s | %+.1f %% | %s | %+.1f %% | %s | %.1f | %.1f | %s |\n", p.SetpointMs, p.MeanHorizon, f1(p.MeanLatencyMs), 100*(p.MeanLatencyMs-p.SetpointMs)/p.SetpointMs,
 			f1(p.ExecutionMeanMs), 100*(p.ExecutionMeanMs-p.SetpointMs)/p.SetpointMs, f1(p.StddevLatencyMs), p.MigrationSeconds, p.MeanRateMBs, eq)
 	}
 	b.WriteString("\nBefore the handover (the loop sets the speed; the handover's freeze and the drain of the queue it builds are a fixed cost per migration, in the whole-migration figures above):\n\n")
-	b.WriteString("| PID setpoint ms | mean latency ms | error vs setpoint | loop's own mean ms | error vs setpoint | fixed rate's migration s at this latency | freeze ms | before the migration ms | steps at top speed |\n|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| PID setpoint ms | mean horizon steps | mean latency ms | error vs setpoint | loop's own mean ms | error vs setpoint | fixed rate's migration s at this latency | freeze ms | before the migration ms | steps at top speed |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range res.PID {
 		eq := "outside the fixed ladder's range"
 		if s, ok := secondsAt(res.Fixed, func(f FixedPoint) float64 { return f.BeforeHandoverMs }, p.BeforeHandoverMs); ok {
 			eq = fmt.Sprintf("%.1f (PID %.2f× as fast)", s, s/p.MigrationSeconds)
 		}
-		fmt.Fprintf(&b, "| %.1f | %s | %+.1f %% | %s | %+.1f %% | %s | %.0f | %s | %d |\n", p.SetpointMs, f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs,
+		fmt.Fprintf(&b, "| %.1f | %d | %s | %+.1f %% | %s | %+.1f %% | %s | %.0f | %s | %d |\n", p.SetpointMs, p.MeanHorizon, f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs,
 			f1(p.LoopMeanMs), 100*(p.LoopMeanMs-p.SetpointMs)/p.SetpointMs, eq, p.FreezeMs, f1(p.PreMigrationMs), p.TopSpeedSteps)
 	}
 	b.WriteString("\n")

@@ -37,6 +37,14 @@ type Control struct {
 	// multiplied by it every step until the latency is half-way from its
 	// first measurement to the setpoint (control.PIDParams.StartGrowth).
 	StartGrowth float64 `json:"start_growth,omitempty"`
+	// MeanHorizon, when > 0, makes the PID's setpoint a contract on the
+	// migration's mean latency: a shortfall or excess so far is worked off
+	// over this many steps, within ±MeanBand of the setpoint
+	// (control.PIDParams.MeanHorizon); 0 = each window against the setpoint.
+	MeanHorizon int `json:"mean_horizon_steps,omitempty"`
+	// MeanBand bounds MeanHorizon's working setpoint, a fraction of the
+	// setpoint in (0, 1); 0 = control.DefaultMeanBand.
+	MeanBand float64 `json:"mean_band,omitempty"`
 	// K is the integral controller's gain, (bytes/s) per second of latency
 	// error; from `sluice tune`. Required for integral.
 	K float64 `json:"k,omitempty"`

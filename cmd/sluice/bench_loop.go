@@ -30,6 +30,7 @@ type loopFlags struct {
 	out, size, maxRate, keys string
 	errorForm                string
 	startGrowth              float64
+	meanHorizon              int
 	cpus                     float64
 	cpuShares                int64
 	memoryMB                 int
@@ -60,6 +61,7 @@ func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB 
 	fs.Float64Var(&f.kd, "kd", 0, "PID derivative gain")
 	fs.StringVar(&f.errorForm, "error-form", experiment.DefaultErrorForm, "PID error form: linear (Slacker) or hybrid (SP/PV−1 below the setpoint)")
 	fs.Float64Var(&f.startGrowth, "start-growth", experiment.DefaultStartGrowth, "PID slow start: rate × this per step until the latency is half-way to the setpoint (1 = none, Slacker)")
+	fs.IntVar(&f.meanHorizon, "mean-horizon", experiment.DefaultMeanHorizon, "PID: hold the migration's mean latency (not each window's) at the setpoint, working off a shortfall or excess over this many steps (0 = off, Slacker)")
 	fs.Uint64Var(&f.seed, "seed", 1, "workload seed")
 	fs.StringArrayVar(&f.settings, "tenant-setting", nil, "a postgresql.conf parameter for every tenant, name=value (repeatable; over the bed's own)")
 	fs.BoolVar(&f.json, "json", false, "print the summary as JSON")
@@ -92,6 +94,8 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 		return testbed.Options{}, c, usagef("bench %s: PID gains must be non-negative and --ki positive", name)
 	case !(f.startGrowth >= 1 && f.startGrowth <= 4):
 		return testbed.Options{}, c, usagef("bench %s: --start-growth %v: want 1 (none) to 4", name, f.startGrowth)
+	case f.meanHorizon < 0 || f.meanHorizon > 3600:
+		return testbed.Options{}, c, usagef("bench %s: --mean-horizon %d: want 0 (off) to 3600 steps", name, f.meanHorizon)
 	case f.errorForm != "linear" && f.errorForm != "hybrid":
 		return testbed.Options{}, c, usagef("bench %s: --error-form %q: want linear or hybrid", name, f.errorForm)
 	case f.cpus == 0 || f.memoryMB == 0:
@@ -116,7 +120,7 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 	c = experiment.Common{
 		Out: f.out, Command: "sluice " + strings.Join(os.Args[1:], " "), Size: size,
 		Workload: workload.Config{Rate: f.tps, MPL: f.mpl, Distribution: dist},
-		MaxRate:  maxRate, Kp: &kp, Ki: &ki, Kd: &kd, ErrorForm: f.errorForm, StartGrowth: f.startGrowth, Seed: f.seed,
+		MaxRate:  maxRate, Kp: &kp, Ki: &ki, Kd: &kd, ErrorForm: f.errorForm, StartGrowth: f.startGrowth, MeanHorizon: f.meanHorizon, Seed: f.seed,
 	}
 	// Progress goes to stderr, with --json too (stdout carries the JSON).
 	c.Progress = func(format string, args ...any) {
@@ -195,7 +199,7 @@ func parseMs(s string) (float64, error) {
 
 func init() {
 	var f loopFlags
-	var rates, setpoints string
+	var rates, setpoints, compare string
 	cmd := &cobra.Command{
 		Use:   "slack-sweep [--out DIR] [--json]",
 		Short: "Slacker Fig. 11: fixed rates vs PID setpoints, latency and migration time",
@@ -219,6 +223,16 @@ row by row. Writes series.csv, summary.json, report.md and PNG plots to --out.`,
 			if o.Setpoints, err = parseList(setpoints, parseMs); err != nil {
 				return usagef("bench slack-sweep: --setpoints: %v", err)
 			}
+			for _, s := range strings.Split(compare, ",") {
+				if s = strings.TrimSpace(s); s == "" {
+					continue
+				}
+				h, err := strconv.Atoi(s)
+				if err != nil || h < 0 || h > 3600 {
+					return usagef("bench slack-sweep: --compare-mean-horizons: %q: want 0 (off) to 3600 steps", s)
+				}
+				o.CompareHorizons = append(o.CompareHorizons, h)
+			}
 			return runOnBed(cmd, &f, bo, func(ctx context.Context, bed *testbed.Bed) (any, error) {
 				return experiment.SlackSweep(ctx, bed, o)
 			})
@@ -226,6 +240,7 @@ row by row. Writes series.csv, summary.json, report.md and PNG plots to --out.`,
 	}
 	f.register(cmd.Flags(), "slack-sweep", "1GB", 3072)
 	cmd.Flags().StringVar(&rates, "fixed-rates", "10MB/s,20MB/s,30MB/s,40MB/s", "fixed migration rates, comma-separated")
+	cmd.Flags().StringVar(&compare, "compare-mean-horizons", "", "run every PID setpoint again with each of these mean horizons (steps, comma-separated; 0 = off), in the same run")
 	cmd.Flags().StringVar(&setpoints, "setpoints", "", "PID setpoints, comma-separated (e.g. 20ms,40ms); default 3,4,5,6 × the baseline mean latency")
 	benchCmd.AddCommand(cmd)
 }

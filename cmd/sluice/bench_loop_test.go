@@ -25,6 +25,8 @@ func TestBenchLoopUsageErrors(t *testing.T) {
 		{[]string{"bench", "slack-sweep", "--out", out, "--tps", "100", "--ki", "0"}, "--ki"},
 		{[]string{"bench", "slack-sweep", "--out", out, "--ki", "0.1", "--memory", "64"}, "memory"},
 		{[]string{"bench", "slack-sweep", "--out", out, "--memory", "2048", "--error-form", "quadratic"}, "--error-form"},
+		{[]string{"bench", "slack-sweep", "--out", out, "--error-form", "linear", "--mean-horizon", "-1"}, "--mean-horizon"},
+		{[]string{"bench", "slack-sweep", "--out", out, "--mean-horizon", "20", "--compare-mean-horizons", "0,x"}, "--compare-mean-horizons"},
 		{[]string{"bench", "step40", "--out", out, "--factor", "0"}, "--factor"},
 		{[]string{"bench", "step40", "--out", out, "--factor", "1.4", "--step-after", "soon"}, "--step-after"},
 		{[]string{"bench", "step40", "--out", out, "--step-after", "60s", "--setpoint", "fast"}, "--setpoint"},

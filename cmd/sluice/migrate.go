@@ -42,6 +42,7 @@ func init() {
 		controller, setpoint       string
 		maxRate                    string
 		kp, ki, kd, k, startGrowth float64
+		meanHorizon                int
 	)
 	cmd := &cobra.Command{
 		Use:   "migrate --tenant ID --to AGENT [--agent URL] [--rate R] [--mode live|stop-and-copy] [--controller pid --setpoint 40ms --max-rate R]",
@@ -104,6 +105,10 @@ Interrupting the command stops following; the migration carries on.`,
 					}
 					ctl.StartGrowth = startGrowth
 				}
+				if meanHorizon < 0 || meanHorizon > 3600 {
+					return usagef("migrate: --mean-horizon %d: want 0 (off) to 3600 steps", meanHorizon)
+				}
+				ctl.MeanHorizon = meanHorizon
 				for _, g := range []struct {
 					name string
 					v    float64
@@ -171,6 +176,7 @@ Interrupting the command stops following; the migration carries on.`,
 	f.Float64Var(&ki, "ki", 0, "PID integral gain (default Slacker's 0.005)")
 	f.Float64Var(&kd, "kd", 0, "PID derivative gain (default Slacker's 0.015)")
 	f.Float64Var(&startGrowth, "start-growth", 0, "PID slow start: rate × this per step until the latency is half-way to the setpoint (default none)")
+	f.IntVar(&meanHorizon, "mean-horizon", 0, "PID: hold the migration's mean latency (not each window's) at the setpoint, working off a shortfall or excess over this many steps (0 = off)")
 	f.Float64Var(&k, "k", 0, "integral controller gain, (bytes/s) per second of latency error (sluice tune proposes one)")
 	root.AddCommand(cmd)
 }
