@@ -204,8 +204,9 @@ func (p PIDParams) Validate() error {
 //
 // The velocity form keeps no sum of past errors, so a long stretch below the
 // setpoint (the server idle even at full speed) winds nothing up: the first
-// step above the setpoint starts slowing at once. Gains are per step; call
-// Next once per control step.
+// step above the setpoint starts slowing at once. (MeanHorizon's balance D is
+// such a sum, on purpose, and bounded: it moves the working setpoint by at
+// most MeanBand.) Gains are per step; call Next once per control step.
 type PID struct {
 	p        PIDParams
 	u        float64 // output, fraction of MaxRate
