@@ -54,6 +54,7 @@ func TestAgentCommandsBadInput(t *testing.T) {
 		{"migrate zero rate", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--rate", "0"}, 2, "never finish"},
 		{"migrate bad mode", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--mode", "fly"}, 2, "--mode"},
 		{"migrate unreachable agent", []string{"migrate", "--agent", "127.0.0.1:1", "--tenant", "1", "--to", "c2"}, 1, "connection refused"},
+		{"migrate mean horizon without controller", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--mean-horizon", "20"}, 2, "go with --controller"},
 		{"tenant show unknown", []string{"tenant", "show", "4", "--agent", url}, 2, "unknown tenant 4"},
 		{"tenant start bad id", []string{"tenant", "start", "x", "--agent", url}, 2, "bad tenant id"},
 		{"tenant create bad set", []string{"tenant", "create", "--set", "novalue", "--agent", url}, 2, "key=value"},

@@ -119,8 +119,8 @@ Interrupting the command stops following; the migration carries on.`,
 						*g.dst = &v
 					}
 				}
-			} else if setpoint != "" || maxRate != "" {
-				return usagef("migrate: --setpoint and --max-rate go with --controller")
+			} else if setpoint != "" || maxRate != "" || cmd.Flags().Changed("mean-horizon") {
+				return usagef("migrate: --setpoint, --max-rate and --mean-horizon go with --controller")
 			}
 			c, err := agentClient(agentURL)
 			if err != nil {
