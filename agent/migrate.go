@@ -535,9 +535,12 @@ func (a *Agent) migrationView(m catalog.Migration) client.Migration {
 			v.Progress.Phase = string(p.Phase)
 		}
 		if p.BytesDone > 0 {
-			v.Progress.Bytes = p.BytesDone
+			// A phase that counts its own bytes (the snapshot's stream,
+			// the warm's reload) and its total; the others report the
+			// bytes moved so far with no total (the last counting phase's
+			// total would read "232 MB of 34 MB").
+			v.Progress.Bytes, v.Progress.TotalBytes = p.BytesDone, p.BytesTotal
 		}
-		v.Progress.TotalBytes = p.BytesTotal
 		v.Progress.Rate = p.Rate
 		if p.ETA > 0 {
 			v.Progress.ETASeconds = p.ETA.Seconds()

@@ -259,8 +259,12 @@ func Run(ctx context.Context, opt Options) (Result, error) {
 		}
 		p := m.Progress
 		lat := lastLatency(&secsMu, secs)
-		say("%-9s %9s of %-9s %12s  ETA %5s  lag %-9s  latency %6.1f ms (setpoint %.1f)", p.Phase, units.FormatBytes(float64(p.Bytes)),
-			units.FormatBytes(float64(p.TotalBytes)), units.FormatRate(p.Rate), eta(p.ETASeconds), lagText(p.LagBytes), lat, res.SetpointMs)
+		of := "" // phases that count no bytes of their own have no total
+		if p.TotalBytes > 0 {
+			of = "of " + units.FormatBytes(float64(p.TotalBytes))
+		}
+		say("%-9s %9s %-12s %12s  ETA %5s  lag %-9s  latency %6.1f ms (setpoint %.1f)", p.Phase, units.FormatBytes(float64(p.Bytes)),
+			of, units.FormatRate(p.Rate), eta(p.ETASeconds), lagText(p.LagBytes), lat, res.SetpointMs)
 	}
 	migEnd := time.Now()
 	if m.Outcome != "committed" {

@@ -59,8 +59,8 @@ type StartMigration struct {
 type Progress struct {
 	Phase      string  `json:"phase"`
 	Action     string  `json:"action,omitempty"` // what the driver is doing now
-	Bytes      int64   `json:"bytes"`            // snapshot bytes sent so far
-	TotalBytes int64   `json:"total_bytes"`      // snapshot size estimate; 0 = unknown
+	Bytes      int64   `json:"bytes"`            // bytes of the phase that counts them (snapshot: sent; warm: reloaded), else moved so far
+	TotalBytes int64   `json:"total_bytes"`      // that phase's estimated total; 0 = unknown or a phase without one
 	Rate       float64 `json:"rate"`             // measured send rate, bytes/s
 	Limit      float64 `json:"limit"`            // current throttle, bytes/s; 0 = unlimited
 	ETASeconds float64 `json:"eta_seconds"`      // -1 = unknown
