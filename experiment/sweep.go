@@ -10,6 +10,7 @@ import (
 	"time"
 
 	agentclient "github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/control"
 	"github.com/sluicedb/sluice/internal/chart"
 	"github.com/sluicedb/sluice/testbed"
 	"github.com/sluicedb/sluice/workload"
@@ -144,7 +145,7 @@ var (
 	DefaultStartGrowth = 1.12
 	// DefaultMeanHorizon is the PID's mean-latency horizon in the
 	// benchmarks, steps (control.PIDParams.MeanHorizon); 0 = off.
-	DefaultMeanHorizon = 0
+	DefaultMeanHorizon = control.DefaultMeanHorizon
 )
 
 // SweepOptions configure the slack sweep.

@@ -55,6 +55,8 @@ func TestAgentCommandsBadInput(t *testing.T) {
 		{"migrate bad mode", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--mode", "fly"}, 2, "--mode"},
 		{"migrate unreachable agent", []string{"migrate", "--agent", "127.0.0.1:1", "--tenant", "1", "--to", "c2"}, 1, "connection refused"},
 		{"migrate mean horizon without controller", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--mean-horizon", "20"}, 2, "go with --controller"},
+		// (after the case above: flag values stick between cases)
+		{"migrate mean horizon with another controller", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--controller", "fixed", "--max-rate", "10MB/s", "--mean-horizon", "20"}, 2, "goes with --controller pid"},
 		{"tenant show unknown", []string{"tenant", "show", "4", "--agent", url}, 2, "unknown tenant 4"},
 		{"tenant start bad id", []string{"tenant", "start", "x", "--agent", url}, 2, "bad tenant id"},
 		{"tenant create bad set", []string{"tenant", "create", "--set", "novalue", "--agent", url}, 2, "key=value"},
