@@ -157,6 +157,10 @@ type SweepOptions struct {
 	// mean-latency horizons (steps), right after its run with
 	// Common.MeanHorizon: the loops compared in one run, on the same plant.
 	CompareHorizons []int
+	// CompareKi run every PID setpoint again with each of these integral
+	// gains (per step, as Common.Ki), the mean horizon Common's: gains
+	// compared in one run, on the same plant.
+	CompareKi []float64
 }
 
 // FixedPoint is one fixed-rate migration of the sweep (JSON keys are
@@ -184,6 +188,8 @@ type PIDPoint struct {
 	MeanRateMBs      float64 `json:"mean_rate_mb_s"`
 	// MeanHorizon is the trial's mean-latency horizon, steps (0 = off).
 	MeanHorizon int `json:"mean_horizon_steps"`
+	// Ki is the trial's integral gain, per step.
+	Ki float64 `json:"ki"`
 	// ExecutionMeanMs is the mean without the workload's own queue wait:
 	// the latency the proxy measures and the loop controls.
 	ExecutionMeanMs float64 `json:"execution_mean_latency_ms"`
@@ -285,12 +291,22 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		res.Fixed = append(res.Fixed, p)
 		return nil
 	}
-	runPID := func(sp float64, h int) error {
+	runPID := func(sp float64, h int, ki *float64) error {
 		ctl := o.pidControl(sp)
 		ctl.MeanHorizon = h
+		if ki != nil {
+			ctl.Ki = ki
+		}
+		gain := control.SlackerKi // the agent's default when none is sent
+		if ctl.Ki != nil {
+			gain = *ctl.Ki
+		}
 		name := fmt.Sprintf("pid-%gms", sp)
 		if len(o.CompareHorizons) > 0 {
 			name += fmt.Sprintf("-h%d", h)
+		}
+		if len(o.CompareKi) > 0 {
+			name += fmt.Sprintf("-ki%g", gain)
 		}
 		r, err := trial(name, sp, agentclient.StartMigration{Rate: o.MaxRate * StartFraction, Control: ctl})
 		if err != nil {
@@ -299,15 +315,15 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		st := Describe(r.Latencies(r.MigStart, r.MigEnd))
 		secs := r.MigEnd - r.MigStart
 		p := PIDPoint{SetpointMs: sp, MeanLatencyMs: round(st.Mean, 2), StddevLatencyMs: round(st.Std, 2), MigrationSeconds: round(secs, 1),
-			MeanRateMBs: round(float64(r.Migration.Summary.Bytes)/1e6/secs, 2), MeanHorizon: h, ExecutionMeanMs: round(r.ExecutionMean(r.MigStart, r.MigEnd), 2)}
+			MeanRateMBs: round(float64(r.Migration.Summary.Bytes)/1e6/secs, 2), MeanHorizon: h, Ki: gain, ExecutionMeanMs: round(r.ExecutionMean(r.MigStart, r.MigEnd), 2)}
 		from, to := r.BeforeHandover()
 		p.BeforeHandoverMs = round(Describe(r.Latencies(from, to)).Mean, 2)
 		p.LoopMeanMs = round(r.LoopMean(from, to), 2)
 		p.TopSpeedSteps = r.StepsAtRate(from, to, o.MaxRate)
 		p.FreezeMs = round(r.FreezeMs, 1)
 		p.PreMigrationMs = preMigration(r)
-		say("pid %.1f ms (mean horizon %d): latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %.1f; before the migration %.1f), %.1f s at %.1f MB/s; ledger %d acknowledged, 0 lost",
-			sp, h, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, p.LoopMeanMs, p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, r.Check.Acknowledged)
+		say("pid %.1f ms (mean horizon %d, ki %g): latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %.1f; before the migration %.1f), %.1f s at %.1f MB/s; ledger %d acknowledged, 0 lost",
+			sp, h, gain, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, p.LoopMeanMs, p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, r.Check.Acknowledged)
 		res.PID = append(res.PID, p)
 		return nil
 	}
@@ -322,8 +338,16 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		}
 		if i < len(o.Setpoints) {
 			steps = append(steps, func() error {
-				for _, h := range append([]int{o.MeanHorizon}, o.CompareHorizons...) {
-					if err := runPID(o.Setpoints[i], h); err != nil {
+				if err := runPID(o.Setpoints[i], o.MeanHorizon, nil); err != nil {
+					return err
+				}
+				for _, h := range o.CompareHorizons {
+					if err := runPID(o.Setpoints[i], h, nil); err != nil {
+						return err
+					}
+				}
+				for _, ki := range o.CompareKi {
+					if err := runPID(o.Setpoints[i], o.MeanHorizon, &ki); err != nil {
 						return err
 					}
 				}
@@ -372,23 +396,23 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		fmt.Fprintf(&b, "| %.1f | %s | %s | %.1f | %s | %.0f | %s |\n", p.RateMBs, f1(p.MeanLatencyMs), f1(p.StddevLatencyMs), p.MigrationSeconds, f1(p.BeforeHandoverMs), p.FreezeMs, f1(p.PreMigrationMs))
 	}
 	b.WriteString("\nLatency is the workload's (Slacker: arrival queue + execution); \"execution\" leaves out the wait in the workload's own arrival queue — what the proxy measures and the loop controls.\n")
-	b.WriteString("\n| PID setpoint ms | mean horizon steps | mean latency ms | error vs setpoint | execution mean ms | error vs setpoint | stddev ms | migration s | mean rate MB/s | fixed rate's migration s at this latency |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n| PID setpoint ms | mean horizon steps | Ki | mean latency ms | error vs setpoint | execution mean ms | error vs setpoint | stddev ms | migration s | mean rate MB/s | fixed rate's migration s at this latency |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range res.PID {
 		eq := "outside the fixed ladder's range"
 		if s, ok := FixedSecondsAt(res.Fixed, p.MeanLatencyMs); ok {
 			eq = fmt.Sprintf("%.1f (PID %.2f× as fast)", s, s/p.MigrationSeconds)
 		}
-		fmt.Fprintf(&b, "| %.1f | %d | %s | %+.1f %% | %s | %+.1f %% | %s | %.1f | %.1f | %s |\n", p.SetpointMs, p.MeanHorizon, f1(p.MeanLatencyMs), 100*(p.MeanLatencyMs-p.SetpointMs)/p.SetpointMs,
+		fmt.Fprintf(&b, "| %.1f | %d | %g | %s | %+.1f %% | %s | %+.1f %% | %s | %.1f | %.1f | %s |\n", p.SetpointMs, p.MeanHorizon, p.Ki, f1(p.MeanLatencyMs), 100*(p.MeanLatencyMs-p.SetpointMs)/p.SetpointMs,
 			f1(p.ExecutionMeanMs), 100*(p.ExecutionMeanMs-p.SetpointMs)/p.SetpointMs, f1(p.StddevLatencyMs), p.MigrationSeconds, p.MeanRateMBs, eq)
 	}
 	b.WriteString("\nBefore the handover (the loop sets the speed; the handover's freeze and the drain of the queue it builds are a fixed cost per migration, in the whole-migration figures above):\n\n")
-	b.WriteString("| PID setpoint ms | mean horizon steps | mean latency ms | error vs setpoint | loop's own mean ms | error vs setpoint | fixed rate's migration s at this latency | freeze ms | before the migration ms | steps at top speed |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| PID setpoint ms | mean horizon steps | Ki | mean latency ms | error vs setpoint | loop's own mean ms | error vs setpoint | fixed rate's migration s at this latency | freeze ms | before the migration ms | steps at top speed |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range res.PID {
 		eq := "outside the fixed ladder's range"
 		if s, ok := secondsAt(res.Fixed, func(f FixedPoint) float64 { return f.BeforeHandoverMs }, p.BeforeHandoverMs); ok {
 			eq = fmt.Sprintf("%.1f (PID %.2f× as fast)", s, s/p.MigrationSeconds)
 		}
-		fmt.Fprintf(&b, "| %.1f | %d | %s | %+.1f %% | %s | %+.1f %% | %s | %.0f | %s | %d |\n", p.SetpointMs, p.MeanHorizon, f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs,
+		fmt.Fprintf(&b, "| %.1f | %d | %g | %s | %+.1f %% | %s | %+.1f %% | %s | %.0f | %s | %d |\n", p.SetpointMs, p.MeanHorizon, p.Ki, f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs,
 			f1(p.LoopMeanMs), 100*(p.LoopMeanMs-p.SetpointMs)/p.SetpointMs, eq, p.FreezeMs, f1(p.PreMigrationMs), p.TopSpeedSteps)
 	}
 	b.WriteString("\n")

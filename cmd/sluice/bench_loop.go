@@ -199,7 +199,7 @@ func parseMs(s string) (float64, error) {
 
 func init() {
 	var f loopFlags
-	var rates, setpoints, compare string
+	var rates, setpoints, compare, compareKi string
 	cmd := &cobra.Command{
 		Use:   "slack-sweep [--out DIR] [--json]",
 		Short: "Slacker Fig. 11: fixed rates vs PID setpoints, latency and migration time",
@@ -233,6 +233,16 @@ row by row. Writes series.csv, summary.json, report.md and PNG plots to --out.`,
 				}
 				o.CompareHorizons = append(o.CompareHorizons, h)
 			}
+			for _, s := range strings.Split(compareKi, ",") {
+				if s = strings.TrimSpace(s); s == "" {
+					continue
+				}
+				ki, err := strconv.ParseFloat(s, 64)
+				if err != nil || !(ki > 0 && ki <= 1) {
+					return usagef("bench slack-sweep: --compare-ki: %q: want an integral gain in (0, 1]", s)
+				}
+				o.CompareKi = append(o.CompareKi, ki)
+			}
 			return runOnBed(cmd, &f, bo, func(ctx context.Context, bed *testbed.Bed) (any, error) {
 				return experiment.SlackSweep(ctx, bed, o)
 			})
@@ -240,6 +250,7 @@ row by row. Writes series.csv, summary.json, report.md and PNG plots to --out.`,
 	}
 	f.register(cmd.Flags(), "slack-sweep", "1GB", 3072)
 	cmd.Flags().StringVar(&rates, "fixed-rates", "10MB/s,20MB/s,30MB/s,40MB/s", "fixed migration rates, comma-separated")
+	cmd.Flags().StringVar(&compareKi, "compare-ki", "", "run every PID setpoint again with each of these integral gains (per step, comma-separated), in the same run")
 	cmd.Flags().StringVar(&compare, "compare-mean-horizons", "", "run every PID setpoint again with each of these mean horizons (steps, comma-separated; 0 = off), in the same run")
 	cmd.Flags().StringVar(&setpoints, "setpoints", "", "PID setpoints, comma-separated (e.g. 20ms,40ms); default 3,4,5,6 × the baseline mean latency")
 	benchCmd.AddCommand(cmd)

@@ -27,6 +27,7 @@ func TestBenchLoopUsageErrors(t *testing.T) {
 		{[]string{"bench", "slack-sweep", "--out", out, "--memory", "2048", "--error-form", "quadratic"}, "--error-form"},
 		{[]string{"bench", "slack-sweep", "--out", out, "--error-form", "linear", "--mean-horizon", "-1"}, "--mean-horizon"},
 		{[]string{"bench", "slack-sweep", "--out", out, "--mean-horizon", "20", "--compare-mean-horizons", "0,x"}, "--compare-mean-horizons"},
+		{[]string{"bench", "slack-sweep", "--out", out, "--compare-mean-horizons", "", "--compare-ki", "0.02,-1"}, "--compare-ki"},
 		{[]string{"bench", "step40", "--out", out, "--factor", "0"}, "--factor"},
 		{[]string{"bench", "step40", "--out", out, "--factor", "1.4", "--step-after", "soon"}, "--step-after"},
 		{[]string{"bench", "step40", "--out", out, "--step-after", "60s", "--setpoint", "fast"}, "--setpoint"},
