@@ -48,6 +48,8 @@ type Agent struct {
 	tgt     migration.Target // served to source agents (target_local.go)
 
 	closeOnce sync.Once
+	quit      chan struct{}  // closed by Close: background work stops
+	bg        sync.WaitGroup // background work (analyzeLater)
 }
 
 // New validates cfg, creates the root directory, opens the catalog and binds
@@ -96,7 +98,7 @@ func New(cfg Config) (*Agent, error) {
 		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 		scheme = "https://"
 	}
-	a := &Agent{cfg: cfg, log: cfg.Logger.With("agent", cfg.Name), cat: cat, ln: ln, pgVer: ver, pgMajor: major, peerTLS: peerTLS}
+	a := &Agent{cfg: cfg, log: cfg.Logger.With("agent", cfg.Name), cat: cat, ln: ln, pgVer: ver, pgMajor: major, peerTLS: peerTLS, quit: make(chan struct{})}
 	a.url = cfg.AdvertiseURL
 	if a.url == "" {
 		a.url = scheme + ln.Addr().String()
@@ -147,6 +149,8 @@ func (a *Agent) Close() error {
 	var err error
 	a.closeOnce.Do(func() {
 		a.ln.Close()
+		close(a.quit)
+		a.bg.Wait()
 		a.mig.wait()
 		err = a.cat.Close()
 	})

@@ -76,6 +76,16 @@ type Config struct {
 	// (renamed <dir>.retired-<unix time>) before removal, e.g. "10m"; "0s"
 	// removes it at once. Default 10m.
 	RetireGrace *Duration `json:"retire_grace"`
+	// AnalyzeAfter is how long after a migration commits here the agent
+	// runs ANALYZE in every database of the tenant it received, e.g. "30s";
+	// "0s" never. A promoted standby starts with empty cumulative statistics
+	// (pg_stat_user_tables: n_live_tup 0, n_dead_tup 0), so autovacuum does
+	// not see the dead tuples the tenant came with, and a tenant moved more
+	// often than its autovacuum interval is never vacuumed; ANALYZE
+	// re-estimates both counts. It runs cost-limited (vacuum_cost_delay
+	// AnalyzeCostDelay), after the handover's backlog has drained. Default
+	// DefaultAnalyzeAfter.
+	AnalyzeAfter *Duration `json:"analyze_after"`
 
 	// RouterFor, if set, supplies the handover Router of a migration of
 	// tenant id instead of Proxy (tests, benchmarks). Not in JSON.
@@ -118,6 +128,9 @@ func (e configError) Unwrap() error        { return e.error }
 
 // DefaultRetireGrace is Config.RetireGrace's default (10 minutes).
 const DefaultRetireGrace = 10 * time.Minute
+
+// DefaultAnalyzeAfter is Config.AnalyzeAfter's default.
+const DefaultAnalyzeAfter = 30 * time.Second
 
 // Duration is a time.Duration written in JSON as a Go duration string ("10m",
 // "1.5s") or a number of seconds.
@@ -248,6 +261,13 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.RetireGrace.D() < 0 {
 		return c, fmt.Errorf("agent config: retire_grace %s must be >= 0", c.RetireGrace.D())
+	}
+	if c.AnalyzeAfter == nil {
+		d := Duration(DefaultAnalyzeAfter)
+		c.AnalyzeAfter = &d
+	}
+	if c.AnalyzeAfter.D() < 0 {
+		return c, fmt.Errorf("agent config: analyze_after %s must be >= 0", c.AnalyzeAfter.D())
 	}
 	if c.Proxy != "" {
 		u, err := parsePeerURL(c.Proxy)

@@ -53,11 +53,42 @@ func waitMigration(t *testing.T, c *client.Client, id string, timeout time.Durat
 	return last
 }
 
+// waitAnalyzed waits up to 30 s for a manual ANALYZE of table on cs
+// (pg_stat_user_tables.last_analyze) and checks its live row estimate.
+func waitAnalyzed(t *testing.T, cs, table string, rows int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	for {
+		var analyzed bool
+		var live int64
+		err := conn.QueryRow(ctx, "SELECT last_analyze IS NOT NULL, n_live_tup FROM pg_stat_user_tables WHERE relname = $1", table).Scan(&analyzed, &live)
+		if err == nil && analyzed {
+			if live != rows {
+				t.Fatalf("%s after ANALYZE: n_live_tup %d, want %d", table, live, rows)
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%s was not analyzed on the new owner within 30 s (last error %v)", table, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // TestLiveMigration moves a tenant under a steady write workload between two
 // in-process agents, changes the rate while it runs, and checks row by row
 // that every acknowledged write is on the target exactly once.
 func TestLiveMigration(t *testing.T) {
 	c1, c2 := agentPair(t)
+	soon := Duration(50 * time.Millisecond)
+	c2.AnalyzeAfter = &soon
 	a1, a2 := startAgent(t, c1), startAgent(t, c2)
 	ctx := ctxT(t)
 	tn, err := a1.c.CreateTenant(ctx, client.CreateTenant{Name: "acme"})
@@ -125,6 +156,9 @@ func TestLiveMigration(t *testing.T) {
 	if err != nil || tm.Role != "target" || !tm.Done || tm.Outcome != "committed" {
 		t.Fatalf("target's migration record = %+v (%v)", tm, err)
 	}
+	// The promoted tenant started with empty statistics; the agent's
+	// ANALYZE (analyze_after) gives autovacuum its row counts back.
+	waitAnalyzed(t, dstCS, "bulk", 20*1000)
 
 	// And back again, to the agent it came from (its old record is "moved").
 	m2, err := a2.c.StartMigration(ctx, client.StartMigration{Tenant: tn.ID, To: "a1"})

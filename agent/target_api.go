@@ -300,7 +300,7 @@ func (a *Agent) targetCommit(ctx context.Context, rec migration.Record) error {
 			}
 		}
 	}
-	return a.cat.Update(func(tx *catalog.Tx) error {
+	err := a.cat.Update(func(tx *catalog.Tx) error {
 		tn, err := tx.Tenant(id)
 		if err != nil {
 			return err
@@ -318,6 +318,10 @@ func (a *Agent) targetCommit(ctx context.Context, rec migration.Record) error {
 		m.Done, m.Outcome = true, "committed"
 		return tx.PutMigration(m)
 	})
+	if err == nil {
+		a.analyzeLater(id)
+	}
+	return err
 }
 
 // withoutReserved drops the settings the agent sets itself from a copy.

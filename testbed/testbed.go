@@ -281,7 +281,12 @@ type agentConfig struct {
 	// 3 GiB cap, and the latency before each trial climbed from 4 to 12 ms
 	// until fixed 30 MB/s overloaded the server (285 ms; 2026-11-23).
 	RetireGrace string `json:"retire_grace"`
-	Tenant      struct {
+	// AnalyzeAfter "0s": no ANALYZE after a migration commits. The
+	// benchmarks migrate back and forth every 1–2 minutes, and the agent's
+	// default (30 s after each commit) would put a cost-limited ANALYZE of
+	// the 1 GB tenant into the next trial's warm-up or first seconds.
+	AnalyzeAfter string `json:"analyze_after"`
+	Tenant       struct {
 		BasePort      int               `json:"base_port"`
 		SharedBuffers string            `json:"shared_buffers"`
 		Settings      map[string]string `json:"settings"`
@@ -299,6 +304,7 @@ func (b *Bed) startServer(ctx context.Context, i int, bin string, port int, peer
 	cfg.Name, cfg.Root, cfg.Listen = s.Name, filepath.Join(b.root, s.Name), fmt.Sprintf("127.0.0.1:%d", port)
 	cfg.Proxy = "http://" + b.Proxy.APIAddr()
 	cfg.RetireGrace = "0s"
+	cfg.AnalyzeAfter = "0s"
 	cfg.Peers = map[string]string{}
 	for n, u := range peers {
 		if n != s.Name {

@@ -40,6 +40,8 @@ func TestAgentCommandsBadInput(t *testing.T) {
 
 	badCfg := filepath.Join(root, "bad.json")
 	os.WriteFile(badCfg, []byte(`{"name":"x","root":"/tmp/x","nonsense":1}`), 0o644)
+	badAnalyze := filepath.Join(root, "bad-analyze.json")
+	os.WriteFile(badAnalyze, []byte(`{"name":"x","root":"/tmp/x","analyze_after":"-1s"}`), 0o644)
 
 	for _, tc := range []struct {
 		name string
@@ -68,6 +70,7 @@ func TestAgentCommandsBadInput(t *testing.T) {
 		{"migration rate bad", []string{"migration", "rate", "nope", "quick", "--agent", url}, 2, "invalid rate"},
 		{"migration abort unknown", []string{"migration", "abort", "nope", "--agent", url}, 2, `unknown migration "nope"`},
 		{"agent bad config", []string{"agent", "--config", badCfg}, 2, "nonsense"},
+		{"agent negative analyze_after", []string{"agent", "--config", badAnalyze}, 2, "analyze_after"},
 	} {
 		code, _, msg := agentRunCLI(t, tc.args...)
 		if code != tc.code || !strings.Contains(msg, tc.want) || strings.Count(strings.TrimSpace(msg), "\n") != 0 {
