@@ -237,7 +237,10 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 		if time.Since(lastSay) >= 2*time.Second {
 			lastSay = time.Now()
 			p := m.Progress
-			moved := fmt.Sprintf("%6.0f/%-6.0f MB", float64(p.Bytes)/1e6, float64(p.TotalBytes)/1e6)
+			moved := fmt.Sprintf("%6.0f MB       ", float64(p.Bytes)/1e6) // a phase without a total of its own
+			if p.TotalBytes > 0 {
+				moved = fmt.Sprintf("%6.0f/%-6.0f MB", float64(p.Bytes)/1e6, float64(p.TotalBytes)/1e6)
+			}
 			if p.Phase == "catch-up" && p.LagBytes >= 0 {
 				moved = fmt.Sprintf("lag %8.1f MB", float64(p.LagBytes)/1e6)
 			}
