@@ -149,9 +149,9 @@ func (a *Agent) Close() error {
 	var err error
 	a.closeOnce.Do(func() {
 		a.ln.Close()
+		a.mig.wait() // a migration's commit may still schedule background work
 		close(a.quit)
 		a.bg.Wait()
-		a.mig.wait()
 		err = a.cat.Close()
 	})
 	return err
