@@ -102,10 +102,10 @@ type PIDParams struct {
 
 // DefaultMeanHorizon is the mean horizon (PIDParams.MeanHorizon, steps)
 // that `sluice migrate` and the benchmarks use unless told otherwise; the
-// library's own zero value stays Slacker's per-window law. Chosen on two A/B
-// sweeps on the testbed (docs/benchmarks.md, seventh and eighth rounds): with
-// 20 the loop's own mean came nearer its setpoint than without at 7 of 8
-// setpoints and the clients' at 5 of 8.
+// library's own zero value stays Slacker's per-window law. Chosen on three
+// A/B runs on the testbed (docs/benchmarks.md, seventh and eighth rounds):
+// with 20 the loop's own mean came nearer its setpoint than without at 8 of
+// 10 setpoints and the clients' at 6 of 10 — thin evidence; 0 turns it off.
 const DefaultMeanHorizon = 20
 
 // DefaultMeanBand is MeanBand's default: the working setpoint stays within

@@ -233,15 +233,15 @@ row by row. Writes series.csv, summary.json, report.md and PNG plots to --out.`,
 				}
 				o.CompareHorizons = append(o.CompareHorizons, h)
 			}
-			for _, s := range strings.Split(compareKi, ",") {
-				if s = strings.TrimSpace(s); s == "" {
-					continue
+			gain := func(s string) (float64, error) {
+				v, err := strconv.ParseFloat(s, 64)
+				if err == nil && v > 1 {
+					err = fmt.Errorf("%q: want an integral gain in (0, 1]", s)
 				}
-				ki, err := strconv.ParseFloat(s, 64)
-				if err != nil || !(ki > 0 && ki <= 1) {
-					return usagef("bench slack-sweep: --compare-ki: %q: want an integral gain in (0, 1]", s)
-				}
-				o.CompareKi = append(o.CompareKi, ki)
+				return v, err
+			}
+			if o.CompareKi, err = parseList(compareKi, gain); err != nil {
+				return usagef("bench slack-sweep: --compare-ki: %v", err)
 			}
 			return runOnBed(cmd, &f, bo, func(ctx context.Context, bed *testbed.Bed) (any, error) {
 				return experiment.SlackSweep(ctx, bed, o)
