@@ -99,6 +99,41 @@ func TestMultitenantSmall(t *testing.T) {
 	}
 }
 
+// TestStepLoadSmall runs step40's logic on a small tenant: both trials, the
+// stepped load's baseline (measured at Factor × the rate, so with more
+// transactions), and the summary's keys.
+func TestStepLoadSmall(t *testing.T) {
+	b := smallBed(t)
+	c := small(t)
+	// A copy of several seconds, so the step lands inside both trials; a
+	// baseline long enough to hold whole 3 s windows (else it is never
+	// "settled" and is measured three times).
+	c.Size, c.BaselineFor = 40e6, 6*time.Second
+	res, err := StepLoad(context.Background(), b, StepOptions{Common: c, SetpointMs: 50, StepAfter: 2 * time.Second, Settle: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(res.BaselineMs > 0) || !(res.BaselineAfterStepMs > 0) || res.SetpointMs != 50 {
+		t.Fatalf("result %+v: want both baselines measured and the setpoint given", res)
+	}
+	for _, r := range []StepRun{res.PID, res.Fixed} {
+		if !(r.MeanLatencyBeforeMs > 0) || !(r.MigrationSeconds > 0) {
+			t.Fatalf("result %+v: a trial's figures are missing", res)
+		}
+	}
+	m := readJSON(t, filepath.Join(c.Out, SummaryFile))
+	for _, k := range []string{"pid", "fixed", "setpoint_ms", "baseline_ms", "baseline_after_step_ms"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("summary has no %q: %v", k, m)
+		}
+	}
+	for _, f := range []string{SeriesFile, ReportFile, "step.png"} {
+		if st, err := os.Stat(filepath.Join(c.Out, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+}
+
 func TestFixedSecondsAt(t *testing.T) {
 	fixed := []FixedPoint{{MeanLatencyMs: 30, MigrationSeconds: 50}, {MeanLatencyMs: 10, MigrationSeconds: 200}, {MeanLatencyMs: 20, MigrationSeconds: 100}}
 	for _, c := range []struct {
