@@ -36,11 +36,25 @@ type PromotionPreparer interface {
 
 var _ PromotionPreparer = (*LocalTarget)(nil)
 
-// PromotionSegments is how many WAL segments after the replay position
-// PreparePromotion creates: 2 (32 MiB at the default segment size) cover the
-// seconds after a release at the rates the testbed writes (1–3 MB/s, full
-// page images after the promotion's checkpoint included).
-const PromotionSegments = 2
+// PromotionBytes is how much WAL past the replay position PreparePromotion
+// creates on the new timeline, bytes: 32 MiB, in whole segments and at least
+// two (PromotionSegments). That covers the first 10–30 s after a release at
+// the rates the testbed writes then (1–3 MB/s: the promotion requests a
+// checkpoint, and every page's first change after it is a full page image),
+// after which the promotion's checkpoint or its successors recycle old
+// segments. (A fixed count of two segments covered 32 MiB only at the default
+// 16 MiB segment size: at the testbed's 1 MiB it was 2 MiB, a second or two
+// before the zero-filling under the clients measured above came back.)
+const PromotionBytes = 32 << 20
+
+// PromotionSegments is how many segments of segSize bytes PreparePromotion
+// creates: PromotionBytes rounded up, at least 2.
+func PromotionSegments(segSize uint64) uint64 {
+	if segSize == 0 {
+		return 2
+	}
+	return max(2, (PromotionBytes+segSize-1)/segSize)
+}
 
 // segmentSyncBytes is how much of a new segment is written between fdatasyncs
 // (bytes): the disk is shared with the source's reads, so the zeros go out
@@ -84,10 +98,20 @@ func (t *LocalTarget) PreparePromotion(ctx context.Context, m Record) error {
 		names[i] = e.Name()
 	}
 	next := NextTimeline(tli, names)
-	for i := uint64(1); i <= PromotionSegments; i++ {
+	created := false
+	for i := uint64(1); i <= PromotionSegments(segSize); i++ {
 		name := WALFileName(next, uint64(lsn)/segSize+i, segSize)
-		if _, err := createZeroSegment(ctx, walDir, name, int64(segSize), c.Chown); err != nil {
+		ok, err := createZeroSegment(ctx, walDir, name, int64(segSize), c.Chown)
+		if err != nil {
 			return fmt.Errorf("migration: prepare promotion: %s: %w", name, err)
+		}
+		created = created || ok
+	}
+	if created {
+		// One directory sync for all the new names (a name lost to a
+		// crash before it costs nothing: the server creates its own).
+		if err := syncDir(walDir); err != nil {
+			return fmt.Errorf("migration: prepare promotion: %w", err)
 		}
 	}
 	return nil
@@ -122,7 +146,8 @@ func WALFileName(tli uint32, segno, segSize uint64) string {
 // the server's OS user, unless it exists; it reports whether it created it.
 // The file is written under a temporary name and linked into place, so a
 // segment the server created meanwhile is never replaced, and a crash leaves
-// no partial segment under a segment's name.
+// no partial segment under a segment's name. The caller syncs dir to make
+// the new name durable.
 func createZeroSegment(ctx context.Context, dir, name string, size int64, chown func(string) error) (bool, error) {
 	path := filepath.Join(dir, name)
 	if _, err := os.Lstat(path); err == nil {
@@ -169,7 +194,7 @@ func createZeroSegment(ctx context.Context, dir, name string, size int64, chown 
 		}
 		return false, err
 	}
-	return true, syncDir(dir)
+	return true, nil
 }
 
 // syncDir fsyncs a directory, making a new entry in it durable.

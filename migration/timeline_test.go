@@ -83,6 +83,15 @@ func TestCreateZeroSegmentKeepsExisting(t *testing.T) {
 	}
 }
 
+// TestPromotionSegments: PromotionBytes in whole segments, at least two.
+func TestPromotionSegments(t *testing.T) {
+	for _, c := range []struct{ seg, want uint64 }{{1 << 20, 32}, {16 << 20, 2}, {64 << 20, 2}, {3 << 20, 11}, {0, 2}} {
+		if got := PromotionSegments(c.seg); got != c.want {
+			t.Errorf("PromotionSegments(%d) = %d, want %d", c.seg, got, c.want)
+		}
+	}
+}
+
 // inodeRouter is a GateRouter that, when HANDOVER holds the tenant (right
 // after PreparePromotion), records the inodes of the target's WAL segments.
 type inodeRouter struct {
@@ -125,7 +134,8 @@ func TestPromotionUsesPreparedSegments(t *testing.T) {
 	}
 	defer c.Close(ctx)
 	var tli uint32
-	if err := c.QueryRow(ctx, "SELECT timeline_id FROM pg_control_checkpoint()").Scan(&tli); err != nil {
+	var segSize uint64
+	if err := c.QueryRow(ctx, "SELECT (SELECT timeline_id FROM pg_control_checkpoint()), (SELECT bytes_per_wal_segment FROM pg_control_init())").Scan(&tli, &segSize); err != nil {
 		t.Fatal(err)
 	}
 	prepared := 0
@@ -134,8 +144,8 @@ func TestPromotionUsesPreparedSegments(t *testing.T) {
 			prepared++
 		}
 	}
-	if prepared < PromotionSegments {
-		t.Fatalf("at the hold pg_wal held %d segments of timeline %d, want %d: %v", prepared, tli, PromotionSegments, r.seen)
+	if want := PromotionSegments(segSize); uint64(prepared) < want || want*segSize < PromotionBytes {
+		t.Fatalf("at the hold pg_wal held %d segments of %d bytes of timeline %d, want %d (%d MiB): %v", prepared, segSize, tli, want, PromotionBytes>>20, r.seen)
 	}
 	// Into the next segment: it must be one of those prepared, the same file.
 	if _, err := c.Exec(ctx, "SELECT pg_switch_wal()"); err != nil {
