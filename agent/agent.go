@@ -48,8 +48,9 @@ type Agent struct {
 	tgt     migration.Target // served to source agents (target_local.go)
 
 	closeOnce sync.Once
-	quit      chan struct{}  // closed by Close: background work stops
-	bg        sync.WaitGroup // background work (analyzeLater)
+	bgCtx     context.Context    // background work (analyzeLater) runs under it
+	bgStop    context.CancelFunc // called by Close: background work stops
+	bg        sync.WaitGroup     // background work running
 }
 
 // New validates cfg, creates the root directory, opens the catalog and binds
@@ -98,7 +99,8 @@ func New(cfg Config) (*Agent, error) {
 		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 		scheme = "https://"
 	}
-	a := &Agent{cfg: cfg, log: cfg.Logger.With("agent", cfg.Name), cat: cat, ln: ln, pgVer: ver, pgMajor: major, peerTLS: peerTLS, quit: make(chan struct{})}
+	a := &Agent{cfg: cfg, log: cfg.Logger.With("agent", cfg.Name), cat: cat, ln: ln, pgVer: ver, pgMajor: major, peerTLS: peerTLS}
+	a.bgCtx, a.bgStop = context.WithCancel(context.Background())
 	a.url = cfg.AdvertiseURL
 	if a.url == "" {
 		a.url = scheme + ln.Addr().String()
@@ -150,7 +152,7 @@ func (a *Agent) Close() error {
 	a.closeOnce.Do(func() {
 		a.ln.Close()
 		a.mig.wait() // a migration's commit may still schedule background work
-		close(a.quit)
+		a.bgStop()
 		a.bg.Wait()
 		err = a.cat.Close()
 	})

@@ -32,21 +32,12 @@ func (a *Agent) analyzeLater(id int64) {
 		t := time.NewTimer(after)
 		defer t.Stop()
 		select {
-		case <-a.quit:
+		case <-a.bgCtx.Done():
 			return
 		case <-t.C:
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		go func() {
-			select {
-			case <-a.quit:
-				cancel()
-			case <-ctx.Done():
-			}
-		}()
 		start := time.Now()
-		n, err := a.analyzeTenant(ctx, id)
+		n, err := a.analyzeTenant(a.bgCtx, id)
 		if err != nil {
 			a.log.Warn("analyze after migration", "tenant", id, "err", err)
 			return

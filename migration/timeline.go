@@ -38,11 +38,10 @@ var _ PromotionPreparer = (*LocalTarget)(nil)
 
 // PromotionBytes is how much WAL past the replay position PreparePromotion
 // creates on the new timeline, bytes: 32 MiB, in whole segments and at least
-// two (PromotionSegments). That covers the first 10–30 s after a release at
-// the rates the testbed writes then (1–3 MB/s: the promotion requests a
-// checkpoint, and every page's first change after it is a full page image),
-// after which the promotion's checkpoint or its successors recycle old
-// segments. (A fixed count of two segments covered 32 MiB only at the default
+// two (PromotionSegments). That is 10–30 s of WAL at the rates the testbed
+// writes after a release (1–3 MB/s: the promotion requests a checkpoint, and
+// every page's first change after it is a full page image), past the
+// handover's backlog. (A fixed count of two segments covered 32 MiB only at the default
 // 16 MiB segment size: at the testbed's 1 MiB it was 2 MiB, a second or two
 // before the zero-filling under the clients measured above came back.)
 const PromotionBytes = 32 << 20

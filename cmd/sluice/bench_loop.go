@@ -267,11 +267,10 @@ func init() {
 while the workload's arrival rate steps up by --factor (+40 %) --step-after into
 the migration; then migrates it back at a fixed rate equal to the PID's mean
 rate before the step, with the same step. The PID slows down and returns to
-its setpoint; the fixed rate does not. --tps is the load after the step (the
-other scenarios' 100 by default: the bed carries it with slack, while at
-140 transactions/s its source was at its CPU quota in a quarter of
-the periods with no migration at all, and stalled); before the
-step the workload runs at --tps ÷ --factor. Before the trials it measures the
+its setpoint; the fixed rate does not. --tps is the load after the step (by
+default the other scenarios' 100, which the bed carries with slack; see
+docs/benchmarks.md for 140); before the step the workload runs at
+--tps ÷ --factor. Before the trials it measures the
 stepped load's latency without a migration (baseline_after_step_ms): a
 setpoint under it cannot be held after the step. Writes series.csv,
 summary.json, report.md and step.png to --out.`,
