@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/migration"
+	"github.com/sluicedb/sluice/transfer"
 )
 
 // Target-side internal endpoints. The source agent's driver calls them
@@ -133,7 +134,7 @@ func (t *RemoteTarget) OpenSnapshot(ctx context.Context, m migration.Record) (io
 	pr, pw := io.Pipe()
 	w := &streamWriter{pw: pw, done: make(chan error, 1)}
 	go func() {
-		err := t.c.StreamWithHeader(ctx, t.path(m, "snapshot"), recordHeader, base64.StdEncoding.EncodeToString(rec), pr, nil)
+		err := t.c.StreamWithHeader(ctx, t.path(m, "snapshot"), recordHeader, base64.StdEncoding.EncodeToString(rec), frameReader{pr}, nil)
 		if err != nil {
 			err = fmt.Errorf("remote target: snapshot: %w", err)
 		}
@@ -141,6 +142,22 @@ func (t *RemoteTarget) OpenSnapshot(ctx context.Context, m migration.Record) (io
 		w.done <- err
 	}()
 	return w, nil
+}
+
+// frameReader is a snapshot request's body: the pipe's read end, passed on a
+// frame at a time. net/http copies a request body through a 32 KiB buffer and
+// flushes each chunk of a chunked body to the socket, so a 1 MiB frame of
+// package transfer went out as 32 writes, each a hand-off between two
+// goroutines; io.Copy prefers WriteTo, which copies with a buffer that holds
+// a whole frame (one hand-off and one chunk per frame).
+type frameReader struct{ r *io.PipeReader }
+
+func (f frameReader) Read(p []byte) (int, error) { return f.r.Read(p) }
+
+// WriteTo implements io.WriterTo.
+func (f frameReader) WriteTo(w io.Writer) (int64, error) {
+	buf := make([]byte, transfer.DefaultChunkSize+64<<10) // a frame and its header
+	return io.CopyBuffer(struct{ io.Writer }{w}, struct{ io.Reader }{f.r}, buf)
 }
 
 // streamWriter feeds a pipe into a streaming request.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sluicedb/sluice/catalog"
 	"github.com/sluicedb/sluice/migration"
+	"github.com/sluicedb/sluice/transfer"
 )
 
 // targetRoutes registers the target-side internal endpoints that serve this
@@ -239,7 +240,7 @@ func (a *Agent) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	n, err := io.CopyBuffer(sw, r.Body, make([]byte, 256<<10))
+	n, err := io.CopyBuffer(sw, r.Body, make([]byte, transfer.DefaultChunkSize))
 	cerr := sw.Close()
 	if err != nil {
 		writeError(w, fmt.Errorf("agent: snapshot stream broke after %d bytes: %w", n, err))

@@ -16,17 +16,25 @@ import (
 // Limiter paces a stage: WaitN blocks until n more bytes may pass, or ctx
 // ends. *throttle.Limiter satisfies it; its rate may change at any time
 // (0 pauses, raising wakes waiters), which is how the control loop steers a
-// running transfer. Send never asks for more than MaxWait bytes at once, so a
-// limiter with a burst of at least MaxWait (e.g. golang.org/x/time/rate) works too.
+// running transfer. Send asks for a whole chunk at once when the limiter
+// reports a burst at least that large (Burst() int, as *throttle.Limiter
+// does), and otherwise never more than MaxWait bytes at once, so a limiter
+// with a burst of at least MaxWait (e.g. golang.org/x/time/rate) works too.
 type Limiter interface {
 	WaitN(ctx context.Context, n int) error
 }
 
-// MaxWait is the largest n Send passes to Limiter.WaitN, bytes (64 KiB).
+// MaxWait is the largest n Send passes to a Limiter.WaitN that does not
+// report its burst, bytes (64 KiB).
 const MaxWait = 64 << 10
 
-// waitN takes n bytes from lim in steps of at most MaxWait.
+// waitN takes n bytes from lim: in one wait when lim's burst covers n (one
+// wake-up per chunk: each costs CPU on the paced server), else in steps of at
+// most MaxWait.
 func waitN(ctx context.Context, lim Limiter, n int) error {
+	if b, ok := lim.(interface{ Burst() int }); ok && n <= b.Burst() {
+		return lim.WaitN(ctx, n)
+	}
 	for n > 0 {
 		k := min(n, MaxWait)
 		if err := lim.WaitN(ctx, k); err != nil {

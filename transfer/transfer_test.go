@@ -676,6 +676,41 @@ func TestLimiterRequestsBounded(t *testing.T) {
 	}
 }
 
+// burstLimiter is a maxLimiter that reports a burst, as *throttle.Limiter does.
+type burstLimiter struct {
+	maxLimiter
+	burst int
+}
+
+func (b *burstLimiter) Burst() int { return b.burst }
+
+// TestLimiterWholeChunks: a limiter that reports a burst of at least a chunk
+// is asked for whole chunks (one wait each), still for every byte, and
+// never for more than its burst.
+func TestLimiterWholeChunks(t *testing.T) {
+	root := t.TempDir()
+	writeFile(t, filepath.Join(root, "big"), randBytes(5, 3*DefaultChunkSize+17), 0o600)
+	entries, err := Walk(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	burst := DefaultChunkSize + 1<<10 // a chunk and its frame header
+	send, pre := &burstLimiter{burst: burst}, &burstLimiter{burst: burst}
+	_, res := roundTrip(t, context.Background(), root, entries, SendOptions{Limiter: send, Prefetch: pre}, ReceiveOptions{})
+	if res.serr != nil || res.rerr != nil {
+		t.Fatalf("send: %v, receive: %v", res.serr, res.rerr)
+	}
+	if send.max.Load() <= MaxWait || pre.max.Load() != int64(DefaultChunkSize) {
+		t.Fatalf("largest WaitN: send %d, prefetch %d; want whole chunks (%d)", send.max.Load(), pre.max.Load(), DefaultChunkSize)
+	}
+	if send.max.Load() > int64(burst) {
+		t.Fatalf("largest send WaitN %d is beyond the burst %d", send.max.Load(), burst)
+	}
+	if send.total.Load() != res.send.WireBytes || pre.total.Load() != res.send.Bytes {
+		t.Fatalf("limited: send %d of %d wire bytes, prefetch %d of %d file bytes", send.total.Load(), res.send.WireBytes, pre.total.Load(), res.send.Bytes)
+	}
+}
+
 // TestOwnerAndModes: every created file and directory gets the owner asked
 // for (when running as root) and the permission bits from the stream.
 func TestOwnerAndModes(t *testing.T) {

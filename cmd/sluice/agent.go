@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -21,8 +22,19 @@ import (
 // neither --agent nor $SLUICE_AGENT names one.
 const defaultAgentURL = "http://127.0.0.1:7001"
 
+// defaultAgentProcs is the GOMAXPROCS `sluice agent` runs with unless --procs
+// says otherwise: 1. The agent lives inside the server whose slack it spends
+// and mostly waits (on its pacers, the network, PostgreSQL); with more Ps the
+// runtime wakes and spins idle threads at every hand-off between its
+// goroutines. Measured 2026-11-23 (docs/benchmarks.md, "The copy's own
+// CPU"): a snapshot stream paced at 40 MB/s over the agents' HTTP transport
+// used about a fifth less CPU with 1 P than with 2. One P still copies
+// hundreds of MB/s, more than a migration is paced at.
+const defaultAgentProcs = 1
+
 func init() {
 	var configPath string
+	var procs int
 	cmd := &cobra.Command{
 		Use:   "agent --config FILE",
 		Short: "Run the per-server agent: tenants, catalog, HTTP API, migrations",
@@ -34,6 +46,9 @@ Stops on SIGINT/SIGTERM; tenant postmasters keep running.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if configPath == "" {
 				return usagef("agent: --config is required")
+			}
+			if procs < 0 {
+				return usagef("agent: --procs must be 0 (Go's default) or positive")
 			}
 			cfg, err := agent.LoadConfig(configPath)
 			if err != nil {
@@ -47,6 +62,9 @@ Stops on SIGINT/SIGTERM; tenant postmasters keep running.`,
 				}
 				return err
 			}
+			if procs > 0 {
+				runtime.GOMAXPROCS(procs)
+			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			fmt.Fprintf(cmd.ErrOrStderr(), "sluice agent %s serving %s\n", a.Name(), a.URL())
@@ -54,6 +72,7 @@ Stops on SIGINT/SIGTERM; tenant postmasters keep running.`,
 		},
 	}
 	cmd.Flags().StringVar(&configPath, "config", "", "agent config file (JSON)")
+	cmd.Flags().IntVar(&procs, "procs", defaultAgentProcs, "OS threads running Go code at once (GOMAXPROCS); 0 = Go's default (one per core, or the cgroup's CPU limit, at least 2)")
 	root.AddCommand(cmd)
 }
 

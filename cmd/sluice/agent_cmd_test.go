@@ -65,6 +65,7 @@ func TestAgentCommandsBadInput(t *testing.T) {
 		{"tenant create reserved", []string{"tenant", "create", "--set", "port=5", "--agent", url}, 2, "set by the agent"},
 		{"tenant bad agent url", []string{"tenant", "list", "--agent", "ftp://x"}, 2, "bad agent URL"},
 		{"agent no config", []string{"agent"}, 2, "--config"},
+		{"agent negative procs", []string{"agent", "--config", badCfg, "--procs", "-1"}, 2, "--procs"},
 		{"migration show unknown", []string{"migration", "show", "nope", "--agent", url}, 2, `unknown migration "nope"`},
 		{"migration rate unknown", []string{"migration", "rate", "nope", "5MB/s", "--agent", url}, 2, `unknown migration "nope"`},
 		{"migration rate bad", []string{"migration", "rate", "nope", "quick", "--agent", url}, 2, "invalid rate"},
