@@ -41,8 +41,9 @@ func processCPU() time.Duration {
 //
 //	before  256 KiB chunks, limiters with a 64 KiB burst waited on in 64 KiB
 //	        steps, GOMAXPROCS 2 (the agent until 2026-11-23)
-//	after   the defaults: 1 MiB chunks, the auto burst (1 MiB floor) waited
-//	        on a chunk at a time, GOMAXPROCS 1 (`sluice agent --procs` default)
+//	after   the defaults: 256 KiB chunks, the auto burst (512 KiB floor)
+//	        waited on a frame at a time, GOMAXPROCS 1 (`sluice agent --procs`
+//	        default)
 //	raw     the baseline in the same run: 1 MiB reads paced by one limiter
 //	        and written to a loopback TCP connection drained by io.Copy
 //

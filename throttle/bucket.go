@@ -10,20 +10,23 @@ import (
 //
 //	burst = clamp(rate × AutoBurstWindow, MinAutoBurst, MaxAutoBurst)
 //
-// so it is max(1 MiB, rate/50) up to 256 MiB (reached at 12.8 GB/s). The
+// so it is max(512 KiB, rate/50) up to 256 MiB (reached at 12.8 GB/s). The
 // window is the timer lateness the limiter absorbs without losing throughput:
 // a waiter that wakes up to 20 ms late finds the bytes it missed still in the
 // bucket and sends them at once. A smaller burst makes the stream smoother but,
 // at high rates, timer lateness (≈50 µs–1 ms on a loaded host) would then cap
-// the achieved rate below the requested one. The floor is the least a waiter
-// asking for that much is woken for: every wake-up of a paced sender costs CPU
-// on the server whose slack it spends (a context switch or two, the runtime's
-// timer and poller work). With a 64 KiB floor, a snapshot paced at 2 MB/s
-// woke each of its two paced stages ~30 times a second, and that, not the
-// copying, was most of its CPU (docs/benchmarks.md, "The copy's own CPU").
+// the achieved rate below the requested one. The floor holds a frame of
+// package transfer (256 KiB and its header), which then asks for it in one
+// wait: every wake-up of a paced sender costs CPU on the server whose slack it
+// spends (a context switch or two, the runtime's timer and poller work). With
+// a 64 KiB floor, a snapshot paced at 2 MB/s woke each of its two paced
+// stages ~30 times a second, and that, not the copying, was most of its CPU
+// (docs/benchmarks.md, "The copy's own CPU"). It is not larger because a
+// larger burst lets more of the copy's CPU land in one 10 ms CFS period of a
+// quota-limited server, which is what delays its transactions.
 const (
 	AutoBurstWindow = 20 * time.Millisecond // burst = rate × 20 ms (rate/50)
-	MinAutoBurst    = 1 << 20               // bytes; 1 MiB floor, also the burst while paused
+	MinAutoBurst    = 512 << 10             // bytes; 512 KiB floor, also the burst while paused
 	MaxAutoBurst    = 256 << 20             // bytes; 256 MiB ceiling, also the burst while unlimited
 )
 

@@ -87,11 +87,11 @@ func TestBucket(t *testing.T) {
 			"1s delay #1 -> 0",
 		}},
 		{"auto burst follows the rate", 1e6, 0, []string{
-			"0s burst -> 1048576",
+			"0s burst -> 524288",
 			"0s set 1e9",
 			"0s burst -> 20000000",
 			"0s set 0",
-			"0s burst -> 1048576",
+			"0s burst -> 524288",
 			"0s set inf",
 			"0s burst -> 268435456",
 			"0s set 1e12",
@@ -100,7 +100,7 @@ func TestBucket(t *testing.T) {
 		{"lowering an auto burst trims saved credit", 1e9, 0, []string{
 			"1s tokens -> 20000000",
 			"1s set 1e6",
-			"1s tokens -> 1048576",
+			"1s tokens -> 524288",
 		}},
 		{"negative and NaN rates pause", 1000, 1000, []string{
 			"0s set -5",
@@ -191,10 +191,10 @@ func TestAutoBurstRule(t *testing.T) {
 		rate float64
 		want int
 	}{
-		{"paused", 0, 1 << 20},
-		{"1 MB/s gets the floor", 1e6, 1 << 20},
-		{"floor boundary 52.4288 MB/s", 52428800, 1 << 20},
-		{"just above the floor is rate/50", 6e7, 12e5},
+		{"paused", 0, 512 << 10},
+		{"1 MB/s gets the floor", 1e6, 512 << 10},
+		{"floor boundary 26.2144 MB/s", 26214400, 512 << 10},
+		{"just above the floor is rate/50", 3e7, 6e5},
 		{"100 MB/s is rate/50", 1e8, 2e6},
 		{"2 GB/s is rate/50", 2e9, 4e7},
 		{"ceiling", 1e12, 256 << 20},

@@ -14,7 +14,7 @@
 //     rate at high speeds.
 //
 // Both bound how much a held-up sender may make up: the Limiter's auto burst
-// is 20 ms worth of the rate, at least 1 MiB (AutoBurstWindow), and the Pacer
+// is 20 ms worth of the rate, at least 512 KiB (AutoBurstWindow), and the Pacer
 // makes up at most PacerCatchUp (20 ms). A stream that stalled longer loses
 // the excess rather than flooding the servers when it resumes.
 //

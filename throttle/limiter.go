@@ -45,7 +45,7 @@ type Limiter struct {
 // NewLimiter returns a Limiter at rate bytes/s (math.Inf(1) = unlimited,
 // 0 = paused) with an empty bucket. burst is the bucket size in bytes and the
 // largest chunk WaitN hands out at once; burst <= 0 selects the auto burst,
-// which follows the rate: clamp(rate × 20 ms, 1 MiB, 256 MiB) (see
+// which follows the rate: clamp(rate × 20 ms, 512 KiB, 256 MiB) (see
 // AutoBurstWindow for why).
 func NewLimiter(rate float64, burst int) *Limiter {
 	return NewLimiterWithClock(rate, burst, nil)

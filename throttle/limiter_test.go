@@ -216,15 +216,13 @@ func TestLimiter(t *testing.T) {
 			}
 		}},
 		{"chunks follow an auto burst that grows with the rate", 1e6, 0, func(h *harness) {
-			c := h.wait(bg, 4<<20) // 4 chunks of 1 MiB (the floor) at 1 MB/s
-			h.expectPark("1.048576s")
-			h.l.SetRate(1e8) // burst 2 MB: the rest goes in two chunks
-			h.expectPark("10.48576ms")
-			h.clk.Advance(10485760 * time.Nanosecond)
-			h.expectPark("20ms") // 2e6 of the other 3145728 bytes at 100 MB/s
-			h.clk.Advance(20 * time.Millisecond)
-			h.expectPark("11.45728ms")
-			h.clk.Advance(11457280 * time.Nanosecond)
+			c := h.wait(bg, 2<<20) // 4 chunks of 512 KiB (the floor) at 1 MB/s
+			h.expectPark("524.288ms")
+			h.l.SetRate(1e8) // burst 2 MB: the rest goes as one chunk
+			h.expectPark("5.24288ms")
+			h.clk.Advance(5242880 * time.Nanosecond)
+			h.expectPark("15.72864ms") // the other 1572864 bytes at 100 MB/s
+			h.clk.Advance(15728640 * time.Nanosecond)
 			h.expectDone(c, nil)
 		}},
 		{"cancel while paused returns ctx.Err and gives the bytes back", 0, 1000, func(h *harness) {

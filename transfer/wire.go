@@ -18,14 +18,14 @@ const (
 	// read every version from 1 to Version (version 1 lacks 'L' frames).
 	Version = 2
 
-	// DefaultChunkSize is the payload of one data frame, bytes (1 MiB): large
+	// DefaultChunkSize is the payload of one data frame, bytes (256 KiB): large
 	// enough that per-frame costs (a limiter wait, a write call, a 5-byte
-	// header, the wake-ups between the reader and the sender) are small next
-	// to the copying — at 256 KiB they were not: a stream paced at 40 MB/s used
-	// about a quarter more CPU (docs/benchmarks.md, "The copy's own CPU") — and
-	// small enough that a rate change acts within one chunk: at 2 MB/s a chunk
-	// is half a second, within the control loop's 1 s step.
-	DefaultChunkSize = 1 << 20
+	// header) are noise, small enough that a rate change acts within one chunk
+	// and that a frame's CPU (about half a millisecond to read and send) fits
+	// well inside a 10 ms CFS period of a quarter-core server. (1 MiB frames
+	// used less CPU per MB, but in four runs on the testbed fixed 40 MB/s was
+	// worse with them in three: docs/benchmarks.md, "The copy's own CPU".)
+	DefaultChunkSize = 256 << 10
 	// MaxChunkSize is the largest data frame a receiver accepts, bytes (4 MiB).
 	MaxChunkSize = 4 << 20
 	// MaxPathLen is the longest path or document name accepted, bytes.

@@ -60,8 +60,7 @@ func (c *Client) WithToken(token string) *Client {
 }
 
 // streamBuffer is the socket buffer size of agent connections (256 KiB):
-// snapshot streams move in frames of up to 1 MiB, and 4 KiB buffers cost
-// syscalls.
+// snapshot streams move in 256 KiB frames, and 4 KiB buffers cost syscalls.
 const streamBuffer = 256 << 10
 
 func newTransport(tc *tls.Config) *http.Transport {
