@@ -146,8 +146,8 @@ func (t *RemoteTarget) OpenSnapshot(ctx context.Context, m migration.Record) (io
 
 // frameReader is a snapshot request's body: the pipe's read end, passed on a
 // frame at a time. net/http copies a request body through a 32 KiB buffer and
-// flushes each chunk of a chunked body to the socket, so a 1 MiB frame of
-// package transfer went out as 32 writes, each a hand-off between two
+// flushes each chunk of a chunked body to the socket, so a 256 KiB frame of
+// package transfer went out as 8 writes, each a hand-off between two
 // goroutines; io.Copy prefers WriteTo, which copies with a buffer that holds
 // a whole frame (one hand-off and one chunk per frame).
 type frameReader struct{ r *io.PipeReader }

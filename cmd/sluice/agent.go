@@ -28,8 +28,9 @@ const defaultAgentURL = "http://127.0.0.1:7001"
 // runtime wakes and spins idle threads at every hand-off between its
 // goroutines. Measured 2026-11-23 (docs/benchmarks.md, "The copy's own
 // CPU"): a snapshot stream paced at 40 MB/s over the agents' HTTP transport
-// used about a fifth less CPU with 1 P than with 2. One P still copies
-// hundreds of MB/s, more than a migration is paced at.
+// (1 MiB frames, a probe outside the repo) used about a fifth less CPU with
+// 1 P than with 2. One P still copies hundreds of MB/s, more than a migration
+// is paced at.
 const defaultAgentProcs = 1
 
 func init() {
