@@ -39,8 +39,9 @@ func processCPU() time.Duration {
 // discards the stream — both ends in this process, as on one host. The CPU
 // is the process's (getrusage), over about 3 s of pacing per rate. Variants:
 //
-//	before  256 KiB chunks, limiters with a 64 KiB burst waited on in 64 KiB
-//	        steps, GOMAXPROCS 2 (the agent until 2026-11-23)
+//	before  256 KiB chunks, limiters with a fixed 64 KiB burst (the old auto
+//	        burst's floor; above 3.3 MB/s the old auto burst was larger, but
+//	        it too was waited on in 64 KiB steps), GOMAXPROCS 2
 //	after   the defaults: 256 KiB chunks, the auto burst (512 KiB floor)
 //	        waited on a frame at a time, GOMAXPROCS 1 (`sluice agent --procs`
 //	        default)
