@@ -43,7 +43,8 @@ var _ PromotionPreparer = (*LocalTarget)(nil)
 // every page's first change after it is a full page image), past the
 // handover's backlog. (A fixed count of two segments covered 32 MiB only at the default
 // 16 MiB segment size: at the testbed's 1 MiB it was 2 MiB, a second or two
-// before the zero-filling under the clients measured above came back.)
+// before the zero-filling under the clients that PromotionPreparer's comment
+// describes came back.)
 const PromotionBytes = 32 << 20
 
 // PromotionSegments is how many segments of segSize bytes PreparePromotion

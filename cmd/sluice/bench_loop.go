@@ -281,11 +281,6 @@ summary.json, report.md and step.png to --out.`,
 				return err
 			}
 			o := experiment.StepOptions{Common: c, Factor: factor}
-			if factor > 0 {
-				// --tps is the stepped load: by default the other
-				// scenarios' load, which the bed carries with slack.
-				o.Workload.Rate = f.tps / factor
-			}
 			if setpoint != "" {
 				if o.SetpointMs, err = parseMs(setpoint); err != nil || !(o.SetpointMs > 0) {
 					return usagef("bench step40: --setpoint %q: want a positive duration such as 40ms", setpoint)
@@ -297,6 +292,9 @@ summary.json, report.md and step.png to --out.`,
 			if !(factor > 0) || math.IsInf(factor, 0) {
 				return usagef("bench step40: --factor must be a positive number")
 			}
+			// --tps is the stepped load: by default the other scenarios'
+			// load, which the bed carries with slack.
+			o.Workload.Rate = f.tps / factor
 			return runOnBed(cmd, &f, bo, func(ctx context.Context, bed *testbed.Bed) (any, error) {
 				return experiment.StepLoad(ctx, bed, o)
 			})
