@@ -33,6 +33,7 @@ import (
 
 	agentclient "github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/cgroup"
+	"github.com/sluicedb/sluice/damon"
 	"github.com/sluicedb/sluice/pgcluster"
 	"github.com/sluicedb/sluice/proxy"
 	proxyclient "github.com/sluicedb/sluice/proxy/client"
@@ -74,6 +75,11 @@ type Options struct {
 	// the bed's own: max_wal_size 1GB, synchronous_commit off,
 	// backend_flush_after 256kB (see startServer).
 	Settings map[string]string
+	// HostReclaim leaves the host's DAMON pageout (package damon) free to
+	// evict the servers' page cache. By default, when a memory cap applies,
+	// the servers' memory cgroups are excluded from it for the bed's
+	// lifetime, so what a server keeps cached is what its cap allows.
+	HostReclaim bool
 	// Progress, if set, receives one line per step of setting up.
 	Progress func(format string, args ...any)
 }
@@ -140,7 +146,11 @@ type Bed struct {
 	ownRoot bool
 	dev     string // the data disk's major:minor when disk caps apply
 	cancel  context.CancelFunc
-	self    *cgroup.Group // the bed's own process's group (Options.CPUShares), nil when none
+	self    *cgroup.Group    // the bed's own process's group (Options.CPUShares), nil when none
+	reclaim *damon.Exclusion // the servers' groups kept out of the host's DAMON pageout; nil when not
+	// reclaimNote says, for Describe, why the host's pageout still applies
+	// when it could not be excluded ("" otherwise).
+	reclaimNote string
 }
 
 // Tenant is a tenant the bed created.
@@ -226,6 +236,22 @@ func Start(ctx context.Context, opt Options) (_ *Bed, err error) {
 		if err != nil {
 			return nil, err
 		}
+	}
+	if opt.MemoryMB > 0 && !opt.HostReclaim {
+		var groups []string
+		for _, s := range b.Servers {
+			if s.Group != nil {
+				groups = append(groups, "/"+s.Group.Name)
+			}
+		}
+		// Not fatal: the bed still runs, and Describe says the host's reclaim
+		// applies.
+		if b.reclaim, err = damon.Exclude(groups...); err != nil {
+			b.reclaim, b.reclaimNote = nil, err.Error()
+			err = nil
+		}
+	}
+	for _, s := range b.Servers {
 		opt.Progress("server %s: agent %s, %s", s.Name, s.URL, b.Describe())
 	}
 	return b, nil
@@ -254,6 +280,14 @@ func (b *Bed) Describe() string {
 	}
 	if o.CPUShares > 0 {
 		s += fmt.Sprintf("; servers and workload weighted %d cpu.shares against the host's other processes", o.CPUShares)
+	}
+	switch {
+	case b.reclaim != nil && b.reclaim.Schemes() > 0:
+		s += "; excluded from the host's DAMON pageout"
+	case b.reclaimNote != "":
+		s += "; the host's DAMON pageout applies (" + b.reclaimNote + ")"
+	case o.HostReclaim:
+		s += "; the host's proactive reclaim (DAMON pageout, if any) applies"
 	}
 	s += fmt.Sprintf("; tenants: shared_buffers %s, synchronous_commit off", o.SharedBuffers)
 	keys := make([]string, 0, len(o.Settings))
@@ -571,6 +605,13 @@ func (b *Bed) Migrate(ctx context.Context, t Tenant, to int, req agentclient.Sta
 // and removes Root if the bed made it. Safe to call more than once.
 func (b *Bed) Close() error {
 	var errs []error
+	// Before the groups go: DAMON refuses a filter naming a missing group.
+	if b.reclaim != nil {
+		if err := b.reclaim.Restore(); err != nil {
+			errs = append(errs, fmt.Errorf("testbed: %w", err))
+		}
+		b.reclaim = nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	for _, s := range b.Servers {

@@ -36,6 +36,7 @@ type loopFlags struct {
 	memoryMB                 int
 	readMBps                 float64
 	readIOPS                 int64
+	hostReclaim              bool
 	tps                      float64
 	mpl                      int
 	kp, ki, kd               float64
@@ -52,6 +53,7 @@ func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB 
 	fs.IntVar(&f.memoryMB, "memory", memoryMB, "each server's memory cap, MiB, page cache included (cgroup); below the tenant's size its reads go to disk")
 	fs.Float64Var(&f.readMBps, "read-mbps", 0, "each server's read bandwidth on the data disk, MB/s (cgroup blkio); 0 = none")
 	fs.Int64Var(&f.readIOPS, "read-iops", 0, "each server's read operations per second on the data disk; 0 = none")
+	fs.BoolVar(&f.hostReclaim, "host-reclaim", false, "leave the host's DAMON pageout free to evict the servers' page cache (default: their memory cgroups are excluded from it while the bench runs)")
 	fs.Float64Var(&f.tps, "tps", 100, "workload arrivals per second (Poisson)")
 	fs.IntVar(&f.mpl, "mpl", experiment.DefaultMPL, "workload connections (multiprogramming level)")
 	fs.StringVar(&f.keys, "keys", "uniform", "workload key distribution: uniform, zipfian or hotspot")
@@ -101,7 +103,7 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 	case f.cpus == 0 || f.memoryMB == 0:
 		return testbed.Options{}, c, usagef("bench %s: --cpus and --memory must be positive (negative: no cap)", name)
 	}
-	bo := testbed.Options{CPUs: f.cpus, CPUShares: f.cpuShares, MemoryMB: f.memoryMB, ReadMBps: f.readMBps, ReadIOPS: f.readIOPS}
+	bo := testbed.Options{CPUs: f.cpus, CPUShares: f.cpuShares, MemoryMB: f.memoryMB, ReadMBps: f.readMBps, ReadIOPS: f.readIOPS, HostReclaim: f.hostReclaim}
 	for _, kv := range f.settings {
 		k, v, ok := strings.Cut(kv, "=")
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
