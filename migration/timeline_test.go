@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -165,5 +166,58 @@ func TestPromotionUsesPreparedSegments(t *testing.T) {
 	ino, ok := r.seen[name]
 	if !ok || ino != fi.Sys().(*syscall.Stat_t).Ino {
 		t.Fatalf("the promoted server writes %s (inode %d), not a segment prepared before the hold (%v)", name, fi.Sys().(*syscall.Stat_t).Ino, r.seen)
+	}
+}
+
+// orderTarget is the LocalTarget, logging its Prewarm calls.
+type orderTarget struct {
+	*LocalTarget
+	log *[]string
+}
+
+func (t orderTarget) Prewarm(ctx context.Context, m Record, blocks []Block) error {
+	if l := *t.log; len(l) == 0 || l[len(l)-1] != "prewarm" {
+		*t.log = append(*t.log, "prewarm")
+	}
+	return t.LocalTarget.Prewarm(ctx, m, blocks)
+}
+
+// orderRouter is a GateRouter that is a Preparer, logging Prepare and Hold.
+type orderRouter struct {
+	*GateRouter
+	log *[]string
+}
+
+func (r orderRouter) Prepare(ctx context.Context, tenant, addr string) error {
+	*r.log = append(*r.log, "prepare")
+	return nil
+}
+
+func (r orderRouter) Hold(ctx context.Context, tenant string, deadline time.Duration) error {
+	*r.log = append(*r.log, "hold")
+	return r.GateRouter.Hold(ctx, tenant, deadline)
+}
+
+// TestPrepareBeforeWarm: the target is readied for the switch (sessions
+// prepared, WAL segments made) once, at the start of WARM, while the clients
+// are still on the source — not just before the freeze.
+func TestPrepareBeforeWarm(t *testing.T) {
+	f := newFixture(t, 8)
+	var log []string
+	r := orderRouter{GateRouter: NewGateRouter(f.src.Addr()), log: &log}
+	w, stop := startWorkload(t, r.GateRouter)
+	waitAcked(t, w, 200)
+	rec := New("m1", "t1", "a", "b", Live, time.Now())
+	env := Env{Source: f.source, Target: orderTarget{LocalTarget: f.target, log: &log}, Router: r, Persist: func(Record) error { return nil }}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	out, err := Run(ctx, rec, env)
+	stop()
+	if err != nil || out.Phase != PhaseDone {
+		t.Fatalf("migration: %v (phase %s)", err, out.Phase)
+	}
+	verify(t, w, r.Addr())
+	if want := []string{"prepare", "prewarm", "hold"}; !slices.Equal(log, want) {
+		t.Fatalf("calls %v, want %v", log, want)
 	}
 }
