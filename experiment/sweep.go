@@ -31,6 +31,19 @@ import (
 // So 8; --mpl sets it (docs/benchmarks.md).
 const DefaultMPL = 8
 
+// SweepMPL is slack-sweep's workload connections. With the servers' page
+// cache out of the host's DAMON pageout (package damon) the sweep's 1 GB
+// tenant is cached and its servers are CPU-bound; at MPL 8 the stalls
+// still filled every connection and the clients' queue was most of their
+// excess over the setpoint (2026-11-24 02:16, SP 12.8 ms: clients 21.2 ms
+// of which 6.8 queue, the loop's 13.3; 01:11, SP 13.7: 18.2 of which 3.7),
+// while at 16 the clients' mean stayed within 0.1–2.5 ms of the proxy's
+// execution mean in eight PID trials (01:22–01:57) and the baselines were
+// alike (2.1–2.2 ± 4.3–6.7 ms against 2.6–3.4 ± 3.8–6.2 at 8). step40 and
+// multitenant keep DefaultMPL: their convoys at 24 were not re-measured at
+// 16.
+const SweepMPL = 16
+
 // Common are the options every experiment shares. Zero values take the
 // defaults noted.
 type Common struct {

@@ -45,7 +45,7 @@ type loopFlags struct {
 	json                     bool
 }
 
-func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB int) {
+func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB, mpl int) {
 	fs.StringVar(&f.out, "out", filepath.Join("out", "bench", scenario), "output directory (CSV, summary JSON, Markdown report, PNG plots)")
 	fs.StringVar(&f.size, "size", size, "tenant data size (Slacker: 1 GB; multitenant: all tenants together)")
 	fs.Float64Var(&f.cpus, "cpus", 0.25, "each server's CPU quota, cores (cgroup; shared by its agent and tenants)")
@@ -55,7 +55,7 @@ func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB 
 	fs.Int64Var(&f.readIOPS, "read-iops", 0, "each server's read operations per second on the data disk; 0 = none")
 	fs.BoolVar(&f.hostReclaim, "host-reclaim", false, "leave the host's DAMON pageout free to evict the servers' page cache (default: their memory cgroups are excluded from it while the bench runs)")
 	fs.Float64Var(&f.tps, "tps", 100, "workload arrivals per second (Poisson)")
-	fs.IntVar(&f.mpl, "mpl", experiment.DefaultMPL, "workload connections (multiprogramming level)")
+	fs.IntVar(&f.mpl, "mpl", mpl, "workload connections (multiprogramming level)")
 	fs.StringVar(&f.keys, "keys", "uniform", "workload key distribution: uniform, zipfian or hotspot")
 	fs.StringVar(&f.maxRate, "max-rate", "80MB/s", "the controller's top migration speed")
 	fs.Float64Var(&f.kp, "kp", experiment.DefaultKp, "PID proportional gain (fraction of max rate per unit change of error normalised by the setpoint)")
@@ -250,7 +250,7 @@ row by row. Writes series.csv, summary.json, report.md and PNG plots to --out.`,
 			})
 		},
 	}
-	f.register(cmd.Flags(), "slack-sweep", "1GB", 3072)
+	f.register(cmd.Flags(), "slack-sweep", "1GB", 3072, experiment.SweepMPL)
 	cmd.Flags().StringVar(&rates, "fixed-rates", "10MB/s,20MB/s,30MB/s,40MB/s", "fixed migration rates, comma-separated")
 	cmd.Flags().StringVar(&compareKi, "compare-ki", "", "run every PID setpoint again with each of these integral gains (per step, comma-separated), in the same run")
 	cmd.Flags().StringVar(&compare, "compare-mean-horizons", "", "run every PID setpoint again with each of these mean horizons (steps, comma-separated; 0 = off), in the same run")
@@ -302,7 +302,7 @@ summary.json, report.md and step.png to --out.`,
 			})
 		},
 	}
-	f.register(cmd.Flags(), "step40", "2GB", 4096)
+	f.register(cmd.Flags(), "step40", "2GB", 4096, experiment.DefaultMPL)
 	cmd.Flags().StringVar(&setpoint, "setpoint", "", "PID setpoint (e.g. 40ms); default 3 × the baseline mean latency")
 	cmd.Flags().StringVar(&after, "step-after", "30s", "when the arrival rate steps up, after the migration starts (Slacker: a minute; the bed's 2 GB copy at the pre-step load lasts 50–90 s, and the fixed trial, at the PID's pre-step speed, must still be copying after it)")
 	cmd.Flags().Float64Var(&factor, "factor", 1.4, "arrival rate multiplier at the step")
@@ -344,7 +344,7 @@ setpoint. Writes series.csv, summary.json, report.md and multitenant.png.`,
 			})
 		},
 	}
-	f.register(cmd.Flags(), "multitenant", "3GB", 5120)
+	f.register(cmd.Flags(), "multitenant", "3GB", 5120, experiment.DefaultMPL)
 	cmd.Flags().StringVar(&setpoint, "setpoint", "", "PID setpoint (e.g. 40ms); default 3 × the baseline server-wide mean latency")
 	cmd.Flags().IntVar(&tenants, "tenants", 5, "tenants on the source server (one moves)")
 	benchCmd.AddCommand(cmd)
