@@ -309,39 +309,55 @@ func (t *LocalTarget) StartStandby(ctx context.Context, m Record, primaryConnInf
 	return nil
 }
 
-// withConn runs f on the persistent connection to m's server.
+// withConn runs f on the persistent connection to m's server (database
+// postgres).
 func (t *LocalTarget) withConn(ctx context.Context, m Record, f func(*pgx.Conn) error) error {
+	return t.withDBConn(ctx, m, "postgres", f)
+}
+
+// withDBConn runs f on the persistent connection to database db of m's
+// server. Connections stay open until closeConn: on a small server a new
+// session costs a backend fork and a cold catalog cache (WARM used to open
+// one per batch of blocks, ten a second on the testbed).
+func (t *LocalTarget) withDBConn(ctx context.Context, m Record, db string, f func(*pgx.Conn) error) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.conns == nil {
 		t.conns = map[string]*pgx.Conn{}
 	}
-	conn := t.conns[m.ID]
+	key := m.ID
+	if db != "postgres" {
+		key += "\x00" + db
+	}
+	conn := t.conns[key]
 	if conn == nil || conn.IsClosed() {
 		c, err := t.cluster(m)
 		if err != nil {
 			return err
 		}
-		conn, err = pgx.Connect(ctx, socketConnString(c, "postgres"))
+		conn, err = pgx.Connect(ctx, socketConnString(c, db))
 		if err != nil {
 			return err
 		}
-		t.conns[m.ID] = conn
+		t.conns[key] = conn
 	}
 	err := f(conn)
 	if err != nil && (conn.IsClosed() || ctx.Err() != nil || isConnErr(err)) {
 		conn.Close(context.Background())
-		delete(t.conns, m.ID)
+		delete(t.conns, key)
 	}
 	return err
 }
 
+// closeConn closes every connection withDBConn holds for migration id.
 func (t *LocalTarget) closeConn(id string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if c := t.conns[id]; c != nil {
-		c.Close(context.Background())
-		delete(t.conns, id)
+	for k, c := range t.conns {
+		if k == id || strings.HasPrefix(k, id+"\x00") {
+			c.Close(context.Background())
+			delete(t.conns, k)
+		}
 	}
 }
 
@@ -464,13 +480,9 @@ var forkNames = map[int16]string{0: "main", 1: "fsm", 2: "vm", 3: "init"}
 // (LocalSource.BufferBlocks creates it on the source; it waits up to 10 s for
 // the standby to replay that).
 func (t *LocalTarget) Prewarm(ctx context.Context, m Record, blocks []Block) error {
-	c, err := t.cluster(m)
-	if err != nil {
-		return err
-	}
 	runs := mergeRuns(blocks)
 	names := map[uint32]string{}
-	err = t.withConn(ctx, m, func(conn *pgx.Conn) error {
+	err := t.withConn(ctx, m, func(conn *pgx.Conn) error {
 		rows, err := conn.Query(ctx, "SELECT oid::int8, datname FROM pg_database WHERE datallowconn")
 		if err != nil {
 			return err
@@ -495,7 +507,8 @@ func (t *LocalTarget) Prewarm(ctx context.Context, m Record, blocks []Block) err
 		}
 		name, ok := names[runs[i].db]
 		if ok {
-			if err := prewarmDB(ctx, c, name, runs[i:j]); err != nil {
+			batch := runs[i:j]
+			if err := t.withDBConn(ctx, m, name, func(conn *pgx.Conn) error { return prewarmDB(ctx, conn, batch) }); err != nil {
 				return fmt.Errorf("migration: prewarm %s: %w", name, err)
 			}
 		}
@@ -504,12 +517,7 @@ func (t *LocalTarget) Prewarm(ctx context.Context, m Record, blocks []Block) err
 	return nil
 }
 
-func prewarmDB(ctx context.Context, c *pgcluster.Cluster, db string, runs []run) error {
-	conn, err := pgx.Connect(ctx, socketConnString(c, db))
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.Background())
+func prewarmDB(ctx context.Context, conn *pgx.Conn, runs []run) error {
 	for i := 0; ; i++ {
 		var ok bool
 		if err := conn.QueryRow(ctx, "SELECT to_regproc('pg_prewarm') IS NOT NULL").Scan(&ok); err != nil {

@@ -220,4 +220,11 @@ func TestPrepareBeforeWarm(t *testing.T) {
 	if want := []string{"prepare", "prewarm", "hold"}; !slices.Equal(log, want) {
 		t.Fatalf("calls %v, want %v", log, want)
 	}
+	// WARM's connections (one per database, kept across batches) are closed
+	// with the others when the migration commits.
+	f.target.mu.Lock()
+	defer f.target.mu.Unlock()
+	if len(f.target.conns) != 0 {
+		t.Fatalf("target still holds %d connections after the migration", len(f.target.conns))
+	}
 }
