@@ -45,6 +45,8 @@ func processCPU() time.Duration {
 //	after   the defaults: 256 KiB chunks, the auto burst (512 KiB floor)
 //	        waited on a frame at a time, GOMAXPROCS 1 (`sluice agent --procs`
 //	        default)
+//	after-2procs  the defaults but GOMAXPROCS 2: what the --procs default
+//	        alone saves
 //	raw     the baseline in the same run: 1 MiB reads paced by one limiter
 //	        and written to a loopback TCP connection drained by io.Copy
 //
@@ -94,7 +96,7 @@ func BenchmarkPacedSnapshotCPU(b *testing.B) {
 			procs int
 			chunk int
 			old   bool
-		}{{"before", 2, 256 << 10, true}, {"after", 1, 0, false}} {
+		}{{"before", 2, 256 << 10, true}, {"after", 1, 0, false}, {"after-2procs", 2, 0, false}} {
 			b.Run(fmt.Sprintf("%s/%gMBps", v.name, rate/1e6), func(b *testing.B) {
 				runtime.GOMAXPROCS(v.procs)
 				var cpu, wall time.Duration
