@@ -165,7 +165,11 @@ var (
 type SweepOptions struct {
 	Common
 	FixedRates []float64 // bytes/s; default 10, 20, 40 MB/s
-	Setpoints  []float64 // ms; default DefaultSetpointFactors × the baseline mean latency
+	Setpoints  []float64 // ms; default SetpointFactors × the baseline mean latency
+	// SetpointFactors, when Setpoints is empty, are the setpoints as
+	// multiples of the baseline mean latency measured at the start of the
+	// run (each > 1); default DefaultSetpointFactors.
+	SetpointFactors []float64
 	// CompareHorizons run every PID setpoint again with each of these
 	// mean-latency horizons (steps), right after its run with
 	// Common.MeanHorizon: the loops compared in one run, on the same plant.
@@ -272,7 +276,10 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	}
 	say("baseline: mean latency %.1f ms ± %.1f at %.0f transactions/s; 3 s windows' p90 %.1f ms", base.Mean, base.Std, o.Workload.Rate, base.Window90)
 	if len(o.Setpoints) == 0 {
-		for _, k := range DefaultSetpointFactors {
+		if len(o.SetpointFactors) == 0 {
+			o.SetpointFactors = DefaultSetpointFactors
+		}
+		for _, k := range o.SetpointFactors {
 			o.Setpoints = append(o.Setpoints, round(k*base.Mean, 1))
 		}
 	}

@@ -199,6 +199,16 @@ func parseMs(s string) (float64, error) {
 	return float64(d) / float64(time.Millisecond), nil
 }
 
+// parseFactor parses a multiple of the baseline such as "2.5x" (> 1: a
+// setpoint at or under the undisturbed latency cannot be held).
+func parseFactor(s string) (float64, error) {
+	v, err := strconv.ParseFloat(strings.TrimSuffix(s, "x"), 64)
+	if err != nil || !strings.HasSuffix(s, "x") || !(v > 1) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("%q: want every setpoint a duration (40ms) or every one a multiple of the baseline above 1 (2.5x)", s)
+	}
+	return v, nil
+}
+
 func init() {
 	var f loopFlags
 	var rates, setpoints, compare, compareKi string
@@ -222,7 +232,12 @@ row by row. Writes series.csv, summary.json, report.md and PNG plots to --out.`,
 			if o.FixedRates, err = parseList(rates, units.ParseRate); err != nil {
 				return usagef("bench slack-sweep: --fixed-rates: %v", err)
 			}
-			if o.Setpoints, err = parseList(setpoints, parseMs); err != nil {
+			if strings.Contains(setpoints, "x") {
+				o.SetpointFactors, err = parseList(setpoints, parseFactor)
+			} else {
+				o.Setpoints, err = parseList(setpoints, parseMs)
+			}
+			if err != nil {
 				return usagef("bench slack-sweep: --setpoints: %v", err)
 			}
 			for _, s := range strings.Split(compare, ",") {
@@ -254,7 +269,7 @@ row by row. Writes series.csv, summary.json, report.md and PNG plots to --out.`,
 	cmd.Flags().StringVar(&rates, "fixed-rates", "10MB/s,20MB/s,30MB/s,40MB/s", "fixed migration rates, comma-separated")
 	cmd.Flags().StringVar(&compareKi, "compare-ki", "", "run every PID setpoint again with each of these integral gains (per step, comma-separated), in the same run")
 	cmd.Flags().StringVar(&compare, "compare-mean-horizons", "", "run every PID setpoint again with each of these mean horizons (steps, comma-separated; 0 = off), in the same run")
-	cmd.Flags().StringVar(&setpoints, "setpoints", "", "PID setpoints, comma-separated (e.g. 20ms,40ms); default 3,4,5,6 × the baseline mean latency")
+	cmd.Flags().StringVar(&setpoints, "setpoints", "", "PID setpoints, comma-separated: durations (20ms,40ms) or multiples of the baseline mean latency measured first (2x,3x); default 3x,4x,5x,6x")
 	benchCmd.AddCommand(cmd)
 }
 

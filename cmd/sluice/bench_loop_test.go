@@ -19,6 +19,8 @@ func TestBenchLoopUsageErrors(t *testing.T) {
 		{[]string{"bench", "slack-sweep", "--out", out, "--size", "10kB"}, "--size"},
 		{[]string{"bench", "slack-sweep", "--out", out, "--size", "1GB", "--fixed-rates", "5MB/s,fast"}, "--fixed-rates"},
 		{[]string{"bench", "slack-sweep", "--out", out, "--fixed-rates", "5MB/s", "--setpoints", "40ms,-5ms"}, "--setpoints"},
+		{[]string{"bench", "slack-sweep", "--out", out, "--setpoints", "2x,40ms"}, "--setpoints"},
+		{[]string{"bench", "slack-sweep", "--out", out, "--setpoints", "0.5x"}, "--setpoints"},
 		{[]string{"bench", "slack-sweep", "--out", out, "--setpoints", "40ms", "--max-rate", "0"}, "--max-rate"},
 		{[]string{"bench", "slack-sweep", "--out", out, "--max-rate", "30MB/s", "--keys", "pareto"}, "--keys"},
 		{[]string{"bench", "slack-sweep", "--out", out, "--keys", "uniform", "--tps", "0"}, "--tps"},
