@@ -292,6 +292,7 @@ func (a *Agent) source(tn catalog.Tenant) (*migration.LocalSource, error) {
 	}
 	s := migration.NewLocalSource(c)
 	s.RetireGrace = a.cfg.RetireGrace.D()
+	s.Log = a.log.With("tenant", tn.Name)
 	return s, nil
 }
 

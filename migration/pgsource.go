@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -44,6 +45,9 @@ type LocalSource struct {
 	// WALRate() bytes/s (the migration's send rate) instead of connecting
 	// to the postmaster directly.
 	WALRate func() float64
+	// Log, if set, gets one line per fence with the time each of its steps
+	// took (the fence is most of a handover's freeze); nil = none.
+	Log *slog.Logger
 
 	mu    sync.Mutex
 	conn  *pgx.Conn
@@ -477,6 +481,13 @@ func readControl(dir string) (LSN, int, error) {
 }
 
 func (s *LocalSource) fenceReadOnly(ctx context.Context, spare []int) (LSN, error) {
+	var steps []any // step name, time it took: for Log
+	last := time.Now()
+	mark := func(step string) {
+		now := time.Now()
+		steps = append(steps, step, now.Sub(last).Round(100*time.Microsecond))
+		last = now
+	}
 	if spare == nil {
 		spare = []int{} // "pid <> ALL(NULL)" would match nothing
 	}
@@ -498,11 +509,14 @@ func (s *LocalSource) fenceReadOnly(ctx context.Context, spare []int) (LSN, erro
 	if err := s.C.WriteFile("pg_hba.conf", fencedHBA(string(orig))); err != nil {
 		return 0, fmt.Errorf("migration: fence: %w", err)
 	}
+	mark("hba")
 	var lsn string
 	err = s.withConn(ctx, func(c *pgx.Conn) error {
+		mark("connect")
 		if _, err := c.Exec(ctx, "ALTER SYSTEM SET default_transaction_read_only = on"); err != nil {
 			return err
 		}
+		mark("alter_system")
 		if _, err := c.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
 			return err
 		}
@@ -519,6 +533,7 @@ func (s *LocalSource) fenceReadOnly(ctx context.Context, spare []int) (LSN, erro
 			}
 			time.Sleep(time.Millisecond)
 		}
+		mark("reload")
 		// Signal every client backend at once, then poll until they are gone
 		// (pg_terminate_backend's own wait polls only every 100 ms).
 		if _, err := c.Exec(ctx, terminateOthers, spare); err != nil {
@@ -542,6 +557,7 @@ func (s *LocalSource) fenceReadOnly(ctx context.Context, spare []int) (LSN, erro
 			}
 			time.Sleep(time.Millisecond)
 		}
+		mark("terminate")
 		// Flush WAL up to here: a tiny synchronous commit of our own flushes
 		// every earlier commit record too, including those of clients that
 		// were acknowledged before their flush (synchronous_commit = off).
@@ -550,10 +566,15 @@ func (s *LocalSource) fenceReadOnly(ctx context.Context, spare []int) (LSN, erro
 		if _, err := c.Exec(ctx, "BEGIN READ WRITE; SET LOCAL synchronous_commit = on; SELECT pg_logical_emit_message(true, 'sluice', 'fence'); COMMIT"); err != nil {
 			return err
 		}
-		return c.QueryRow(ctx, "SELECT pg_current_wal_flush_lsn()::text").Scan(&lsn)
+		err := c.QueryRow(ctx, "SELECT pg_current_wal_flush_lsn()::text").Scan(&lsn)
+		mark("flush")
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("migration: fence read-only: %w", err)
+	}
+	if s.Log != nil {
+		s.Log.Info("source fenced (read-only); time per step", steps...)
 	}
 	return ParseLSN(lsn)
 }
