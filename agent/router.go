@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/sluicedb/sluice/migration"
@@ -24,7 +25,7 @@ func (a *Agent) router(id int64) migration.Router {
 	if tn, err := a.cat.Tenant(id); err == nil {
 		name = tn.Name
 	}
-	return proxyRouter{c: proxyclient.New(a.cfg.Proxy, nil), name: name}
+	return proxyRouter{c: proxyclient.New(a.cfg.Proxy, nil), name: name, log: a.log}
 }
 
 // proxyRouter glues the proxy's client to migration.Router. The proxy knows
@@ -32,6 +33,21 @@ func (a *Agent) router(id int64) migration.Router {
 type proxyRouter struct {
 	c    *proxyclient.Client
 	name string
+	log  *slog.Logger // nil: no slow-call warnings
+}
+
+// slowProxyCall is the proxy call time above which the agent logs a
+// warning: Hold, Switch and Release run while clients wait.
+const slowProxyCall = 20 * time.Millisecond
+
+// timed runs a call to the proxy and warns when it was slow.
+func (p proxyRouter) timed(call string, f func() error) error {
+	start := time.Now()
+	err := f()
+	if d := time.Since(start); d > slowProxyCall && p.log != nil {
+		p.log.Warn("slow proxy call", "call", call, "tenant", p.name, "took", d)
+	}
+	return err
 }
 
 var (
@@ -50,21 +66,28 @@ func (p proxyRouter) Prepare(ctx context.Context, _ string, addr string) error {
 }
 
 func (p proxyRouter) Hold(ctx context.Context, _ string, deadline time.Duration) error {
-	_, err := p.c.Hold(ctx, p.name, deadline)
-	return err
+	return p.timed("hold", func() error {
+		_, err := p.c.Hold(ctx, p.name, deadline)
+		return err
+	})
 }
 
 // HoldIdle implements migration.IdleHolder: the proxy names the source
 // backends of the sessions it holds idle.
 func (p proxyRouter) HoldIdle(ctx context.Context, _ string, deadline time.Duration) ([]int, error) {
-	res, err := p.c.Hold(ctx, p.name, deadline)
-	return res.IdleBackends, err
+	var idle []int
+	err := p.timed("hold", func() error {
+		res, err := p.c.Hold(ctx, p.name, deadline)
+		idle = res.IdleBackends
+		return err
+	})
+	return idle, err
 }
 
 func (p proxyRouter) Switch(ctx context.Context, _ string, addr string) error {
-	return p.c.Switch(ctx, p.name, addr)
+	return p.timed("switch", func() error { return p.c.Switch(ctx, p.name, addr) })
 }
 
 func (p proxyRouter) Release(ctx context.Context, _ string) error {
-	return p.c.Release(ctx, p.name)
+	return p.timed("release", func() error { return p.c.Release(ctx, p.name) })
 }
