@@ -1,9 +1,11 @@
 package migration
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"path/filepath"
@@ -298,10 +300,13 @@ func TestRollbackWhenTargetDies(t *testing.T) {
 
 // TestFences: each fence makes writes fail and Unfence restores them; the
 // stop fence's LSN agrees with pg_controldata; the read-only fence leaves a
-// spared backend connected (a router holds it idle) and terminates the rest.
+// spared backend connected (a router holds it idle), terminates the rest and
+// logs the time of each of its steps.
 func TestFences(t *testing.T) {
 	f := newFixture(t, 1)
 	ctx := context.Background()
+	var logged bytes.Buffer
+	f.source.Log = slog.New(slog.NewTextHandler(&logged, nil))
 	write := func() error {
 		c, err := pgx.Connect(ctx, f.src.ConnString("postgres"))
 		if err != nil {
@@ -338,6 +343,12 @@ func TestFences(t *testing.T) {
 			var pid int
 			if err := spared.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil || pid != sparedPID {
 				t.Fatalf("fence %s: spared backend %d: pid %d, %v", mode, sparedPID, pid, err)
+			}
+			line := logged.String()
+			for _, step := range []string{"hba=", "alter_system=", "reload=", "terminate=", "flush="} {
+				if !strings.Contains(line, "source fenced (read-only)") || !strings.Contains(line, " "+step) {
+					t.Fatalf("fence %s: log %q lacks the step %s", mode, line, step)
+				}
 			}
 		}
 		if lsn == 0 {

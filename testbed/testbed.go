@@ -45,6 +45,10 @@ type Options struct {
 	// Root holds the agents' directories and logs; "" = a temp dir that
 	// Close removes.
 	Root string
+	// LogDir, if set, is where Close copies each agent's log (<server>.log:
+	// its slow-step warnings, the fence's step times) before it removes
+	// Root; "" = the logs go with Root.
+	LogDir string
 	// Binary is the sluice executable run as `sluice agent`; "" = this
 	// process's own executable.
 	Binary string
@@ -669,9 +673,35 @@ func (b *Bed) Close() error {
 		}
 		b.self = nil
 	}
+	if b.Opt.LogDir != "" {
+		if err := b.saveLogs(b.Opt.LogDir); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if b.ownRoot && b.root != "" {
 		os.RemoveAll(b.root)
 		b.root = ""
+	}
+	return errors.Join(errs...)
+}
+
+// saveLogs copies each server's agent log into dir (created if missing).
+func (b *Bed) saveLogs(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("testbed: logs: %w", err)
+	}
+	var errs []error
+	for _, s := range b.Servers {
+		if s.log == "" {
+			continue
+		}
+		data, err := os.ReadFile(s.log)
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, s.Name+".log"), data, 0o644)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("testbed: log of %s: %w", s.Name, err))
+		}
 	}
 	return errors.Join(errs...)
 }

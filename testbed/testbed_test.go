@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,7 +45,8 @@ func TestBedLimitsAndMoves(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	b, err := Start(ctx, Options{Binary: testbin.Sluice(t), CPUs: 1, MemoryMB: 512, Progress: t.Logf})
+	logs := t.TempDir()
+	b, err := Start(ctx, Options{Binary: testbin.Sluice(t), CPUs: 1, MemoryMB: 512, LogDir: logs, Progress: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,6 +92,14 @@ func TestBedLimitsAndMoves(t *testing.T) {
 	for _, g := range groups {
 		if _, err := os.Stat(filepath.Join(cgroup.Root, "memory", g.Name)); !os.IsNotExist(err) {
 			t.Errorf("group %s left behind: %v", g.Name, err)
+		}
+	}
+	// The agents' logs outlive the bed (Options.LogDir): each moved the
+	// tenant away once, so each fenced it once and logged the fence's steps.
+	for _, name := range []string{"server-a", "server-b"} {
+		data, err := os.ReadFile(filepath.Join(logs, name+".log"))
+		if err != nil || !strings.Contains(string(data), "source fenced (read-only)") {
+			t.Errorf("%s.log: %v; want a fence line in %d bytes", name, err, len(data))
 		}
 	}
 }

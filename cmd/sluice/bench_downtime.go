@@ -82,7 +82,7 @@ and downtime.png.`,
 			if o.Out == "" {
 				return usagef("bench downtime: --out must not be empty")
 			}
-			bo := testbed.Options{CPUs: cpus, MemoryMB: memoryMB, Root: root}
+			bo := testbed.Options{CPUs: cpus, MemoryMB: memoryMB, Root: root, LogDir: filepath.Join(o.Out, "agents")}
 			if cpus == 0 {
 				bo.CPUs = -1
 			}

@@ -148,6 +148,7 @@ func runOnBed(cmd *cobra.Command, f *loopFlags, bo testbed.Options, fn func(ctx 
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	bo.LogDir = filepath.Join(out, "agents") // the agents' logs outlive the bed
 	bed, err := testbed.Start(ctx, bo)
 	if err != nil {
 		return err
