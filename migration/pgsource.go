@@ -46,7 +46,7 @@ type LocalSource struct {
 	// to the postmaster directly.
 	WALRate func() float64
 	// Log, if set, gets one line per fence with the time each of its steps
-	// took (the fence is most of a handover's freeze); nil = none.
+	// took (the fence is the largest step of a handover's freeze); nil = none.
 	Log *slog.Logger
 
 	mu    sync.Mutex
