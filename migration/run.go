@@ -180,11 +180,10 @@ type runner struct {
 // prepareHandover readies the target for the switch: the Target's
 // PreparePromotion (the new timeline's WAL) and the Router's Prepare (a
 // server session on the target for every client session). Both cost the
-// target's CPU and disk (opening and parsing 16 sessions is ~0.5 s of a
-// 0.25-CPU testbed server), so they run at the start of WARM, while the
-// clients are still on the source and that load costs them nothing, not
-// just before the freeze, where it met the clients arriving after the
-// switch. (Measured, 2026-11-24: the first second after a release, 30–180
+// target's CPU and disk (backend forks, parsing, segment writes), so they
+// run at the start of WARM, while the clients are still on the source and
+// that load costs them nothing, not just before the freeze, where it met
+// the clients arriving after the switch. (Measured, 2026-11-24: the first second after a release, 30–180
 // ms on the testbed, did not change; it is the freeze's backlog draining —
 // docs/benchmarks.md, eleventh round.) Without WARM they run at the hold.
 // Failures are not fatal: the server creates its segments itself and

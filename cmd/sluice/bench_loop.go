@@ -221,8 +221,9 @@ quota, memory cap with the page cache, read bandwidth cap), loads a tenant
 (Slacker's YCSB usertable, 1 GB by default), measures the workload's baseline,
 then migrates the tenant back and forth under the workload: once per fixed rate
 (--fixed-rates) and once per PID setpoint (--setpoints: durations, or multiples
-of the baseline mean latency such as 2.5x; default 3x,4x,5x,6x). Every migration's acknowledged writes are checked
-row by row. Writes series.csv, summary.json, report.md and PNG plots to --out.`,
+of the baseline mean latency such as 2.5x; default 3x,4x,5x,6x). Every
+migration's acknowledged writes are checked row by row. Writes series.csv,
+summary.json, report.md and PNG plots to --out.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			bo, c, err := f.parse("slack-sweep", cmd)
