@@ -536,7 +536,20 @@ func (s *LocalSource) fenceReadOnly(ctx context.Context, spare []int) (LSN, erro
 		mark("reload")
 		// Signal every client backend at once, then poll until they are gone
 		// (pg_terminate_backend's own wait polls only every 100 ms).
-		if _, err := c.Exec(ctx, terminateOthers, spare); err != nil {
+		var victims []string
+		rows, err := c.Query(ctx, terminateOthers, spare)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var v string
+			if err := rows.Scan(&v); err != nil {
+				rows.Close()
+				return err
+			}
+			victims = append(victims, v)
+		}
+		if err := rows.Err(); err != nil {
 			return err
 		}
 		for i := 0; ; i++ {
@@ -558,6 +571,7 @@ func (s *LocalSource) fenceReadOnly(ctx context.Context, spare []int) (LSN, erro
 			time.Sleep(time.Millisecond)
 		}
 		mark("terminate")
+		steps = append(steps, "terminated", victims)
 		// Flush WAL up to here: a tiny synchronous commit of our own flushes
 		// every earlier commit record too, including those of clients that
 		// were acknowledged before their flush (synchronous_commit = off).
@@ -566,7 +580,7 @@ func (s *LocalSource) fenceReadOnly(ctx context.Context, spare []int) (LSN, erro
 		if _, err := c.Exec(ctx, "BEGIN READ WRITE; SET LOCAL synchronous_commit = on; SELECT pg_logical_emit_message(true, 'sluice', 'fence'); COMMIT"); err != nil {
 			return err
 		}
-		err := c.QueryRow(ctx, "SELECT pg_current_wal_flush_lsn()::text").Scan(&lsn)
+		err = c.QueryRow(ctx, "SELECT pg_current_wal_flush_lsn()::text").Scan(&lsn)
 		mark("flush")
 		return err
 	})
@@ -583,7 +597,7 @@ func (s *LocalSource) fenceReadOnly(ctx context.Context, spare []int) (LSN, erro
 // fencing session's own and the spared ones ($1, int[]).
 const (
 	otherClients    = "FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() AND pid <> ALL($1::int[])"
-	terminateOthers = "SELECT pg_terminate_backend(pid) " + otherClients
+	terminateOthers = "SELECT format('%s(%s)', coalesce(nullif(application_name, ''), '-'), coalesce(host(client_addr), 'local')) FROM (SELECT pid, application_name, client_addr, pg_terminate_backend(pid) " + otherClients + ") t"
 	countOthers     = "SELECT count(*) " + otherClients
 )
 

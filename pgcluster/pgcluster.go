@@ -161,10 +161,37 @@ func Init(ctx context.Context, dir string, o Options) (*Cluster, error) {
 	if out, err := c.Run(ctx, "initdb", args...); err != nil {
 		return nil, fmt.Errorf("pgcluster: initdb %s: %w\n%s", abs, err, tail(out))
 	}
+	if err := c.compactConf(); err != nil {
+		return nil, fmt.Errorf("pgcluster: init: %w", err)
+	}
 	if err := c.Configure(o.Settings); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// compactConf rewrites initdb's postgresql.conf without its comment and
+// blank lines (~29 KB down to a few hundred bytes; the settings are the
+// same). The postmaster and every auxiliary process parse the file again on
+// each reload, and the read-only fence reloads inside the handover's freeze.
+// On an idle server one reload costs about half the CPU with the compact
+// file (BenchmarkReloadCPU); a quarter-core server needs four times that CPU
+// in wall time.
+func (c *Cluster) compactConf() error {
+	b, err := os.ReadFile(filepath.Join(c.Dir, "postgresql.conf"))
+	if err != nil {
+		return err
+	}
+	var out strings.Builder
+	out.WriteString("# initdb's settings, comments removed by sluice (see postgresql.conf.sample)\n")
+	for _, line := range strings.Split(string(b), "\n") {
+		t := strings.TrimSpace(line)
+		if t == "" || strings.HasPrefix(t, "#") {
+			continue
+		}
+		out.WriteString(line + "\n")
+	}
+	return c.writeFile("postgresql.conf", out.String())
 }
 
 // Configure writes sluice.conf (port, listen address, socket directory and

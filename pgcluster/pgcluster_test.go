@@ -3,6 +3,8 @@ package pgcluster_test
 import (
 	"context"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,9 +28,27 @@ func TestStartQueryStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sb, ver string
-	if err := conn.QueryRow(ctx, "SELECT current_setting('shared_buffers'), current_setting('server_version_num')").Scan(&sb, &ver); err != nil {
+	var sb, ver, tz string
+	if err := conn.QueryRow(ctx, "SELECT current_setting('shared_buffers'), current_setting('server_version_num'), current_setting('TimeZone')").Scan(&sb, &ver, &tz); err != nil {
 		t.Fatal(err)
+	}
+	// initdb's postgresql.conf is kept without its comments, settings intact.
+	conf, err := os.ReadFile(filepath.Join(c.Dir, "postgresql.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, line := range strings.Split(string(conf), "\n")[1:] {
+		if strings.HasPrefix(strings.TrimSpace(line), "#") {
+			t.Errorf("postgresql.conf line %d is a comment: %q", i+2, line)
+		}
+	}
+	for _, want := range []string{"max_connections =", "timezone =", "include_if_exists = 'sluice.conf'"} {
+		if !strings.Contains(string(conf), want) {
+			t.Errorf("postgresql.conf lacks %q:\n%s", want, conf)
+		}
+	}
+	if tz != "Etc/UTC" && strings.Contains(string(conf), "timezone = 'Etc/UTC'") {
+		t.Errorf("TimeZone = %q, postgresql.conf says Etc/UTC", tz)
 	}
 	conn.Close(ctx)
 	if sb != "16MB" {

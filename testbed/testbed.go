@@ -26,6 +26,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -47,7 +48,9 @@ type Options struct {
 	Root string
 	// LogDir, if set, is where Close copies each agent's log (<server>.log:
 	// its slow-step warnings, the fence's step times) before it removes
-	// Root; "" = the logs go with Root.
+	// Root, and where the proxy writes its log (proxy.log: routes, holds,
+	// session moves); "" = the agents' logs go with Root, the proxy's
+	// nowhere.
 	LogDir string
 	// Binary is the sluice executable run as `sluice agent`; "" = this
 	// process's own executable.
@@ -152,6 +155,9 @@ type Bed struct {
 	cancel  context.CancelFunc
 	self    *cgroup.Group    // the bed's own process's group (Options.CPUShares), nil when none
 	reclaim *damon.Exclusion // the servers' groups kept out of the host's DAMON pageout; nil when not
+	// proxyLog receives the proxy's log lines when Options.LogDir is set.
+	logMu    sync.Mutex
+	proxyLog *os.File
 	// reclaimNote says, for Describe, why the host's pageout still applies
 	// when it could not be excluded ("" otherwise).
 	reclaimNote string
@@ -196,7 +202,17 @@ func Start(ctx context.Context, opt Options) (_ *Bed, err error) {
 	}
 	var pctx context.Context
 	pctx, b.cancel = context.WithCancel(context.Background())
-	b.Proxy, err = proxy.New(proxy.Config{Listen: "127.0.0.1:0", APIListen: "127.0.0.1:0", Trust: true})
+	pcfg := proxy.Config{Listen: "127.0.0.1:0", APIListen: "127.0.0.1:0", Trust: true}
+	if opt.LogDir != "" {
+		if err := os.MkdirAll(opt.LogDir, 0o755); err != nil {
+			return nil, fmt.Errorf("testbed: logs: %w", err)
+		}
+		if b.proxyLog, err = os.Create(filepath.Join(opt.LogDir, "proxy.log")); err != nil {
+			return nil, fmt.Errorf("testbed: proxy log: %w", err)
+		}
+		pcfg.Logf = b.logProxy
+	}
+	b.Proxy, err = proxy.New(pcfg)
 	if err != nil {
 		return nil, err
 	}
@@ -666,6 +682,12 @@ func (b *Bed) Close() error {
 		b.Proxy.Close()
 		b.Proxy = nil
 	}
+	if b.proxyLog != nil {
+		b.logMu.Lock()
+		errs = append(errs, b.proxyLog.Close())
+		b.proxyLog = nil
+		b.logMu.Unlock()
+	}
 	if b.self != nil {
 		// Remove moves this process back to the root groups.
 		if err := b.self.Remove(); err != nil {
@@ -683,6 +705,15 @@ func (b *Bed) Close() error {
 		b.root = ""
 	}
 	return errors.Join(errs...)
+}
+
+// logProxy appends one line, stamped with the time in ms, to proxy.log.
+func (b *Bed) logProxy(format string, args ...any) {
+	b.logMu.Lock()
+	defer b.logMu.Unlock()
+	if b.proxyLog != nil {
+		fmt.Fprintf(b.proxyLog, "%s %s\n", time.Now().UTC().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+	}
 }
 
 // saveLogs copies each server's agent log into dir (created if missing).
