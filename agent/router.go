@@ -51,10 +51,17 @@ func (p proxyRouter) timed(call string, f func() error) error {
 }
 
 var (
-	_ migration.Router     = proxyRouter{}
-	_ migration.Preparer   = proxyRouter{}
-	_ migration.IdleHolder = proxyRouter{}
+	_ migration.Router        = proxyRouter{}
+	_ migration.Preparer      = proxyRouter{}
+	_ migration.IdleHolder    = proxyRouter{}
+	_ migration.BackendLister = proxyRouter{}
 )
+
+// Backends implements migration.BackendLister.
+func (p proxyRouter) Backends(ctx context.Context, _ string) ([]int, error) {
+	res, err := p.c.Backends(ctx, p.name)
+	return res.PIDs, err
+}
 
 // Prepare implements migration.Preparer.
 func (p proxyRouter) Prepare(ctx context.Context, _ string, addr string) error {

@@ -160,6 +160,24 @@ type IdleHolder interface {
 	HoldIdle(ctx context.Context, tenant string, deadline time.Duration) (idle []int, err error)
 }
 
+// BackendLister is an optional Router extension: Backends names the
+// PostgreSQL backends (pids on the tenant's current server) of the router's
+// own sessions, so that a source can tell the router's connections from
+// others' (EarlyFencer).
+type BackendLister interface {
+	Backends(ctx context.Context, tenant string) ([]int, error)
+}
+
+// EarlyFencer is an optional Source extension: FenceEarly does, ahead of the
+// handover (at WARM), the part of a read-only fence that admits only the
+// router's connections (admit: their pids, from BackendLister), so that the
+// Fence inside the freeze has less to do. The source keeps serving
+// meanwhile. An error is not fatal: Fence then does everything. Unfence
+// undoes it.
+type EarlyFencer interface {
+	FenceEarly(ctx context.Context, admit []int) error
+}
+
 // Router is what a migration needs from the proxy. The agent glues the proxy
 // client to it; DirectRouter and GateRouter serve tests and benchmarks.
 type Router interface {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -52,6 +53,7 @@ type LocalSource struct {
 	mu    sync.Mutex
 	conn  *pgx.Conn
 	relay *WALRelay
+	early bool // FenceEarly is in place: Fence need not reload
 }
 
 // NewLocalSource returns the Source for cluster c.
@@ -408,6 +410,10 @@ const unfencedHBA = "pg_hba.conf.sluice-unfenced"
 // standby before the walsender exits. Returns the shutdown checkpoint's LSN
 // + 1: a standby that replayed past it has every record.
 //
+// After FenceEarly (pg_hba.conf already narrowed to the router's addresses)
+// the read-only fence skips pg_hba.conf, ALTER SYSTEM and the reload: it
+// only terminates and flushes.
+//
 // spare (read-only fence only) names client backends a router holds idle
 // (IdleHolder): they are neither terminated nor waited for. The router sends
 // them nothing before Release and moves their sessions away after a Switch;
@@ -480,7 +486,118 @@ func readControl(dir string) (LSN, int, error) {
 	return LSN(binary.LittleEndian.Uint64(b[32:])), int(int32(binary.LittleEndian.Uint32(b[16:]))), nil
 }
 
+// FenceEarly does, ahead of the handover, the part of the read-only fence
+// that needs a configuration reload, which on a small server is most of the
+// fence's time (every process of the server re-reads its configuration).
+// admit names the router's own backends (pids; BackendLister): pg_hba.conf
+// keeps its local and replication lines and, for TCP, admits only the
+// addresses those backends connect from, each under the lines that applied
+// to it (admitHBA); then it reloads and waits until this session has
+// re-read. Nothing else changes: every session keeps working, and the
+// router's new sessions still connect. Fence then only terminates the
+// backends the router does not hold idle and flushes the WAL: the router
+// holds its own sessions, and no one else can connect over TCP.
+//
+// What it gives up against Fence alone: a client on the router's own host
+// (or on the Unix socket) that bypasses the router is not refused, and its
+// new sessions do not default to read-only. An error leaves Fence to do
+// everything (pg_hba.conf may already be narrowed; Fence and Unfence work
+// from the saved original).
+func (s *LocalSource) FenceEarly(ctx context.Context, admit []int) error {
+	start := time.Now()
+	err := s.fenceEarly(ctx, admit)
+	if s.Log != nil {
+		if err != nil {
+			s.Log.Warn("early fence failed; the handover's fence will reload", "err", err)
+		} else {
+			s.Log.Info("source fenced early (pg_hba.conf admits only the router's addresses)", "took", time.Since(start).Round(100*time.Microsecond))
+		}
+	}
+	return err
+}
+
+func (s *LocalSource) fenceEarly(ctx context.Context, admit []int) error {
+	if admit == nil {
+		admit = []int{}
+	}
+	hba, saved := filepath.Join(s.C.Dir, "pg_hba.conf"), filepath.Join(s.C.Dir, unfencedHBA)
+	err := s.withConn(ctx, func(c *pgx.Conn) error {
+		var addrs []netip.Addr
+		rows, err := c.Query(ctx, "SELECT DISTINCT host(client_addr) FROM pg_stat_activity WHERE pid = ANY($1::int[]) AND client_addr IS NOT NULL", admit)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var h string
+			if err := rows.Scan(&h); err != nil {
+				rows.Close()
+				return err
+			}
+			a, err := netip.ParseAddr(h)
+			if err != nil {
+				rows.Close()
+				return fmt.Errorf("client address %q: %w", h, err)
+			}
+			addrs = append(addrs, a.Unmap())
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if _, err := os.Stat(saved); errors.Is(err, os.ErrNotExist) {
+			orig, err := os.ReadFile(hba)
+			if err != nil {
+				return err
+			}
+			if err := s.C.WriteFile(unfencedHBA, string(orig)); err != nil {
+				return err
+			}
+		}
+		orig, err := os.ReadFile(saved)
+		if err != nil {
+			return err
+		}
+		narrowed, err := admitHBA(string(orig), addrs)
+		if err != nil {
+			return err
+		}
+		if err := s.C.WriteFile("pg_hba.conf", narrowed); err != nil {
+			return err
+		}
+		var before time.Time
+		if err := c.QueryRow(ctx, "SELECT pg_conf_load_time()").Scan(&before); err != nil {
+			return err
+		}
+		if _, err := c.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+			return err
+		}
+		for i := 0; ; i++ {
+			var at time.Time
+			if err := c.QueryRow(ctx, "SELECT pg_conf_load_time()").Scan(&at); err != nil {
+				return err
+			}
+			if at.After(before) {
+				break
+			}
+			if i > 5000 {
+				return errors.New("configuration reload not seen after 5 s")
+			}
+			time.Sleep(time.Millisecond)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	s.mu.Lock() // (withConn holds it while its function runs)
+	s.early = true
+	s.mu.Unlock()
+	return nil
+}
+
 func (s *LocalSource) fenceReadOnly(ctx context.Context, spare []int) (LSN, error) {
+	s.mu.Lock()
+	early := s.early
+	s.mu.Unlock()
 	var steps []any // step name, time it took: for Log
 	last := time.Now()
 	mark := func(step string) {
@@ -491,49 +608,53 @@ func (s *LocalSource) fenceReadOnly(ctx context.Context, spare []int) (LSN, erro
 	if spare == nil {
 		spare = []int{} // "pid <> ALL(NULL)" would match nothing
 	}
-	hba := filepath.Join(s.C.Dir, "pg_hba.conf")
-	saved := filepath.Join(s.C.Dir, unfencedHBA)
-	if _, err := os.Stat(saved); errors.Is(err, os.ErrNotExist) {
-		orig, err := os.ReadFile(hba)
+	if !early {
+		hba := filepath.Join(s.C.Dir, "pg_hba.conf")
+		saved := filepath.Join(s.C.Dir, unfencedHBA)
+		if _, err := os.Stat(saved); errors.Is(err, os.ErrNotExist) {
+			orig, err := os.ReadFile(hba)
+			if err != nil {
+				return 0, fmt.Errorf("migration: fence: %w", err)
+			}
+			if err := s.C.WriteFile(unfencedHBA, string(orig)); err != nil {
+				return 0, fmt.Errorf("migration: fence: %w", err)
+			}
+		}
+		orig, err := os.ReadFile(saved)
 		if err != nil {
 			return 0, fmt.Errorf("migration: fence: %w", err)
 		}
-		if err := s.C.WriteFile(unfencedHBA, string(orig)); err != nil {
+		if err := s.C.WriteFile("pg_hba.conf", fencedHBA(string(orig))); err != nil {
 			return 0, fmt.Errorf("migration: fence: %w", err)
 		}
+		mark("hba")
 	}
-	orig, err := os.ReadFile(saved)
-	if err != nil {
-		return 0, fmt.Errorf("migration: fence: %w", err)
-	}
-	if err := s.C.WriteFile("pg_hba.conf", fencedHBA(string(orig))); err != nil {
-		return 0, fmt.Errorf("migration: fence: %w", err)
-	}
-	mark("hba")
 	var lsn string
-	err = s.withConn(ctx, func(c *pgx.Conn) error {
+	err := s.withConn(ctx, func(c *pgx.Conn) error {
 		mark("connect")
-		if _, err := c.Exec(ctx, "ALTER SYSTEM SET default_transaction_read_only = on"); err != nil {
-			return err
-		}
-		mark("alter_system")
-		if _, err := c.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
-			return err
-		}
-		for i := 0; ; i++ {
-			var ro string
-			if err := c.QueryRow(ctx, "SHOW default_transaction_read_only").Scan(&ro); err != nil {
+		if !early {
+			if _, err := c.Exec(ctx, "ALTER SYSTEM SET default_transaction_read_only = on"); err != nil {
 				return err
 			}
-			if ro == "on" {
-				break
+			mark("alter_system")
+			if _, err := c.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+				return err
 			}
-			if i > 5000 {
-				return errors.New("configuration reload not seen after 5 s")
+			for i := 0; ; i++ {
+				var ro string
+				if err := c.QueryRow(ctx, "SHOW default_transaction_read_only").Scan(&ro); err != nil {
+					return err
+				}
+				if ro == "on" {
+					break
+				}
+				if i > 5000 {
+					return errors.New("configuration reload not seen after 5 s")
+				}
+				time.Sleep(time.Millisecond)
 			}
-			time.Sleep(time.Millisecond)
+			mark("reload")
 		}
-		mark("reload")
 		// Signal every client backend at once, then poll until they are gone
 		// (pg_terminate_backend's own wait polls only every 100 ms).
 		var victims []string
@@ -588,7 +709,11 @@ func (s *LocalSource) fenceReadOnly(ctx context.Context, spare []int) (LSN, erro
 		return 0, fmt.Errorf("migration: fence read-only: %w", err)
 	}
 	if s.Log != nil {
-		s.Log.Info("source fenced (read-only); time per step", steps...)
+		msg := "source fenced (read-only); time per step"
+		if early {
+			msg = "source fenced (read-only, pg_hba.conf narrowed before the hold); time per step"
+		}
+		s.Log.Info(msg, steps...)
 	}
 	return ParseLSN(lsn)
 }
@@ -601,22 +726,12 @@ const (
 	countOthers     = "SELECT count(*) " + otherClients
 )
 
-// fencedHBA keeps the local and replication lines of a pg_hba.conf.
-func fencedHBA(orig string) string {
-	var b strings.Builder
-	b.WriteString("# fenced by sluice: only local and replication connections\n")
-	for _, line := range strings.Split(orig, "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 2 && !strings.HasPrefix(f[0], "#") && (f[0] == "local" || f[1] == "replication") {
-			b.WriteString(line + "\n")
-		}
-	}
-	return b.String()
-}
-
 // Unfence restarts a stopped source, or lifts a read-only fence: restores
 // pg_hba.conf, resets default_transaction_read_only, reloads.
 func (s *LocalSource) Unfence(ctx context.Context) error {
+	s.mu.Lock()
+	s.early = false
+	s.mu.Unlock()
 	saved := filepath.Join(s.C.Dir, unfencedHBA)
 	orig, rerr := os.ReadFile(saved)
 	if rerr == nil {

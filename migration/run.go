@@ -215,6 +215,27 @@ func (r *runner) prepareHandover(ctx context.Context, rec Record) error {
 	return nil
 }
 
+// fenceEarly asks a live migration's source to fence early (EarlyFencer),
+// admitting the router's own backends (BackendLister), when both can. Only
+// a cancelled ctx is an error: otherwise the handover's Fence does it all.
+func (r *runner) fenceEarly(ctx context.Context, rec Record) error {
+	ef, ok := r.env.Source.(EarlyFencer)
+	bl, ok2 := r.env.Router.(BackendLister)
+	if !ok || !ok2 || rec.Mode != Live || rec.Fence != FenceReadOnly {
+		return nil
+	}
+	pctx, cancel := context.WithTimeout(ctx, r.env.PrepareTimeout)
+	defer cancel()
+	pids, err := bl.Backends(pctx, rec.Tenant)
+	if err == nil {
+		err = ef.FenceEarly(pctx, pids)
+	}
+	if err != nil && ctx.Err() != nil {
+		return err
+	}
+	return nil
+}
+
 func (r *runner) progress(rec Record, action string, force bool) {
 	r.progressBytes(rec, action, 0, force)
 }
@@ -498,6 +519,9 @@ func (r *runner) warm(ctx context.Context, rec Record, a Warm) Event {
 		if err := r.prepareHandover(ctx, rec); err != nil {
 			return failed(a, err)
 		}
+	}
+	if err := r.fenceEarly(ctx, rec); err != nil {
+		return failed(a, err)
 	}
 	r.lag = -1 // not measured while warming; WaitCatchUp measures it again after
 	blocks, err := r.env.Source.BufferBlocks(ctx)

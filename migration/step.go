@@ -328,7 +328,8 @@ func handoverAction(rec Record) Action {
 func rollbackAction(rec Record) Rollback {
 	inHandover := rec.FailedIn == PhaseHandover
 	return Rollback{
-		Unfence:     inHandover,
+		// WARM may have fenced early (EarlyFencer).
+		Unfence:     inHandover || rec.FailedIn == PhaseWarm && rec.Mode == Live,
 		SwitchBack:  inHandover,
 		Release:     inHandover,
 		AbortTarget: true,

@@ -77,6 +77,14 @@ func (p *Proxy) apiHandler() http.Handler {
 		}
 		writeAPI(w, http.StatusOK, res)
 	})
+	mux.HandleFunc("GET /v1/tenants/{tenant}/backends", func(w http.ResponseWriter, r *http.Request) {
+		res, err := p.Backends(r.PathValue("tenant"))
+		if err != nil {
+			apiError(w, statusOf(err), err)
+			return
+		}
+		writeAPI(w, http.StatusOK, res)
+	})
 	mux.HandleFunc("POST /v1/tenants/{tenant}/switch", func(w http.ResponseWriter, r *http.Request) {
 		var in routeTarget
 		if err := readAPI(r, &in); err != nil {

@@ -124,6 +124,14 @@ func TestSessionMove(t *testing.T) {
 	if err := conn.QueryRow(ctx, "select pg_backend_pid()").Scan(&pid); err != nil {
 		t.Fatal(err)
 	}
+	// The proxy names its backends on A (an early fence admits their address).
+	bs, err := api.Backends(ctx, "acme")
+	if err != nil || bs.Addr != a.Addr() || len(bs.PIDs) != 1 || bs.PIDs[0] != pid {
+		t.Fatalf("backends: %+v, %v; want %s [%d]", bs, err, a.Addr(), pid)
+	}
+	if _, err := api.Backends(ctx, "nobody"); err == nil {
+		t.Fatal("backends of an unknown tenant: no error")
+	}
 	// The hold names the idle session's backend on A (a fence may spare it).
 	res, err := api.Hold(ctx, "acme", time.Second)
 	if err != nil || len(res.IdleBackends) != 1 || res.IdleBackends[0] != pid {

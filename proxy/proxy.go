@@ -434,6 +434,24 @@ func (p *Proxy) Switch(tenantName, addr, database string) error {
 	return nil
 }
 
+// Backends returns tenant's current server and the PostgreSQL pids of its
+// sessions' server sessions there (sessions between servers, or not yet
+// connected, are left out).
+func (p *Proxy) Backends(tenantName string) (client.Backends, error) {
+	t := p.tenantByName(tenantName)
+	if t == nil {
+		return client.Backends{}, fmt.Errorf("proxy: backends: %w %q", ErrUnknownTenant, tenantName)
+	}
+	r, _ := t.routeNow()
+	res := client.Backends{Addr: r.Addr, PIDs: []int{}}
+	for _, s := range t.sessionList() {
+		if pid, ok := s.backendOn(r.Addr); ok {
+			res.PIDs = append(res.PIDs, int(pid))
+		}
+	}
+	return res, nil
+}
+
 // Release lifts the hold on tenant.
 func (p *Proxy) Release(tenantName string) error {
 	t := p.tenantByName(tenantName)

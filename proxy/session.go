@@ -98,6 +98,18 @@ func (s *session) idleBackend(addr string) (uint32, bool) {
 	return sc.pid, true
 }
 
+// backendOn returns the pid of s's server session if that session is on
+// addr, busy or not.
+func (s *session) backendOn(addr string) (uint32, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sc := s.mu.srv
+	if sc == nil || sc.addr != addr || sc.pid == 0 {
+		return 0, false
+	}
+	return sc.pid, true
+}
+
 // serve runs the session to its end. It owns conn.
 func (p *Proxy) serveConn(ctx context.Context, conn net.Conn) {
 	defer conn.Close()

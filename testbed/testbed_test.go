@@ -95,11 +95,17 @@ func TestBedLimitsAndMoves(t *testing.T) {
 		}
 	}
 	// The agents' logs outlive the bed (Options.LogDir): each moved the
-	// tenant away once, so each fenced it once and logged the fence's steps.
+	// tenant away once, so each fenced it once, early (the bed's router is
+	// the proxy, which names its backends) and then in the handover, and
+	// logged the fence's steps. The proxy's log has both switches.
 	for _, name := range []string{"server-a", "server-b"} {
 		data, err := os.ReadFile(filepath.Join(logs, name+".log"))
-		if err != nil || !strings.Contains(string(data), "source fenced (read-only)") {
-			t.Errorf("%s.log: %v; want a fence line in %d bytes", name, err, len(data))
+		if err != nil || !strings.Contains(string(data), "source fenced early") || !strings.Contains(string(data), "source fenced (read-only, pg_hba.conf narrowed before the hold)") {
+			t.Errorf("%s.log: %v; want the early and the handover's fence lines in %d bytes", name, err, len(data))
 		}
+	}
+	data, err := os.ReadFile(filepath.Join(logs, "proxy.log"))
+	if err != nil || strings.Count(string(data), "switched to") != 2 {
+		t.Errorf("proxy.log: %v; want two switches in:\n%s", err, data)
 	}
 }

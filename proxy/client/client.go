@@ -58,6 +58,15 @@ type PrepareResult struct {
 	WaitedMS   float64 `json:"waited_ms"`             // time the prepare took, ms
 }
 
+// Backends names the server sessions a tenant's client sessions hold on its
+// current server.
+type Backends struct {
+	Addr string `json:"addr"` // the tenant's current server, host:port
+	// PIDs are the PostgreSQL pids of those server sessions (a source can
+	// look up, in pg_stat_activity, the addresses the proxy connects from).
+	PIDs []int `json:"pids"`
+}
+
 // Window is one latency window: transactions that ended within the last
 // WindowS seconds, for one (tenant, server) pair, or aggregated when Tenant
 // or Server is "" (see Proxy's doc).
@@ -182,6 +191,14 @@ func (c *Client) Prepare(ctx context.Context, tenant, addr string) (PrepareResul
 	var r PrepareResult
 	err := c.do(ctx, http.MethodPost, "/v1/tenants/"+url.PathEscape(tenant)+"/prepare",
 		map[string]any{"addr": addr}, &r)
+	return r, err
+}
+
+// Backends returns the pids of tenant's server sessions on its current
+// server.
+func (c *Client) Backends(ctx context.Context, tenant string) (Backends, error) {
+	var r Backends
+	err := c.do(ctx, http.MethodGet, "/v1/tenants/"+url.PathEscape(tenant)+"/backends", nil, &r)
 	return r, err
 }
 
