@@ -55,6 +55,7 @@ var (
 	_ migration.Preparer      = proxyRouter{}
 	_ migration.IdleHolder    = proxyRouter{}
 	_ migration.BackendLister = proxyRouter{}
+	_ migration.ReleaseTimer  = proxyRouter{}
 )
 
 // Backends implements migration.BackendLister.
@@ -97,4 +98,15 @@ func (p proxyRouter) Switch(ctx context.Context, _ string, addr string) error {
 
 func (p proxyRouter) Release(ctx context.Context, _ string) error {
 	return p.timed("release", func() error { return p.c.Release(ctx, p.name) })
+}
+
+// ReleaseAt implements migration.ReleaseTimer.
+func (p proxyRouter) ReleaseAt(ctx context.Context, _ string) (time.Time, error) {
+	var at time.Time
+	err := p.timed("release", func() error {
+		var err error
+		at, err = p.c.ReleaseAt(ctx, p.name)
+		return err
+	})
+	return at, err
 }

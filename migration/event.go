@@ -52,8 +52,9 @@ type (
 	Promoted struct{}
 	// Switched: the router now sends the tenant's transactions to the target.
 	Switched struct{}
-	// Released: the router released the held transactions.
-	Released struct{}
+	// Released: the router released the held transactions, at At by its
+	// clock if it said (ReleaseTimer; zero = when this event arrived).
+	Released struct{ At time.Time }
 	// CleanedUp: source stopped and removed, slot dropped, target committed.
 	CleanedUp struct{}
 	// SnapshotReset: a partial snapshot was discarded (target dir removed, slot dropped).

@@ -178,6 +178,15 @@ type EarlyFencer interface {
 	FenceEarly(ctx context.Context, admit []int) error
 }
 
+// ReleaseTimer is an optional Router extension: ReleaseAt is Release that
+// also says when the router let the held transactions go, by its clock.
+// The freeze then ends there rather than when the answer arrived, which on
+// a busy source host can be much later (the source's backends exit as the
+// router moves its sessions away, and the agent shares their CPU).
+type ReleaseTimer interface {
+	ReleaseAt(ctx context.Context, tenant string) (time.Time, error)
+}
+
 // Router is what a migration needs from the proxy. The agent glues the proxy
 // client to it; DirectRouter and GateRouter serve tests and benchmarks.
 type Router interface {

@@ -427,6 +427,13 @@ func (r *runner) execute(ctx context.Context, rec Record, a Action) Event {
 		}
 		return Switched{}
 	case Release:
+		if rt, ok := env.Router.(ReleaseTimer); ok {
+			at, err := rt.ReleaseAt(ctx, rec.Tenant)
+			if err != nil {
+				return failed(a, err)
+			}
+			return Released{At: at}
+		}
 		if err := env.Router.Release(ctx, rec.Tenant); err != nil {
 			return failed(a, err)
 		}

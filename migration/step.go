@@ -129,8 +129,14 @@ func Step(rec Record, ev Event, now time.Time) (Record, []Action) {
 	case Switched:
 		rec.SwitchedAt = now
 	case Released:
-		rec.ReleasedAt = now
-		rec.Freeze = now.Sub(rec.HeldAt)
+		// The router's time when it gave one, if it is plausible: after the
+		// switch was recorded and not after now (clocks of other hosts).
+		at := now
+		if !e.At.IsZero() && !e.At.Before(rec.SwitchedAt) && !e.At.After(now) {
+			at = e.At
+		}
+		rec.ReleasedAt = at
+		rec.Freeze = at.Sub(rec.HeldAt)
 	case CleanedUp:
 		rec.CleanedAt = now
 	case SnapshotReset:

@@ -334,3 +334,33 @@ func TestSlotName(t *testing.T) {
 		}
 	}
 }
+
+// TestReleasedAt: the freeze ends when the router says it released the held
+// transactions, if that time is plausible (after the switch, not after now);
+// otherwise when the event arrived.
+func TestReleasedAt(t *testing.T) {
+	rec := New("m1", "t", "a", "b", Live, t0)
+	rec.Phase = PhaseHandover
+	rec.HeldAt = t0
+	rec.FencedAt, rec.ReplayedAt, rec.PromotedAt = t0.Add(20*time.Millisecond), t0.Add(25*time.Millisecond), t0.Add(60*time.Millisecond)
+	rec.SwitchedAt = t0.Add(61 * time.Millisecond)
+	rec.FlushLSN, rec.FlushAt = 0x3000000, t0.Add(time.Millisecond)
+	if _, ok := Next(rec).(Release); !ok {
+		t.Fatalf("next action %v, want release", Next(rec))
+	}
+	now := t0.Add(190 * time.Millisecond) // the answer came late
+	for _, c := range []struct {
+		at   time.Time
+		want time.Duration
+	}{
+		{t0.Add(63 * time.Millisecond), 63 * time.Millisecond},
+		{time.Time{}, 190 * time.Millisecond},
+		{t0.Add(10 * time.Millisecond), 190 * time.Millisecond}, // before the switch: another clock
+		{t0.Add(time.Second), 190 * time.Millisecond},           // after now
+	} {
+		got, _ := Step(rec, Released{At: c.at}, now)
+		if got.Freeze != c.want || !got.ReleasedAt.Equal(t0.Add(c.want)) {
+			t.Errorf("Released{At: %v}: freeze %v, released at %v; want %v", c.at, got.Freeze, got.ReleasedAt, c.want)
+		}
+	}
+}

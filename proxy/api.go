@@ -98,11 +98,12 @@ func (p *Proxy) apiHandler() http.Handler {
 		writeAPI(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	mux.HandleFunc("POST /v1/tenants/{tenant}/release", func(w http.ResponseWriter, r *http.Request) {
-		if err := p.Release(r.PathValue("tenant")); err != nil {
+		at, err := p.ReleaseAt(r.PathValue("tenant"))
+		if err != nil {
 			apiError(w, statusOf(err), err)
 			return
 		}
-		writeAPI(w, http.StatusOK, map[string]string{"status": "ok"})
+		writeAPI(w, http.StatusOK, map[string]string{"status": "ok", "released_at": at.UTC().Format(time.RFC3339Nano)})
 	})
 	mux.HandleFunc("GET /v1/latency", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()

@@ -101,7 +101,7 @@
 //	POST /v1/tenants/{tenant}/hold       {"deadline_ms":2000} → {held_sessions, waited_ms, cancelled, terminated, in_flight, idle_backends}
 //	POST /v1/tenants/{tenant}/switch     {"addr":"host:port","database":"db"}
 //	POST /v1/tenants/{tenant}/prepare    {"addr":"host:port","database":"db"} → {sessions, opened, failed, statements, first_error, waited_ms}
-//	POST /v1/tenants/{tenant}/release
+//	POST /v1/tenants/{tenant}/release    → {status, released_at}: when the held sessions were let go (RFC 3339)
 //	GET  /v1/tenants/{tenant}/backends   {addr, pids}: the pids of its server sessions on its current server
 //	GET  /v1/latency[?tenant=T][&server=A] [{tenant, server, window_s, count, mean_ms, queue_ms, p50_ms, p95_ms, p99_ms}]
 //	GET  /v1/stats                       {sessions_open, sessions_total, moves, moves_prepared, cancels}

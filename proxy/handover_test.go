@@ -140,8 +140,10 @@ func TestSessionMove(t *testing.T) {
 	if err := api.Switch(ctx, "acme", b.Addr()); err != nil {
 		t.Fatal(err)
 	}
-	if err := api.Release(ctx, "acme"); err != nil {
-		t.Fatal(err)
+	before := time.Now()
+	at, err := api.ReleaseAt(ctx, "acme")
+	if err != nil || at.Before(before) || at.After(time.Now()) {
+		t.Fatalf("release at %v (asked at %v), %v", at, before, err)
 	}
 	if got := port(); got != b.Port {
 		t.Fatalf("after switch port %d, want %d", got, b.Port)

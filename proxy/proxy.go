@@ -454,18 +454,25 @@ func (p *Proxy) Backends(tenantName string) (client.Backends, error) {
 
 // Release lifts the hold on tenant.
 func (p *Proxy) Release(tenantName string) error {
+	_, err := p.ReleaseAt(tenantName)
+	return err
+}
+
+// ReleaseAt is Release that also returns when the held sessions were let go
+// (before the unused prepared server sessions are closed).
+func (p *Proxy) ReleaseAt(tenantName string) (time.Time, error) {
 	t := p.tenantByName(tenantName)
 	if t == nil {
-		return fmt.Errorf("proxy: release: %w %q", ErrUnknownTenant, tenantName)
+		return time.Time{}, fmt.Errorf("proxy: release: %w %q", ErrUnknownTenant, tenantName)
 	}
-	t.release()
+	at := t.release()
 	// Server sessions prepared for a switch that did not happen (or went
 	// elsewhere) are of no further use.
 	r, _ := t.routeNow()
 	for _, s := range t.sessionList() {
 		s.dropNextUnless(r)
 	}
-	return nil
+	return at, nil
 }
 
 // ErrUnknownTenant is wrapped by errors about a tenant without a route.

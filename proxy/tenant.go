@@ -225,15 +225,17 @@ func (t *tenant) hold(ctx context.Context, deadline time.Duration, cancel func(*
 	return res
 }
 
-// release lifts the hold. Releasing a tenant that is not held is a no-op.
-func (t *tenant) release() {
+// release lifts the hold and returns when it did (the held sessions are
+// free to go from then on). Releasing a tenant that is not held is a no-op.
+func (t *tenant) release() time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if !t.mu.held {
-		return
+		return time.Now()
 	}
 	t.mu.held = false
 	t.mu.apiRoute = false
 	close(t.mu.releaseCh)
 	t.mu.releaseCh = nil
+	return time.Now()
 }

@@ -216,7 +216,18 @@ func (c *Client) SwitchTo(ctx context.Context, tenant, addr, database string) er
 
 // Release implements Router.
 func (c *Client) Release(ctx context.Context, tenant string) error {
-	return c.do(ctx, http.MethodPost, "/v1/tenants/"+url.PathEscape(tenant)+"/release", nil, nil)
+	_, err := c.ReleaseAt(ctx, tenant)
+	return err
+}
+
+// ReleaseAt is Release that also returns when the proxy let the held
+// sessions go, by the proxy's clock (zero if it did not say).
+func (c *Client) ReleaseAt(ctx context.Context, tenant string) (time.Time, error) {
+	var r struct {
+		ReleasedAt time.Time `json:"released_at"`
+	}
+	err := c.do(ctx, http.MethodPost, "/v1/tenants/"+url.PathEscape(tenant)+"/release", nil, &r)
+	return r.ReleasedAt, err
 }
 
 // SetRoute creates or replaces the route of r.Tenant (Addr and Database;
