@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -94,6 +95,32 @@ func TestFenceEarly(t *testing.T) {
 	if pidOf(router) != routerPID {
 		t.Fatal("the spared router session changed")
 	}
+	// Then, out of the freeze, the fence completes: no TCP at all, and new
+	// sessions on the Unix socket default to read-only.
+	f.source.waitLate()
+	if !strings.Contains(logged.String(), "fence completed after") {
+		t.Fatalf("log %q lacks the fence's completion", logged.String())
+	}
+	for i := 0; ; i++ { // the reload takes effect shortly after it is asked for
+		c, err := connectFrom("127.0.0.2")
+		if err != nil {
+			break
+		}
+		c.Close(ctx)
+		if i > 500 {
+			t.Fatal("after the fence completed the router's address can still connect")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	local, err := pgx.Connect(ctx, socketConnString(f.src, "postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ro string
+	if err := local.QueryRow(ctx, "SHOW default_transaction_read_only").Scan(&ro); err != nil || ro != "on" {
+		t.Fatalf("a new local session after the fence: default_transaction_read_only %q, %v", ro, err)
+	}
+	local.Close(ctx)
 
 	if err := f.source.Unfence(ctx); err != nil {
 		t.Fatal(err)

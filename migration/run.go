@@ -39,8 +39,16 @@ type Env struct {
 	// Stop-and-copy's copy is never paced: clients are waiting.
 	Limiter Limiter
 	// Persist stores the record; Run calls it after every Step, before the
-	// next action. An error stops Run (the action is not run).
+	// next action, except that a lag report which changed nothing else is
+	// stored at most every LagPersistEvery. An error stops Run (the action
+	// is not run).
 	Persist func(Record) error
+	// LagPersistEvery bounds how often CATCH-UP's lag reports (one every
+	// CatchUpPoll) are stored when they change nothing but the lag: each
+	// store is a durable write, an fsync on a disk the migration's own
+	// servers may share. A record older by the lag is resumed all the same.
+	// Default 5 s; negative stores every report.
+	LagPersistEvery time.Duration
 	// Progress, if set, is called often (at most every ProgressEvery).
 	Progress func(Progress)
 	// Abort, if set, is read between actions: a value aborts the migration
@@ -93,6 +101,23 @@ func (e *Env) defaults() {
 	if e.Persist == nil {
 		e.Persist = func(Record) error { return nil }
 	}
+	if e.LagPersistEvery == 0 {
+		e.LagPersistEvery = 5 * time.Second
+	}
+}
+
+// persistDue reports whether rec, which ev turned prev into at now, must be
+// stored, the last store having been at last: always, unless ev is a lag
+// report that left the phase, the catch-up flag and the failure count as
+// they were and every has not passed since last.
+func persistDue(prev, rec Record, ev Event, now, last time.Time, every time.Duration) bool {
+	if _, ok := ev.(LagReport); !ok || every < 0 {
+		return true
+	}
+	if rec.Phase != prev.Phase || rec.CaughtUp != prev.CaughtUp || rec.Failures != 0 || prev.Failures != 0 {
+		return true
+	}
+	return now.Sub(last) >= every
 }
 
 // Run drives a migration to its end: it feeds Start (a pending record) or
@@ -111,9 +136,15 @@ func Run(ctx context.Context, rec Record, env Env) (Record, error) {
 	} else {
 		rec, acts = Step(rec, Resumed{}, env.Now())
 	}
+	var prev Record
+	var ev Event
+	var lastPersist time.Time
 	for {
-		if err := env.Persist(rec); err != nil {
-			return rec, fmt.Errorf("migration: persist %s: %w", rec.ID, err)
+		if now := env.Now(); ev == nil || persistDue(prev, rec, ev, now, lastPersist, env.LagPersistEvery) {
+			if err := env.Persist(rec); err != nil {
+				return rec, fmt.Errorf("migration: persist %s: %w", rec.ID, err)
+			}
+			lastPersist = now
 		}
 		if len(acts) == 0 {
 			switch rec.Phase {
@@ -129,7 +160,7 @@ func Run(ctx context.Context, rec Record, env Env) (Record, error) {
 		if err := ctx.Err(); err != nil {
 			return rec, err
 		}
-		var ev Event
+		ev = nil
 		select {
 		case reason := <-env.Abort:
 			ev = Abort{Reason: reason}
@@ -151,6 +182,7 @@ func Run(ctx context.Context, rec Record, env Env) (Record, error) {
 		if _, ok := ev.(Held); ok {
 			now = r.holdAt // the freeze starts when the hold is asked for
 		}
+		prev = rec
 		rec, acts = Step(rec, ev, now)
 	}
 }

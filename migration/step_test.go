@@ -364,3 +364,33 @@ func TestReleasedAt(t *testing.T) {
 		}
 	}
 }
+
+// TestPersistDue: lag reports that change nothing but the lag are stored at
+// most every LagPersistEvery; everything else is stored at once.
+func TestPersistDue(t *testing.T) {
+	prev := New("m1", "t", "a", "b", Live, t0)
+	prev.Phase = PhaseCatchUp
+	rec := prev
+	rec.LagBytes = 5 << 20
+	every := 5 * time.Second
+	for _, c := range []struct {
+		name string
+		rec  Record
+		ev   Event
+		now  time.Time
+		want bool
+	}{
+		{"lag only, soon", rec, LagReport{Bytes: 5 << 20}, t0.Add(time.Second), false},
+		{"lag only, later", rec, LagReport{Bytes: 5 << 20}, t0.Add(every), true},
+		{"caught up", func() Record { r := rec; r.CaughtUp = true; r.Phase = PhaseWarm; return r }(), LagReport{Bytes: 100}, t0.Add(time.Second), true},
+		{"failure", func() Record { r := rec; r.Failures = 1; return r }(), Failed{Err: "x"}, t0.Add(time.Second), true},
+		{"another event", rec, StandbyStarted{}, t0.Add(time.Second), true},
+	} {
+		if got := persistDue(prev, c.rec, c.ev, c.now, t0, every); got != c.want {
+			t.Errorf("%s: persistDue = %v, want %v", c.name, got, c.want)
+		}
+	}
+	if !persistDue(prev, rec, LagReport{}, t0.Add(time.Millisecond), t0, -1) {
+		t.Error("a negative interval must store every report")
+	}
+}
