@@ -7,8 +7,9 @@
 // clock. The driver Run executes actions against three small interfaces —
 // Source (the tenant's running PostgreSQL, local to the driver), Target (the
 // new server; the agent serves it over HTTP, LocalTarget in-process) and
-// Router (the proxy) — persisting the record after every transition, so an
-// agent that dies mid-migration resumes (event Resumed) or rolls back.
+// Router (the proxy) — persisting the record after every transition (see
+// below), so an agent that dies mid-migration resumes (event Resumed) or
+// rolls back.
 //
 // Live migration (DESIGN.md §4, Slacker's snapshot–catch-up–handover with the
 // buffer-cache idea of "DBMS-aware VM live migration"):
@@ -16,9 +17,17 @@
 //	PREPARE   target reserves a directory and port; source creates a physical slot
 //	SNAPSHOT  hot copy (backup start/stop) streamed through the rate limiter
 //	CATCH-UP  target runs as a streaming standby on the slot; lag in bytes
-//	WARM      the source's pg_buffercache block list is prewarmed on the target
+//	WARM      the source's pg_buffercache block list is prewarmed on the target;
+//	          with a proxy, the source admits only the proxy's addresses (early fence)
 //	HANDOVER  hold, read flush LSN, fence, wait replay, promote, switch, release
 //	CLEANUP   source retired, slot dropped, target committed
+//
+// The early fence (EarlyFencer, BackendLister) moves the fence's
+// configuration reload, most of a fence on a small server, out of the
+// freeze: inside it the fence only terminates the backends the proxy does
+// not hold and flushes the WAL, then completes in the background while the
+// target promotes. Run persists every transition except CATCH-UP lag
+// reports that change nothing else (at most every Env.LagPersistEvery).
 //
 // Validate/Preflight reject bad requests before anything changes.
 //
