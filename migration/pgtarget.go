@@ -40,7 +40,17 @@ type LocalTarget struct {
 	mu    sync.Mutex
 	conns map[string]*pgx.Conn // by migration ID
 	ports map[string]int       // reserved, by migration ID
+	// notReady holds, by migration ID, until when Position does not try to
+	// connect: the standby refused the last attempt as not yet consistent.
+	notReady map[string]time.Time
 }
+
+// ConsistencyRetry is how long Position waits, after a standby refused a
+// connection as not yet consistent, before it tries again. Each refused
+// attempt forks a backend on the target and logs a FATAL; CATCH-UP polls
+// every CatchUpPoll, and a standby can take minutes to become consistent
+// after a long snapshot.
+const ConsistencyRetry = time.Second
 
 var _ Target = (*LocalTarget)(nil)
 
@@ -378,7 +388,15 @@ func scanPosition(row pgx.Row) (Position, error) {
 }
 
 // Position reports the standby's receive and replay LSNs.
+// A standby that is not yet consistent reports InRecovery and no LSNs; after
+// it refused a connection, Position does not ask again for ConsistencyRetry.
 func (t *LocalTarget) Position(ctx context.Context, m Record) (Position, error) {
+	t.mu.Lock()
+	wait := time.Now().Before(t.notReady[m.ID])
+	t.mu.Unlock()
+	if wait {
+		return Position{InRecovery: true}, nil
+	}
 	var p Position
 	err := t.withConn(ctx, m, func(c *pgx.Conn) error {
 		var err error
@@ -387,6 +405,12 @@ func (t *LocalTarget) Position(ctx context.Context, m Record) (Position, error) 
 	})
 	if err != nil {
 		if notYetConsistent(err) {
+			t.mu.Lock()
+			if t.notReady == nil {
+				t.notReady = map[string]time.Time{}
+			}
+			t.notReady[m.ID] = time.Now().Add(ConsistencyRetry)
+			t.mu.Unlock()
 			return Position{InRecovery: true}, nil
 		}
 		return p, fmt.Errorf("migration: target position: %w", err)
