@@ -59,6 +59,16 @@ func TestFenceEarly(t *testing.T) {
 	defer other.Close(ctx)
 	routerPID := pidOf(router)
 
+	// A router with no backend on the source: nothing tells its address,
+	// so nothing changes.
+	if err := f.source.FenceEarly(ctx, []int{}); err == nil {
+		t.Fatal("FenceEarly without router backends did not fail")
+	}
+	if c, err := connectFrom("127.0.0.1"); err != nil {
+		t.Fatalf("a failed early fence refused a client: %v", err)
+	} else {
+		c.Close(ctx)
+	}
 	if err := f.source.FenceEarly(ctx, []int{routerPID}); err != nil {
 		t.Fatal(err)
 	}

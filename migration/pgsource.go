@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -504,6 +505,11 @@ func readControl(dir string) (LSN, int, error) {
 // backends the router does not hold idle and flushes the WAL: the router
 // holds its own sessions, and no one else can connect over TCP.
 //
+// It fails, changing nothing, when none of admit is a backend of the source
+// (a router with no session there: its address is unknown). A router
+// instance that had no session on the source at WARM is refused from then
+// until a rollback.
+//
 // What it gives up against Fence alone: from the flush until the reload
 // that Fence starts right after it (fenceLate) takes effect, ~20–30 ms on a
 // quarter core, a client that bypasses the router could still connect from
@@ -530,25 +536,39 @@ func (s *LocalSource) fenceEarly(ctx context.Context, admit []int) error {
 	hba, saved := filepath.Join(s.C.Dir, "pg_hba.conf"), filepath.Join(s.C.Dir, unfencedHBA)
 	err := s.withConn(ctx, func(c *pgx.Conn) error {
 		var addrs []netip.Addr
-		rows, err := c.Query(ctx, "SELECT DISTINCT host(client_addr) FROM pg_stat_activity WHERE pid = ANY($1::int[]) AND client_addr IS NOT NULL", admit)
+		// One row per admitted backend that still exists; its address, or
+		// NULL for the Unix socket (whose lines stay anyway).
+		rows, err := c.Query(ctx, "SELECT host(client_addr) FROM pg_stat_activity WHERE pid = ANY($1::int[])", admit)
 		if err != nil {
 			return err
 		}
+		found := 0
 		for rows.Next() {
-			var h string
+			var h *string
 			if err := rows.Scan(&h); err != nil {
 				rows.Close()
 				return err
 			}
-			a, err := netip.ParseAddr(h)
+			found++
+			if h == nil {
+				continue
+			}
+			a, err := netip.ParseAddr(*h)
 			if err != nil {
 				rows.Close()
-				return fmt.Errorf("client address %q: %w", h, err)
+				return fmt.Errorf("client address %q: %w", *h, err)
 			}
-			addrs = append(addrs, a.Unmap())
+			if a = a.Unmap(); !slices.Contains(addrs, a) {
+				addrs = append(addrs, a)
+			}
 		}
 		if err := rows.Err(); err != nil {
 			return err
+		}
+		if found == 0 {
+			// Nothing tells where the router connects from: narrowing now
+			// would refuse its next session.
+			return errors.New("none of the router's backends is on the source")
 		}
 		if _, err := os.Stat(saved); errors.Is(err, os.ErrNotExist) {
 			orig, err := os.ReadFile(hba)
