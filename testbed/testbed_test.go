@@ -66,7 +66,17 @@ func TestBedLimitsAndMoves(t *testing.T) {
 	if len(pids) < 3 { // agent, postmaster, its auxiliary processes
 		t.Fatalf("server-a's group holds %v: the postmaster is not in it", pids)
 	}
+	// A client session through the proxy, open across both moves: the
+	// source's early fence admits the address of its server session.
+	client, err := pgx.Connect(ctx, tn.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close(ctx)
 	for _, to := range []int{1, 0} {
+		if _, err := client.Exec(ctx, "SELECT 1"); err != nil {
+			t.Fatal(err)
+		}
 		m, err := b.Migrate(ctx, tn, to, agentclient.StartMigration{}, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -96,8 +106,9 @@ func TestBedLimitsAndMoves(t *testing.T) {
 	}
 	// The agents' logs outlive the bed (Options.LogDir): each moved the
 	// tenant away once, so each fenced it once, early (the bed's router is
-	// the proxy, which names its backends) and then in the handover, and
-	// logged the fence's steps. The proxy's log has both switches.
+	// the proxy, which names the client's backend) and then in the
+	// handover, and logged the fence's steps. The proxy's log has both
+	// switches.
 	for _, name := range []string{"server-a", "server-b"} {
 		data, err := os.ReadFile(filepath.Join(logs, name+".log"))
 		if err != nil || !strings.Contains(string(data), "source fenced early") || !strings.Contains(string(data), "source fenced (read-only, pg_hba.conf narrowed before the hold)") {
