@@ -533,7 +533,6 @@ func (s *LocalSource) fenceEarly(ctx context.Context, admit []int) error {
 	if admit == nil {
 		admit = []int{}
 	}
-	hba, saved := filepath.Join(s.C.Dir, "pg_hba.conf"), filepath.Join(s.C.Dir, unfencedHBA)
 	err := s.withConn(ctx, func(c *pgx.Conn) error {
 		var addrs []netip.Addr
 		// One row per admitted backend that still exists; its address, or
@@ -570,20 +569,11 @@ func (s *LocalSource) fenceEarly(ctx context.Context, admit []int) error {
 			// would refuse its next session.
 			return errors.New("none of the router's backends is on the source")
 		}
-		if _, err := os.Stat(saved); errors.Is(err, os.ErrNotExist) {
-			orig, err := os.ReadFile(hba)
-			if err != nil {
-				return err
-			}
-			if err := s.C.WriteFile(unfencedHBA, string(orig)); err != nil {
-				return err
-			}
-		}
-		orig, err := os.ReadFile(saved)
+		orig, err := s.originalHBA()
 		if err != nil {
 			return err
 		}
-		narrowed, err := admitHBA(string(orig), addrs)
+		narrowed, err := admitHBA(orig, addrs)
 		if err != nil {
 			return err
 		}
@@ -636,22 +626,11 @@ func (s *LocalSource) fenceReadOnly(ctx context.Context, spare []int) (LSN, erro
 		spare = []int{} // "pid <> ALL(NULL)" would match nothing
 	}
 	if !early {
-		hba := filepath.Join(s.C.Dir, "pg_hba.conf")
-		saved := filepath.Join(s.C.Dir, unfencedHBA)
-		if _, err := os.Stat(saved); errors.Is(err, os.ErrNotExist) {
-			orig, err := os.ReadFile(hba)
-			if err != nil {
-				return 0, fmt.Errorf("migration: fence: %w", err)
-			}
-			if err := s.C.WriteFile(unfencedHBA, string(orig)); err != nil {
-				return 0, fmt.Errorf("migration: fence: %w", err)
-			}
-		}
-		orig, err := os.ReadFile(saved)
+		orig, err := s.originalHBA()
 		if err != nil {
 			return 0, fmt.Errorf("migration: fence: %w", err)
 		}
-		if err := s.C.WriteFile("pg_hba.conf", fencedHBA(string(orig))); err != nil {
+		if err := s.C.WriteFile("pg_hba.conf", fencedHBA(orig)); err != nil {
 			return 0, fmt.Errorf("migration: fence: %w", err)
 		}
 		mark("hba")
@@ -660,44 +639,15 @@ func (s *LocalSource) fenceReadOnly(ctx context.Context, spare []int) (LSN, erro
 	err := s.withConn(ctx, func(c *pgx.Conn) error {
 		mark("connect")
 		if !early {
-			if _, err := c.Exec(ctx, "ALTER SYSTEM SET default_transaction_read_only = on"); err != nil {
+			if err := readOnlyReload(ctx, c, mark); err != nil {
 				return err
-			}
-			mark("alter_system")
-			if _, err := c.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
-				return err
-			}
-			for i := 0; ; i++ {
-				var ro string
-				if err := c.QueryRow(ctx, "SHOW default_transaction_read_only").Scan(&ro); err != nil {
-					return err
-				}
-				if ro == "on" {
-					break
-				}
-				if i > 5000 {
-					return errors.New("configuration reload not seen after 5 s")
-				}
-				time.Sleep(time.Millisecond)
 			}
 			mark("reload")
 		}
 		// Signal every client backend at once, then poll until they are gone
 		// (pg_terminate_backend's own wait polls only every 100 ms).
-		var victims []string
-		rows, err := c.Query(ctx, terminateOthers, spare)
+		victims, err := terminateClients(ctx, c, spare)
 		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var v string
-			if err := rows.Scan(&v); err != nil {
-				rows.Close()
-				return err
-			}
-			victims = append(victims, v)
-		}
-		if err := rows.Err(); err != nil {
 			return err
 		}
 		for i := 0; ; i++ {
@@ -771,46 +721,19 @@ func (s *LocalSource) fenceLate(ctx context.Context, spare []int) {
 	start := time.Now()
 	var late []string
 	err := func() error {
-		orig, err := os.ReadFile(filepath.Join(s.C.Dir, unfencedHBA))
+		orig, err := s.originalHBA()
 		if err != nil {
 			return err
 		}
-		if err := s.C.WriteFile("pg_hba.conf", fencedHBA(string(orig))); err != nil {
+		if err := s.C.WriteFile("pg_hba.conf", fencedHBA(orig)); err != nil {
 			return err
 		}
 		return s.withConn(ctx, func(c *pgx.Conn) error {
-			if _, err := c.Exec(ctx, "ALTER SYSTEM SET default_transaction_read_only = on"); err != nil {
+			if err := readOnlyReload(ctx, c, nil); err != nil {
 				return err
 			}
-			if _, err := c.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
-				return err
-			}
-			for i := 0; ; i++ {
-				var ro string
-				if err := c.QueryRow(ctx, "SHOW default_transaction_read_only").Scan(&ro); err != nil {
-					return err
-				}
-				if ro == "on" {
-					break
-				}
-				if i > 5000 {
-					return errors.New("configuration reload not seen after 5 s")
-				}
-				time.Sleep(time.Millisecond)
-			}
-			rows, err := c.Query(ctx, terminateOthers, spare)
-			if err != nil {
-				return err
-			}
-			for rows.Next() {
-				var v string
-				if err := rows.Scan(&v); err != nil {
-					rows.Close()
-					return err
-				}
-				late = append(late, v)
-			}
-			return rows.Err()
+			late, err = terminateClients(ctx, c, spare)
+			return err
 		})
 	}()
 	if s.Log == nil {
@@ -834,6 +757,63 @@ func (s *LocalSource) waitLate() {
 	if late != nil {
 		<-late
 	}
+}
+
+// originalHBA returns the source's own pg_hba.conf: the copy a fence saved
+// (pg_hba.conf.sluice-unfenced, which Unfence restores), saving it first if
+// no fence has yet.
+func (s *LocalSource) originalHBA() (string, error) {
+	saved := filepath.Join(s.C.Dir, unfencedHBA)
+	if _, err := os.Stat(saved); errors.Is(err, os.ErrNotExist) {
+		orig, err := os.ReadFile(filepath.Join(s.C.Dir, "pg_hba.conf"))
+		if err != nil {
+			return "", err
+		}
+		if err := s.C.WriteFile(unfencedHBA, string(orig)); err != nil {
+			return "", err
+		}
+	}
+	orig, err := os.ReadFile(saved)
+	return string(orig), err
+}
+
+// readOnlyReload sets default_transaction_read_only = on with ALTER SYSTEM
+// (telling mark "alter_system", if mark is not nil), reloads the
+// configuration, and returns once session c sees the new setting; the
+// postmaster, which reloads first, has then reloaded pg_hba.conf too.
+func readOnlyReload(ctx context.Context, c *pgx.Conn, mark func(string)) error {
+	if _, err := c.Exec(ctx, "ALTER SYSTEM SET default_transaction_read_only = on"); err != nil {
+		return err
+	}
+	if mark != nil {
+		mark("alter_system")
+	}
+	if _, err := c.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+		return err
+	}
+	for i := 0; ; i++ {
+		var ro string
+		if err := c.QueryRow(ctx, "SHOW default_transaction_read_only").Scan(&ro); err != nil {
+			return err
+		}
+		if ro == "on" {
+			return nil
+		}
+		if i > 5000 {
+			return errors.New("configuration reload not seen after 5 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// terminateClients signals every client backend but c's own and spare's to
+// terminate, without waiting, and names them (application(address)).
+func terminateClients(ctx context.Context, c *pgx.Conn, spare []int) ([]string, error) {
+	rows, err := c.Query(ctx, terminateOthers, spare)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 // The read-only fence's queries on the other client backends: all but the

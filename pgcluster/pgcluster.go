@@ -171,8 +171,7 @@ func Init(ctx context.Context, dir string, o Options) (*Cluster, error) {
 }
 
 // compactConf rewrites initdb's postgresql.conf without its comment and
-// blank lines (~29 KB down to a few hundred bytes; the settings are the
-// same). The postmaster and every auxiliary process parse the file again on
+// blank lines (nearly all of the file; the settings are the same). The postmaster and every auxiliary process parse the file again on
 // each reload, and the read-only fence reloads inside the handover's freeze.
 // On an idle server one reload costs about half the CPU with the compact
 // file (BenchmarkReloadCPU); a quarter-core server needs four times that CPU
