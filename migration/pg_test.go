@@ -722,6 +722,8 @@ func TestRetireGrace(t *testing.T) {
 	c.Close(ctx)
 	cachedBefore := residentPages(t, filepath.Join(dir, rel))
 	f.source.RetireGrace = time.Hour
+	f.source.cacheDropAfter = 10 * time.Millisecond
+	unix.Sync() // the kernel's own writeback, which Retire waits for, done now
 	if err := f.source.Retire(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -732,7 +734,12 @@ func TestRetireGrace(t *testing.T) {
 	if len(ms) != 1 {
 		t.Fatalf("retired copies %v, want one", ms)
 	}
-	if after := residentPages(t, filepath.Join(ms[0], rel)); cachedBefore > 0 && after*4 > cachedBefore {
+	after := residentPages(t, filepath.Join(ms[0], rel))
+	for deadline := time.Now().Add(10 * time.Second); cachedBefore > 0 && after*4 > cachedBefore && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+		after = residentPages(t, filepath.Join(ms[0], rel))
+	}
+	if cachedBefore > 0 && after*4 > cachedBefore {
 		t.Errorf("retired copy's page cache not dropped: %d of its pages resident (%d before)", after, cachedBefore)
 	} else {
 		t.Logf("filler pages resident: %d before retire, %d after", cachedBefore, after)
@@ -749,6 +756,32 @@ func TestRetireGrace(t *testing.T) {
 	if _, err := os.Stat(ms[0]); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("RemoveRetired left %s after its grace (%v)", ms[0], err)
 	}
+}
+
+// TestRetirePurges: without a grace period, Retire stops the source and
+// renames its directory at once, and the copy is purged in the background
+// after the purge delay (PurgeDelay, here shortened), not inside Retire.
+func TestRetirePurges(t *testing.T) {
+	f := newFixture(t, 8)
+	dir := f.src.Dir
+	f.source.RetireGrace = 0
+	f.source.purgeAfter = 300 * time.Millisecond
+	if err := f.source.Retire(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("retired directory still at %s (%v)", dir, err)
+	}
+	ms, _ := filepath.Glob(dir + ".retired-*")
+	if len(ms) != 1 {
+		t.Fatalf("retired copies right after Retire %v, want one (the purge is not due yet)", ms)
+	}
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if _, err := os.Stat(ms[0]); errors.Is(err, os.ErrNotExist) {
+			return
+		}
+	}
+	t.Fatalf("%s not purged within 30 s", ms[0])
 }
 
 // residentPages counts the pages of file path in the page cache (mincore).
