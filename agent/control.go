@@ -6,6 +6,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"sort"
 	"strconv"
 	"time"
 
@@ -26,7 +27,7 @@ import (
 
 // newController builds the controller a Control spec names. Bad specs are
 // 400s: checked before anything starts.
-func newController(spec client.Control) (control.Controller, error) {
+func newController(spec client.Control, reserve time.Duration) (control.Controller, error) {
 	bad := func(format string, args ...any) error {
 		return errf(http.StatusBadRequest, "control: "+format, args...)
 	}
@@ -71,6 +72,13 @@ func newController(spec client.Control) (control.Controller, error) {
 		}
 		p.StartGrowth = spec.StartGrowth
 		p.MeanHorizon, p.MeanBand = spec.MeanHorizon, spec.MeanBand
+		if r := spec.HandoverReserveMsS; r != nil {
+			if !(*r >= 0) || math.IsInf(*r, 0) {
+				return nil, bad("handover_reserve_ms_s %v must be >= 0", *r)
+			}
+			reserve = time.Duration(*r * float64(time.Millisecond))
+		}
+		p.Reserve = reserve
 		switch control.ErrorForm(spec.ErrorForm) {
 		case "":
 		case control.ErrorLinear, control.ErrorHybrid:
@@ -114,7 +122,7 @@ func (a *Agent) checkControl(spec *client.Control) (json.RawMessage, error) {
 	if spec == nil {
 		return nil, nil
 	}
-	if _, err := newController(*spec); err != nil {
+	if _, err := newController(*spec, 0); err != nil {
 		return nil, err
 	}
 	if a.cfg.Proxy == "" && spec.Controller != "fixed" && spec.Controller != "interference" {
@@ -138,7 +146,11 @@ func (a *Agent) startControl(ctx context.Context, cm catalog.Migration, r *run) 
 		a.log.Error("control loop: bad stored spec; migration runs at its fixed rate", "migration", cm.ID, "err", err)
 		return
 	}
-	ctrl, err := newController(spec)
+	var reserve time.Duration
+	if spec.Controller == "pid" && spec.MeanHorizon > 0 && spec.HandoverReserveMsS == nil && a.cfg.Proxy != "" {
+		reserve = a.learnReserve(ctx, cm)
+	}
+	ctrl, err := newController(spec, reserve)
 	if err != nil {
 		a.log.Error("control loop: bad stored spec; migration runs at its fixed rate", "migration", cm.ID, "err", err)
 		return
@@ -194,6 +206,9 @@ func (a *Agent) startControl(ctx context.Context, cm catalog.Migration, r *run) 
 	}
 	r.mu.Lock()
 	r.loop, r.spec = l, &spec
+	if pid, ok := ctrl.(*control.PID); ok {
+		r.reserve = pid.Params().Reserve
+	}
 	r.mu.Unlock()
 	go func() {
 		if err := l.Run(ctx, nil); err != nil && ctx.Err() == nil {
@@ -201,6 +216,51 @@ func (a *Agent) startControl(ctx context.Context, cm catalog.Migration, r *run) 
 		}
 	}()
 	a.log.Info("control loop running", "migration", cm.ID, "controller", spec.Controller, "setpoint_ms", spec.SetpointMs, "max_rate", spec.MaxRate)
+}
+
+// ReserveHistory is how many of a tenant's last handovers the PID's
+// learned reserve is the median of (client.Control.HandoverReserveMsS).
+const ReserveHistory = 3
+
+// learnReserve returns the PID's reserve for migration cm's handover: the
+// median excess (never below 0) of the proxy's last ReserveHistory measured
+// handovers of the tenant; 0 if it has none or does not answer within 1 s.
+func (a *Agent) learnReserve(ctx context.Context, cm catalog.Migration) time.Duration {
+	tn, err := a.cat.Tenant(cm.TenantID)
+	if err != nil {
+		return 0
+	}
+	qctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	hs, err := proxyclient.New(a.cfg.Proxy, nil).Handovers(qctx, tn.Name)
+	if err != nil {
+		a.log.Warn("control loop: the proxy's handover record is unavailable; no handover reserve", "migration", cm.ID, "err", err)
+		return 0
+	}
+	r := reserveOf(hs, ReserveHistory)
+	a.log.Info("control loop: handover reserve", "migration", cm.ID, "reserve_ms_s", float64(r.Microseconds())/1000, "from_handovers", min(len(hs), ReserveHistory))
+	return r
+}
+
+// reserveOf is the median ExcessMSS of the last n handovers of hs, at least
+// 0, as a duration (ms·s → ns·steps at 1 s steps).
+func reserveOf(hs []proxyclient.Handover, n int) time.Duration {
+	if len(hs) > n {
+		hs = hs[len(hs)-n:]
+	}
+	if len(hs) == 0 {
+		return 0
+	}
+	xs := make([]float64, len(hs))
+	for i, h := range hs {
+		xs[i] = h.ExcessMSS
+	}
+	sort.Float64s(xs)
+	m := xs[len(xs)/2]
+	if len(xs)%2 == 0 {
+		m = (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
+	}
+	return time.Duration(max(0, m) * float64(time.Millisecond))
 }
 
 // ControlSettle is how long the latency controllers hold their starting rate
@@ -237,12 +297,13 @@ func (a *Agent) serverAddrs(ctx context.Context, peer *client.Client) []string {
 // controlView fills a migration's progress with its loop's last step.
 func controlView(r *run, p *client.Progress) {
 	r.mu.Lock()
-	l, spec := r.loop, r.spec
+	l, spec, reserve := r.loop, r.spec, r.reserve
 	r.mu.Unlock()
 	if l == nil {
 		return
 	}
 	p.Controller, p.SetpointMs = spec.Controller, spec.SetpointMs
+	p.ReserveMsS = float64(reserve.Microseconds()) / 1000
 	p.LatencyMs = -1
 	if s := l.Series(); len(s) > 0 {
 		p.LatencyMs = s[len(s)-1].LatencyMs

@@ -50,6 +50,7 @@ type run struct {
 	abortReason string             // set once an operator asked to abort
 	loop        *loop.Loop         // the control loop, when the migration has one
 	spec        *client.Control    // its spec
+	reserve     time.Duration      // the PID's handover reserve (as given or learned)
 }
 
 // keptSeries is how many finished migrations' control records are kept in memory.

@@ -180,11 +180,11 @@ func waitProxyRoute(t *testing.T, api *proxyclient.Client, tenant, addr string) 
 }
 
 func TestNewControllerErrorForm(t *testing.T) {
-	if _, err := newController(client.Control{Controller: "pid", SetpointMs: 40, MaxRate: 1e6, ErrorForm: "cubic"}); err == nil || !strings.Contains(err.Error(), "error_form") {
+	if _, err := newController(client.Control{Controller: "pid", SetpointMs: 40, MaxRate: 1e6, ErrorForm: "cubic"}, 0); err == nil || !strings.Contains(err.Error(), "error_form") {
 		t.Fatalf("error form cubic: %v, want an error naming error_form", err)
 	}
 	for _, f := range []string{"", "linear", "hybrid"} {
-		if _, err := newController(client.Control{Controller: "pid", SetpointMs: 40, MaxRate: 1e6, ErrorForm: f}); err != nil {
+		if _, err := newController(client.Control{Controller: "pid", SetpointMs: 40, MaxRate: 1e6, ErrorForm: f}, 0); err != nil {
 			t.Fatalf("error form %q: %v", f, err)
 		}
 	}
@@ -193,7 +193,7 @@ func TestNewControllerErrorForm(t *testing.T) {
 // TestNewControllerMeanHorizon: the spec's mean horizon and band reach the
 // PID; out-of-range ones are refused with the PID's reason.
 func TestNewControllerMeanHorizon(t *testing.T) {
-	c, err := newController(client.Control{Controller: "pid", SetpointMs: 40, MaxRate: 1e6, MeanHorizon: 20, MeanBand: 0.3})
+	c, err := newController(client.Control{Controller: "pid", SetpointMs: 40, MaxRate: 1e6, MeanHorizon: 20, MeanBand: 0.3}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,8 +202,59 @@ func TestNewControllerMeanHorizon(t *testing.T) {
 	}
 	for _, spec := range []client.Control{{MeanHorizon: -1}, {MeanHorizon: 20, MeanBand: 1}} {
 		spec.Controller, spec.SetpointMs, spec.MaxRate = "pid", 40, 1e6
-		if _, err := newController(spec); err == nil || !strings.Contains(err.Error(), "mean") {
+		if _, err := newController(spec, 0); err == nil || !strings.Contains(err.Error(), "mean") {
 			t.Errorf("horizon %d band %v: %v, want an error naming the mean horizon or band", spec.MeanHorizon, spec.MeanBand, err)
+		}
+	}
+}
+
+// TestNewControllerReserve: the spec's handover reserve (ms·s) reaches the
+// PID, overriding the learned one; without one the learned one does; a
+// negative one is refused.
+func TestNewControllerReserve(t *testing.T) {
+	spec := client.Control{Controller: "pid", SetpointMs: 10, MaxRate: 1e6, MeanHorizon: 20}
+	c, err := newController(spec, 40*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := c.(*control.PID).Params().Reserve; r != 40*time.Millisecond {
+		t.Errorf("learned reserve: PID got %v, want 40ms", r)
+	}
+	v := 25.0
+	spec.HandoverReserveMsS = &v
+	if c, err = newController(spec, 40*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.(*control.PID).Params().Reserve; r != 25*time.Millisecond {
+		t.Errorf("spec reserve 25 ms·s: PID got %v", r)
+	}
+	v = -1
+	if _, err := newController(spec, 0); err == nil || !strings.Contains(err.Error(), "handover_reserve_ms_s") {
+		t.Errorf("negative reserve: %v, want an error naming handover_reserve_ms_s", err)
+	}
+}
+
+// TestReserveOf: the median of the last n handovers' excess, never below 0.
+func TestReserveOf(t *testing.T) {
+	hs := func(xs ...float64) []proxyclient.Handover {
+		var out []proxyclient.Handover
+		for _, x := range xs {
+			out = append(out, proxyclient.Handover{ExcessMSS: x})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		hs   []proxyclient.Handover
+		want time.Duration
+	}{
+		{nil, 0},
+		{hs(50), 50 * time.Millisecond},
+		{hs(500, 10, 30, 20), 20 * time.Millisecond}, // the last three: 10, 30, 20
+		{hs(10, 30), 20 * time.Millisecond},
+		{hs(-40, -5, 3), 0},
+	} {
+		if got := reserveOf(c.hs, 3); got != c.want {
+			t.Errorf("reserveOf(%v) = %v, want %v", c.hs, got, c.want)
 		}
 	}
 }
@@ -213,7 +264,7 @@ func TestNewControllerMeanHorizon(t *testing.T) {
 // Rate, capped by MaxRate.
 func TestNewControllerStartRate(t *testing.T) {
 	for _, tc := range []struct{ rate, want float64 }{{0, 0.1}, {20e6, 0.25}, {1e9, 1}} {
-		c, err := newController(client.Control{Controller: "pid", SetpointMs: 40, MaxRate: 80e6, Rate: tc.rate})
+		c, err := newController(client.Control{Controller: "pid", SetpointMs: 40, MaxRate: 80e6, Rate: tc.rate}, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -221,7 +272,7 @@ func TestNewControllerStartRate(t *testing.T) {
 			t.Errorf("rate %v: initial %v, want %v", tc.rate, got, tc.want)
 		}
 	}
-	c, err := newController(client.Control{Controller: "fixed", MaxRate: 80e6, Rate: 20e6})
+	c, err := newController(client.Control{Controller: "fixed", MaxRate: 80e6, Rate: 20e6}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,6 +90,7 @@ func (s *script) do(t *testing.T, d *datadriven.TestData) string {
 		p.Error = ErrorForm(a.str("error", string(p.Error)))
 		p.StartGrowth, p.StartExit = a.float("growth", p.StartGrowth), a.float("exit", p.StartExit)
 		p.MeanHorizon, p.MeanBand = a.int("horizon", p.MeanHorizon), a.float("band", p.MeanBand)
+		p.Reserve = a.dur("reserve", p.Reserve)
 		var c *PID
 		if c, err = NewPID(p); err == nil {
 			s.ctl, s.rate, s.maxRate = c, p.Initial*p.MaxRate, p.MaxRate

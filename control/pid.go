@@ -98,6 +98,14 @@ type PIDParams struct {
 	// MeanBand bounds the working setpoint of MeanHorizon, a fraction of
 	// the setpoint in (0, 1); 0 = DefaultMeanBand.
 	MeanBand float64
+	// Reserve is the latency above the setpoint the run's clients are
+	// expected to see after its last step — a handover's freeze and the new
+	// server's drain, which no step controls — summed over 1-step windows:
+	// 100 ms is one step's window mean 100 ms over. With MeanHorizon, the
+	// balance D starts at −Reserve (within its band), so the run spends it
+	// under the setpoint beforehand and the mean over the whole run,
+	// handover included, lands on the setpoint. ns·steps, >= 0; 0 = none.
+	Reserve time.Duration
 }
 
 // DefaultMeanHorizon is the mean horizon (PIDParams.MeanHorizon, steps)
@@ -183,6 +191,8 @@ func (p PIDParams) Validate() error {
 		return fmt.Errorf("control: pid: mean horizon must be 0 (off) to 3600 steps, got %d", p.MeanHorizon)
 	case !finite(p.MeanBand) || p.MeanBand < 0 || p.MeanBand >= 1:
 		return fmt.Errorf("control: pid: mean band must be a fraction of the setpoint in (0, 1), got %v", p.MeanBand)
+	case p.Reserve < 0:
+		return fmt.Errorf("control: pid: reserve must be >= 0, got %v", p.Reserve)
 	}
 	return nil
 }
@@ -194,6 +204,7 @@ func (p PIDParams) Validate() error {
 //	PV(k) = max over obs.Signals of the statistic (source and target)
 //	if any signal is missing/failed: hold u, report Hold; history unchanged
 //	SP(k) = Setpoint, or with MeanHorizon H > 0:
+//	        D(0)  = −min(Reserve, MeanBand·Setpoint·H)
 //	        D(k)  = clamp(D(k−1) + Setpoint − PV(k), ±MeanBand·Setpoint·H)
 //	        SP(k) = Setpoint + D(k)/H             // the run's mean PV → Setpoint
 //	e(k)  = (SP(k) − PV(k)) / SP(k)               // > 0: room to go faster
@@ -242,7 +253,12 @@ func NewPID(p PIDParams) (*PID, error) {
 	if p.MeanBand == 0 {
 		p.MeanBand = DefaultMeanBand
 	}
-	return &PID{p: p, u: p.Initial, starting: p.StartGrowth > 1}, nil
+	c := &PID{p: p, u: p.Initial, starting: p.StartGrowth > 1}
+	if h := float64(p.MeanHorizon); h > 0 {
+		lim := p.MeanBand * float64(p.Setpoint) * h
+		c.owed = -min(float64(p.Reserve), lim)
+	}
+	return c, nil
 }
 
 // Name implements Controller.

@@ -65,7 +65,11 @@ type Common struct {
 	// MeanHorizon is the PID's mean-latency horizon in steps
 	// (control.PIDParams.MeanHorizon); 0 = off.
 	MeanHorizon int
-	Warmup      time.Duration // workload before each migration; default 20 s (the previous trial's handover backlog drains)
+	// HandoverReserve is the PID's handover reserve, ms·s
+	// (agent/client.Control.HandoverReserveMsS); nil = learned from the
+	// proxy's measured handovers.
+	HandoverReserve *float64
+	Warmup          time.Duration // workload before each migration; default 20 s (the previous trial's handover backlog drains)
 	// BaselineFor is how long the workload runs without a migration to
 	// measure the baseline; default 20 s.
 	BaselineFor time.Duration
@@ -126,6 +130,7 @@ func (c *Common) pidControl(sp float64) *agentclient.Control {
 		ctl.ErrorForm = DefaultErrorForm
 	}
 	ctl.MeanHorizon = c.MeanHorizon
+	ctl.HandoverReserveMsS = c.HandoverReserve
 	ctl.StartGrowth = c.StartGrowth
 	if ctl.StartGrowth == 0 {
 		ctl.StartGrowth = DefaultStartGrowth
@@ -222,6 +227,12 @@ type PIDPoint struct {
 	// controller's top speed (SweepOptions.MaxRate): many of them and a
 	// loop mean under the setpoint mean the setpoint was out of reach.
 	TopSpeedSteps int `json:"top_speed_steps"`
+	// ReserveMsS is the PID's handover reserve (ms·s, learned from the
+	// proxy unless given); HandoverExcessMsS what the proxy then measured
+	// the handover to cost (proxy/client.Handover.ExcessMSS; -1 if it did
+	// not say).
+	ReserveMsS        float64 `json:"handover_reserve_ms_s"`
+	HandoverExcessMsS float64 `json:"handover_excess_ms_s"`
 }
 
 // PreWindow is how much of a trial's warm-up, up to the migration's start,
@@ -233,6 +244,20 @@ const PreWindow = 10.0
 func preMigration(r *TrialResult) float64 {
 	end := math.Floor(r.MigStart)
 	return round(Describe(r.Latencies(max(0, end-PreWindow), end)).Mean, 2)
+}
+
+// lastHandoverExcess is the cost (ms·s) the bed's proxy measured for the
+// tenant's latest handover; -1 if it has none. The trial's cooldown outlasts
+// the proxy's window, after which the measurement is in.
+func lastHandoverExcess(bed *testbed.Bed, tenant string) float64 {
+	if bed.Proxy == nil {
+		return -1
+	}
+	hs := bed.Proxy.Handovers(tenant)
+	if len(hs) == 0 {
+		return -1
+	}
+	return hs[len(hs)-1].ExcessMSS
 }
 
 // SweepResult is `sluice bench slack-sweep --json`.
@@ -342,8 +367,10 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		p.TopSpeedSteps = r.StepsAtRate(from, to, o.MaxRate)
 		p.FreezeMs = round(r.FreezeMs, 1)
 		p.PreMigrationMs = preMigration(r)
-		say("pid %.1f ms (mean horizon %d, ki %g): latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %.1f; before the migration %.1f), %.1f s at %.1f MB/s; ledger %d acknowledged, 0 lost",
-			sp, h, gain, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, p.LoopMeanMs, p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, r.Check.Acknowledged)
+		p.ReserveMsS = round(r.Migration.Progress.ReserveMsS, 1)
+		p.HandoverExcessMsS = round(lastHandoverExcess(bed, tn.Name), 1)
+		say("pid %.1f ms (mean horizon %d, ki %g): latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %.1f; before the migration %.1f), %.1f s at %.1f MB/s; handover reserve %.0f ms·s, cost %.0f; ledger %d acknowledged, 0 lost",
+			sp, h, gain, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, p.LoopMeanMs, p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, p.ReserveMsS, p.HandoverExcessMsS, r.Check.Acknowledged)
 		res.PID = append(res.PID, p)
 		return nil
 	}

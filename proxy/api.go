@@ -57,12 +57,12 @@ func (p *Proxy) apiHandler() http.Handler {
 			}
 			deadline = time.Duration(*in.DeadlineMS * float64(time.Millisecond))
 		}
-		t := p.tenantByName(r.PathValue("tenant"))
-		if t == nil {
-			apiError(w, http.StatusNotFound, fmt.Errorf("%w %q", ErrUnknownTenant, r.PathValue("tenant")))
+		res, err := p.Hold(r.Context(), r.PathValue("tenant"), deadline)
+		if err != nil {
+			apiError(w, statusOf(err), err)
 			return
 		}
-		writeAPI(w, http.StatusOK, t.hold(r.Context(), deadline, p.cancelSession))
+		writeAPI(w, http.StatusOK, res)
 	})
 	mux.HandleFunc("POST /v1/tenants/{tenant}/prepare", func(w http.ResponseWriter, r *http.Request) {
 		var in routeTarget
@@ -109,6 +109,9 @@ func (p *Proxy) apiHandler() http.Handler {
 		q := r.URL.Query()
 		series := p.Latency(q.Get("tenant"), q.Get("server"))
 		writeAPI(w, http.StatusOK, p.windows(series))
+	})
+	mux.HandleFunc("GET /v1/handovers", func(w http.ResponseWriter, r *http.Request) {
+		writeAPI(w, http.StatusOK, p.ho.list(r.URL.Query().Get("tenant")))
 	})
 	mux.HandleFunc("GET /v1/stats", func(w http.ResponseWriter, r *http.Request) {
 		writeAPI(w, http.StatusOK, map[string]int64{

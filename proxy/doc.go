@@ -104,6 +104,7 @@
 //	POST /v1/tenants/{tenant}/release    → {status, released_at}: when the held sessions were let go (RFC 3339)
 //	GET  /v1/tenants/{tenant}/backends   {addr, pids}: the pids of its server sessions on its current server
 //	GET  /v1/latency[?tenant=T][&server=A] [{tenant, server, window_s, count, mean_ms, queue_ms, p50_ms, p95_ms, p99_ms}]
+//	GET  /v1/handovers[?tenant=T]        [{tenant, from, to, held_at, released_at, window_s, before_mean_ms, before_count, after_mean_ms, after_count, excess_ms_s}]: the last 64 handovers' cost to the clients
 //	GET  /v1/stats                       {sessions_open, sessions_total, moves, moves_prepared, cancels}
 //	GET  /metrics                        Prometheus text format
 //

@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -424,5 +425,87 @@ func TestPreparedSessionMove(t *testing.T) {
 	}
 	if _, err := api.Prepare(ctx, "nobody", b.Addr()); err == nil {
 		t.Fatal("prepare of an unknown tenant: no error")
+	}
+}
+
+// TestHandoverCost: the proxy measures what a handover cost the tenant's
+// clients: its window on the old server at the hold against its window on
+// the new one a window length after the release. A transaction kept waiting
+// by the hold lands in the second; a hold released without a switch is no
+// handover.
+func TestHandoverCost(t *testing.T) {
+	a, b := newServer(t), newServer(t)
+	p := startProxy(t, a, func(c *Config) { c.Window = time.Second })
+	api := client.New(p.APIAddr(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn := connectAcme(ctx, t, p)
+	for range 20 {
+		if _, err := conn.Exec(ctx, "select 1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A hold released in place is not a handover.
+	if _, err := api.Hold(ctx, "acme", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Release(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := api.Hold(ctx, "acme", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := conn.Exec(ctx, "select 1"); done <- err }() // waits for the release
+	time.Sleep(300 * time.Millisecond)
+	if err := api.Switch(ctx, "acme", b.Addr()); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Release(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	var hs []client.Handover
+	for deadline := time.Now().Add(10 * time.Second); len(hs) == 0 && time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		var err error
+		if hs, err = api.Handovers(ctx, "acme"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(hs) != 1 {
+		t.Fatalf("handovers %+v, want the one switch", hs)
+	}
+	h := hs[0]
+	if h.From != a.Addr() || h.To != b.Addr() || h.Tenant != "acme" || math.Abs(h.WindowS-1) > 0.01 {
+		t.Fatalf("handover %+v, want acme from %s to %s over 1 s windows", h, a.Addr(), b.Addr())
+	}
+	if h.AfterCount != 1 || h.AfterMS < 250 || h.ExcessMSS <= 0 || !h.ReleasedAt.After(h.HeldAt) {
+		t.Fatalf("handover %+v: want the held transaction (~300 ms) after the release and a positive excess", h)
+	}
+	if others, _ := api.Handovers(ctx, "nobody"); len(others) != 0 {
+		t.Fatalf("handovers of another tenant: %+v", others)
+	}
+}
+
+// TestHandoverCostFormula: the excess is the after window's rise over the
+// before window, times its transactions, per transaction per second before.
+func TestHandoverCostFormula(t *testing.T) {
+	for _, c := range []struct {
+		h    client.Handover
+		want float64
+	}{
+		// 300 transactions in 3 s (100/s) at 10 ms, then 300 at 50 ms:
+		// 40 ms over for 3 s of arrivals = 120 ms·s.
+		{client.Handover{WindowS: 3, BeforeMS: 10, BeforeCount: 300, AfterMS: 50, AfterCount: 300}, 120},
+		// No transaction before the hold: the rate after stands in.
+		{client.Handover{WindowS: 1, AfterMS: 300, AfterCount: 1}, 300},
+		{client.Handover{WindowS: 3, BeforeMS: 10, BeforeCount: 30, AfterMS: 5, AfterCount: 30}, -15},
+		{client.Handover{WindowS: 3}, 0},
+	} {
+		if got := handoverCost(c.h).ExcessMSS; math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("%+v: excess %v, want %v", c.h, got, c.want)
+		}
 	}
 }

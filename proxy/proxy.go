@@ -28,6 +28,7 @@ type Proxy struct {
 	passwords   map[string]string       // plaintext passwords for server logins
 	dummySecret scram.Secret
 	reg         *timing.Registry
+	ho          handovers // what handovers cost their clients (GET /v1/handovers)
 
 	ln      net.Listener
 	apiLn   net.Listener
@@ -416,6 +417,9 @@ func (p *Proxy) Hold(ctx context.Context, tenantName string, deadline time.Durat
 	if t == nil {
 		return client.HoldResult{}, fmt.Errorf("proxy: hold: %w %q", ErrUnknownTenant, tenantName)
 	}
+	now := time.Now()
+	r, _ := t.routeNow()
+	p.ho.held(tenantName, r.Addr, now, p.windowOf(tenantName, r.Addr, now))
 	return t.hold(ctx, deadline, p.cancelSession), nil
 }
 
@@ -469,11 +473,16 @@ func (p *Proxy) ReleaseAt(tenantName string) (time.Time, error) {
 	// Server sessions prepared for a switch that did not happen (or went
 	// elsewhere) are of no further use.
 	r, _ := t.routeNow()
+	p.measureHandover(tenantName, r.Addr, at)
 	for _, s := range t.sessionList() {
 		s.dropNextUnless(r)
 	}
 	return at, nil
 }
+
+// Handovers returns the recorded handovers of tenant ("" = all), oldest
+// first (client.Handover; GET /v1/handovers).
+func (p *Proxy) Handovers(tenantName string) []client.Handover { return p.ho.list(tenantName) }
 
 // ErrUnknownTenant is wrapped by errors about a tenant without a route.
 var ErrUnknownTenant = errors.New("unknown tenant")

@@ -45,6 +45,12 @@ type Control struct {
 	// MeanBand bounds MeanHorizon's working setpoint, a fraction of the
 	// setpoint in (0, 1); 0 = control.DefaultMeanBand.
 	MeanBand float64 `json:"mean_band,omitempty"`
+	// HandoverReserveMsS is the PID's reserve for the handover's cost to
+	// the clients, ms·s (control.PIDParams.Reserve; with MeanHorizon only).
+	// nil: learned from the proxy, the median of the excess of the tenant's
+	// last ReserveHistory handovers it measured (GET /v1/handovers), 0 if
+	// it measured none; 0: no reserve.
+	HandoverReserveMsS *float64 `json:"handover_reserve_ms_s,omitempty"`
 	// K is the integral controller's gain, (bytes/s) per second of latency
 	// error; from `sluice tune`. Required for integral.
 	K float64 `json:"k,omitempty"`

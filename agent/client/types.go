@@ -70,6 +70,9 @@ type Progress struct {
 	Controller string  `json:"controller,omitempty"`
 	LatencyMs  float64 `json:"latency_ms,omitempty"`  // the loop's last process variable; -1 = no data
 	SetpointMs float64 `json:"setpoint_ms,omitempty"` // the loop's target
+	// ReserveMsS is the PID's handover reserve, ms·s
+	// (Control.HandoverReserveMsS, as given or learned).
+	ReserveMsS float64 `json:"handover_reserve_ms_s,omitempty"`
 }
 
 // Migration is GET /v1/migrations/{id}.

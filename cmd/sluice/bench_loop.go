@@ -42,6 +42,7 @@ type loopFlags struct {
 	kp, ki, kd               float64
 	seed                     uint64
 	settings                 []string
+	reserve                  string
 	json                     bool
 }
 
@@ -64,6 +65,7 @@ func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB,
 	fs.StringVar(&f.errorForm, "error-form", experiment.DefaultErrorForm, "PID error form: linear (Slacker) or hybrid (SP/PV−1 below the setpoint)")
 	fs.Float64Var(&f.startGrowth, "start-growth", experiment.DefaultStartGrowth, "PID slow start: rate × this per step until the latency is half-way to the setpoint (1 = none, Slacker)")
 	fs.IntVar(&f.meanHorizon, "mean-horizon", experiment.DefaultMeanHorizon, "PID: hold the migration's mean latency (not each window's) at the setpoint, working off a shortfall or excess over this many steps (0 = off, Slacker)")
+	fs.StringVar(&f.reserve, "handover-reserve", "auto", "PID with a mean horizon: the handover's expected cost to the clients, ms·s, spent under the setpoint beforehand; auto = the median of the proxy's last measured handovers of the tenant, 0 = none")
 	fs.Uint64Var(&f.seed, "seed", 1, "workload seed")
 	fs.StringArrayVar(&f.settings, "tenant-setting", nil, "a postgresql.conf parameter for every tenant, name=value (repeatable; over the bed's own)")
 	fs.BoolVar(&f.json, "json", false, "print the summary as JSON")
@@ -103,6 +105,14 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 	case f.cpus == 0 || f.memoryMB == 0:
 		return testbed.Options{}, c, usagef("bench %s: --cpus and --memory must be positive (negative: no cap)", name)
 	}
+	var reserve *float64
+	if f.reserve != "auto" {
+		v, err := strconv.ParseFloat(f.reserve, 64)
+		if err != nil || !(v >= 0) || math.IsInf(v, 0) {
+			return testbed.Options{}, c, usagef("bench %s: --handover-reserve %q: want auto or a number of ms·s >= 0", name, f.reserve)
+		}
+		reserve = &v
+	}
 	bo := testbed.Options{CPUs: f.cpus, CPUShares: f.cpuShares, MemoryMB: f.memoryMB, ReadMBps: f.readMBps, ReadIOPS: f.readIOPS, HostReclaim: f.hostReclaim}
 	for _, kv := range f.settings {
 		k, v, ok := strings.Cut(kv, "=")
@@ -122,7 +132,7 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 	c = experiment.Common{
 		Out: f.out, Command: "sluice " + strings.Join(os.Args[1:], " "), Size: size,
 		Workload: workload.Config{Rate: f.tps, MPL: f.mpl, Distribution: dist},
-		MaxRate:  maxRate, Kp: &kp, Ki: &ki, Kd: &kd, ErrorForm: f.errorForm, StartGrowth: f.startGrowth, MeanHorizon: f.meanHorizon, Seed: f.seed,
+		MaxRate:  maxRate, Kp: &kp, Ki: &ki, Kd: &kd, ErrorForm: f.errorForm, StartGrowth: f.startGrowth, MeanHorizon: f.meanHorizon, HandoverReserve: reserve, Seed: f.seed,
 	}
 	// Progress goes to stderr, with --json too (stdout carries the JSON).
 	c.Progress = func(format string, args ...any) {

@@ -37,6 +37,8 @@ func TestBenchLoopUsageErrors(t *testing.T) {
 		{[]string{"bench", "multitenant", "--out", out, "--tenants", "5", "--tenant-setting", "wal_init_zero"}, "--tenant-setting"},
 		{[]string{"bench", "slack-sweep", "--out", out, "--error-form", "linear", "--tenant-setting", "wal_init_zero="}, "--tenant-setting"},
 		{[]string{"bench", "step40", "--out", out, "--setpoint", "40ms", "--tenant-setting", "x; DROP=1"}, "--tenant-setting"},
+		{[]string{"bench", "slack-sweep", "--out", out, "--handover-reserve", "-1"}, "--handover-reserve"},
+		{[]string{"bench", "step40", "--out", out, "--handover-reserve", "lots"}, "--handover-reserve"},
 	}
 	for _, c := range cases {
 		var stdout, errOut bytes.Buffer

@@ -82,6 +82,33 @@ type Window struct {
 	P99MS   float64 `json:"p99_ms"`   // 99th percentile, ms
 }
 
+// Handover is what one handover of a tenant cost its clients, as the proxy
+// measured it: the tenant's latency window on the old server when the hold
+// began, against its window on the new server one window length after the
+// release (GET /v1/handovers).
+type Handover struct {
+	Tenant     string    `json:"tenant"`
+	From       string    `json:"from"` // server (host:port) before
+	To         string    `json:"to"`   // server after
+	HeldAt     time.Time `json:"held_at"`
+	ReleasedAt time.Time `json:"released_at"`
+	WindowS    float64   `json:"window_s"` // the windows' length, seconds
+	// BeforeMS, BeforeCount: the window ending at the hold (mean latency,
+	// ms; transactions). AfterMS, AfterCount: the window starting at the
+	// release, which holds the transactions the hold kept waiting.
+	BeforeMS    float64 `json:"before_mean_ms"`
+	BeforeCount int     `json:"before_count"`
+	AfterMS     float64 `json:"after_mean_ms"`
+	AfterCount  int     `json:"after_count"`
+	// ExcessMSS is the latency the handover added above the level before
+	// it, in ms·s: (AfterMS − BeforeMS) × AfterCount divided by the arrival
+	// rate before the hold (BeforeCount/WindowS; AfterCount/WindowS if there
+	// was none). A window mean that stays ExcessMSS ms above its level for
+	// one second adds as much to a run's mean as the handover did. Negative
+	// when the new server is faster.
+	ExcessMSS float64 `json:"excess_ms_s"`
+}
+
 // Router is the handover side of the proxy, as the migrating agent uses it.
 type Router interface {
 	// Hold makes new transactions of tenant wait at their boundary and returns
@@ -266,4 +293,17 @@ func (c *Client) ServerLatency(ctx context.Context, addr string) ([]Window, erro
 	var ws []Window
 	err := c.do(ctx, http.MethodGet, "/v1/latency?server="+url.QueryEscape(addr), nil, &ws)
 	return ws, err
+}
+
+// Handovers returns the proxy's record of recent handovers of tenant (""
+// = all tenants), oldest first. A handover appears one window length after
+// its release, when its cost is known.
+func (c *Client) Handovers(ctx context.Context, tenant string) ([]Handover, error) {
+	var r []Handover
+	q := ""
+	if tenant != "" {
+		q = "?tenant=" + url.QueryEscape(tenant)
+	}
+	err := c.do(ctx, http.MethodGet, "/v1/handovers"+q, nil, &r)
+	return r, err
 }

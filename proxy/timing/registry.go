@@ -35,6 +35,11 @@ func NewRegistry(w time.Duration, n int) *Registry {
 // Length returns the window length of the registry's windows.
 func (r *Registry) Length() time.Duration { return r.eff }
 
+// Slot returns the length of one of the windows' slots: a window as seen at
+// time t holds the transactions ended from the start of the slot t is in,
+// back Length − Slot before it.
+func (r *Registry) Slot() time.Duration { return r.eff / time.Duration(r.slots) }
+
 // Get returns the window of k, creating it if needed.
 func (r *Registry) Get(k Key) *Window {
 	r.mu.Lock()
