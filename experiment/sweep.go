@@ -183,6 +183,10 @@ type SweepOptions struct {
 	// gains (per step, as Common.Ki), the mean horizon Common's: gains
 	// compared in one run, on the same plant.
 	CompareKi []float64
+	// CompareReserves run every PID setpoint again with each of these
+	// handover reserves (ms·s, as Common.HandoverReserve), right after its
+	// run with Common's: the reserve's effect in one run, on the same plant.
+	CompareReserves []float64
 }
 
 // FixedPoint is one fixed-rate migration of the sweep (JSON keys are
@@ -336,11 +340,14 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		res.Fixed = append(res.Fixed, p)
 		return nil
 	}
-	runPID := func(sp float64, h int, ki *float64) error {
+	runPID := func(sp float64, h int, ki, reserve *float64) error {
 		ctl := o.pidControl(sp)
 		ctl.MeanHorizon = h
 		if ki != nil {
 			ctl.Ki = ki
+		}
+		if reserve != nil {
+			ctl.HandoverReserveMsS = reserve
 		}
 		gain := control.SlackerKi // the agent's default when none is sent
 		if ctl.Ki != nil {
@@ -352,6 +359,13 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		}
 		if len(o.CompareKi) > 0 {
 			name += fmt.Sprintf("-ki%g", gain)
+		}
+		if len(o.CompareReserves) > 0 {
+			if r := ctl.HandoverReserveMsS; r != nil {
+				name += fmt.Sprintf("-r%g", *r)
+			} else {
+				name += "-rauto"
+			}
 		}
 		r, err := trial(name, sp, agentclient.StartMigration{Rate: o.MaxRate * StartFraction, Control: ctl})
 		if err != nil {
@@ -367,7 +381,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		p.TopSpeedSteps = r.StepsAtRate(from, to, o.MaxRate)
 		p.FreezeMs = round(r.FreezeMs, 1)
 		p.PreMigrationMs = preMigration(r)
-		p.ReserveMsS = round(r.Migration.Progress.ReserveMsS, 1)
+		p.ReserveMsS = round(r.ReserveMsS, 1)
 		p.HandoverExcessMsS = round(lastHandoverExcess(bed, tn.Name), 1)
 		say("pid %.1f ms (mean horizon %d, ki %g): latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %.1f; before the migration %.1f), %.1f s at %.1f MB/s; handover reserve %.0f ms·s, cost %.0f; ledger %d acknowledged, 0 lost",
 			sp, h, gain, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, p.LoopMeanMs, p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, p.ReserveMsS, p.HandoverExcessMsS, r.Check.Acknowledged)
@@ -385,16 +399,21 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		}
 		if i < len(o.Setpoints) {
 			steps = append(steps, func() error {
-				if err := runPID(o.Setpoints[i], o.MeanHorizon, nil); err != nil {
+				if err := runPID(o.Setpoints[i], o.MeanHorizon, nil, nil); err != nil {
 					return err
 				}
 				for _, h := range o.CompareHorizons {
-					if err := runPID(o.Setpoints[i], h, nil); err != nil {
+					if err := runPID(o.Setpoints[i], h, nil, nil); err != nil {
 						return err
 					}
 				}
 				for _, ki := range o.CompareKi {
-					if err := runPID(o.Setpoints[i], o.MeanHorizon, &ki); err != nil {
+					if err := runPID(o.Setpoints[i], o.MeanHorizon, &ki, nil); err != nil {
+						return err
+					}
+				}
+				for _, r := range o.CompareReserves {
+					if err := runPID(o.Setpoints[i], o.MeanHorizon, nil, &r); err != nil {
 						return err
 					}
 				}

@@ -62,18 +62,21 @@ type Background struct {
 // TrialResult is what a trial recorded. Times are seconds since the
 // workload started.
 type TrialResult struct {
-	Seconds   []workload.Second   // the migrating tenant's workload, per second
-	Others    [][]workload.Second // each Background's, per second
-	Loop      []loop.Point        // the control loop's record; T re-based to the workload's clock
-	MigStart  float64
-	MigEnd    float64
-	HoldAt    float64 // when the handover's hold completed (clients wait from about here); MigEnd if unknown
-	FreezeMs  float64 // the handover's freeze (hold → release), ms; 0 if unknown
-	StepAt    float64 // -1 without a step
-	Migration agentclient.Migration
-	Check     workload.Check // the migrating tenant's ledger, verified on its new owner
-	runner    *workload.Runner
-	others    []*workload.Runner
+	Seconds  []workload.Second   // the migrating tenant's workload, per second
+	Others   [][]workload.Second // each Background's, per second
+	Loop     []loop.Point        // the control loop's record; T re-based to the workload's clock
+	MigStart float64
+	MigEnd   float64
+	HoldAt   float64 // when the handover's hold completed (clients wait from about here); MigEnd if unknown
+	FreezeMs float64 // the handover's freeze (hold → release), ms; 0 if unknown
+	// ReserveMsS is the PID's handover reserve as its progress last showed
+	// it (agent/client.Progress.ReserveMsS), ms·s; 0 without one.
+	ReserveMsS float64
+	StepAt     float64 // -1 without a step
+	Migration  agentclient.Migration
+	Check      workload.Check // the migrating tenant's ledger, verified on its new owner
+	runner     *workload.Runner
+	others     []*workload.Runner
 }
 
 // Latencies returns the migrating tenant's transaction latencies (ms) in
@@ -234,6 +237,9 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 	lastSay := time.Time{}
 	m, merr := tr.Bed.Migrate(ctx, tr.Tenant, tr.To, tr.Migration, func(m agentclient.Migration) {
 		doStep()
+		if m.Progress.Controller != "" {
+			res.ReserveMsS = m.Progress.ReserveMsS // a finished migration's answer no longer carries it
+		}
 		if time.Since(lastSay) >= 2*time.Second {
 			lastSay = time.Now()
 			p := m.Progress

@@ -222,7 +222,7 @@ func parseFactor(s string) (float64, error) {
 
 func init() {
 	var f loopFlags
-	var rates, setpoints, compare, compareKi string
+	var rates, setpoints, compare, compareKi, compareReserves string
 	cmd := &cobra.Command{
 		Use:   "slack-sweep [--out DIR] [--json]",
 		Short: "Slacker Fig. 11: fixed rates vs PID setpoints, latency and migration time",
@@ -272,6 +272,16 @@ summary.json, report.md and PNG plots to --out.`,
 			if o.CompareKi, err = parseList(compareKi, gain); err != nil {
 				return usagef("bench slack-sweep: --compare-ki: %v", err)
 			}
+			for _, s := range strings.Split(compareReserves, ",") {
+				if s = strings.TrimSpace(s); s == "" {
+					continue
+				}
+				v, err := strconv.ParseFloat(s, 64)
+				if err != nil || !(v >= 0) || math.IsInf(v, 0) {
+					return usagef("bench slack-sweep: --compare-handover-reserves: %q: want a reserve of ms·s >= 0", s)
+				}
+				o.CompareReserves = append(o.CompareReserves, v)
+			}
 			return runOnBed(cmd, &f, bo, func(ctx context.Context, bed *testbed.Bed) (any, error) {
 				return experiment.SlackSweep(ctx, bed, o)
 			})
@@ -280,6 +290,7 @@ summary.json, report.md and PNG plots to --out.`,
 	f.register(cmd.Flags(), "slack-sweep", "1GB", 3072, experiment.SweepMPL)
 	cmd.Flags().StringVar(&rates, "fixed-rates", "10MB/s,20MB/s,30MB/s,40MB/s", "fixed migration rates, comma-separated")
 	cmd.Flags().StringVar(&compareKi, "compare-ki", "", "run every PID setpoint again with each of these integral gains (per step, comma-separated), in the same run")
+	cmd.Flags().StringVar(&compareReserves, "compare-handover-reserves", "", "run every PID setpoint again with each of these handover reserves (ms·s, comma-separated; 0 = none), in the same run")
 	cmd.Flags().StringVar(&compare, "compare-mean-horizons", "", "run every PID setpoint again with each of these mean horizons (steps, comma-separated; 0 = off), in the same run")
 	cmd.Flags().StringVar(&setpoints, "setpoints", "", "PID setpoints, comma-separated: durations (20ms,40ms) or multiples of the baseline mean latency measured first (2x,3x); default 3x,4x,5x,6x")
 	benchCmd.AddCommand(cmd)

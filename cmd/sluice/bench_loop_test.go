@@ -35,6 +35,7 @@ func TestBenchLoopUsageErrors(t *testing.T) {
 		{[]string{"bench", "step40", "--out", out, "--step-after", "60s", "--setpoint", "fast"}, "--setpoint"},
 		{[]string{"bench", "multitenant", "--out", out, "--tenants", "1"}, "--tenants"},
 		{[]string{"bench", "multitenant", "--out", out, "--tenants", "5", "--tenant-setting", "wal_init_zero"}, "--tenant-setting"},
+		{[]string{"bench", "slack-sweep", "--out", out, "--handover-reserve", "auto", "--compare-ki", "", "--compare-handover-reserves", "0,-5"}, "--compare-handover-reserves"},
 		{[]string{"bench", "slack-sweep", "--out", out, "--error-form", "linear", "--tenant-setting", "wal_init_zero="}, "--tenant-setting"},
 		{[]string{"bench", "step40", "--out", out, "--setpoint", "40ms", "--tenant-setting", "x; DROP=1"}, "--tenant-setting"},
 		{[]string{"bench", "slack-sweep", "--out", out, "--handover-reserve", "-1"}, "--handover-reserve"},
