@@ -31,8 +31,9 @@ import (
 type LocalSource struct {
 	C *pgcluster.Cluster
 	// RetireGrace is how long Retire keeps the old data directory (renamed to
-	// <dir>.retired) before removing it; 0 removes it at once. The removal
-	// timer lives in this process only: RemoveRetired sweeps after a restart.
+	// <dir>.retired-<unix time>) before purging it; 0 keeps it until
+	// PurgeDelay. The purge timer lives in this process only: RemoveRetired
+	// sweeps after a restart.
 	RetireGrace time.Duration
 	// ReplicationUser is the role a standby streams as (default: the superuser).
 	ReplicationUser string

@@ -328,7 +328,8 @@ type agentConfig struct {
 	Listen string            `json:"listen"`
 	Proxy  string            `json:"proxy"`
 	Peers  map[string]string `json:"peers"`
-	// RetireGrace "0s": a migrated-away tenant's directory goes at once.
+	// RetireGrace "0s": a migrated-away tenant's directory is purged from
+	// migration.PurgeDelay after the handover, before the next trial.
 	// Kept for the agent's default 10 minutes, every retired copy's page
 	// cache stays charged to the server's memory cgroup: in a sweep (a
 	// migration every 1–2 minutes) three retired 1.3–1.9 GB copies filled a
