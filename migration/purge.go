@@ -9,14 +9,14 @@ import (
 )
 
 // A retired data directory is deleted in the background and paced, the way
-// RocksDB's delete scheduler deletes its files. On this machine's ext4
-// (mounted with online discard) a throwaway probe (2026-11-24: an 8 KiB
-// write+fdatasync every 10 ms beside the deletion of a 1 GiB file) saw the
-// removal at once stall it by 28–50 ms at most (p99 27–44 ms, against ~1 ms
-// idle), and the file cut away in 16 MiB steps at 64, 128 or 256 MB/s by
-// 13, 6.5 and 4.6 ms at most (p99 2.0–4.1 ms). Inside a handover's cleanup,
-// removing a tenant's 1.1 GB directory took 0.8–1.2 s (the retire log line),
-// on the disk the new owner had just started committing to.
+// RocksDB's delete scheduler deletes its files. BenchmarkPurgeNeighbour (an
+// 8 KiB write+fdatasync every 10 ms beside the deletion of a 1 GiB file) on
+// this machine's ext4, mounted with online discard, 2026-11-24: removed at
+// once, the neighbour's fsync p99 was 32 ms (max 38), against 0.5 ms (max
+// 1.8) idle; cut away by Purge at 64 or 256 MB/s, p99 3.1 and 2.9 ms (max 5.0
+// and 5.7). Inside a handover's cleanup, removing a tenant's 1.1 GB
+// directory took 0.8–1.2 s (the retire log line), on the disk the new owner
+// had just started committing to.
 const (
 	// PurgeRate is how fast Purge frees file data, bytes/s: a testbed
 	// tenant's 1.3–2 GB directory (its WAL included) in 5–8 s.
