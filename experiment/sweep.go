@@ -250,18 +250,20 @@ func preMigration(r *TrialResult) float64 {
 	return round(Describe(r.Latencies(max(0, end-PreWindow), end)).Mean, 2)
 }
 
-// lastHandoverExcess is the cost (ms·s) the bed's proxy measured for the
-// tenant's latest handover; -1 if it has none. The trial's cooldown outlasts
-// the proxy's window, after which the measurement is in.
-func lastHandoverExcess(bed *testbed.Bed, tenant string) float64 {
+// handoverExcess is the cost (ms·s) the bed's proxy measured for the
+// tenant's handover held after since (the trial's migration was created);
+// -1 if it has none. The trial's cooldown outlasts the proxy's window, after
+// which the measurement is in.
+func handoverExcess(bed *testbed.Bed, tenant string, since time.Time) float64 {
 	if bed.Proxy == nil {
 		return -1
 	}
-	hs := bed.Proxy.Handovers(tenant)
-	if len(hs) == 0 {
-		return -1
+	for _, h := range bed.Proxy.Handovers(tenant) {
+		if h.HeldAt.After(since) {
+			return h.ExcessMSS
+		}
 	}
-	return hs[len(hs)-1].ExcessMSS
+	return -1
 }
 
 // SweepResult is `sluice bench slack-sweep --json`.
@@ -382,7 +384,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		p.FreezeMs = round(r.FreezeMs, 1)
 		p.PreMigrationMs = preMigration(r)
 		p.ReserveMsS = round(r.ReserveMsS, 1)
-		p.HandoverExcessMsS = round(lastHandoverExcess(bed, tn.Name), 1)
+		p.HandoverExcessMsS = round(handoverExcess(bed, tn.Name, r.Migration.Created), 1)
 		say("pid %.1f ms (mean horizon %d, ki %g): latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %.1f; before the migration %.1f), %.1f s at %.1f MB/s; handover reserve %.0f ms·s, cost %.0f; ledger %d acknowledged, 0 lost",
 			sp, h, gain, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, p.LoopMeanMs, p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, p.ReserveMsS, p.HandoverExcessMsS, r.Check.Acknowledged)
 		res.PID = append(res.PID, p)

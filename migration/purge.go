@@ -45,13 +45,7 @@ func Purge(ctx context.Context, dir string, rate float64) (int64, error) {
 	pace := func() error {
 		due := start.Add(time.Duration(float64(freed) / rate * float64(time.Second)))
 		if d := time.Until(due); d > 0 {
-			t := time.NewTimer(d)
-			defer t.Stop()
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-t.C:
-			}
+			return sleep(ctx, d)
 		}
 		return ctx.Err()
 	}
