@@ -42,7 +42,10 @@
 // Integral and gains and error form for PID.
 package control
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // Signal is one latency source (a server, or a store with a contract) measured
 // over the control window that ends at Observation.At.
@@ -71,7 +74,18 @@ type Observation struct {
 	At      time.Time // end of the window; steps are normally 1 s apart
 	Signals []Signal  // latency per server/store; PID uses the max Mean over them
 	Host    *HostIO   // nil when host I/O is not measured
+	// Settling marks a step whose latency window still holds the
+	// migration's start-up (loop.Loop.Settle): a one-off cost that no speed
+	// would have avoided. Its latency signals carry Err = ErrSettling and
+	// their measured values, so a controller holds its output as for
+	// missing data; the PID's contract on the run's mean
+	// (PIDParams.MeanHorizon) still counts their latency, since the run's
+	// clients saw it.
+	Settling bool
 }
+
+// ErrSettling is the error of the latency signals of a Settling step.
+var ErrSettling = errors.New("settling: the copy has not started, or its start-up is still in the latency window")
 
 // Decision is a controller's output for one step.
 type Decision struct {

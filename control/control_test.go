@@ -207,7 +207,16 @@ func (s *script) step(a args) string {
 			sigs[i].Contract = c
 		}
 	}
-	dec := s.ctl.Next(Observation{At: s.at(), Signals: sigs})
+	obs := Observation{At: s.at(), Signals: sigs}
+	if a.d.HasArg("settling") { // as loop.Loop marks its Settle steps
+		obs.Settling = true
+		for i := range sigs {
+			if sigs[i].Err == nil {
+				sigs[i].Err = ErrSettling
+			}
+		}
+	}
+	dec := s.ctl.Next(obs)
 	s.k++
 	s.rate = dec.Rate
 	return fmtDecision(dec)

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -92,8 +93,10 @@ type PIDParams struct {
 	// within ±MeanBand·Setpoint·MeanHorizon, so the working setpoint stays
 	// within Setpoint·(1 ± MeanBand) and a balance that large (a stall of
 	// seconds, a long idle start) is forgotten beyond it rather than
-	// repaid for minutes. Steps; 0 = off (Slacker: each window against the
-	// setpoint).
+	// repaid for minutes. The steps of the migration's start-up
+	// (Observation.Settling) count too: the output holds through them, but
+	// the run's clients saw their latency. Steps; 0 = off (Slacker: each
+	// window against the setpoint).
 	MeanHorizon int
 	// MeanBand bounds the working setpoint of MeanHorizon, a fraction of
 	// the setpoint in (0, 1); 0 = DefaultMeanBand.
@@ -203,6 +206,9 @@ func (p PIDParams) Validate() error {
 //
 //	PV(k) = max over obs.Signals of the statistic (source and target)
 //	if any signal is missing/failed: hold u, report Hold; history unchanged
+//	a Settling step (Observation.Settling): hold u, report Hold; with
+//	        MeanHorizon, D(k) below counts its PV (the signals' ErrSettling
+//	        ignored; no change if one has an error of its own)
 //	SP(k) = Setpoint, or with MeanHorizon H > 0:
 //	        D(0)  = −min(Reserve, MeanBand·Setpoint·H)
 //	        D(k)  = clamp(D(k−1) + Setpoint − PV(k), ±MeanBand·Setpoint·H)
@@ -269,6 +275,9 @@ func (c *PID) Params() PIDParams { return c.p }
 
 // Next implements Controller.
 func (c *PID) Next(obs Observation) Decision {
+	if obs.Settling {
+		return c.settle(obs)
+	}
 	pv, who, err := worstLatency(obs.Signals, c.p.Stat)
 	if err != nil {
 		r := c.u * c.p.MaxRate
@@ -277,8 +286,7 @@ func (c *PID) Next(obs Observation) Decision {
 	sp := float64(c.p.Setpoint)
 	spk, spNote := sp, "" // this step's working setpoint
 	if h := float64(c.p.MeanHorizon); h > 0 {
-		lim := c.p.MeanBand * sp * h
-		c.owed = clamp(c.owed+sp-float64(pv), -lim, lim)
+		c.account(pv)
 		spk = sp + c.owed/h
 		spNote = fmt.Sprintf(" sp=%v", time.Duration(spk).Round(10*time.Microsecond))
 	}
@@ -334,6 +342,40 @@ func (c *PID) Next(obs Observation) Decision {
 		Prefetch: r,
 		Reason:   fmt.Sprintf("pid pv=%v(%s)%s e=%+.3f du=%+.4f u=%.3f", pv.Round(10*time.Microsecond), who, spNote, e, du, c.u),
 	}
+}
+
+// account adds one step at latency pv to MeanHorizon's balance D.
+func (c *PID) account(pv time.Duration) {
+	sp := float64(c.p.Setpoint)
+	lim := c.p.MeanBand * sp * float64(c.p.MeanHorizon)
+	c.owed = clamp(c.owed+sp-float64(pv), -lim, lim)
+}
+
+// settle is the step of a Settling observation: the output holds, and with
+// MeanHorizon the step's latency, read from the signals the loop marked
+// ErrSettling, is owed like any other (the start-up's checkpoint was part of
+// what the run's clients saw). A signal without data of its own leaves the
+// balance as it is.
+func (c *PID) settle(obs Observation) Decision {
+	r := c.u * c.p.MaxRate
+	d := Decision{Rate: r, Prefetch: r, Hold: true, Reason: "pid hold: " + ErrSettling.Error()}
+	if c.p.MeanHorizon <= 0 {
+		return d
+	}
+	sig := make([]Signal, len(obs.Signals))
+	for i, s := range obs.Signals {
+		if errors.Is(s.Err, ErrSettling) {
+			s.Err = nil
+		}
+		sig[i] = s
+	}
+	pv, _, err := worstLatency(sig, c.p.Stat)
+	if err != nil {
+		return d
+	}
+	c.account(pv)
+	d.Reason += fmt.Sprintf(" (pv=%v counted: D=%v·steps)", pv.Round(10*time.Microsecond), time.Duration(c.owed).Round(10*time.Microsecond))
+	return d
 }
 
 // finite reports whether v is neither NaN nor infinite.

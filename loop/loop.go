@@ -10,7 +10,6 @@ package loop
 import (
 	"context"
 	"encoding/csv"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -85,8 +84,8 @@ const (
 )
 
 // ErrSettling is the signal error of the steps Settle hides from the
-// controller.
-var ErrSettling = errors.New("settling: the copy has not started, or its start-up is still in the latency window")
+// controller (control.Observation.Settling).
+var ErrSettling = control.ErrSettling
 
 // DefaultPeriod is the control step (Slacker: 1 s).
 const DefaultPeriod = time.Second
@@ -105,11 +104,13 @@ func (l *Loop) Step(ctx context.Context, at time.Time) Point {
 		if len(obs.Signals) > 0 {
 			sig = make([]control.Signal, len(obs.Signals))
 			for i, s := range obs.Signals {
-				s.Err = ErrSettling
+				if s.Err == nil { // a signal's own failure stays: it had no data
+					s.Err = ErrSettling
+				}
 				sig[i] = s
 			}
 		}
-		obs.Signals = sig
+		obs.Signals, obs.Settling = sig, true
 	}
 	d := l.Controller.Next(obs)
 	if floor := l.catchUpFloor(phase, d.Rate); d.Rate < floor {

@@ -13,10 +13,14 @@ import (
 
 // scripted is a test controller: rate = 1e6 × (number of signals with data),
 // hold when none has data. It lets the test see what the loop hands over.
-type scripted struct{ last float64 }
+type scripted struct {
+	last     float64
+	settling []bool // Observation.Settling of every step
+}
 
 func (s *scripted) Name() string { return "scripted" }
 func (s *scripted) Next(obs control.Observation) control.Decision {
+	s.settling = append(s.settling, obs.Settling)
 	n := 0
 	for _, sg := range obs.Signals {
 		if sg.Err == nil {
@@ -100,11 +104,21 @@ func TestSettleHoldsStartUp(t *testing.T) {
 	phases := []string{"snapshot", "snapshot", "snapshot", "snapshot", "snapshot", "snapshot", "snapshot", "catch-up", "catch-up", "warm", "warm"}
 	i := 0
 	send := &setter{}
+	ctl := &scripted{}
+	var seen []control.Signal // what the controller was shown at step 1
 	l := &Loop{
-		Controller: &scripted{},
+		Controller: recorder{ctl, func(k int, obs control.Observation) {
+			if k == 1 {
+				seen = obs.Signals
+			}
+		}},
 		Observe: func(_ context.Context, at time.Time) control.Observation {
 			i++
-			return control.Observation{At: at, Signals: []control.Signal{{Name: "src", Mean: 30 * time.Millisecond}}}
+			sig := []control.Signal{{Name: "src", Mean: 30 * time.Millisecond}}
+			if i == 2 { // a target that failed this step keeps its own error
+				sig = append(sig, control.Signal{Name: "dst", Err: errProbe})
+			}
+			return control.Observation{At: at, Signals: sig}
 		},
 		Send:   send,
 		Status: func() (string, int64) { return phases[i-1], bytesAt[i-1] },
@@ -127,6 +141,29 @@ func TestSettleHoldsStartUp(t *testing.T) {
 	if r := send.rates[len(send.rates)-1]; r != 1e6 {
 		t.Errorf("after settling the controller set %v, want 1e6", r)
 	}
+	for k, st := range ctl.settling {
+		if want := k < 4; st != want {
+			t.Errorf("step %d: Observation.Settling %v, want %v", k, st, want)
+		}
+	}
+	// The settling signals keep their measurement for a run-long account
+	// (control.PIDParams.MeanHorizon); a signal's own failure is not hidden.
+	if len(seen) != 2 || seen[0].Err != ErrSettling || seen[0].Mean != 30*time.Millisecond || seen[1].Err != errProbe {
+		t.Errorf("settling step's signals: %+v, want src marked ErrSettling with its 30 ms, dst with its own error", seen)
+	}
+}
+
+var errProbe = errors.New("probe timed out")
+
+// recorder passes each observation to see before its controller.
+type recorder struct {
+	control.Controller
+	see func(k int, obs control.Observation)
+}
+
+func (r recorder) Next(obs control.Observation) control.Decision {
+	r.see(len(r.Controller.(*scripted).settling), obs)
+	return r.Controller.Next(obs)
 }
 
 // TestCatchUpFloor: in catch-up, a lag that does not shrink over
