@@ -6,14 +6,15 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"sort"
 	"strconv"
 	"time"
 
 	"github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/catalog"
 	"github.com/sluicedb/sluice/control"
+	"github.com/sluicedb/sluice/internal/stats"
 	"github.com/sluicedb/sluice/loop"
+	"github.com/sluicedb/sluice/migration"
 	"github.com/sluicedb/sluice/monitor"
 	proxyclient "github.com/sluicedb/sluice/proxy/client"
 )
@@ -200,6 +201,12 @@ func (a *Agent) startControl(ctx context.Context, cm catalog.Migration, r *run) 
 			defer r.mu.Unlock()
 			return r.prog.LagBytes
 		},
+		Remaining: func() time.Duration {
+			r.mu.Lock()
+			p := r.prog
+			r.mu.Unlock()
+			return remaining(p, r.lim.Rate())
+		},
 	}
 	if spec.Controller == "pid" || spec.Controller == "integral" {
 		l.Settle = ControlSettle
@@ -248,19 +255,24 @@ func reserveOf(hs []proxyclient.Handover, n int) time.Duration {
 	if len(hs) > n {
 		hs = hs[len(hs)-n:]
 	}
-	if len(hs) == 0 {
-		return 0
-	}
 	xs := make([]float64, len(hs))
 	for i, h := range hs {
 		xs[i] = h.ExcessMSS
 	}
-	sort.Float64s(xs)
-	m := xs[len(xs)/2]
-	if len(xs)%2 == 0 {
-		m = (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
+	return time.Duration(max(0, stats.Median(xs)) * float64(time.Millisecond))
+}
+
+// remaining is the time the snapshot in progress p still needs at rate
+// (bytes/s): the loop's estimate of the time to the handover
+// (control.Observation.Remaining). 0 (unknown) outside the snapshot, whose
+// copy is most of a migration's time, before its size is known, and at
+// rate 0 (paused) or unlimited.
+func remaining(p migration.Progress, rate float64) time.Duration {
+	if p.Phase != migration.PhaseSnapshot || p.BytesTotal <= 0 || rate <= 0 || math.IsInf(rate, 0) {
+		return 0
 	}
-	return time.Duration(max(0, m) * float64(time.Millisecond))
+	s := float64(max(0, p.BytesTotal-p.BytesDone)) / rate
+	return time.Duration(min(s, 1e6) * float64(time.Second))
 }
 
 // ControlSettle is how long the latency controllers hold their starting rate

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"math"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -255,6 +256,30 @@ func TestReserveOf(t *testing.T) {
 	} {
 		if got := reserveOf(c.hs, 3); got != c.want {
 			t.Errorf("reserveOf(%v) = %v, want %v", c.hs, got, c.want)
+		}
+	}
+}
+
+// TestRemaining: the snapshot's bytes left over the throttle's rate; unknown
+// (0) in other phases, before the size is known, paused or unlimited.
+func TestRemaining(t *testing.T) {
+	snap := func(done, total int64) migration.Progress {
+		return migration.Progress{Phase: migration.PhaseSnapshot, BytesDone: done, BytesTotal: total}
+	}
+	for _, c := range []struct {
+		p    migration.Progress
+		rate float64
+		want time.Duration
+	}{
+		{snap(200e6, 1000e6), 40e6, 20 * time.Second},
+		{snap(1100e6, 1000e6), 40e6, 0}, // past the estimate
+		{snap(0, 0), 40e6, 0},
+		{snap(200e6, 1000e6), 0, 0},
+		{snap(200e6, 1000e6), math.Inf(1), 0},
+		{migration.Progress{Phase: migration.PhaseCatchUp, BytesDone: 1, BytesTotal: 2}, 40e6, 0},
+	} {
+		if got := remaining(c.p, c.rate); got != c.want {
+			t.Errorf("remaining(%+v, %v) = %v, want %v", c.p, c.rate, got, c.want)
 		}
 	}
 }

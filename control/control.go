@@ -82,6 +82,11 @@ type Observation struct {
 	// (PIDParams.MeanHorizon) still counts their latency, since the run's
 	// clients saw it.
 	Settling bool
+	// Remaining is the time the migration expects to run until its
+	// handover at the rate it has now (the copy's bytes left over the
+	// rate); 0 = unknown. The PID's contract on the run's mean
+	// (PIDParams.MeanHorizon) settles its balance by then.
+	Remaining time.Duration
 }
 
 // ErrSettling is the error of the latency signals of a Settling step.

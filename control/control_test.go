@@ -207,7 +207,7 @@ func (s *script) step(a args) string {
 			sigs[i].Contract = c
 		}
 	}
-	obs := Observation{At: s.at(), Signals: sigs}
+	obs := Observation{At: s.at(), Signals: sigs, Remaining: a.dur("remaining", 0)}
 	if a.d.HasArg("settling") { // as loop.Loop marks its Settle steps
 		obs.Settling = true
 		for i := range sigs {
@@ -239,10 +239,17 @@ func (s *script) run(a args) string {
 	if r := a.dur("ref", 0); r > 0 {
 		ref = ms(r)
 	}
+	// mb=N: the run is a copy of N MB at the decided rates, and ends with
+	// it; each step tells the controller the time it has left at its
+	// present rate (Observation.Remaining) unless untold is given.
+	size := a.float("mb", 0) * mb
+	var moved float64
+	copied := -1
 	var tr trace
 	var hist [][]time.Duration // per-step latencies of every store, newest last
 	lats := plant.latency(0, s.rate)
 	for k := range steps {
+		moved += s.rate // this step's copy, at the rate decided before it
 		// The controller sees each store's mean over the last window steps.
 		hist = append(hist, lats)
 		if len(hist) > window {
@@ -254,7 +261,11 @@ func (s *script) run(a args) string {
 				seen[i] += l / time.Duration(len(hist))
 			}
 		}
-		dec := s.ctl.Next(Observation{At: s.at(), Signals: s.signals(a, seen)})
+		obs := Observation{At: s.at(), Signals: s.signals(a, seen)}
+		if size > 0 && s.rate > 0 && !a.d.HasArg("untold") {
+			obs.Remaining = time.Duration(max(0, size-moved) / s.rate * float64(time.Second))
+		}
+		dec := s.ctl.Next(obs)
 		shown := lats[0]
 		if plot >= 0 {
 			shown = lats[plot]
@@ -271,6 +282,10 @@ func (s *script) run(a args) string {
 		s.rate = dec.Rate
 		s.k++
 		lats = plant.latency(k+1, dec.Rate) // burst steps count from the run's start
+		if size > 0 && moved >= size {
+			copied = k + 1
+			break
+		}
 	}
 	ml, mr := tr.stats()
 	var b strings.Builder
@@ -288,6 +303,13 @@ func (s *script) run(a args) string {
 		}
 	}
 	fmt.Fprintf(&b, "; holds=%d\n", tr.holds)
+	if size > 0 {
+		if copied > 0 {
+			fmt.Fprintf(&b, "copied %.0f MB in %d steps\n", size/mb, copied)
+		} else {
+			fmt.Fprintf(&b, "copied %.0f of %.0f MB in %d steps\n", moved/mb, size/mb, steps)
+		}
+	}
 	if a.d.HasArg("whole") {
 		wl := tr.meanFrom(a.int("whole", 0))
 		fmt.Fprintf(&b, "from step %d: mean %s=%.2fms", a.int("whole", 0), what, wl)

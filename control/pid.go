@@ -98,6 +98,12 @@ type PIDParams struct {
 	// the run's clients saw their latency. Steps; 0 = off (Slacker: each
 	// window against the setpoint).
 	MeanHorizon int
+	// The balance is repaid over MeanHorizon steps, or over the steps the
+	// run has left when it says (Observation.Remaining) and they are fewer,
+	// but never fewer than MinMeanHorizon: a contract on the run's mean is
+	// settled by the run's end, and a short run would otherwise end with
+	// the slow start's savings still in hand. After the last estimate the steps left count down by one per step.
+	//
 	// MeanBand bounds the working setpoint of MeanHorizon, a fraction of
 	// the setpoint in (0, 1); 0 = DefaultMeanBand.
 	MeanBand float64
@@ -118,6 +124,12 @@ type PIDParams struct {
 // with 20 the loop's own mean came nearer its setpoint than without at 8 of
 // 10 setpoints and the clients' at 6 of 10 — thin evidence; 0 turns it off.
 const DefaultMeanHorizon = 20
+
+// MinMeanHorizon is the fewest steps the mean contract's balance is repaid
+// over near the run's end (PIDParams.MeanHorizon): about what follows the
+// copy (the testbed's catch-up and warm took ~6 s), so the working setpoint
+// does not swing to the band's edge on the last step's estimate.
+const MinMeanHorizon = 5
 
 // DefaultMeanBand is MeanBand's default: the working setpoint stays within
 // half the setpoint of it.
@@ -212,7 +224,11 @@ func (p PIDParams) Validate() error {
 //	SP(k) = Setpoint, or with MeanHorizon H > 0:
 //	        D(0)  = −min(Reserve, MeanBand·Setpoint·H)
 //	        D(k)  = clamp(D(k−1) + Setpoint − PV(k), ±MeanBand·Setpoint·H)
-//	        SP(k) = Setpoint + D(k)/H             // the run's mean PV → Setpoint
+//	        h(k)  = clamp(steps left, MinMeanHorizon, H), or H if never told
+//	                (steps left = Observation.Remaining ÷ the step, counting
+//	                down by one a step while Remaining is 0)
+//	        SP(k) = Setpoint + clamp(D(k)/h(k), ±MeanBand·Setpoint)
+//	                                              // the run's mean PV → Setpoint
 //	e(k)  = (SP(k) − PV(k)) / SP(k)               // > 0: room to go faster
 //	        (ErrorHybrid, when PV(k) < SP(k):
 //	         e(k) = min(SP(k)/PV(k) − 1, HybridErrorCap))
@@ -244,6 +260,8 @@ type PID struct {
 	below    int     // consecutive steps under exitAt since the slow start ended
 	peak     float64 // highest output so far
 	owed     float64 // MeanHorizon's balance D, ns·steps (> 0: the run is under its setpoint)
+	left     float64 // steps the run has left (Observation.Remaining); 0 = never told
+	lastAt   time.Time
 }
 
 var _ Controller = (*PID)(nil)
@@ -275,6 +293,7 @@ func (c *PID) Params() PIDParams { return c.p }
 
 // Next implements Controller.
 func (c *PID) Next(obs Observation) Decision {
+	c.countdown(obs)
 	if obs.Settling {
 		return c.settle(obs)
 	}
@@ -287,8 +306,13 @@ func (c *PID) Next(obs Observation) Decision {
 	spk, spNote := sp, "" // this step's working setpoint
 	if h := float64(c.p.MeanHorizon); h > 0 {
 		c.account(pv)
-		spk = sp + c.owed/h
-		spNote = fmt.Sprintf(" sp=%v", time.Duration(spk).Round(10*time.Microsecond))
+		hNote := ""
+		if c.left > 0 && c.left < h {
+			h = max(c.left, min(MinMeanHorizon, h))
+			hNote = fmt.Sprintf(" h=%.0f", h)
+		}
+		spk = sp + clamp(c.owed/h, -c.p.MeanBand*sp, c.p.MeanBand*sp)
+		spNote = fmt.Sprintf(" sp=%v%s", time.Duration(spk).Round(10*time.Microsecond), hNote)
 	}
 	e := (spk - float64(pv)) / spk
 	if c.p.Error == ErrorHybrid && float64(pv) < spk {
@@ -341,6 +365,23 @@ func (c *PID) Next(obs Observation) Decision {
 		Rate:     r,
 		Prefetch: r,
 		Reason:   fmt.Sprintf("pid pv=%v(%s)%s e=%+.3f du=%+.4f u=%.3f", pv.Round(10*time.Microsecond), who, spNote, e, du, c.u),
+	}
+}
+
+// countdown updates the steps the run has left from obs.Remaining, over
+// the time since the last step (1 s before there is one), or by one step
+// when the run does not say.
+func (c *PID) countdown(obs Observation) {
+	step := time.Second
+	if !c.lastAt.IsZero() && obs.At.After(c.lastAt) {
+		step = obs.At.Sub(c.lastAt)
+	}
+	c.lastAt = obs.At
+	switch {
+	case obs.Remaining > 0:
+		c.left = max(float64(obs.Remaining)/float64(step), 1e-9)
+	case c.left > 0:
+		c.left = max(c.left-1, 1e-9) // still told: at least the floor
 	}
 }
 

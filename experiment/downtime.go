@@ -31,6 +31,7 @@ import (
 
 	agentclient "github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/internal/chart"
+	"github.com/sluicedb/sluice/internal/stats"
 	"github.com/sluicedb/sluice/internal/units"
 	"github.com/sluicedb/sluice/migration"
 	"github.com/sluicedb/sluice/testbed"
@@ -454,7 +455,7 @@ func (r *DowntimeResult) summarise() {
 		for i, x := range runs {
 			xs[i] = f(x)
 		}
-		return dtMedian(xs)
+		return stats.Median(xs)
 	}
 	agent := func(x DowntimeRun) float64 { return x.AgentMs }
 	probe := func(x DowntimeRun) float64 { return x.ProbeMaxMs }
@@ -492,20 +493,6 @@ func (r *DowntimeRun) round() {
 	}
 	r.Seconds, r.RecoveryS = round(r.Seconds, 2), round(r.RecoveryS, 2)
 	r.HeldAtS, r.ReleasedAtS = round(r.HeldAtS, 4), round(r.ReleasedAtS, 4)
-}
-
-// dtMedian is the median of xs (the mean of the middle two for an even
-// count); 0 for none.
-func dtMedian(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // dtSample is one probe: when it was issued, how long it took, and whether it

@@ -68,17 +68,6 @@ func TestDtStall(t *testing.T) {
 	}
 }
 
-func TestDtMedian(t *testing.T) {
-	for _, c := range []struct {
-		xs   []float64
-		want float64
-	}{{nil, 0}, {[]float64{7}, 7}, {[]float64{9, 1, 5}, 5}, {[]float64{4, 1, 3, 2}, 2.5}} {
-		if got := dtMedian(c.xs); got != c.want {
-			t.Errorf("median %v = %v, want %v", c.xs, got, c.want)
-		}
-	}
-}
-
 func TestDtWorkloadAround(t *testing.T) {
 	secs := []workload.Second{
 		{T: 0, Count: 10, P99Ms: 50},

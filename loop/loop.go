@@ -53,6 +53,9 @@ type Loop struct {
 	// no speed would have avoided. The controller sees those steps as
 	// missing data (ErrSettling) and holds. 0: no settling.
 	Settle time.Duration
+	// Remaining, if set, reports the time the migration expects to run
+	// until its handover (control.Observation.Remaining; 0 unknown).
+	Remaining func() time.Duration
 	// Lag, if set, reports the standby's replay lag in bytes (< 0 unknown).
 	// In phases "catch-up" and "warm" (which waits for the lag again after
 	// its copy) the loop then guarantees progress: when the lag
@@ -93,6 +96,9 @@ const DefaultPeriod = time.Second
 // Step runs one control step at time at and returns its record.
 func (l *Loop) Step(ctx context.Context, at time.Time) Point {
 	obs := l.Observe(ctx, at)
+	if l.Remaining != nil {
+		obs.Remaining = l.Remaining()
+	}
 	seen := obs
 	var phase string
 	var bytes int64

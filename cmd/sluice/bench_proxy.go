@@ -20,6 +20,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicedb/sluice/internal/stats"
 	"github.com/sluicedb/sluice/pgcluster"
 )
 
@@ -314,15 +315,11 @@ func median(rs []pgbenchRun) pgbenchRun {
 
 // medianCPU returns the median of the runs' CPU per transaction.
 func medianCPU(rs []pgbenchRun) float64 {
-	if len(rs) == 0 {
-		return 0
-	}
 	v := make([]float64, len(rs))
 	for i, r := range rs {
 		v[i] = r.cpuUS
 	}
-	sort.Float64s(v)
-	return v[len(v)/2]
+	return stats.Median(v)
 }
 
 func runPgbench(ctx context.Context, bin, dir string, env []string, args ...string) (string, error) {

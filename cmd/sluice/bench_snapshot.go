@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicedb/sluice/internal/stats"
 	"github.com/sluicedb/sluice/pgcluster"
 	"github.com/sluicedb/sluice/snapshot"
 )
@@ -225,8 +225,8 @@ func runBenchSnapshot(cmd *cobra.Command, _ []string) error {
 				(cpu+srv).Seconds()/(float64(bytes)/1e9), loadAvg1(), detail)
 		}
 	}
-	rate := func(i int) float64 { return math.Round(float64(bytes)/1e6/medianFloat(secs[i])*10) / 10 }
-	cpuGB := func(i int) float64 { return math.Round(medianFloat(cpus[i])/(float64(bytes)/1e9)*100) / 100 }
+	rate := func(i int) float64 { return math.Round(float64(bytes)/1e6/stats.Median(secs[i])*10) / 10 }
+	cpuGB := func(i int) float64 { return math.Round(stats.Median(cpus[i])/(float64(bytes)/1e9)*100) / 100 }
 	res := benchSnapshotResult{
 		Bytes: bytes, SluiceMBs: rate(0), TarMBs: rate(1), PgBasebackupMBs: rate(2),
 		SluiceCPUPerGB: cpuGB(0), TarCPUPerGB: cpuGB(1), PgBasebackupCPUPerGB: cpuGB(2),
@@ -350,15 +350,6 @@ func loadAvg1() float64 {
 		return -1
 	}
 	return v
-}
-
-func medianFloat(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // loopback returns both ends of a fresh loopback TCP connection.

@@ -8,7 +8,6 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluicedb/sluice/cgroup"
+	"github.com/sluicedb/sluice/internal/stats"
 	"github.com/sluicedb/sluice/migration"
 	"github.com/sluicedb/sluice/pgcluster"
 )
@@ -215,8 +215,8 @@ func runBenchWarm(cmd *cobra.Command, _ []string) error {
 		progress("round %d %s migration %s→%s: baseline %.0f reads/s, freeze %.1f ms, warmed %d blocks, recovery %.2f s%s",
 			i/2+1, label, rec.Source, rec.Target, baseline, float64(out.Freeze)/float64(time.Millisecond), out.WarmBlocks, rec2.Seconds(), note)
 	}
-	res.RecoveryWarm = migRound2(migMedian(warms))
-	res.RecoveryCold = migRound2(migMedian(colds))
+	res.RecoveryWarm = migRound2(stats.Median(warms))
+	res.RecoveryCold = migRound2(stats.Median(colds))
 	if bf.jsonOut {
 		return writeJSON(cmd.OutOrStdout(), res)
 	}
@@ -224,20 +224,6 @@ func runBenchWarm(cmd *cobra.Command, _ []string) error {
 	fmt.Fprintf(o, "recovery warm  %.2f s\n", res.RecoveryWarm)
 	fmt.Fprintf(o, "recovery cold  %.2f s\n", res.RecoveryCold)
 	return nil
-}
-
-// migMedian is the median of xs (mean of the middle two for an even count).
-func migMedian(xs []float64) float64 {
-	s := append([]float64(nil), xs...)
-	sort.Float64s(s)
-	n := len(s)
-	if n == 0 {
-		return 0
-	}
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 func migRound2(x float64) float64 { return float64(int64(x*100+0.5)) / 100 }
