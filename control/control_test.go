@@ -1,6 +1,7 @@
 package control
 
 import (
+	"slices"
 	"errors"
 	"fmt"
 	"strings"
@@ -243,13 +244,25 @@ func (s *script) run(a args) string {
 	// it; each step tells the controller the time it has left at its
 	// present rate (Observation.Remaining) unless untold is given.
 	size := a.float("mb", 0) * mb
+	// startup=N startuplat=D: the first N steps' latency is D at every
+	// store (a migration's start-up: the snapshot's checkpoint), and the
+	// steps while it is in the window are Settling, as loop.Loop marks them.
+	startup, startupLat := a.int("startup", 0), a.dur("startuplat", 0)
 	var moved float64
 	copied := -1
 	var tr trace
 	var hist [][]time.Duration // per-step latencies of every store, newest last
+	if startup > 0 { // the window before the migration holds the idle server
+		for range window - 1 {
+			hist = append(hist, plant.latency(0, 0))
+		}
+	}
 	lats := plant.latency(0, s.rate)
 	for k := range steps {
 		moved += s.rate // this step's copy, at the rate decided before it
+		if k < startup {
+			lats = slices.Repeat([]time.Duration{startupLat}, len(lats))
+		}
 		// The controller sees each store's mean over the last window steps.
 		hist = append(hist, lats)
 		if len(hist) > window {
@@ -264,6 +277,12 @@ func (s *script) run(a args) string {
 		obs := Observation{At: s.at(), Signals: s.signals(a, seen)}
 		if size > 0 && s.rate > 0 && !a.d.HasArg("untold") {
 			obs.Remaining = time.Duration(max(0, size-moved) / s.rate * float64(time.Second))
+		}
+		if k < startup+window-1 {
+			obs.Settling = true
+			for i := range obs.Signals {
+				obs.Signals[i].Err = ErrSettling
+			}
 		}
 		dec := s.ctl.Next(obs)
 		shown := lats[0]

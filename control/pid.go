@@ -93,17 +93,18 @@ type PIDParams struct {
 	// within ±MeanBand·Setpoint·MeanHorizon, so the working setpoint stays
 	// within Setpoint·(1 ± MeanBand) and a balance that large (a stall of
 	// seconds, a long idle start) is forgotten beyond it rather than
-	// repaid for minutes. The steps of the migration's start-up
+	// repaid for minutes. When the run says how long it has left
+	// (Observation.Remaining), the steps left (plus AfterCopySteps) take
+	// MeanHorizon's place in both: the working setpoint is then what the
+	// rest of the run must average for the whole run to average the
+	// setpoint, so a short run settles its balance by its end (it would
+	// otherwise end with its slow start's savings in hand) and a long one
+	// keeps a large balance — a start-up's checkpoint, a reserve — and
+	// repays it gently. The steps of the migration's start-up
 	// (Observation.Settling) count too: the output holds through them, but
 	// the run's clients saw their latency. Steps; 0 = off (Slacker: each
 	// window against the setpoint).
 	MeanHorizon int
-	// The balance is repaid over MeanHorizon steps, or over the steps the
-	// run has left when it says (Observation.Remaining) and they are fewer,
-	// but never fewer than MinMeanHorizon: a contract on the run's mean is
-	// settled by the run's end, and a short run would otherwise end with
-	// the slow start's savings still in hand. After the last estimate the steps left count down by one per step.
-	//
 	// MeanBand bounds the working setpoint of MeanHorizon, a fraction of
 	// the setpoint in (0, 1); 0 = DefaultMeanBand.
 	MeanBand float64
@@ -111,7 +112,7 @@ type PIDParams struct {
 	// expected to see after its last step — a handover's freeze and the new
 	// server's drain, which no step controls — summed over 1-step windows:
 	// 100 ms is one step's window mean 100 ms over. With MeanHorizon, the
-	// balance D starts at −Reserve (within its band), so the run spends it
+	// balance D starts at −Reserve (within its band from the first step), so the run spends it
 	// under the setpoint beforehand and the mean over the whole run,
 	// handover included, lands on the setpoint. ns·steps, >= 0; 0 = none.
 	Reserve time.Duration
@@ -125,11 +126,12 @@ type PIDParams struct {
 // 10 setpoints and the clients' at 6 of 10 — thin evidence; 0 turns it off.
 const DefaultMeanHorizon = 20
 
-// MinMeanHorizon is the fewest steps the mean contract's balance is repaid
-// over near the run's end (PIDParams.MeanHorizon): about what follows the
-// copy (the testbed's catch-up and warm took ~6 s), so the working setpoint
-// does not swing to the band's edge on the last step's estimate.
-const MinMeanHorizon = 5
+// AfterCopySteps is what the PID's mean contract (PIDParams.MeanHorizon)
+// adds to the steps the copy has left (Observation.Remaining) for the steps
+// a migration runs after its copy: catch-up and warm, ~6 s on the testbed.
+// After the last estimate the steps left count down by one a step, so the
+// working setpoint does not swing to the band's edge at the copy's end.
+const AfterCopySteps = 5
 
 // DefaultMeanBand is MeanBand's default: the working setpoint stays within
 // half the setpoint of it.
@@ -222,13 +224,12 @@ func (p PIDParams) Validate() error {
 //	        MeanHorizon, D(k) below counts its PV (the signals' ErrSettling
 //	        ignored; no change if one has an error of its own)
 //	SP(k) = Setpoint, or with MeanHorizon H > 0:
-//	        D(0)  = −min(Reserve, MeanBand·Setpoint·H)
-//	        D(k)  = clamp(D(k−1) + Setpoint − PV(k), ±MeanBand·Setpoint·H)
-//	        h(k)  = clamp(steps left, MinMeanHorizon, H), or H if never told
+//	        h(k)  = steps left + AfterCopySteps, or H if never told
 //	                (steps left = Observation.Remaining ÷ the step, counting
 //	                down by one a step while Remaining is 0)
-//	        SP(k) = Setpoint + clamp(D(k)/h(k), ±MeanBand·Setpoint)
-//	                                              // the run's mean PV → Setpoint
+//	        D(0)  = −Reserve
+//	        D(k)  = clamp(D(k−1) + Setpoint − PV(k), ±MeanBand·Setpoint·h(k))
+//	        SP(k) = Setpoint + D(k)/h(k)          // the run's mean PV → Setpoint
 //	e(k)  = (SP(k) − PV(k)) / SP(k)               // > 0: room to go faster
 //	        (ErrorHybrid, when PV(k) < SP(k):
 //	         e(k) = min(SP(k)/PV(k) − 1, HybridErrorCap))
@@ -278,9 +279,8 @@ func NewPID(p PIDParams) (*PID, error) {
 		p.MeanBand = DefaultMeanBand
 	}
 	c := &PID{p: p, u: p.Initial, starting: p.StartGrowth > 1}
-	if h := float64(p.MeanHorizon); h > 0 {
-		lim := p.MeanBand * float64(p.Setpoint) * h
-		c.owed = -min(float64(p.Reserve), lim)
+	if p.MeanHorizon > 0 {
+		c.owed = -float64(p.Reserve) // within the band from the first step
 	}
 	return c, nil
 }
@@ -304,15 +304,13 @@ func (c *PID) Next(obs Observation) Decision {
 	}
 	sp := float64(c.p.Setpoint)
 	spk, spNote := sp, "" // this step's working setpoint
-	if h := float64(c.p.MeanHorizon); h > 0 {
-		c.account(pv)
-		hNote := ""
-		if c.left > 0 && c.left < h {
-			h = max(c.left, min(MinMeanHorizon, h))
-			hNote = fmt.Sprintf(" h=%.0f", h)
+	if c.p.MeanHorizon > 0 {
+		h := c.account(pv)
+		spk = sp + c.owed/h
+		spNote = fmt.Sprintf(" sp=%v", time.Duration(spk).Round(10*time.Microsecond))
+		if c.left > 0 {
+			spNote += fmt.Sprintf(" h=%.0f", h)
 		}
-		spk = sp + clamp(c.owed/h, -c.p.MeanBand*sp, c.p.MeanBand*sp)
-		spNote = fmt.Sprintf(" sp=%v%s", time.Duration(spk).Round(10*time.Microsecond), hNote)
 	}
 	e := (spk - float64(pv)) / spk
 	if c.p.Error == ErrorHybrid && float64(pv) < spk {
@@ -385,11 +383,17 @@ func (c *PID) countdown(obs Observation) {
 	}
 }
 
-// account adds one step at latency pv to MeanHorizon's balance D.
-func (c *PID) account(pv time.Duration) {
+// account adds one step at latency pv to MeanHorizon's balance D, within
+// the band over this step's horizon h(k), which it returns (steps).
+func (c *PID) account(pv time.Duration) float64 {
+	h := float64(c.p.MeanHorizon)
+	if c.left > 0 {
+		h = c.left + AfterCopySteps
+	}
 	sp := float64(c.p.Setpoint)
-	lim := c.p.MeanBand * sp * float64(c.p.MeanHorizon)
+	lim := c.p.MeanBand * sp * h
 	c.owed = clamp(c.owed+sp-float64(pv), -lim, lim)
+	return h
 }
 
 // settle is the step of a Settling observation: the output holds, and with

@@ -64,7 +64,7 @@ func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB,
 	fs.Float64Var(&f.kd, "kd", 0, "PID derivative gain")
 	fs.StringVar(&f.errorForm, "error-form", experiment.DefaultErrorForm, "PID error form: linear (Slacker) or hybrid (SP/PV−1 below the setpoint)")
 	fs.Float64Var(&f.startGrowth, "start-growth", experiment.DefaultStartGrowth, "PID slow start: rate × this per step until the latency is half-way to the setpoint (1 = none, Slacker)")
-	fs.IntVar(&f.meanHorizon, "mean-horizon", experiment.DefaultMeanHorizon, "PID: hold the migration's mean latency (not each window's) at the setpoint, working off a shortfall or excess over this many steps, or over the copy's time left when shorter (0 = off, Slacker)")
+	fs.IntVar(&f.meanHorizon, "mean-horizon", experiment.DefaultMeanHorizon, "PID: hold the migration's mean latency (not each window's) at the setpoint, working off a shortfall or excess over this many steps, or, once the copy's time left is known, over the rest of the run (0 = off, Slacker)")
 	fs.StringVar(&f.reserve, "handover-reserve", "auto", "PID with a mean horizon: the handover's expected cost to the clients, ms·s, spent under the setpoint beforehand; auto = the median of the proxy's last measured handovers of the tenant, 0 = none")
 	fs.Uint64Var(&f.seed, "seed", 1, "workload seed")
 	fs.StringArrayVar(&f.settings, "tenant-setting", nil, "a postgresql.conf parameter for every tenant, name=value (repeatable; over the bed's own)")

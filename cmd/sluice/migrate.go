@@ -182,7 +182,7 @@ Interrupting the command stops following; the migration carries on.`,
 	f.Float64Var(&ki, "ki", 0, "PID integral gain (default Slacker's 0.005)")
 	f.Float64Var(&kd, "kd", 0, "PID derivative gain (default Slacker's 0.015)")
 	f.Float64Var(&startGrowth, "start-growth", 0, "PID slow start: rate × this per step until the latency is half-way to the setpoint (default none)")
-	f.IntVar(&meanHorizon, "mean-horizon", control.DefaultMeanHorizon, "PID: hold the migration's mean latency (not each window's) at the setpoint, working off a shortfall or excess over this many steps, or over the copy's time left when shorter (0 = off: each window against the setpoint, Slacker)")
+	f.IntVar(&meanHorizon, "mean-horizon", control.DefaultMeanHorizon, "PID: hold the migration's mean latency (not each window's) at the setpoint, working off a shortfall or excess over this many steps, or, once the copy's time left is known, over the rest of the run (0 = off: each window against the setpoint, Slacker)")
 	f.Float64Var(&k, "k", 0, "integral controller gain, (bytes/s) per second of latency error (sluice tune proposes one)")
 	root.AddCommand(cmd)
 }
