@@ -2,10 +2,10 @@ package agent
 
 import (
 	"context"
-	"math"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"

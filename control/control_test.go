@@ -1,9 +1,9 @@
 package control
 
 import (
-	"slices"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -252,7 +252,7 @@ func (s *script) run(a args) string {
 	copied := -1
 	var tr trace
 	var hist [][]time.Duration // per-step latencies of every store, newest last
-	if startup > 0 { // the window before the migration holds the idle server
+	if startup > 0 {           // the window before the migration holds the idle server
 		for range window - 1 {
 			hist = append(hist, plant.latency(0, 0))
 		}
