@@ -180,6 +180,17 @@ func (s *LocalSource) UnpaceWAL(on bool) {
 	}
 }
 
+// WALRelayed is how many bytes of WAL the relay has passed to the standby
+// so far; 0 without a relay.
+func (s *LocalSource) WALRelayed() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.relay == nil {
+		return 0
+	}
+	return s.relay.Relayed()
+}
+
 // CreateSlot drops a slot of that name if any, then creates it reserving WAL now.
 func (s *LocalSource) CreateSlot(ctx context.Context, name string) (LSN, error) {
 	var lsn string

@@ -23,7 +23,7 @@ type Progress struct {
 	Action     string        `json:"action"`
 	BytesDone  int64         `json:"bytes_done"`  // of the current copy (snapshot, cold copy, warm)
 	BytesTotal int64         `json:"bytes_total"` // estimate; 0 unknown
-	Rate       float64       `json:"rate"`        // bytes/s over the current copy so far
+	Rate       float64       `json:"rate"`        // bytes/s over the current copy so far; in CATCH-UP, WAL shipped since the phase began
 	ETA        time.Duration `json:"eta_ns"`      // at Rate; 0 unknown
 	LagBytes   int64         `json:"lag_bytes"`   // standby replay lag; -1 unknown
 }
@@ -201,6 +201,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 type runner struct {
 	env          Env
 	catchUpStart time.Time
+	walAtCatchUp int64 // the relay's byte count when CATCH-UP began (walCounter)
 	lastProgress time.Time
 	copyStart    time.Time
 	copyTotal    int64
@@ -273,18 +274,11 @@ func (r *runner) progress(rec Record, action string, force bool) {
 }
 
 func (r *runner) progressBytes(rec Record, action string, done int64, force bool) {
-	if r.env.Progress == nil {
+	p, now, ok := r.progressDue(rec, action, force)
+	if !ok {
 		return
 	}
-	now := r.env.Now()
-	if !force && now.Sub(r.lastProgress) < r.env.ProgressEvery {
-		return
-	}
-	r.lastProgress = now
-	p := Progress{ID: rec.ID, Phase: rec.Phase, Action: action, BytesDone: done, BytesTotal: r.copyTotal, LagBytes: rec.LagBytes}
-	if r.lag != 0 {
-		p.LagBytes = r.lag
-	}
+	p.BytesDone, p.BytesTotal = done, r.copyTotal
 	if done > 0 && !r.copyStart.IsZero() {
 		if el := now.Sub(r.copyStart).Seconds(); el > 0 {
 			p.Rate = float64(done) / el
@@ -294,6 +288,47 @@ func (r *runner) progressBytes(rec Record, action string, done int64, force bool
 		}
 	}
 	r.env.Progress(p)
+}
+
+// progressCatchUp reports CATCH-UP: the lag, and with a walCounter source
+// the rate at which WAL has been shipped since the phase began (the
+// snapshot's bytes no longer move, so their rate would read 0).
+func (r *runner) progressCatchUp(rec Record, action string, src Source) {
+	p, now, ok := r.progressDue(rec, action, false)
+	if !ok {
+		return
+	}
+	if wc, ok := src.(walCounter); ok {
+		p.Rate = shipRate(wc.WALRelayed()-r.walAtCatchUp, now.Sub(r.catchUpStart))
+	}
+	r.env.Progress(p)
+}
+
+// progressDue starts a Progress with the phase and the lag, and says
+// whether one is due (Env.Progress set, and ProgressEvery since the last
+// unless forced); it then counts as sent.
+func (r *runner) progressDue(rec Record, action string, force bool) (Progress, time.Time, bool) {
+	if r.env.Progress == nil {
+		return Progress{}, time.Time{}, false
+	}
+	now := r.env.Now()
+	if !force && now.Sub(r.lastProgress) < r.env.ProgressEvery {
+		return Progress{}, now, false
+	}
+	r.lastProgress = now
+	p := Progress{ID: rec.ID, Phase: rec.Phase, Action: action, BytesTotal: r.copyTotal, LagBytes: rec.LagBytes}
+	if r.lag != 0 {
+		p.LagBytes = r.lag
+	}
+	return p, now, true
+}
+
+// shipRate is n bytes over d, bytes/s; 0 for no time or no bytes.
+func shipRate(n int64, d time.Duration) float64 {
+	if n <= 0 || d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
 }
 
 func failed(a Action, err error) Event { return Failed{Err: fmt.Sprintf("%s: %v", a, err)} }
@@ -340,6 +375,9 @@ func (r *runner) execute(ctx context.Context, rec Record, a Action) Event {
 	case WaitCatchUp:
 		if r.catchUpStart.IsZero() {
 			r.catchUpStart = env.Now()
+			if wc, ok := src.(walCounter); ok {
+				r.walAtCatchUp = wc.WALRelayed()
+			}
 		}
 		if err := sleep(ctx, a.Poll); err != nil {
 			return failed(a, err)
@@ -372,7 +410,7 @@ func (r *runner) execute(ctx context.Context, rec Record, a Action) Event {
 				r.lag = max(int64(flush)-int64(got), 0)
 			}
 		}
-		r.progress(rec, a.String(), false)
+		r.progressCatchUp(rec, a.String(), src)
 		if lag < 0 || lag > a.MaxLag {
 			if env.Now().Sub(r.catchUpStart) > env.CatchUpTimeout {
 				return failed(a, fmt.Errorf("replay lag still %d bytes after %s", lag, env.CatchUpTimeout))
@@ -532,6 +570,13 @@ type slotChecker interface {
 // Rollback restores it.
 type walUnpacer interface {
 	UnpaceWAL(on bool)
+}
+
+// walCounter is implemented by Sources whose CATCH-UP WAL stream goes
+// through a relay that counts it (LocalSource): the progress's rate in
+// CATCH-UP is then the WAL shipped per second.
+type walCounter interface {
+	WALRelayed() int64
 }
 
 // slotPositioner is implemented by Sources that can report how far the

@@ -30,7 +30,8 @@ type WALRelay struct {
 
 	ln       net.Listener
 	target   string
-	unpaced  atomic.Bool // Unpace: relay at full speed
+	unpaced  atomic.Bool  // Unpace: relay at full speed
+	relayed  atomic.Int64 // source→standby bytes written, all connections
 	mu       sync.Mutex
 	conns    map[net.Conn]struct{}
 	limiters map[*throttle.Limiter]struct{} // of the running paced copies
@@ -148,7 +149,9 @@ func (r *WALRelay) paced(dst io.Writer, src io.Reader) {
 			if lim.WaitN(r.stop, n) != nil {
 				return
 			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
+			w, werr := dst.Write(buf[:n])
+			r.relayed.Add(int64(w))
+			if werr != nil {
 				return
 			}
 		}
@@ -157,6 +160,10 @@ func (r *WALRelay) paced(dst io.Writer, src io.Reader) {
 		}
 	}
 }
+
+// Relayed is how many bytes the relay has passed from the source to the
+// standbys (the paced direction) since it started, over all connections.
+func (r *WALRelay) Relayed() int64 { return r.relayed.Load() }
 
 // Close stops listening, closes every relayed connection and waits for the
 // relay's goroutines.

@@ -68,6 +68,13 @@ func TestWALRelayRelaysBothWays(t *testing.T) {
 	if calls.Load() == 0 {
 		t.Fatal("the pace was never read")
 	}
+	// The relay counts a chunk once its write returned, which may be just
+	// after the client read it.
+	for deadline := time.Now().Add(10 * time.Second); r.Relayed() != int64(len(msg)); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("Relayed = %d, want the %d bytes echoed back", r.Relayed(), len(msg))
+		}
+	}
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -61,7 +61,7 @@ type Progress struct {
 	Action     string  `json:"action,omitempty"` // what the driver is doing now
 	Bytes      int64   `json:"bytes"`            // bytes of the phase that counts them (snapshot: sent; warm: reloaded), else moved so far
 	TotalBytes int64   `json:"total_bytes"`      // that phase's estimated total; 0 = unknown or a phase without one
-	Rate       float64 `json:"rate"`             // measured send rate, bytes/s
+	Rate       float64 `json:"rate"`             // measured send rate, bytes/s: the copy's so far; in catch-up, the WAL shipped since it began
 	Limit      float64 `json:"limit"`            // current throttle, bytes/s; 0 = unlimited
 	ETASeconds float64 `json:"eta_seconds"`      // -1 = unknown
 	LagBytes   int64   `json:"lag_bytes"`        // WAL the target still has to replay; -1 = unknown
