@@ -273,12 +273,24 @@ func (r *runner) progress(rec Record, action string, force bool) {
 	r.progressBytes(rec, action, 0, force)
 }
 
+// progressBytes reports the phase, the lag and, for a copy, done bytes of
+// it with their rate and ETA; at most every ProgressEvery unless forced. In
+// CATCH-UP, with a walCounter source, the rate is the WAL shipped per
+// second since the phase began (the snapshot's bytes no longer move, so
+// their rate would read 0).
 func (r *runner) progressBytes(rec Record, action string, done int64, force bool) {
-	p, now, ok := r.progressDue(rec, action, force)
-	if !ok {
+	if r.env.Progress == nil {
 		return
 	}
-	p.BytesDone, p.BytesTotal = done, r.copyTotal
+	now := r.env.Now()
+	if !force && now.Sub(r.lastProgress) < r.env.ProgressEvery {
+		return
+	}
+	r.lastProgress = now
+	p := Progress{ID: rec.ID, Phase: rec.Phase, Action: action, BytesDone: done, BytesTotal: r.copyTotal, LagBytes: rec.LagBytes}
+	if r.lag != 0 {
+		p.LagBytes = r.lag
+	}
 	if done > 0 && !r.copyStart.IsZero() {
 		if el := now.Sub(r.copyStart).Seconds(); el > 0 {
 			p.Rate = float64(done) / el
@@ -287,40 +299,10 @@ func (r *runner) progressBytes(rec Record, action string, done int64, force bool
 			}
 		}
 	}
-	r.env.Progress(p)
-}
-
-// progressCatchUp reports CATCH-UP: the lag, and with a walCounter source
-// the rate at which WAL has been shipped since the phase began (the
-// snapshot's bytes no longer move, so their rate would read 0).
-func (r *runner) progressCatchUp(rec Record, action string, src Source) {
-	p, now, ok := r.progressDue(rec, action, false)
-	if !ok {
-		return
-	}
-	if wc, ok := src.(walCounter); ok {
+	if wc, ok := r.env.Source.(walCounter); ok && rec.Phase == PhaseCatchUp && !r.catchUpStart.IsZero() {
 		p.Rate = shipRate(wc.WALRelayed()-r.walAtCatchUp, now.Sub(r.catchUpStart))
 	}
 	r.env.Progress(p)
-}
-
-// progressDue starts a Progress with the phase and the lag, and says
-// whether one is due (Env.Progress set, and ProgressEvery since the last
-// unless forced); it then counts as sent.
-func (r *runner) progressDue(rec Record, action string, force bool) (Progress, time.Time, bool) {
-	if r.env.Progress == nil {
-		return Progress{}, time.Time{}, false
-	}
-	now := r.env.Now()
-	if !force && now.Sub(r.lastProgress) < r.env.ProgressEvery {
-		return Progress{}, now, false
-	}
-	r.lastProgress = now
-	p := Progress{ID: rec.ID, Phase: rec.Phase, Action: action, BytesTotal: r.copyTotal, LagBytes: rec.LagBytes}
-	if r.lag != 0 {
-		p.LagBytes = r.lag
-	}
-	return p, now, true
 }
 
 // shipRate is n bytes over d, bytes/s; 0 for no time or no bytes.
@@ -410,7 +392,7 @@ func (r *runner) execute(ctx context.Context, rec Record, a Action) Event {
 				r.lag = max(int64(flush)-int64(got), 0)
 			}
 		}
-		r.progressCatchUp(rec, a.String(), src)
+		r.progress(rec, a.String(), false)
 		if lag < 0 || lag > a.MaxLag {
 			if env.Now().Sub(r.catchUpStart) > env.CatchUpTimeout {
 				return failed(a, fmt.Errorf("replay lag still %d bytes after %s", lag, env.CatchUpTimeout))
