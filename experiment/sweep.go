@@ -203,6 +203,12 @@ type FixedPoint struct {
 	// PreMigrationMs is the mean latency over the last PreWindow seconds of
 	// the warm-up, before this migration starts: the plant's state then.
 	PreMigrationMs float64 `json:"mean_latency_pre_migration_ms"`
+	// SourceThrottledPct and TargetThrottledPct are the shares (%) of the
+	// source's and target's CFS quota periods in which their cgroup was
+	// throttled during the migration (TrialResult.SourceThrottled); absent
+	// without a CPU quota.
+	SourceThrottledPct *float64 `json:"source_throttled_pct,omitempty"`
+	TargetThrottledPct *float64 `json:"target_throttled_pct,omitempty"`
 }
 
 // PIDPoint is one PID migration of the sweep.
@@ -237,6 +243,9 @@ type PIDPoint struct {
 	// not say).
 	ReserveMsS        float64 `json:"handover_reserve_ms_s"`
 	HandoverExcessMsS float64 `json:"handover_excess_ms_s"`
+	// SourceThrottledPct and TargetThrottledPct: as FixedPoint's.
+	SourceThrottledPct *float64 `json:"source_throttled_pct,omitempty"`
+	TargetThrottledPct *float64 `json:"target_throttled_pct,omitempty"`
 }
 
 // PreWindow is how much of a trial's warm-up, up to the migration's start,
@@ -245,6 +254,32 @@ const PreWindow = 10.0
 
 // preMigration returns r's mean latency over the PreWindow whole seconds
 // before the one its migration started in.
+// pct is share (0–1) as a percentage rounded to 0.1, nil when share is NaN
+// (not measured).
+func pct(share float64) *float64 {
+	if math.IsNaN(share) {
+		return nil
+	}
+	v := round(100*share, 1)
+	return &v
+}
+
+// throttleNote is the progress lines' account of the servers' CPU quota
+// ("; CPU quota throttled in 34 % of the source's periods, 12 % of the
+// target's"), "" when neither was measured.
+func throttleNote(src, dst *float64) string {
+	f := func(p *float64) string {
+		if p == nil {
+			return "? %"
+		}
+		return fmt.Sprintf("%.0f %%", *p)
+	}
+	if src == nil && dst == nil {
+		return ""
+	}
+	return fmt.Sprintf("; CPU quota throttled in %s of the source's periods, %s of the target's", f(src), f(dst))
+}
+
 func preMigration(r *TrialResult) float64 {
 	end := math.Floor(r.MigStart)
 	return round(Describe(r.Latencies(max(0, end-PreWindow), end)).Mean, 2)
@@ -336,9 +371,10 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		st := Describe(r.Latencies(r.MigStart, r.MigEnd))
 		bh := Describe(r.Latencies(r.BeforeHandover()))
 		p := FixedPoint{RateMBs: round(rate/1e6, 2), MeanLatencyMs: round(st.Mean, 2), StddevLatencyMs: round(st.Std, 2), MigrationSeconds: round(r.MigEnd-r.MigStart, 1),
-			BeforeHandoverMs: round(bh.Mean, 2), FreezeMs: round(r.FreezeMs, 1), PreMigrationMs: preMigration(r)}
-		say("fixed %.1f MB/s: latency %.1f ± %.1f ms (before the handover %.1f; before the migration %.1f), %.1f s; ledger %d acknowledged, 0 lost",
-			p.RateMBs, p.MeanLatencyMs, p.StddevLatencyMs, p.BeforeHandoverMs, p.PreMigrationMs, p.MigrationSeconds, r.Check.Acknowledged)
+			BeforeHandoverMs: round(bh.Mean, 2), FreezeMs: round(r.FreezeMs, 1), PreMigrationMs: preMigration(r),
+			SourceThrottledPct: pct(r.SourceThrottled), TargetThrottledPct: pct(r.TargetThrottled)}
+		say("fixed %.1f MB/s: latency %.1f ± %.1f ms (before the handover %.1f; before the migration %.1f), %.1f s%s; ledger %d acknowledged, 0 lost",
+			p.RateMBs, p.MeanLatencyMs, p.StddevLatencyMs, p.BeforeHandoverMs, p.PreMigrationMs, p.MigrationSeconds, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct), r.Check.Acknowledged)
 		res.Fixed = append(res.Fixed, p)
 		return nil
 	}
@@ -385,8 +421,9 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		p.PreMigrationMs = preMigration(r)
 		p.ReserveMsS = round(r.ReserveMsS, 1)
 		p.HandoverExcessMsS = round(handoverExcess(bed, tn.Name, r.Migration.Created), 1)
-		say("pid %.1f ms (mean horizon %d, ki %g): latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %.1f; before the migration %.1f), %.1f s at %.1f MB/s; handover reserve %.0f ms·s, cost %.0f; ledger %d acknowledged, 0 lost",
-			sp, h, gain, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, p.LoopMeanMs, p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, p.ReserveMsS, p.HandoverExcessMsS, r.Check.Acknowledged)
+		p.SourceThrottledPct, p.TargetThrottledPct = pct(r.SourceThrottled), pct(r.TargetThrottled)
+		say("pid %.1f ms (mean horizon %d, ki %g): latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %.1f; before the migration %.1f), %.1f s at %.1f MB/s%s; handover reserve %.0f ms·s, cost %.0f; ledger %d acknowledged, 0 lost",
+			sp, h, gain, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, p.LoopMeanMs, p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct), p.ReserveMsS, p.HandoverExcessMsS, r.Check.Acknowledged)
 		res.PID = append(res.PID, p)
 		return nil
 	}

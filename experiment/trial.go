@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	agentclient "github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/cgroup"
 	"github.com/sluicedb/sluice/loop"
 	"github.com/sluicedb/sluice/migration"
 	"github.com/sluicedb/sluice/testbed"
@@ -73,10 +74,15 @@ type TrialResult struct {
 	// it (agent/client.Progress.ReserveMsS), ms·s; 0 without one.
 	ReserveMsS float64
 	StepAt     float64 // -1 without a step
-	Migration  agentclient.Migration
-	Check      workload.Check // the migrating tenant's ledger, verified on its new owner
-	runner     *workload.Runner
-	others     []*workload.Runner
+	// SourceThrottled and TargetThrottled are the shares (0–1) of the
+	// source's and target's CFS quota periods in which their cgroup was
+	// throttled during the migration (cgroup.CPUStat.ThrottledShare): how
+	// often the server wanted more CPU than its quota. NaN without a quota.
+	SourceThrottled, TargetThrottled float64
+	Migration                        agentclient.Migration
+	Check                            workload.Check // the migrating tenant's ledger, verified on its new owner
+	runner                           *workload.Runner
+	others                           []*workload.Runner
 }
 
 // Latencies returns the migrating tenant's transaction latencies (ms) in
@@ -234,6 +240,7 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 		return res, err
 	}
 	res.MigStart = since()
+	cpuFrom, cpuTo := cpuStat(tr.Bed.Servers[from]), cpuStat(tr.Bed.Servers[tr.To])
 	lastSay := time.Time{}
 	m, merr := tr.Bed.Migrate(ctx, tr.Tenant, tr.To, tr.Migration, func(m agentclient.Migration) {
 		doStep()
@@ -259,6 +266,8 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 		}
 	})
 	res.MigEnd = since()
+	res.SourceThrottled = throttledSince(tr.Bed.Servers[from], cpuFrom)
+	res.TargetThrottled = throttledSince(tr.Bed.Servers[tr.To], cpuTo)
 	res.Migration = m
 	res.HoldAt = res.MigEnd
 	var rec migration.Record
@@ -301,6 +310,29 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 		return res, fmt.Errorf("experiment: %d acknowledged writes missing, %d duplicated after migration %s", res.Check.Missing, res.Check.Duplicated, m.ID)
 	}
 	return res, nil
+}
+
+// cpuStat is s's cgroup's CFS counters now; nil without a group or when
+// they cannot be read.
+func cpuStat(s *testbed.Server) *cgroup.CPUStat {
+	if s.Group == nil {
+		return nil
+	}
+	st, err := s.Group.CPUStat()
+	if err != nil {
+		return nil
+	}
+	return &st
+}
+
+// throttledSince is the share of s's quota periods throttled since before
+// (cgroup.CPUStat.ThrottledShare); NaN when either reading is missing.
+func throttledSince(s *testbed.Server, before *cgroup.CPUStat) float64 {
+	now := cpuStat(s)
+	if before == nil || now == nil {
+		return math.NaN()
+	}
+	return now.ThrottledShare(*before)
 }
 
 func workErr(errs []error) error {
