@@ -522,6 +522,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	}
 	b.WriteString("\n")
 	b.WriteString(ledgerLines(trials))
+	b.WriteString(quotaLines(trials))
 	b.WriteString("\n![sweep](sweep.png)\n\n![setpoints](setpoints.png)\n")
 	return res, writeFile(o.Out, ReportFile, b.String())
 }
@@ -566,6 +567,29 @@ func setpointChart(r SweepResult) chart.Chart {
 			{Name: "achieved", X: sx, Y: sy}, {Name: "= setpoint", X: sx, Y: sx, Dashed: true},
 		}}},
 	}
+}
+
+// quotaLines tabulates, per trial, the share of the source's and target's
+// CPU quota periods throttled during the migration; "" when no trial
+// measured it (servers without a quota).
+func quotaLines(trials []Labeled) string {
+	var b strings.Builder
+	f := func(x float64) string {
+		if math.IsNaN(x) {
+			return "–"
+		}
+		return fmt.Sprintf("%.0f %%", 100*x)
+	}
+	for _, t := range trials {
+		if math.IsNaN(t.Res.SourceThrottled) && math.IsNaN(t.Res.TargetThrottled) {
+			continue
+		}
+		if b.Len() == 0 {
+			b.WriteString("\nThe servers' CPU quota during each migration: the share of its periods in which the server's cgroup was throttled (it wanted more CPU than its quota).\n\n| trial | source | target |\n|---|---|---|\n")
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", t.Name, f(t.Res.SourceThrottled), f(t.Res.TargetThrottled))
+	}
+	return b.String()
 }
 
 // ledgerLines reports every trial's row-by-row check.

@@ -29,3 +29,16 @@ func TestThrottleNote(t *testing.T) {
 		t.Fatalf("JSON %s: want source_throttled_pct 34.5 and no target_throttled_pct", s)
 	}
 }
+
+func TestQuotaLines(t *testing.T) {
+	nan := math.NaN()
+	none := []Labeled{{Name: "fixed-20MBps", Res: &TrialResult{SourceThrottled: nan, TargetThrottled: nan}}}
+	if got := quotaLines(none); got != "" {
+		t.Fatalf("quotaLines without measurements = %q, want empty", got)
+	}
+	some := append(none, Labeled{Name: "pid-8ms", Res: &TrialResult{SourceThrottled: 0.344, TargetThrottled: nan}})
+	got := quotaLines(some)
+	if !strings.Contains(got, "| pid-8ms | 34 % | – |") || strings.Contains(got, "fixed-20MBps") {
+		t.Fatalf("quotaLines = %q: want pid-8ms's row only", got)
+	}
+}

@@ -167,7 +167,7 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 	if say == nil {
 		say = func(string, ...any) {}
 	}
-	res := &TrialResult{StepAt: -1}
+	res := &TrialResult{StepAt: -1, SourceThrottled: math.NaN(), TargetThrottled: math.NaN()}
 	wc := tr.Workload
 	wc.DSN, wc.Duration = tr.Tenant.DSN, 24*time.Hour
 	if wc.Records == 0 {
