@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicedb/sluice/cgroup"
 	"github.com/sluicedb/sluice/migration"
 	"github.com/sluicedb/sluice/pgcluster"
 )
@@ -72,6 +73,12 @@ type Config struct {
 	// Proxy is the sluice proxy's API URL used for handover (hold, switch,
 	// release). Empty: no proxy; clients find the new owner themselves.
 	Proxy string `json:"proxy"`
+	// CPUStat is the cpu.stat file of the server's cgroup (its CFS
+	// bandwidth counters), whose throttled share the control loop records
+	// each step: how much of the time the server wanted more CPU than its
+	// quota. Empty: the cgroup this agent runs in (run it in the server's
+	// cgroup, beside its tenants), if one is found; "off": none.
+	CPUStat string `json:"cpu_stat"`
 	// RetireGrace is how long a migrated-away tenant's data directory is kept
 	// (renamed <dir>.retired-<unix time>) before removal, e.g. "10m"; "0s"
 	// keeps it only until the paced background purge starts
@@ -218,6 +225,11 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("agent config: capacity_bytes %d must be >= 0", c.CapacityBytes)
 	}
 	t := &c.Tenant
+	if c.CPUStat != "" && c.CPUStat != "off" {
+		if err := checkCPUStat(c.CPUStat); err != nil {
+			return c, fmt.Errorf("agent config: cpu_stat: %w", err)
+		}
+	}
 	if t.BasePort == 0 {
 		t.BasePort = 15000
 	}
@@ -312,4 +324,17 @@ func parsePeerURL(s string) (string, error) {
 		return "", fmt.Errorf("bad URL %q", s)
 	}
 	return strings.TrimRight(u.String(), "/"), nil
+}
+
+// checkCPUStat reads path as a cgroup's cpu.stat.
+func checkCPUStat(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	if !strings.Contains(string(b), "nr_periods") {
+		return fmt.Errorf("%s has no nr_periods line: not a cgroup's cpu.stat", path)
+	}
+	_, err = cgroup.ParseCPUStat(strings.NewReader(string(b)))
+	return err
 }

@@ -172,6 +172,9 @@ func (a *Agent) startControl(ctx context.Context, cm catalog.Migration, r *run) 
 	if spec.Controller == "interference" {
 		obs.Host = &monitor.Host{Device: spec.Device}
 	}
+	if p := a.cpuStatPath(); p != "" {
+		obs.CPU = &monitor.CPUQuota{Stat: p}
+	}
 	peer, err := a.peerClient(cm.PeerURL)
 	if err != nil {
 		a.log.Error("control loop: peer; migration runs at its fixed rate", "migration", cm.ID, "err", err)
@@ -306,6 +309,23 @@ func (a *Agent) serverAddrs(ctx context.Context, peer *client.Client) []string {
 	return out
 }
 
+// cpuStatPath is the cpu.stat the control loop samples (Config.CPUStat);
+// "" = none. The default, the agent's own cgroup, is looked up when asked, so
+// an agent moved into its server's cgroup after it started finds it.
+func (a *Agent) cpuStatPath() string {
+	switch a.cfg.CPUStat {
+	case "off":
+		return ""
+	case "":
+		p, err := monitor.OwnCPUStat()
+		if err != nil {
+			return ""
+		}
+		return p
+	}
+	return a.cfg.CPUStat
+}
+
 // controlView fills a migration's progress with its loop's last step.
 func controlView(r *run, p *client.Progress) {
 	r.mu.Lock()
@@ -319,6 +339,7 @@ func controlView(r *run, p *client.Progress) {
 	p.LatencyMs = -1
 	if s := l.Series(); len(s) > 0 {
 		p.LatencyMs = s[len(s)-1].LatencyMs
+		p.CPUThrottledPct = s[len(s)-1].CPUThrottledPct
 	}
 }
 

@@ -18,10 +18,11 @@ import (
 type CPUStat struct {
 	Periods   int64         // nr_periods
 	Throttled int64         // nr_throttled
-	Time      time.Duration // throttled_time
+	Time      time.Duration // throttled_time (v1), throttled_usec (v2)
 }
 
-// ParseCPUStat reads a cgroup v1 cpu.stat listing ("nr_periods N" lines).
+// ParseCPUStat reads a cpu.stat listing ("nr_periods N" lines) of cgroup v1
+// (throttled_time in ns) or v2 (throttled_usec).
 // Missing keys stay 0; a malformed number is an error.
 func ParseCPUStat(r io.Reader) (CPUStat, error) {
 	var s CPUStat
@@ -40,8 +41,10 @@ func ParseCPUStat(r io.Reader) (CPUStat, error) {
 			s.Periods = v
 		case "nr_throttled":
 			s.Throttled = v
-		case "throttled_time":
+		case "throttled_time": // v1, ns
 			s.Time = time.Duration(v)
+		case "throttled_usec": // v2
+			s.Time = time.Duration(v) * time.Microsecond
 		}
 	}
 	return s, sc.Err()

@@ -69,11 +69,25 @@ type HostIO struct {
 	Err        error   // non-nil: no data this step
 }
 
+// CPUQuota is the server's CPU quota over the last step (its cgroup's CFS
+// bandwidth counters, cpu.stat): on a server with a CPU quota, transactions
+// queue once the server's processes together want more CPU than the quota
+// allows, whatever the disk does.
+type CPUQuota struct {
+	// Throttled is the share (0–1) of the quota's periods in the step in
+	// which the server's cgroup ran out of quota and was throttled.
+	Throttled float64
+	Err       error // non-nil: no data this step (no quota, or a first read)
+}
+
 // Observation is everything a controller is told at one step.
 type Observation struct {
 	At      time.Time // end of the window; steps are normally 1 s apart
 	Signals []Signal  // latency per server/store; PID uses the max Mean over them
 	Host    *HostIO   // nil when host I/O is not measured
+	// CPU is the source server's CPU quota over the step; nil when it is
+	// not measured. Recorded with each step; no controller steers by it yet.
+	CPU *CPUQuota
 	// Settling marks a step whose latency window still holds the
 	// migration's start-up (loop.Loop.Settle): a one-off cost that no speed
 	// would have avoided. Its latency signals carry Err = ErrSettling and

@@ -260,6 +260,9 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 			loopFig := "" // a fixed rate has no loop and no setpoint
 			if p.SetpointMs > 0 {
 				loopFig = fmt.Sprintf(" (loop %6.1f, setpoint %.1f)", p.LatencyMs, p.SetpointMs)
+				if c := p.CPUThrottledPct; c != nil {
+					loopFig += fmt.Sprintf("  source CPU throttled %3.0f %%", *c)
+				}
 			}
 			say("  %5.0fs %-9s %s  %6.1f MB/s (limit %6.1f)  latency %6.1f ms%s",
 				since(), p.Phase, moved, p.Rate/1e6, p.Limit/1e6, last(), loopFig)

@@ -34,6 +34,10 @@ type Point struct {
 	Reason     string  `json:"reason"`      //
 	Phase      string  `json:"phase"`       // migration phase at the step
 	Bytes      int64   `json:"bytes"`       // bytes moved so far
+	// CPUThrottledPct is the share (%) of the source server's CPU quota
+	// periods in the step in which its cgroup was throttled
+	// (control.Observation.CPU); absent when not measured.
+	CPUThrottledPct *float64 `json:"cpu_throttled_pct,omitempty"`
 }
 
 // Loop wires an observer to a controller and throttles. Fields are set before
@@ -135,6 +139,10 @@ func (l *Loop) Step(ctx context.Context, at time.Time) Point {
 		Reason:     d.Reason,
 	}
 	p.Phase, p.Bytes = phase, bytes
+	if c := seen.CPU; c != nil && c.Err == nil {
+		v := 100 * c.Throttled
+		p.CPUThrottledPct = &v
+	}
 	l.mu.Lock()
 	if l.mu.start.IsZero() {
 		l.mu.start = at
@@ -240,10 +248,14 @@ func PV(obs control.Observation) float64 {
 // WriteCSV writes points with a header row.
 func WriteCSV(w io.Writer, pts []Point) error {
 	cw := csv.NewWriter(w)
-	cw.Write([]string{"t", "latency_ms", "setpoint_ms", "rate", "prefetch", "hold", "phase", "bytes", "reason"})
+	cw.Write([]string{"t", "latency_ms", "setpoint_ms", "rate", "prefetch", "hold", "phase", "bytes", "cpu_throttled_pct", "reason"})
 	f := func(v float64) string { return strconv.FormatFloat(v, 'f', 3, 64) }
 	for _, p := range pts {
-		cw.Write([]string{f(p.T), f(p.LatencyMs), f(p.SetpointMs), f(p.Rate), f(p.Prefetch), strconv.FormatBool(p.Hold), p.Phase, strconv.FormatInt(p.Bytes, 10), p.Reason})
+		cpu := "" // not measured
+		if p.CPUThrottledPct != nil {
+			cpu = f(*p.CPUThrottledPct)
+		}
+		cw.Write([]string{f(p.T), f(p.LatencyMs), f(p.SetpointMs), f(p.Rate), f(p.Prefetch), strconv.FormatBool(p.Hold), p.Phase, strconv.FormatInt(p.Bytes, 10), cpu, p.Reason})
 	}
 	cw.Flush()
 	return cw.Error()

@@ -42,7 +42,7 @@ func TestStepRecordsAndApplies(t *testing.T) {
 	obs := []control.Observation{
 		{Signals: []control.Signal{{Name: "src", Mean: 30 * time.Millisecond}, {Name: "dst", Mean: 45 * time.Millisecond}}},
 		{Signals: []control.Signal{{Name: "src", Err: errors.New("down")}}},
-		{Signals: []control.Signal{{Name: "src", Mean: 20 * time.Millisecond}}},
+		{Signals: []control.Signal{{Name: "src", Mean: 20 * time.Millisecond}}, CPU: &control.CPUQuota{Throttled: 0.25}},
 	}
 	send, pre := &setter{}, &setter{}
 	i := 0
@@ -70,6 +70,10 @@ func TestStepRecordsAndApplies(t *testing.T) {
 	if len(s) != len(want) {
 		t.Fatalf("%d points, want %d", len(s), len(want))
 	}
+	if c := s[2].CPUThrottledPct; c == nil || *c != 25 {
+		t.Errorf("point 2's CPU throttled share = %v, want 25 %%", c)
+	}
+	s[2].CPUThrottledPct = nil
 	for k := range want {
 		if s[k] != want[k] {
 			t.Errorf("point %d = %+v, want %+v", k, s[k], want[k])
@@ -79,11 +83,14 @@ func TestStepRecordsAndApplies(t *testing.T) {
 		t.Errorf("send rates %v", got)
 	}
 	var buf bytes.Buffer
-	if err := WriteCSV(&buf, s); err != nil {
+	if err := WriteCSV(&buf, l.Series()); err != nil {
 		t.Fatal(err)
 	}
 	if lines := strings.Count(buf.String(), "\n"); lines != 4 {
 		t.Fatalf("csv has %d lines, want header + 3:\n%s", lines, buf.String())
+	}
+	if !strings.Contains(buf.String(), ",300,25.000,") {
+		t.Fatalf("csv lacks point 2's CPU throttled share:\n%s", buf.String())
 	}
 }
 

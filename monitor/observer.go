@@ -7,12 +7,13 @@ import (
 	"github.com/sluicedb/sluice/control"
 )
 
-// Observer assembles one control step's Observation from its sources. Either
-// source may be nil: no latency signals, or no host I/O (Host nil in the
-// Observation).
+// Observer assembles one control step's Observation from its sources. Any
+// source may be nil: no latency signals, no host I/O (Host nil in the
+// Observation), no CPU quota (CPU nil).
 type Observer struct {
 	Latency *ProxyLatency
 	Host    *Host
+	CPU     *CPUQuota
 }
 
 // Observe reads every source now; at is the step's time on the caller's clock.
@@ -24,6 +25,10 @@ func (o *Observer) Observe(ctx context.Context, at time.Time) control.Observatio
 	if o.Host != nil {
 		h := o.Host.Sample(at)
 		obs.Host = &h
+	}
+	if o.CPU != nil {
+		c := o.CPU.Sample()
+		obs.CPU = &c
 	}
 	return obs
 }

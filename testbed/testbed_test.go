@@ -77,9 +77,35 @@ func TestBedLimitsAndMoves(t *testing.T) {
 		if _, err := client.Exec(ctx, "SELECT 1"); err != nil {
 			t.Fatal(err)
 		}
-		m, err := b.Migrate(ctx, tn, to, agentclient.StartMigration{}, nil)
+		// The move back runs a control loop (a fixed 4 MB/s: a few steps for
+		// the tenant's ~40 MB directory), which records the source's CPU
+		// quota each step.
+		var req agentclient.StartMigration
+		if to == 0 {
+			req.Rate, req.Control = 4e6, &agentclient.Control{Controller: "fixed", Rate: 4e6, MaxRate: 4e6}
+		}
+		m, err := b.Migrate(ctx, tn, to, req, nil)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if to == 0 {
+			pts, err := b.Servers[1].Client.MigrationSeries(ctx, m.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			measured := 0
+			for _, p := range pts {
+				if c := p.CPUThrottledPct; c != nil {
+					if *c < 0 || *c > 100 {
+						t.Errorf("step at %.0f s: CPU throttled %v %%, want 0..100", p.T, *c)
+					}
+					measured++
+				}
+			}
+			t.Logf("%d of the loop's %d steps recorded the source's CPU quota", measured, len(pts))
+			if measured == 0 {
+				t.Errorf("none of the loop's %d steps recorded the source's CPU quota (server-b's group has a 1-CPU quota)", len(pts))
+			}
 		}
 		if owner, _, err := b.Owner(ctx, tn); err != nil || owner != to {
 			t.Fatalf("after %s: owner %d, %v; want %d", m.ID, owner, err, to)

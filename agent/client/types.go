@@ -73,6 +73,10 @@ type Progress struct {
 	// ReserveMsS is the PID's handover reserve, ms·s
 	// (Control.HandoverReserveMsS, as given or learned).
 	ReserveMsS float64 `json:"handover_reserve_ms_s,omitempty"`
+	// CPUThrottledPct is the share (%) of the source server's CPU quota
+	// periods in the loop's last step in which its cgroup was throttled
+	// (agent config cpu_stat); absent when not measured.
+	CPUThrottledPct *float64 `json:"cpu_throttled_pct,omitempty"`
 }
 
 // Migration is GET /v1/migrations/{id}.

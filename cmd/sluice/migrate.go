@@ -282,6 +282,9 @@ func progressLine(m client.Migration) string {
 		} else {
 			fmt.Fprintf(&b, " (%s)", p.Controller)
 		}
+		if c := p.CPUThrottledPct; c != nil {
+			fmt.Fprintf(&b, "  source CPU throttled %.0f%%", *c)
+		}
 	}
 	return b.String()
 }
