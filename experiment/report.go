@@ -43,7 +43,7 @@ func writeSeries(dir string, trials []Labeled) error {
 	}
 	defer f.Close()
 	w := csv.NewWriter(f)
-	w.Write([]string{"trial", "t", "migrating", "tps", "mean_latency_ms", "p95_latency_ms", "queue_ms", "arrival_rate", "setpoint_ms", "loop_latency_ms", "rate_mb_s", "phase"})
+	w.Write([]string{"trial", "t", "migrating", "tps", "mean_latency_ms", "p95_latency_ms", "queue_ms", "arrival_rate", "setpoint_ms", "loop_latency_ms", "rate_mb_s", "phase", "source_cpu_throttled_pct"})
 	ff := func(x float64) string {
 		if math.IsNaN(x) {
 			return ""
@@ -60,11 +60,14 @@ func writeSeries(dir string, trials []Labeled) error {
 				lat, p95, q = s.MeanMs, s.P95Ms, s.QueueMs
 			}
 			p, ok := pointAt(r.Loop, t)
-			rate, pv, phase := math.NaN(), math.NaN(), ""
+			rate, pv, phase, cpu := math.NaN(), math.NaN(), "", math.NaN()
 			if ok && mig {
 				rate, phase = p.Rate/1e6, p.Phase
 				if p.LatencyMs >= 0 {
 					pv = p.LatencyMs
+				}
+				if p.CPUThrottledPct != nil {
+					cpu = *p.CPUThrottledPct
 				}
 			}
 			m := "0"
@@ -75,7 +78,7 @@ func writeSeries(dir string, trials []Labeled) error {
 			if tr.SetpointMs > 0 {
 				sp = tr.SetpointMs
 			}
-			w.Write([]string{tr.Name, strconv.Itoa(s.T), m, strconv.Itoa(s.Count), ff(lat), ff(p95), ff(q), ff(s.Rate), ff(sp), ff(pv), ff(rate), phase})
+			w.Write([]string{tr.Name, strconv.Itoa(s.T), m, strconv.Itoa(s.Count), ff(lat), ff(p95), ff(q), ff(s.Rate), ff(sp), ff(pv), ff(rate), phase, ff(cpu)})
 		}
 	}
 	w.Flush()
@@ -104,10 +107,12 @@ func writeJSON(dir, name string, v any) error {
 }
 
 // trialChart is Slacker's Fig. 12 for one trial: latency (1 s means) with
-// the setpoint over time, and the migration rate the loop set.
+// the setpoint over time, and the migration rate the loop set; and, when the
+// loop recorded it, the share of the source server's CPU quota periods
+// throttled at each step.
 func trialChart(tr Labeled, title string) chart.Chart {
 	r := tr.Res
-	var t, lat, rt, rate []float64
+	var t, lat, rt, rate, ct, cpu []float64
 	for _, s := range r.Seconds {
 		if s.Count > 0 {
 			t = append(t, float64(s.T)+0.5)
@@ -117,6 +122,10 @@ func trialChart(tr Labeled, title string) chart.Chart {
 	for _, p := range r.Loop {
 		rt = append(rt, p.T)
 		rate = append(rate, p.Rate/1e6)
+		if p.CPUThrottledPct != nil {
+			ct = append(ct, p.T)
+			cpu = append(cpu, *p.CPUThrottledPct)
+		}
 	}
 	end := float64(len(r.Seconds))
 	latS := []chart.Series{{Name: "mean transaction latency (1 s)", X: t, Y: lat}}
@@ -125,7 +134,7 @@ func trialChart(tr Labeled, title string) chart.Chart {
 		latS = append(latS, chart.Series{Name: "setpoint", X: []float64{0, end}, Y: []float64{tr.SetpointMs, tr.SetpointMs}, Dashed: true})
 		ymax = 4 * tr.SetpointMs
 	}
-	return chart.Chart{
+	c := chart.Chart{
 		Title:  title,
 		XLabel: "seconds since the workload started",
 		Panels: []chart.Panel{
@@ -133,6 +142,11 @@ func trialChart(tr Labeled, title string) chart.Chart {
 			{YLabel: "migration rate, MB/s", Series: []chart.Series{{Name: "rate set by the loop", X: rt, Y: rate}}},
 		},
 	}
+	if len(cpu) > 0 {
+		c.Panels = append(c.Panels, chart.Panel{YLabel: "CPU quota throttled, %", YMax: 100,
+			Series: []chart.Series{{Name: "source server's periods throttled (per step)", X: ct, Y: cpu}}})
+	}
+	return c
 }
 
 func writePNG(dir, name string, c chart.Chart) error {
