@@ -163,12 +163,10 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 	if err := writeJSON(o.Out, SummaryFile, jsonSafe(res)); err != nil {
 		return res, err
 	}
-	c := trialChart(trials[0], fmt.Sprintf("step40: PID at %.1f ms, +%.0f %% arrivals at %.0f s", o.SetpointMs, 100*(o.Factor-1), pr.StepAt))
-	f := trialChart(trials[1], fmt.Sprintf("fixed %.1f MB/s (the PID's rate in the %.0f s before the step), same step at %.0f s", fixedRate/1e6, rateWindow, fr.StepAt))
-	// A fixed-rate migration has no loop record: its rate is the constant.
-	f.Panels[1].Series = []chart.Series{{Name: "fixed rate", X: []float64{fr.MigStart, fr.MigEnd}, Y: []float64{fixedRate / 1e6, fixedRate / 1e6}}}
-	c.Panels = append(c.Panels, f.Panels...)
-	c.Panels[2].Title = f.Title
+	c := stepChart(trials[0], trials[1],
+		fmt.Sprintf("step40: PID at %.1f ms, +%.0f %% arrivals at %.0f s", o.SetpointMs, 100*(o.Factor-1), pr.StepAt),
+		fmt.Sprintf("fixed %.1f MB/s (the PID's rate in the %.0f s before the step), same step at %.0f s", fixedRate/1e6, rateWindow, fr.StepAt),
+		fixedRate)
 	if err := writePNG(o.Out, "step.png", c); err != nil {
 		return res, err
 	}
@@ -232,4 +230,19 @@ func jsonSafe(r StepResult) StepResult {
 		fix(&s.MeanLatencyAfterWithHandoverMs)
 	}
 	return r
+}
+
+// stepChart stacks the PID trial's chart (trialChart: two panels, three when
+// its loop recorded the source's CPU quota) over the fixed trial's, whose
+// title heads its first panel and whose rate panel shows the constant rate
+// (bytes/s): a fixed-rate migration has no loop record.
+func stepChart(pid, fixed Labeled, pidTitle, fixedTitle string, fixedRate float64) chart.Chart {
+	c := trialChart(pid, pidTitle)
+	f := trialChart(fixed, fixedTitle)
+	r := fixed.Res
+	f.Panels[1].Series = []chart.Series{{Name: "fixed rate", X: []float64{r.MigStart, r.MigEnd}, Y: []float64{fixedRate / 1e6, fixedRate / 1e6}}}
+	n := len(c.Panels)
+	c.Panels = append(c.Panels, f.Panels...)
+	c.Panels[n].Title = f.Title
+	return c
 }
