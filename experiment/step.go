@@ -179,7 +179,7 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 		name string
 		r    StepRun
 	}{{"PID", res.PID}, {fmt.Sprintf("fixed %.1f MB/s", fixedRate/1e6), res.Fixed}} {
-		fmt.Fprintf(&b, "| %s | %s | %s | %+.0f %% | %s | %.1f |\n", x.name, f1(x.r.MeanLatencyBeforeMs), f1(x.r.MeanLatencyAfterMs), 100*(x.r.MeanLatencyAfterMs-o.SetpointMs)/o.SetpointMs, f1(x.r.MeanLatencyAfterWithHandoverMs), x.r.MigrationSeconds)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.1f |\n", x.name, f1(x.r.MeanLatencyBeforeMs), f1(x.r.MeanLatencyAfterMs), signedPct(x.r.MeanLatencyAfterMs, o.SetpointMs), f1(x.r.MeanLatencyAfterWithHandoverMs), x.r.MigrationSeconds)
 	}
 	b.WriteString("\n" + ledgerLines(trials) + "\n![step](step.png)\n")
 	return jsonSafe(res), writeFile(o.Out, ReportFile, b.String())
@@ -245,4 +245,13 @@ func stepChart(pid, fixed Labeled, pidTitle, fixedTitle string, fixedRate float6
 	c.Panels = append(c.Panels, f.Panels...)
 	c.Panels[n].Title = f.Title
 	return c
+}
+
+// signedPct is x's error against sp as a signed whole percentage, "–" when x
+// is NaN (not measured).
+func signedPct(x, sp float64) string {
+	if math.IsNaN(x) {
+		return "–"
+	}
+	return fmt.Sprintf("%+.0f %%", 100*(x-sp)/sp)
 }
