@@ -224,12 +224,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.CapacityBytes < 0 {
 		return c, fmt.Errorf("agent config: capacity_bytes %d must be >= 0", c.CapacityBytes)
 	}
-	t := &c.Tenant
 	if c.CPUStat != "" && c.CPUStat != "off" {
 		if err := checkCPUStat(c.CPUStat); err != nil {
 			return c, fmt.Errorf("agent config: cpu_stat: %w", err)
 		}
 	}
+	t := &c.Tenant
 	if t.BasePort == 0 {
 		t.BasePort = 15000
 	}
