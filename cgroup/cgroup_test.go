@@ -88,17 +88,7 @@ func TestFiles(t *testing.T) {
 // TestRealMemoryGroup uses the real cgroup v1 hierarchy when it is there
 // (root on a v1 host): a process added to a group is listed in it.
 func TestRealMemoryGroup(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	if _, err := os.Stat(filepath.Join(Root, "memory", "cgroup.procs")); err != nil {
-		t.Skip("no cgroup v1 memory controller")
-	}
-	g, err := New("sluice-test-" + strconv.Itoa(os.Getpid()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Remove()
+	g := realGroup(t, "memory", "cgroup.procs", "sluice-test-")
 	if err := g.SetMemoryLimit(256 << 20); err != nil {
 		t.Fatal(err)
 	}
@@ -151,4 +141,23 @@ func TestDeviceOf(t *testing.T) {
 	if _, err := DeviceOf("/nonexistent/x"); err == nil {
 		t.Fatal("DeviceOf of a missing path succeeded")
 	}
+}
+
+// realGroup creates group prefix+pid in the real hierarchy, removed when the
+// test ends. It skips the test unless it runs as root and the v1 controller's
+// file (e.g. "memory", "cgroup.procs") is there.
+func realGroup(t *testing.T, controller, file, prefix string) *Group {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	if _, err := os.Stat(filepath.Join(Root, controller, file)); err != nil {
+		t.Skipf("no cgroup v1 %s controller", controller)
+	}
+	g, err := New(prefix + strconv.Itoa(os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Remove() })
+	return g
 }

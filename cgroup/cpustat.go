@@ -50,15 +50,19 @@ func ParseCPUStat(r io.Reader) (CPUStat, error) {
 	return s, sc.Err()
 }
 
-// CPUStat returns the group's CFS bandwidth counters (cpu/<name>/cpu.stat).
-func (g *Group) CPUStat() (CPUStat, error) {
-	f, err := os.Open(g.path("cpu", "cpu.stat"))
+// ReadCPUStat reads and parses the cpu.stat file at path (any group's, v1
+// or v2).
+func ReadCPUStat(path string) (CPUStat, error) {
+	f, err := os.Open(path)
 	if err != nil {
 		return CPUStat{}, fmt.Errorf("cgroup: %w", err)
 	}
 	defer f.Close()
 	return ParseCPUStat(f)
 }
+
+// CPUStat returns the group's CFS bandwidth counters (cpu/<name>/cpu.stat).
+func (g *Group) CPUStat() (CPUStat, error) { return ReadCPUStat(g.path("cpu", "cpu.stat")) }
 
 // ThrottledShare is the share (0–1) of the quota periods between before and
 // s in which the group was throttled: 1 means it wanted more CPU than its

@@ -2,10 +2,7 @@ package cgroup
 
 import (
 	"math"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,17 +33,7 @@ func TestParseCPUStat(t *testing.T) {
 // TestRealCPUStat runs a busy loop in a group allowed 10 % of a CPU: it is
 // throttled in most periods.
 func TestRealCPUStat(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-	if _, err := os.Stat(filepath.Join(Root, "cpu", "cpu.stat")); err != nil {
-		t.Skip("no cgroup v1 cpu controller")
-	}
-	g, err := New("sluice-test-cpu-" + strconv.Itoa(os.Getpid()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Remove()
+	g := realGroup(t, "cpu", "cpu.stat", "sluice-test-cpu-")
 	if err := g.SetCPUQuota(10*time.Millisecond, time.Millisecond); err != nil {
 		t.Fatal(err)
 	}

@@ -252,8 +252,6 @@ type PIDPoint struct {
 // its pre-migration latency covers (seconds).
 const PreWindow = 10.0
 
-// preMigration returns r's mean latency over the PreWindow whole seconds
-// before the one its migration started in.
 // pct is share (0–1) as a percentage rounded to 0.1, nil when share is NaN
 // (not measured).
 func pct(share float64) *float64 {
@@ -280,6 +278,8 @@ func throttleNote(src, dst *float64) string {
 	return fmt.Sprintf("; CPU quota throttled in %s of the source's periods, %s of the target's", f(src), f(dst))
 }
 
+// preMigration returns r's mean latency over the PreWindow whole seconds
+// before the one its migration started in.
 func preMigration(r *TrialResult) float64 {
 	end := math.Floor(r.MigStart)
 	return round(Describe(r.Latencies(max(0, end-PreWindow), end)).Mean, 2)

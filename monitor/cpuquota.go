@@ -40,12 +40,7 @@ type CPUQuota struct {
 // previous Sample. The first call, a read error, counters that went backwards
 // (the group was recreated) and a step without quota periods give Err.
 func (q *CPUQuota) Sample() control.CPUQuota {
-	f, err := os.Open(q.Stat)
-	if err != nil {
-		return control.CPUQuota{Err: fmt.Errorf("monitor: %w", err)}
-	}
-	cur, err := cgroup.ParseCPUStat(f)
-	f.Close()
+	cur, err := cgroup.ReadCPUStat(q.Stat)
 	if err != nil {
 		return control.CPUQuota{Err: err}
 	}
