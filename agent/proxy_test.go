@@ -191,6 +191,21 @@ func TestNewControllerErrorForm(t *testing.T) {
 	}
 }
 
+// TestNewControllerErrorFloor: the spec's error floor reaches the PID; a
+// negative one is refused with the PID's reason.
+func TestNewControllerErrorFloor(t *testing.T) {
+	c, err := newController(client.Control{Controller: "pid", SetpointMs: 40, MaxRate: 1e6, ErrorFloor: 1}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.(*control.PID).Params().ErrorFloor; got != 1 {
+		t.Errorf("error floor %v reached the PID, want 1", got)
+	}
+	if _, err := newController(client.Control{Controller: "pid", SetpointMs: 40, MaxRate: 1e6, ErrorFloor: -0.5}, 0); err == nil || !strings.Contains(err.Error(), "error floor") {
+		t.Fatalf("error floor -0.5: %v, want an error naming the error floor", err)
+	}
+}
+
 // TestNewControllerMeanHorizon: the spec's mean horizon and band reach the
 // PID; out-of-range ones are refused with the PID's reason.
 func TestNewControllerMeanHorizon(t *testing.T) {

@@ -92,6 +92,7 @@ func (s *script) do(t *testing.T, d *datadriven.TestData) string {
 		p.StartGrowth, p.StartExit = a.float("growth", p.StartGrowth), a.float("exit", p.StartExit)
 		p.MeanHorizon, p.MeanBand = a.int("horizon", p.MeanHorizon), a.float("band", p.MeanBand)
 		p.Reserve = a.dur("reserve", p.Reserve)
+		p.ErrorFloor = a.float("floor", p.ErrorFloor)
 		var c *PID
 		if c, err = NewPID(p); err == nil {
 			s.ctl, s.rate, s.maxRate = c, p.Initial*p.MaxRate, p.MaxRate

@@ -169,11 +169,18 @@ type linearPlant struct {
 		from, to int // steps [from, to)
 		add      time.Duration
 	}
+	// stalls: each step, with probability stallP (its own seeded stream,
+	// so the noise's draws do not move), every store's latency is
+	// stallLat higher whatever the rate — a server out of its CPU quota.
+	stallP   float64
+	stallLat time.Duration
+	stallRng *rand.Rand
 }
 
 // latency returns the latency of every store at step k after rate r.
 func (p *linearPlant) latency(k int, r float64) []time.Duration {
 	out := make([]time.Duration, len(p.base))
+	stall := p.stallP > 0 && p.stallRng.Float64() < p.stallP
 	for i := range p.base {
 		s := p.base[i].Seconds() + p.gain[i]*r
 		if p.cap != nil {
@@ -181,6 +188,9 @@ func (p *linearPlant) latency(k int, r float64) []time.Duration {
 		}
 		if k >= p.burst.from && k < p.burst.to {
 			s += p.burst.add.Seconds()
+		}
+		if stall {
+			s += p.stallLat.Seconds()
 		}
 		if p.noise > 0 {
 			s *= 1 + p.noise*p.rng.NormFloat64()
@@ -192,7 +202,8 @@ func (p *linearPlant) latency(k int, r float64) []time.Duration {
 
 // newPlant builds a plant from run arguments: base=, gain= or cap= (lists,
 // one per store; a single value applies to every store), noise=, seed=,
-// burst=from-to and burstlat=.
+// burst=from-to and burstlat=, stalls= (probability per step) and
+// stalllat=.
 func newPlant(a args) *linearPlant {
 	p := &linearPlant{base: a.durs("base"), gain: a.gains("gain"), noise: a.float("noise", 0)}
 	if c, ok := a.raw("cap"); ok {
@@ -215,6 +226,8 @@ func newPlant(a args) *linearPlant {
 		p.gain = append(p.gain, p.gain[0])
 	}
 	p.rng = rand.New(rand.NewSource(int64(a.int("seed", 1))))
+	p.stallP, p.stallLat = a.float("stalls", 0), a.dur("stalllat", 0)
+	p.stallRng = rand.New(rand.NewSource(int64(a.int("seed", 1)) + 1))
 	if b, ok := a.raw("burst"); ok {
 		from, to, _ := strings.Cut(b, "-")
 		f, err1 := strconv.Atoi(from)

@@ -116,6 +116,19 @@ type PIDParams struct {
 	// under the setpoint beforehand and the mean over the whole run,
 	// handover included, lands on the setpoint. ns·steps, >= 0; 0 = none.
 	Reserve time.Duration
+	// ErrorFloor, when > 0, bounds the error the law acts on from below:
+	// a window more than (1 + ErrorFloor)·SP(k) counts as that much, so
+	// the integral term cuts the output by at most Ki·ErrorFloor a step.
+	// A stall that no speed causes — a server out of its CPU quota for a
+	// second, a checkpoint, a vacuum — otherwise reads as an error of −6
+	// at 7× the setpoint and cuts the copy to a crawl for a second that
+	// the copy did not make (the testbed, 2026-11-24: 42 → 2 MB/s after
+	// one 21.9 ms second, back at 35 MB/s 12 s later). A sustained burst
+	// is still met, step after step, at the bounded slope; with
+	// MeanHorizon the stall's latency is still owed in full and repaid at
+	// the horizon's pace. Fraction of the setpoint, >= 0; 0 = no floor
+	// (Slacker).
+	ErrorFloor float64
 }
 
 // DefaultMeanHorizon is the mean horizon (PIDParams.MeanHorizon, steps)
@@ -210,6 +223,8 @@ func (p PIDParams) Validate() error {
 		return fmt.Errorf("control: pid: mean band must be a fraction of the setpoint in (0, 1), got %v", p.MeanBand)
 	case p.Reserve < 0:
 		return fmt.Errorf("control: pid: reserve must be >= 0, got %v", p.Reserve)
+	case !finite(p.ErrorFloor) || p.ErrorFloor < 0:
+		return fmt.Errorf("control: pid: error floor must be >= 0 (a fraction of the setpoint; 0 = none), got %v", p.ErrorFloor)
 	}
 	return nil
 }
@@ -233,6 +248,7 @@ func (p PIDParams) Validate() error {
 //	e(k)  = (SP(k) − PV(k)) / SP(k)               // > 0: room to go faster
 //	        (ErrorHybrid, when PV(k) < SP(k):
 //	         e(k) = min(SP(k)/PV(k) − 1, HybridErrorCap))
+//	        (ErrorFloor F > 0: e(k) = max(e(k), −F))
 //	on the first usable step: e(k−1) = e(k−2) = e(k)  // no derivative kick
 //	slow start (StartGrowth > 1, until the first PV(k) >= L0 + StartExit·(Setpoint − L0)
 //	after it has grown u once, L0 the least usable PV before that growth, or
@@ -315,6 +331,9 @@ func (c *PID) Next(obs Observation) Decision {
 	e := (spk - float64(pv)) / spk
 	if c.p.Error == ErrorHybrid && float64(pv) < spk {
 		e = min(spk/float64(pv)-1, HybridErrorCap)
+	}
+	if c.p.ErrorFloor > 0 {
+		e = max(e, -c.p.ErrorFloor)
 	}
 	if !c.primed {
 		c.e1, c.e2, c.primed = e, e, true

@@ -65,6 +65,9 @@ type Common struct {
 	// MeanHorizon is the PID's mean-latency horizon in steps
 	// (control.PIDParams.MeanHorizon); 0 = off.
 	MeanHorizon int
+	// ErrorFloor is the PID's error floor (control.PIDParams.ErrorFloor,
+	// a fraction of the setpoint); 0 = none.
+	ErrorFloor float64
 	// HandoverReserve is the PID's handover reserve, ms·s
 	// (agent/client.Control.HandoverReserveMsS); nil = learned from the
 	// proxy's measured handovers.
@@ -130,6 +133,7 @@ func (c *Common) pidControl(sp float64) *agentclient.Control {
 		ctl.ErrorForm = DefaultErrorForm
 	}
 	ctl.MeanHorizon = c.MeanHorizon
+	ctl.ErrorFloor = c.ErrorFloor
 	ctl.HandoverReserveMsS = c.HandoverReserve
 	ctl.StartGrowth = c.StartGrowth
 	if ctl.StartGrowth == 0 {
@@ -164,6 +168,9 @@ var (
 	// DefaultMeanHorizon is the PID's mean-latency horizon in the
 	// benchmarks, steps (control.PIDParams.MeanHorizon); 0 = off.
 	DefaultMeanHorizon = control.DefaultMeanHorizon
+	// DefaultErrorFloor is the PID's error floor in the benchmarks
+	// (control.PIDParams.ErrorFloor); 0 = none.
+	DefaultErrorFloor = 0.0
 )
 
 // SweepOptions configure the slack sweep.
@@ -187,6 +194,10 @@ type SweepOptions struct {
 	// handover reserves (ms·s, as Common.HandoverReserve), right after its
 	// run with Common's: the reserve's effect in one run, on the same plant.
 	CompareReserves []float64
+	// CompareErrorFloors run every PID setpoint again with each of these
+	// error floors (as Common.ErrorFloor), right after its run with
+	// Common's: the floor's effect in one run, on the same plant.
+	CompareErrorFloors []float64
 }
 
 // FixedPoint is one fixed-rate migration of the sweep (JSON keys are
@@ -222,6 +233,8 @@ type PIDPoint struct {
 	MeanHorizon int `json:"mean_horizon_steps"`
 	// Ki is the trial's integral gain, per step.
 	Ki float64 `json:"ki"`
+	// ErrorFloor is the trial's error floor (0 = none).
+	ErrorFloor float64 `json:"error_floor"`
 	// ExecutionMeanMs is the mean without the workload's own queue wait:
 	// the latency the proxy measures and the loop controls.
 	ExecutionMeanMs float64 `json:"execution_mean_latency_ms"`
@@ -378,11 +391,14 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		res.Fixed = append(res.Fixed, p)
 		return nil
 	}
-	runPID := func(sp float64, h int, ki, reserve *float64) error {
+	runPID := func(sp float64, h int, ki, reserve, floor *float64) error {
 		ctl := o.pidControl(sp)
 		ctl.MeanHorizon = h
 		if ki != nil {
 			ctl.Ki = ki
+		}
+		if floor != nil {
+			ctl.ErrorFloor = *floor
 		}
 		if reserve != nil {
 			ctl.HandoverReserveMsS = reserve
@@ -405,6 +421,9 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 				name += "-rauto"
 			}
 		}
+		if len(o.CompareErrorFloors) > 0 {
+			name += fmt.Sprintf("-f%g", ctl.ErrorFloor)
+		}
 		r, err := trial(name, sp, agentclient.StartMigration{Rate: o.MaxRate * StartFraction, Control: ctl})
 		if err != nil {
 			return err
@@ -412,7 +431,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		st := Describe(r.Latencies(r.MigStart, r.MigEnd))
 		secs := r.MigEnd - r.MigStart
 		p := PIDPoint{SetpointMs: sp, MeanLatencyMs: round(st.Mean, 2), StddevLatencyMs: round(st.Std, 2), MigrationSeconds: round(secs, 1),
-			MeanRateMBs: round(float64(r.Migration.Summary.Bytes)/1e6/secs, 2), MeanHorizon: h, Ki: gain, ExecutionMeanMs: round(r.ExecutionMean(r.MigStart, r.MigEnd), 2)}
+			MeanRateMBs: round(float64(r.Migration.Summary.Bytes)/1e6/secs, 2), MeanHorizon: h, Ki: gain, ErrorFloor: ctl.ErrorFloor, ExecutionMeanMs: round(r.ExecutionMean(r.MigStart, r.MigEnd), 2)}
 		from, to := r.BeforeHandover()
 		p.BeforeHandoverMs = round(Describe(r.Latencies(from, to)).Mean, 2)
 		p.LoopMeanMs = round(r.LoopMean(from, to), 2)
@@ -422,8 +441,8 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		p.ReserveMsS = round(r.ReserveMsS, 1)
 		p.HandoverExcessMsS = round(handoverExcess(bed, tn.Name, r.Migration.Created), 1)
 		p.SourceThrottledPct, p.TargetThrottledPct = pct(r.SourceThrottled), pct(r.TargetThrottled)
-		say("pid %.1f ms (mean horizon %d, ki %g): latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %.1f; before the migration %.1f), %.1f s at %.1f MB/s%s; handover reserve %.0f ms·s, cost %.0f; ledger %d acknowledged, 0 lost",
-			sp, h, gain, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, p.LoopMeanMs, p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct), p.ReserveMsS, p.HandoverExcessMsS, r.Check.Acknowledged)
+		say("pid %.1f ms (mean horizon %d, ki %g, error floor %g): latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %.1f; before the migration %.1f), %.1f s at %.1f MB/s%s; handover reserve %.0f ms·s, cost %.0f; ledger %d acknowledged, 0 lost",
+			sp, h, gain, ctl.ErrorFloor, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, p.LoopMeanMs, p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct), p.ReserveMsS, p.HandoverExcessMsS, r.Check.Acknowledged)
 		res.PID = append(res.PID, p)
 		return nil
 	}
@@ -438,21 +457,26 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		}
 		if i < len(o.Setpoints) {
 			steps = append(steps, func() error {
-				if err := runPID(o.Setpoints[i], o.MeanHorizon, nil, nil); err != nil {
+				if err := runPID(o.Setpoints[i], o.MeanHorizon, nil, nil, nil); err != nil {
 					return err
 				}
 				for _, h := range o.CompareHorizons {
-					if err := runPID(o.Setpoints[i], h, nil, nil); err != nil {
+					if err := runPID(o.Setpoints[i], h, nil, nil, nil); err != nil {
 						return err
 					}
 				}
 				for _, ki := range o.CompareKi {
-					if err := runPID(o.Setpoints[i], o.MeanHorizon, &ki, nil); err != nil {
+					if err := runPID(o.Setpoints[i], o.MeanHorizon, &ki, nil, nil); err != nil {
 						return err
 					}
 				}
 				for _, r := range o.CompareReserves {
-					if err := runPID(o.Setpoints[i], o.MeanHorizon, nil, &r); err != nil {
+					if err := runPID(o.Setpoints[i], o.MeanHorizon, nil, &r, nil); err != nil {
+						return err
+					}
+				}
+				for _, f := range o.CompareErrorFloors {
+					if err := runPID(o.Setpoints[i], o.MeanHorizon, nil, nil, &f); err != nil {
 						return err
 					}
 				}
@@ -501,23 +525,23 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		fmt.Fprintf(&b, "| %.1f | %s | %s | %.1f | %s | %.0f | %s |\n", p.RateMBs, f1(p.MeanLatencyMs), f1(p.StddevLatencyMs), p.MigrationSeconds, f1(p.BeforeHandoverMs), p.FreezeMs, f1(p.PreMigrationMs))
 	}
 	b.WriteString("\nLatency is the workload's (Slacker: arrival queue + execution); \"execution\" leaves out the wait in the workload's own arrival queue — what the proxy measures and the loop controls.\n")
-	b.WriteString("\n| PID setpoint ms | mean horizon steps | Ki | mean latency ms | error vs setpoint | execution mean ms | error vs setpoint | stddev ms | migration s | mean rate MB/s | fixed rate's migration s at this latency |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n| PID setpoint ms | mean horizon steps | Ki | error floor | mean latency ms | error vs setpoint | execution mean ms | error vs setpoint | stddev ms | migration s | mean rate MB/s | fixed rate's migration s at this latency |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range res.PID {
 		eq := "outside the fixed ladder's range"
 		if s, ok := FixedSecondsAt(res.Fixed, p.MeanLatencyMs); ok {
 			eq = fmt.Sprintf("%.1f (PID %.2f× as fast)", s, s/p.MigrationSeconds)
 		}
-		fmt.Fprintf(&b, "| %.1f | %d | %g | %s | %+.1f %% | %s | %+.1f %% | %s | %.1f | %.1f | %s |\n", p.SetpointMs, p.MeanHorizon, p.Ki, f1(p.MeanLatencyMs), 100*(p.MeanLatencyMs-p.SetpointMs)/p.SetpointMs,
+		fmt.Fprintf(&b, "| %.1f | %d | %g | %g | %s | %+.1f %% | %s | %+.1f %% | %s | %.1f | %.1f | %s |\n", p.SetpointMs, p.MeanHorizon, p.Ki, p.ErrorFloor, f1(p.MeanLatencyMs), 100*(p.MeanLatencyMs-p.SetpointMs)/p.SetpointMs,
 			f1(p.ExecutionMeanMs), 100*(p.ExecutionMeanMs-p.SetpointMs)/p.SetpointMs, f1(p.StddevLatencyMs), p.MigrationSeconds, p.MeanRateMBs, eq)
 	}
 	b.WriteString("\nBefore the handover (the loop sets the speed; the handover's freeze and the drain of the queue it builds are a fixed cost per migration, in the whole-migration figures above):\n\n")
-	b.WriteString("| PID setpoint ms | mean horizon steps | Ki | mean latency ms | error vs setpoint | loop's own mean ms | error vs setpoint | fixed rate's migration s at this latency | freeze ms | before the migration ms | steps at top speed |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| PID setpoint ms | mean horizon steps | Ki | error floor | mean latency ms | error vs setpoint | loop's own mean ms | error vs setpoint | fixed rate's migration s at this latency | freeze ms | before the migration ms | steps at top speed |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range res.PID {
 		eq := "outside the fixed ladder's range"
 		if s, ok := secondsAt(res.Fixed, func(f FixedPoint) float64 { return f.BeforeHandoverMs }, p.BeforeHandoverMs); ok {
 			eq = fmt.Sprintf("%.1f (PID %.2f× as fast)", s, s/p.MigrationSeconds)
 		}
-		fmt.Fprintf(&b, "| %.1f | %d | %g | %s | %+.1f %% | %s | %+.1f %% | %s | %.0f | %s | %d |\n", p.SetpointMs, p.MeanHorizon, p.Ki, f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs,
+		fmt.Fprintf(&b, "| %.1f | %d | %g | %g | %s | %+.1f %% | %s | %+.1f %% | %s | %.0f | %s | %d |\n", p.SetpointMs, p.MeanHorizon, p.Ki, p.ErrorFloor, f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs,
 			f1(p.LoopMeanMs), 100*(p.LoopMeanMs-p.SetpointMs)/p.SetpointMs, eq, p.FreezeMs, f1(p.PreMigrationMs), p.TopSpeedSteps)
 	}
 	b.WriteString("\n")

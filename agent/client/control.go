@@ -37,6 +37,10 @@ type Control struct {
 	// multiplied by it every step until the latency is half-way from its
 	// first measurement to the setpoint (control.PIDParams.StartGrowth).
 	StartGrowth float64 `json:"start_growth,omitempty"`
+	// ErrorFloor, when > 0, bounds the PID's normalised error from below:
+	// a window more than (1 + ErrorFloor)× the setpoint slows the migration
+	// as one at that level would (control.PIDParams.ErrorFloor); 0 = none.
+	ErrorFloor float64 `json:"error_floor,omitempty"`
 	// MeanHorizon, when > 0, makes the PID's setpoint a contract on the
 	// migration's mean latency: a shortfall or excess so far is worked off
 	// over this many steps, within ±MeanBand of the setpoint

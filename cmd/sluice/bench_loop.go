@@ -30,6 +30,7 @@ type loopFlags struct {
 	out, size, maxRate, keys string
 	errorForm                string
 	startGrowth              float64
+	errorFloor               float64
 	meanHorizon              int
 	cpus                     float64
 	cpuShares                int64
@@ -63,6 +64,7 @@ func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB,
 	fs.Float64Var(&f.ki, "ki", experiment.DefaultKi, "PID integral gain")
 	fs.Float64Var(&f.kd, "kd", 0, "PID derivative gain")
 	fs.StringVar(&f.errorForm, "error-form", experiment.DefaultErrorForm, "PID error form: linear (Slacker) or hybrid (SP/PV−1 below the setpoint)")
+	fs.Float64Var(&f.errorFloor, "error-floor", experiment.DefaultErrorFloor, "PID error floor: a latency window more than (1 + this)× the setpoint slows the copy as one at that level would, so a stall no speed causes does not cut it to a crawl (0 = none, Slacker)")
 	fs.Float64Var(&f.startGrowth, "start-growth", experiment.DefaultStartGrowth, "PID slow start: rate × this per step until the latency is half-way to the setpoint (1 = none, Slacker)")
 	fs.IntVar(&f.meanHorizon, "mean-horizon", experiment.DefaultMeanHorizon, "PID: hold the migration's mean latency (not each window's) at the setpoint, working off a shortfall or excess over this many steps, or, once the copy's time left is known, over the rest of the run (0 = off, Slacker)")
 	fs.StringVar(&f.reserve, "handover-reserve", "auto", "PID with a mean horizon: the handover's expected cost to the clients, ms·s, spent under the setpoint beforehand; auto = the median of the proxy's last measured handovers of the tenant, 0 = none")
@@ -102,6 +104,8 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 		return testbed.Options{}, c, usagef("bench %s: --mean-horizon %d: want 0 (off) to 3600 steps", name, f.meanHorizon)
 	case f.errorForm != "linear" && f.errorForm != "hybrid":
 		return testbed.Options{}, c, usagef("bench %s: --error-form %q: want linear or hybrid", name, f.errorForm)
+	case !(f.errorFloor >= 0) || math.IsInf(f.errorFloor, 0):
+		return testbed.Options{}, c, usagef("bench %s: --error-floor %v: want a fraction of the setpoint >= 0 (0 = none)", name, f.errorFloor)
 	case f.cpus == 0 || f.memoryMB == 0:
 		return testbed.Options{}, c, usagef("bench %s: --cpus and --memory must be positive (negative: no cap)", name)
 	}
@@ -132,7 +136,7 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 	c = experiment.Common{
 		Out: f.out, Command: "sluice " + strings.Join(os.Args[1:], " "), Size: size,
 		Workload: workload.Config{Rate: f.tps, MPL: f.mpl, Distribution: dist},
-		MaxRate:  maxRate, Kp: &kp, Ki: &ki, Kd: &kd, ErrorForm: f.errorForm, StartGrowth: f.startGrowth, MeanHorizon: f.meanHorizon, HandoverReserve: reserve, Seed: f.seed,
+		MaxRate:  maxRate, Kp: &kp, Ki: &ki, Kd: &kd, ErrorForm: f.errorForm, StartGrowth: f.startGrowth, ErrorFloor: f.errorFloor, MeanHorizon: f.meanHorizon, HandoverReserve: reserve, Seed: f.seed,
 	}
 	// Progress goes to stderr, with --json too (stdout carries the JSON).
 	c.Progress = func(format string, args ...any) {
@@ -222,7 +226,7 @@ func parseFactor(s string) (float64, error) {
 
 func init() {
 	var f loopFlags
-	var rates, setpoints, compare, compareKi, compareReserves string
+	var rates, setpoints, compare, compareKi, compareReserves, compareFloors string
 	cmd := &cobra.Command{
 		Use:   "slack-sweep [--out DIR] [--json]",
 		Short: "Slacker Fig. 11: fixed rates vs PID setpoints, latency and migration time",
@@ -282,6 +286,16 @@ summary.json, report.md and PNG plots to --out.`,
 				}
 				o.CompareReserves = append(o.CompareReserves, v)
 			}
+			floor := func(s string) (float64, error) {
+				v, err := strconv.ParseFloat(s, 64)
+				if err == nil && (!(v >= 0) || math.IsInf(v, 0)) {
+					err = fmt.Errorf("%q: want an error floor >= 0 (a fraction of the setpoint; 0 = none)", s)
+				}
+				return v, err
+			}
+			if o.CompareErrorFloors, err = parseList(compareFloors, floor); err != nil {
+				return usagef("bench slack-sweep: --compare-error-floors: %v", err)
+			}
 			return runOnBed(cmd, &f, bo, func(ctx context.Context, bed *testbed.Bed) (any, error) {
 				return experiment.SlackSweep(ctx, bed, o)
 			})
@@ -291,6 +305,7 @@ summary.json, report.md and PNG plots to --out.`,
 	cmd.Flags().StringVar(&rates, "fixed-rates", "10MB/s,20MB/s,30MB/s,40MB/s", "fixed migration rates, comma-separated")
 	cmd.Flags().StringVar(&compareKi, "compare-ki", "", "run every PID setpoint again with each of these integral gains (per step, comma-separated), in the same run")
 	cmd.Flags().StringVar(&compareReserves, "compare-handover-reserves", "", "run every PID setpoint again with each of these handover reserves (ms·s, comma-separated; 0 = none), in the same run")
+	cmd.Flags().StringVar(&compareFloors, "compare-error-floors", "", "run every PID setpoint again with each of these error floors (fractions of the setpoint, comma-separated; 0 = none), in the same run")
 	cmd.Flags().StringVar(&compare, "compare-mean-horizons", "", "run every PID setpoint again with each of these mean horizons (steps, comma-separated; 0 = off), in the same run")
 	cmd.Flags().StringVar(&setpoints, "setpoints", "", "PID setpoints, comma-separated: durations (20ms,40ms) or multiples of the baseline mean latency measured first (2x,3x); default 3x,4x,5x,6x")
 	benchCmd.AddCommand(cmd)

@@ -43,6 +43,7 @@ func init() {
 		controller, setpoint       string
 		maxRate                    string
 		kp, ki, kd, k, startGrowth float64
+		errorFloor                 float64
 		meanHorizon                int
 	)
 	cmd := &cobra.Command{
@@ -106,6 +107,15 @@ Interrupting the command stops following; the migration carries on.`,
 					}
 					ctl.StartGrowth = startGrowth
 				}
+				if cmd.Flags().Changed("error-floor") {
+					if !(errorFloor >= 0) || math.IsInf(errorFloor, 0) {
+						return usagef("migrate: --error-floor %v: want a fraction of the setpoint >= 0 (0 = none)", errorFloor)
+					}
+					if controller != "pid" {
+						return usagef("migrate: --error-floor goes with --controller pid, not %s", controller)
+					}
+					ctl.ErrorFloor = errorFloor
+				}
 				if meanHorizon < 0 || meanHorizon > 3600 {
 					return usagef("migrate: --mean-horizon %d: want 0 (off) to 3600 steps", meanHorizon)
 				}
@@ -125,8 +135,8 @@ Interrupting the command stops following; the migration carries on.`,
 						*g.dst = &v
 					}
 				}
-			} else if setpoint != "" || maxRate != "" || cmd.Flags().Changed("mean-horizon") {
-				return usagef("migrate: --setpoint, --max-rate and --mean-horizon go with --controller")
+			} else if setpoint != "" || maxRate != "" || cmd.Flags().Changed("mean-horizon") || cmd.Flags().Changed("error-floor") {
+				return usagef("migrate: --setpoint, --max-rate, --mean-horizon and --error-floor go with --controller")
 			}
 			c, err := agentClient(agentURL)
 			if err != nil {
@@ -182,6 +192,7 @@ Interrupting the command stops following; the migration carries on.`,
 	f.Float64Var(&ki, "ki", 0, "PID integral gain (default Slacker's 0.005)")
 	f.Float64Var(&kd, "kd", 0, "PID derivative gain (default Slacker's 0.015)")
 	f.Float64Var(&startGrowth, "start-growth", 0, "PID slow start: rate × this per step until the latency is half-way to the setpoint (default none)")
+	f.Float64Var(&errorFloor, "error-floor", 0, "PID: a latency window more than (1 + this)× the setpoint slows the copy as one at that level would, so a one-second stall no speed causes does not cut it to a crawl (default 0: none, Slacker)")
 	f.IntVar(&meanHorizon, "mean-horizon", control.DefaultMeanHorizon, "PID: hold the migration's mean latency (not each window's) at the setpoint, working off a shortfall or excess over this many steps, or, once the copy's time left is known, over the rest of the run (0 = off: each window against the setpoint, Slacker)")
 	f.Float64Var(&k, "k", 0, "integral controller gain, (bytes/s) per second of latency error (sluice tune proposes one)")
 	root.AddCommand(cmd)
