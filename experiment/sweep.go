@@ -314,6 +314,43 @@ func handoverExcess(bed *testbed.Bed, tenant string, since time.Time) float64 {
 	return -1
 }
 
+// sweepTrial is one trial of a sweep's order: fixed rate Index (Variant
+// −1), or PID setpoint Index with loop Variant (0: Common's; 1...: the
+// compared variants in SweepOptions' order).
+type sweepTrial struct{ Index, Variant int }
+
+// sweepOrder is the order of a sweep's trials over nFixed fixed rates and
+// nSP setpoints of nVariants loops each. Fixed and PID alternate in pairs —
+// F P, P F, F P, ... — so that drift over the sweep (the table gains dead
+// tuples) falls on both ladders alike; and a setpoint's loops run in
+// reverse order on every other setpoint. The tenant changes servers with
+// each trial, so each ladder, and each variant of the PID, then migrates
+// in both directions as often: with plain F P F P every PID trial moved the
+// tenant the same way, and with the variants always in one order each
+// variant did (on 2026-11-24 every floor-1 loop of a comparison moved
+// server-a to server-b), so a difference between the servers read as the
+// variant's.
+func sweepOrder(nFixed, nSP, nVariants int) []sweepTrial {
+	var out []sweepTrial
+	for i := 0; i < max(nFixed, nSP); i++ {
+		var fixed, pid []sweepTrial
+		if i < nFixed {
+			fixed = []sweepTrial{{i, -1}}
+		}
+		if i < nSP {
+			for v := range nVariants {
+				pid = append(pid, sweepTrial{i, v})
+			}
+		}
+		if i%2 == 1 {
+			slices.Reverse(pid)
+			fixed, pid = pid, fixed
+		}
+		out = append(append(out, fixed...), pid...)
+	}
+	return out
+}
+
 // SweepResult is `sluice bench slack-sweep --json`.
 type SweepResult struct {
 	Fixed []FixedPoint `json:"fixed"`
@@ -446,50 +483,31 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		res.PID = append(res.PID, p)
 		return nil
 	}
-	// Fixed and PID trials alternate in pairs — F P, P F, F P, ... — so
-	// that drift over the sweep (the table gains dead tuples) falls on both
-	// ladders alike and each ladder migrates in both directions as often:
-	// with plain F P F P every PID trial moved the tenant the same way.
-	for i := 0; i < max(len(o.FixedRates), len(o.Setpoints)); i++ {
-		steps := []func() error{}
-		if i < len(o.FixedRates) {
-			steps = append(steps, func() error { return runFixed(o.FixedRates[i]) })
+	// The PID loops of a setpoint: Common's, then each compared variant
+	// (sweepOrder gives their order).
+	var variants []func(sp float64) error
+	variants = append(variants, func(sp float64) error { return runPID(sp, o.MeanHorizon, nil, nil, nil) })
+	for _, h := range o.CompareHorizons {
+		variants = append(variants, func(sp float64) error { return runPID(sp, h, nil, nil, nil) })
+	}
+	for _, ki := range o.CompareKi {
+		variants = append(variants, func(sp float64) error { return runPID(sp, o.MeanHorizon, &ki, nil, nil) })
+	}
+	for _, r := range o.CompareReserves {
+		variants = append(variants, func(sp float64) error { return runPID(sp, o.MeanHorizon, nil, &r, nil) })
+	}
+	for _, f := range o.CompareErrorFloors {
+		variants = append(variants, func(sp float64) error { return runPID(sp, o.MeanHorizon, nil, nil, &f) })
+	}
+	for _, t := range sweepOrder(len(o.FixedRates), len(o.Setpoints), len(variants)) {
+		var err error
+		if t.Variant < 0 {
+			err = runFixed(o.FixedRates[t.Index])
+		} else {
+			err = variants[t.Variant](o.Setpoints[t.Index])
 		}
-		if i < len(o.Setpoints) {
-			steps = append(steps, func() error {
-				if err := runPID(o.Setpoints[i], o.MeanHorizon, nil, nil, nil); err != nil {
-					return err
-				}
-				for _, h := range o.CompareHorizons {
-					if err := runPID(o.Setpoints[i], h, nil, nil, nil); err != nil {
-						return err
-					}
-				}
-				for _, ki := range o.CompareKi {
-					if err := runPID(o.Setpoints[i], o.MeanHorizon, &ki, nil, nil); err != nil {
-						return err
-					}
-				}
-				for _, r := range o.CompareReserves {
-					if err := runPID(o.Setpoints[i], o.MeanHorizon, nil, &r, nil); err != nil {
-						return err
-					}
-				}
-				for _, f := range o.CompareErrorFloors {
-					if err := runPID(o.Setpoints[i], o.MeanHorizon, nil, nil, &f); err != nil {
-						return err
-					}
-				}
-				return nil
-			})
-		}
-		if i%2 == 1 {
-			slices.Reverse(steps)
-		}
-		for _, step := range steps {
-			if err := step(); err != nil {
-				return res, err
-			}
+		if err != nil {
+			return res, err
 		}
 	}
 
@@ -519,7 +537,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	b.WriteString(reportHeader("sluice bench slack-sweep (Slacker Fig. 11)", o.Command, started, bed.Describe()))
 	fmt.Fprintf(&b, "Tenant: %d rows, %.0f MB; workload %.0f transactions/s (%s keys, MPL %d); baseline mean latency %.1f ± %.1f ms (3 s windows: p90 %.1f ms); PID max rate %.0f MB/s.\n\n",
 		tn.Rows, float64(tn.Bytes)/1e6, o.Workload.Rate, o.Workload.Distribution, o.Workload.MPL, base.Mean, base.Std, base.Window90, o.MaxRate/1e6)
-	b.WriteString("Fixed and PID trials alternate in pairs (fixed 1, PID 1, PID 2, fixed 2, fixed 3, ...); \"before the migration\" is each trial's mean over the last 10 s of its warm-up.\n\n")
+	b.WriteString("Fixed and PID trials alternate in pairs (fixed 1, PID 1, PID 2, fixed 2, fixed 3, ...), and a setpoint's compared loops run in reverse order on every other setpoint, so each ladder and each loop migrates both ways as often; \"before the migration\" is each trial's mean over the last 10 s of its warm-up.\n\n")
 	b.WriteString("| fixed rate MB/s | mean latency ms | stddev ms | migration s | mean before the handover ms | freeze ms | before the migration ms |\n|---|---|---|---|---|---|---|\n")
 	for _, p := range res.Fixed {
 		fmt.Fprintf(&b, "| %.1f | %s | %s | %.1f | %s | %.0f | %s |\n", p.RateMBs, f1(p.MeanLatencyMs), f1(p.StddevLatencyMs), p.MigrationSeconds, f1(p.BeforeHandoverMs), p.FreezeMs, f1(p.PreMigrationMs))

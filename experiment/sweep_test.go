@@ -3,6 +3,7 @@ package experiment
 import (
 	"encoding/json"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -40,5 +41,33 @@ func TestQuotaLines(t *testing.T) {
 	got := quotaLines(some)
 	if !strings.Contains(got, "| pid-8ms | 34 % | – |") || strings.Contains(got, "fixed-20MBps") {
 		t.Fatalf("quotaLines = %q: want pid-8ms's row only", got)
+	}
+}
+
+// TestSweepOrder: the trials alternate F P, P F; every trial moves the tenant
+// to the other server, so each fixed rate ladder and each compared loop
+// must migrate in both directions as often.
+func TestSweepOrder(t *testing.T) {
+	got := sweepOrder(4, 4, 2)
+	want := []sweepTrial{{0, -1}, {0, 0}, {0, 1}, {1, 1}, {1, 0}, {1, -1}, {2, -1}, {2, 0}, {2, 1}, {3, 1}, {3, 0}, {3, -1}}
+	if !slices.Equal(got, want) {
+		t.Fatalf("sweepOrder(4, 4, 2) = %v, want %v", got, want)
+	}
+	for _, c := range []struct{ nFixed, nSP, nVariants int }{{4, 4, 1}, {4, 4, 2}, {4, 4, 3}, {2, 4, 2}, {4, 2, 2}, {3, 5, 2}} {
+		order := sweepOrder(c.nFixed, c.nSP, c.nVariants)
+		if len(order) != c.nFixed+c.nSP*c.nVariants {
+			t.Errorf("%+v: %d trials, want %d", c, len(order), c.nFixed+c.nSP*c.nVariants)
+		}
+		ways := map[int][2]int{} // variant (−1: fixed) → trials to server 1, to server 0
+		for k, tr := range order {
+			w := ways[tr.Variant]
+			w[k%2]++
+			ways[tr.Variant] = w
+		}
+		for v, w := range ways {
+			if n := w[0] + w[1]; n >= 4 && n%2 == 0 && w[0] != w[1] {
+				t.Errorf("%+v: loop %d migrates %d times one way and %d the other", c, v, w[0], w[1])
+			}
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"image/color"
 	"io"
 	"math"
+	"strconv"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -88,6 +89,7 @@ func WritePNG(w io.Writer, c Chart) error {
 			pl.X.Label.Text = c.XLabel
 		}
 		pl.X.Min, pl.X.Max = xmin, xmax
+		pl.X.Tick.Marker, pl.Y.Tick.Marker = plainTicks{}, plainTicks{}
 		pl.Add(plotter.NewGrid())
 		ymax := 0.0
 		for k, s := range p.Series {
@@ -146,6 +148,31 @@ func WritePNG(w io.Writer, c Chart) error {
 		return fmt.Errorf("chart: write png: %w", err)
 	}
 	return nil
+}
+
+// plainTicks are gonum's default ticks labelled without trailing zeros:
+// its labels carry the precision of the finest tick's step, so an axis
+// from 0 to 57 read "0.00, 25.00, 50.00".
+type plainTicks struct{}
+
+// Ticks implements plot.Ticker.
+func (plainTicks) Ticks(min, max float64) []plot.Tick {
+	ts := plot.DefaultTicks{}.Ticks(min, max)
+	for i, t := range ts {
+		if t.Label != "" {
+			ts[i].Label = plainLabel(t.Value)
+		}
+	}
+	return ts
+}
+
+// plainLabel is v in the fewest digits, at most 6 decimals.
+func plainLabel(v float64) string {
+	v = math.Round(v*1e6) / 1e6
+	if v == 0 {
+		v = 0 // no "-0"
+	}
+	return strconv.FormatFloat(v, 'f', -1, 64)
 }
 
 // Const returns a horizontal line at y over xs' span, e.g. a setpoint.

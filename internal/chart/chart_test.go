@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"image/png"
 	"math"
+	"strings"
 	"testing"
 )
 
@@ -36,5 +37,27 @@ func TestWritePNG(t *testing.T) {
 	bad := Chart{Panels: []Panel{{Series: []Series{{X: []float64{1, 2}, Y: []float64{1}}}}}}
 	if err := WritePNG(&buf, bad); err == nil {
 		t.Fatal("mismatched series accepted")
+	}
+}
+
+// The axes' labels carry no trailing zeros whatever the span.
+func TestPlainTicks(t *testing.T) {
+	for _, c := range []struct {
+		min, max float64
+		want     []string
+	}{
+		{0, 57, []string{"0", "25", "50"}},
+		{0, 0.3, []string{"0", "0.15", "0.3"}},
+		{-1, 1, []string{"-1", "0", "1"}},
+	} {
+		var got []string
+		for _, tk := range (plainTicks{}).Ticks(c.min, c.max) {
+			if tk.Label != "" {
+				got = append(got, tk.Label)
+			}
+		}
+		if strings.Join(got, " ") != strings.Join(c.want, " ") {
+			t.Errorf("ticks of [%v, %v]: %q, want %q", c.min, c.max, got, c.want)
+		}
 	}
 }
