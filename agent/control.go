@@ -73,6 +73,7 @@ func newController(spec client.Control, reserve time.Duration) (control.Controll
 		}
 		p.StartGrowth = spec.StartGrowth
 		p.ErrorFloor = spec.ErrorFloor
+		p.Headroom = spec.Headroom
 		p.MeanHorizon, p.MeanBand = spec.MeanHorizon, spec.MeanBand
 		if r := spec.HandoverReserveMsS; r != nil {
 			if !(*r >= 0) || math.IsInf(*r, 0) {

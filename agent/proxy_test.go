@@ -191,8 +191,8 @@ func TestNewControllerErrorForm(t *testing.T) {
 	}
 }
 
-// TestNewControllerErrorFloor: the spec's error floor reaches the PID; a
-// negative one is refused with the PID's reason.
+// TestNewControllerErrorFloor: the spec's error floor and headroom reach the
+// PID; negative ones are refused with the PID's reason.
 func TestNewControllerErrorFloor(t *testing.T) {
 	c, err := newController(client.Control{Controller: "pid", SetpointMs: 40, MaxRate: 1e6, ErrorFloor: 1}, 0)
 	if err != nil {
@@ -200,6 +200,16 @@ func TestNewControllerErrorFloor(t *testing.T) {
 	}
 	if got := c.(*control.PID).Params().ErrorFloor; got != 1 {
 		t.Errorf("error floor %v reached the PID, want 1", got)
+	}
+	c, err = newController(client.Control{Controller: "pid", SetpointMs: 40, MaxRate: 1e6, Headroom: 0.25}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.(*control.PID).Params().Headroom; got != 0.25 {
+		t.Errorf("headroom %v reached the PID, want 0.25", got)
+	}
+	if _, err := newController(client.Control{Controller: "pid", SetpointMs: 40, MaxRate: 1e6, Headroom: -1}, 0); err == nil || !strings.Contains(err.Error(), "headroom") {
+		t.Fatalf("headroom -1: %v, want an error naming the headroom", err)
 	}
 	if _, err := newController(client.Control{Controller: "pid", SetpointMs: 40, MaxRate: 1e6, ErrorFloor: -0.5}, 0); err == nil || !strings.Contains(err.Error(), "error floor") {
 		t.Fatalf("error floor -0.5: %v, want an error naming the error floor", err)

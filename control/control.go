@@ -101,6 +101,13 @@ type Observation struct {
 	// rate); 0 = unknown. The PID's contract on the run's mean
 	// (PIDParams.MeanHorizon) settles its balance by then.
 	Remaining time.Duration
+	// Moved is the rate at which the migration's copy actually moved data
+	// over the step, bytes/s; 0 = not measured (outside the copy, or no
+	// bytes). A rate well under the one decided for the step says that
+	// something else is the bottleneck — the target's CPU, a disk, the
+	// network — and that a lower decision would change nothing until it
+	// falls below what moves (PIDParams.Headroom).
+	Moved float64
 }
 
 // ErrSettling is the error of the latency signals of a Settling step.

@@ -93,6 +93,7 @@ func (s *script) do(t *testing.T, d *datadriven.TestData) string {
 		p.MeanHorizon, p.MeanBand = a.int("horizon", p.MeanHorizon), a.float("band", p.MeanBand)
 		p.Reserve = a.dur("reserve", p.Reserve)
 		p.ErrorFloor = a.float("floor", p.ErrorFloor)
+		p.Headroom = a.float("headroom", p.Headroom)
 		var c *PID
 		if c, err = NewPID(p); err == nil {
 			s.ctl, s.rate, s.maxRate = c, p.Initial*p.MaxRate, p.MaxRate
@@ -249,6 +250,16 @@ func (s *script) run(a args) string {
 	// store (a migration's start-up: the snapshot's checkpoint), and the
 	// steps while it is in the window are Settling, as loop.Loop marks them.
 	startup, startupLat := a.int("startup", 0), a.dur("startuplat", 0)
+	// pipe=R: the copy moves at most R whatever the rate decided (the
+	// target's CPU is the bottleneck); the plant sees what moved, and the
+	// controller is told it (Observation.Moved).
+	pipe := a.rate("pipe", 0)
+	eff := func(r float64) float64 {
+		if pipe > 0 {
+			return min(r, pipe)
+		}
+		return r
+	}
 	var moved float64
 	copied := -1
 	var tr trace
@@ -258,9 +269,9 @@ func (s *script) run(a args) string {
 			hist = append(hist, plant.latency(0, 0))
 		}
 	}
-	lats := plant.latency(0, s.rate)
+	lats := plant.latency(0, eff(s.rate))
 	for k := range steps {
-		moved += s.rate // this step's copy, at the rate decided before it
+		moved += eff(s.rate) // this step's copy, at the rate decided before it
 		if k < startup {
 			lats = slices.Repeat([]time.Duration{startupLat}, len(lats))
 		}
@@ -276,8 +287,11 @@ func (s *script) run(a args) string {
 			}
 		}
 		obs := Observation{At: s.at(), Signals: s.signals(a, seen)}
+		if pipe > 0 {
+			obs.Moved = eff(s.rate)
+		}
 		if size > 0 && s.rate > 0 && !a.d.HasArg("untold") {
-			obs.Remaining = time.Duration(max(0, size-moved) / s.rate * float64(time.Second))
+			obs.Remaining = time.Duration(max(0, size-moved) / eff(s.rate) * float64(time.Second))
 		}
 		if k < startup+window-1 {
 			obs.Settling = true
@@ -301,7 +315,7 @@ func (s *script) run(a args) string {
 		}
 		s.rate = dec.Rate
 		s.k++
-		lats = plant.latency(k+1, dec.Rate) // burst steps count from the run's start
+		lats = plant.latency(k+1, eff(dec.Rate)) // burst steps count from the run's start
 		if size > 0 && moved >= size {
 			copied = k + 1
 			break

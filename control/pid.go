@@ -129,7 +129,23 @@ type PIDParams struct {
 	// the horizon's pace. Fraction of the setpoint, >= 0; 0 = no floor
 	// (Slacker).
 	ErrorFloor float64
+	// Headroom, when > 0, keeps the output near what the copy can take:
+	// when the copy moved less than (1 − TrackSlack) of the rate decided
+	// for the step (Observation.Moved), the output is held to at most
+	// (1 + Headroom) × what moved. It is anti-windup for an actuator that
+	// saturates below MaxRate. Without it, a loop whose copy is bound
+	// elsewhere (on the testbed the target's quarter core took ~63 MB/s
+	// while the loop asked for 100–140) climbs on towards MaxRate, and
+	// in a burst its cuts change nothing until they get below what
+	// moves: 6–13 MB/s a step from 140 took the 2026-11-24 4.6 ms loop
+	// past the handover at 5.7 ms. Fraction, >= 0; 0 = off (Slacker).
+	Headroom float64
 }
+
+// TrackSlack is the share of the decided rate the copy may fall short of
+// before PIDParams.Headroom holds the output to what moved: a token bucket
+// over a 1 s step delivers a little less than its rate.
+const TrackSlack = 0.2
 
 // DefaultMeanHorizon is the mean horizon (PIDParams.MeanHorizon, steps)
 // that `sluice migrate` and the benchmarks use unless told otherwise; the
@@ -223,6 +239,8 @@ func (p PIDParams) Validate() error {
 		return fmt.Errorf("control: pid: mean band must be a fraction of the setpoint in (0, 1), got %v", p.MeanBand)
 	case p.Reserve < 0:
 		return fmt.Errorf("control: pid: reserve must be >= 0, got %v", p.Reserve)
+	case !finite(p.Headroom) || p.Headroom < 0:
+		return fmt.Errorf("control: pid: headroom must be >= 0 (a fraction of the rate that moved; 0 = off), got %v", p.Headroom)
 	case !finite(p.ErrorFloor) || p.ErrorFloor < 0:
 		return fmt.Errorf("control: pid: error floor must be >= 0 (a fraction of the setpoint; 0 = none), got %v", p.ErrorFloor)
 	}
@@ -258,6 +276,8 @@ func (p PIDParams) Validate() error {
 //	u(k) = max(the law's u(k) below, min(1, max(u(k−1), StartFloor) · StartGrowth))
 //	Δu    = Kp·(e(k) − e(k−1)) + Ki·e(k) + Kd·(e(k) − 2e(k−1) + e(k−2))
 //	u(k)  = clamp(u(k−1) + Δu, 0, 1)
+//	Headroom h > 0, when Moved < (1 − TrackSlack)·u(k−1)·MaxRate:
+//	u(k)  = min(u(k), (1 + h)·Moved/MaxRate)        // the copy is bound elsewhere
 //	Rate  = Prefetch = u(k) · MaxRate               // u = 0 means paused
 //
 // The velocity form keeps no sum of past errors, so a long stretch below the
@@ -338,6 +358,7 @@ func (c *PID) Next(obs Observation) Decision {
 	if !c.primed {
 		c.e1, c.e2, c.primed = e, e, true
 	}
+	prev := c.u // the output in force during the step that ends now
 	du := c.p.Kp*(e-c.e1) + c.p.Ki*e + c.p.Kd*(e-2*c.e1+c.e2)
 	law := clamp(c.u+du, 0, 1)
 	if c.p.StartGrowth > 1 {
@@ -367,6 +388,7 @@ func (c *PID) Next(obs Observation) Decision {
 			if !c.starting {
 				c.u = min(c.u, max(c.peak/2, law))
 			}
+			c.u, spNote = c.track(c.u, prev, obs.Moved, spNote)
 			c.peak = max(c.peak, c.u)
 			c.e2, c.e1 = c.e1, e
 			r := c.u * c.p.MaxRate
@@ -374,7 +396,7 @@ func (c *PID) Next(obs Observation) Decision {
 				Reason: fmt.Sprintf("pid slow start pv=%v(%s)%s u=%.3f", pv.Round(10*time.Microsecond), who, spNote, c.u)}
 		}
 	}
-	c.u = law
+	c.u, spNote = c.track(law, prev, obs.Moved, spNote)
 	c.peak = max(c.peak, c.u)
 	c.e2, c.e1 = c.e1, e
 	r := c.u * c.p.MaxRate
@@ -383,6 +405,20 @@ func (c *PID) Next(obs Observation) Decision {
 		Prefetch: r,
 		Reason:   fmt.Sprintf("pid pv=%v(%s)%s e=%+.3f du=%+.4f u=%.3f", pv.Round(10*time.Microsecond), who, spNote, e, du, c.u),
 	}
+}
+
+// track applies PIDParams.Headroom to output u, given the output prev in
+// force during the step and the rate that moved (bytes/s; 0 = unknown),
+// and notes a hold in the decision's reason.
+func (c *PID) track(u, prev, moved float64, note string) (float64, string) {
+	if c.p.Headroom <= 0 || moved <= 0 || moved >= (1-TrackSlack)*prev*c.p.MaxRate {
+		return u, note
+	}
+	ceil := (1 + c.p.Headroom) * moved / c.p.MaxRate
+	if u <= ceil {
+		return u, note
+	}
+	return ceil, note + fmt.Sprintf(" moved=%.1fMB/s", moved/1e6)
 }
 
 // countdown updates the steps the run has left from obs.Remaining, over

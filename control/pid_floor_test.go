@@ -2,6 +2,7 @@ package control
 
 import (
 	"math/rand"
+	"strings"
 	"testing"
 	"time"
 )
@@ -101,5 +102,42 @@ func TestPIDErrorFloorStalls(t *testing.T) {
 			t.Errorf("at a latency no lower (%.2f ms against %.2f), floor 0 took %.1f steps, floor 1 %.1f: want more", m, m1, s, s1)
 		}
 		break
+	}
+}
+
+// TestPIDHeadroomOnlyWhenShort: the headroom changes nothing while the copy
+// moves what it is allowed (within TrackSlack) or is not measured; when it
+// falls short, the output is held to (1 + Headroom) × what moved.
+func TestPIDHeadroomOnlyWhenShort(t *testing.T) {
+	mk := func(h float64) *PID {
+		c, err := NewPID(PIDParams{Setpoint: 4 * time.Millisecond, MaxRate: 100e6, Kp: 0.02, Ki: 0.04, Initial: 0.05, Headroom: h})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	at := time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)
+	obs := func(k int, lat time.Duration, moved float64) Observation {
+		return Observation{At: at.Add(time.Duration(k) * time.Second), Signals: []Signal{{Name: "s", Mean: lat, Count: 100}}, Moved: moved}
+	}
+	plain, head := mk(0), mk(0.25)
+	// At 0.5 ms the law raises a small output by more than 25 % a step, so
+	// a headroom applied regardless would bind.
+	for k, lat := range []time.Duration{500 * time.Microsecond, 500 * time.Microsecond, 500 * time.Microsecond, 6 * time.Millisecond} {
+		// Moved: unknown, then what was allowed, then 85 % of it.
+		moved := []float64{0, 1, 0.85, 0.85}[k] * plain.u * 100e6
+		if (k == 1 || k == 2) && !(plain.u+0.04*0.875 > 1.25*moved/100e6) {
+			t.Fatalf("step %d: the law's step from %v stays under 1.25 × what moved: the case tests nothing", k, plain.u)
+		}
+		a, b := plain.Next(obs(k, lat, moved)), head.Next(obs(k, lat, moved))
+		if a.Rate != b.Rate {
+			t.Errorf("step %d (moved %.0f of %.0f B/s): rate %v with headroom, %v without", k, moved, a.Rate, b.Rate, a.Rate)
+		}
+	}
+	// The copy moves 30 MB/s of the 100 allowed: the output is held to 37.5.
+	c := mk(0.25)
+	c.u = 1
+	if d := c.Next(obs(0, time.Millisecond, 30e6)); d.Rate != 37.5e6 || !strings.Contains(d.Reason, "moved=30.0MB/s") {
+		t.Errorf("copy bound at 30 MB/s: rate %v (%s), want 37.5e6 and the reason naming what moved", d.Rate, d.Reason)
 	}
 }

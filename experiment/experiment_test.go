@@ -147,6 +147,19 @@ func TestFixedSecondsAt(t *testing.T) {
 	}
 }
 
+func TestFixedLatencyAt(t *testing.T) {
+	fixed := []FixedPoint{{MeanLatencyMs: 30, MigrationSeconds: 50}, {MeanLatencyMs: 10, MigrationSeconds: 200}, {MeanLatencyMs: 20, MigrationSeconds: 100}}
+	for _, c := range []struct {
+		secs, want float64
+		ok         bool
+	}{{200, 10, true}, {150, 15, true}, {75, 25, true}, {50, 30, true}, {40, 0, false}, {201, 0, false}} {
+		got, ok := FixedLatencyAt(fixed, c.secs)
+		if ok != c.ok || got != c.want {
+			t.Errorf("at %v s: %v, %v; want %v, %v", c.secs, got, ok, c.want, c.ok)
+		}
+	}
+}
+
 func TestRateBetween(t *testing.T) {
 	r := &TrialResult{MigStart: 10}
 	// 1 MB/s for 10 s (the ramp), then 5 MB/s; catch-up restarts the count.

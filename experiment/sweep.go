@@ -68,6 +68,9 @@ type Common struct {
 	// ErrorFloor is the PID's error floor (control.PIDParams.ErrorFloor,
 	// a fraction of the setpoint); 0 = none.
 	ErrorFloor float64
+	// Headroom is the PID's headroom over what the copy moves
+	// (control.PIDParams.Headroom); 0 = off.
+	Headroom float64
 	// HandoverReserve is the PID's handover reserve, ms·s
 	// (agent/client.Control.HandoverReserveMsS); nil = learned from the
 	// proxy's measured handovers.
@@ -134,6 +137,7 @@ func (c *Common) pidControl(sp float64) *agentclient.Control {
 	}
 	ctl.MeanHorizon = c.MeanHorizon
 	ctl.ErrorFloor = c.ErrorFloor
+	ctl.Headroom = c.Headroom
 	ctl.HandoverReserveMsS = c.HandoverReserve
 	ctl.StartGrowth = c.StartGrowth
 	if ctl.StartGrowth == 0 {
@@ -171,6 +175,9 @@ var (
 	// DefaultErrorFloor is the PID's error floor in the benchmarks
 	// (control.PIDParams.ErrorFloor); 0 = none.
 	DefaultErrorFloor = 0.0
+	// DefaultHeadroom is the PID's headroom over what the copy moves in
+	// the benchmarks (control.PIDParams.Headroom); 0 = off.
+	DefaultHeadroom = 0.0
 )
 
 // SweepOptions configure the slack sweep.
@@ -198,6 +205,9 @@ type SweepOptions struct {
 	// error floors (as Common.ErrorFloor), right after its run with
 	// Common's: the floor's effect in one run, on the same plant.
 	CompareErrorFloors []float64
+	// CompareHeadroom run every PID setpoint again with each of these
+	// headrooms (as Common.Headroom), in the same run.
+	CompareHeadroom []float64
 }
 
 // FixedPoint is one fixed-rate migration of the sweep (JSON keys are
@@ -235,6 +245,8 @@ type PIDPoint struct {
 	Ki float64 `json:"ki"`
 	// ErrorFloor is the trial's error floor (0 = none).
 	ErrorFloor float64 `json:"error_floor"`
+	// Headroom is the trial's headroom over what the copy moved (0 = off).
+	Headroom float64 `json:"headroom"`
 	// ExecutionMeanMs is the mean without the workload's own queue wait:
 	// the latency the proxy measures and the loop controls.
 	ExecutionMeanMs float64 `json:"execution_mean_latency_ms"`
@@ -428,7 +440,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		res.Fixed = append(res.Fixed, p)
 		return nil
 	}
-	runPID := func(sp float64, h int, ki, reserve, floor *float64) error {
+	runPID := func(sp float64, h int, ki, reserve, floor, headroom *float64) error {
 		ctl := o.pidControl(sp)
 		ctl.MeanHorizon = h
 		if ki != nil {
@@ -436,6 +448,9 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		}
 		if floor != nil {
 			ctl.ErrorFloor = *floor
+		}
+		if headroom != nil {
+			ctl.Headroom = *headroom
 		}
 		if reserve != nil {
 			ctl.HandoverReserveMsS = reserve
@@ -461,6 +476,9 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		if len(o.CompareErrorFloors) > 0 {
 			name += fmt.Sprintf("-f%g", ctl.ErrorFloor)
 		}
+		if len(o.CompareHeadroom) > 0 {
+			name += fmt.Sprintf("-hr%g", ctl.Headroom)
+		}
 		r, err := trial(name, sp, agentclient.StartMigration{Rate: o.MaxRate * StartFraction, Control: ctl})
 		if err != nil {
 			return err
@@ -468,7 +486,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		st := Describe(r.Latencies(r.MigStart, r.MigEnd))
 		secs := r.MigEnd - r.MigStart
 		p := PIDPoint{SetpointMs: sp, MeanLatencyMs: round(st.Mean, 2), StddevLatencyMs: round(st.Std, 2), MigrationSeconds: round(secs, 1),
-			MeanRateMBs: round(float64(r.Migration.Summary.Bytes)/1e6/secs, 2), MeanHorizon: h, Ki: gain, ErrorFloor: ctl.ErrorFloor, ExecutionMeanMs: round(r.ExecutionMean(r.MigStart, r.MigEnd), 2)}
+			MeanRateMBs: round(float64(r.Migration.Summary.Bytes)/1e6/secs, 2), MeanHorizon: h, Ki: gain, ErrorFloor: ctl.ErrorFloor, Headroom: ctl.Headroom, ExecutionMeanMs: round(r.ExecutionMean(r.MigStart, r.MigEnd), 2)}
 		from, to := r.BeforeHandover()
 		p.BeforeHandoverMs = round(Describe(r.Latencies(from, to)).Mean, 2)
 		p.LoopMeanMs = round(r.LoopMean(from, to), 2)
@@ -478,26 +496,29 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		p.ReserveMsS = round(r.ReserveMsS, 1)
 		p.HandoverExcessMsS = round(handoverExcess(bed, tn.Name, r.Migration.Created), 1)
 		p.SourceThrottledPct, p.TargetThrottledPct = pct(r.SourceThrottled), pct(r.TargetThrottled)
-		say("pid %.1f ms (mean horizon %d, ki %g, error floor %g): latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %.1f; before the migration %.1f), %.1f s at %.1f MB/s%s; handover reserve %.0f ms·s, cost %.0f; ledger %d acknowledged, 0 lost",
-			sp, h, gain, ctl.ErrorFloor, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, p.LoopMeanMs, p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct), p.ReserveMsS, p.HandoverExcessMsS, r.Check.Acknowledged)
+		say("pid %.1f ms (mean horizon %d, ki %g, error floor %g, headroom %g): latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %.1f; before the migration %.1f), %.1f s at %.1f MB/s%s; handover reserve %.0f ms·s, cost %.0f; ledger %d acknowledged, 0 lost",
+			sp, h, gain, ctl.ErrorFloor, ctl.Headroom, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, p.LoopMeanMs, p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct), p.ReserveMsS, p.HandoverExcessMsS, r.Check.Acknowledged)
 		res.PID = append(res.PID, p)
 		return nil
 	}
 	// The PID loops of a setpoint: Common's, then each compared variant
 	// (sweepOrder gives their order).
 	var variants []func(sp float64) error
-	variants = append(variants, func(sp float64) error { return runPID(sp, o.MeanHorizon, nil, nil, nil) })
+	variants = append(variants, func(sp float64) error { return runPID(sp, o.MeanHorizon, nil, nil, nil, nil) })
 	for _, h := range o.CompareHorizons {
-		variants = append(variants, func(sp float64) error { return runPID(sp, h, nil, nil, nil) })
+		variants = append(variants, func(sp float64) error { return runPID(sp, h, nil, nil, nil, nil) })
 	}
 	for _, ki := range o.CompareKi {
-		variants = append(variants, func(sp float64) error { return runPID(sp, o.MeanHorizon, &ki, nil, nil) })
+		variants = append(variants, func(sp float64) error { return runPID(sp, o.MeanHorizon, &ki, nil, nil, nil) })
 	}
 	for _, r := range o.CompareReserves {
-		variants = append(variants, func(sp float64) error { return runPID(sp, o.MeanHorizon, nil, &r, nil) })
+		variants = append(variants, func(sp float64) error { return runPID(sp, o.MeanHorizon, nil, &r, nil, nil) })
 	}
 	for _, f := range o.CompareErrorFloors {
-		variants = append(variants, func(sp float64) error { return runPID(sp, o.MeanHorizon, nil, nil, &f) })
+		variants = append(variants, func(sp float64) error { return runPID(sp, o.MeanHorizon, nil, nil, &f, nil) })
+	}
+	for _, hr := range o.CompareHeadroom {
+		variants = append(variants, func(sp float64) error { return runPID(sp, o.MeanHorizon, nil, nil, nil, &hr) })
 	}
 	for _, t := range sweepOrder(len(o.FixedRates), len(o.Setpoints), len(variants)) {
 		var err error
@@ -543,23 +564,27 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		fmt.Fprintf(&b, "| %.1f | %s | %s | %.1f | %s | %.0f | %s |\n", p.RateMBs, f1(p.MeanLatencyMs), f1(p.StddevLatencyMs), p.MigrationSeconds, f1(p.BeforeHandoverMs), p.FreezeMs, f1(p.PreMigrationMs))
 	}
 	b.WriteString("\nLatency is the workload's (Slacker: arrival queue + execution); \"execution\" leaves out the wait in the workload's own arrival queue — what the proxy measures and the loop controls.\n")
-	b.WriteString("\n| PID setpoint ms | mean horizon steps | Ki | error floor | mean latency ms | error vs setpoint | execution mean ms | error vs setpoint | stddev ms | migration s | mean rate MB/s | fixed rate's migration s at this latency |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n| PID setpoint ms | mean horizon steps | Ki | error floor | headroom | mean latency ms | error vs setpoint | execution mean ms | error vs setpoint | stddev ms | migration s | mean rate MB/s | fixed rate's migration s at this latency | fixed rate's mean latency ms at this migration time |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range res.PID {
 		eq := "outside the fixed ladder's range"
 		if s, ok := FixedSecondsAt(res.Fixed, p.MeanLatencyMs); ok {
 			eq = fmt.Sprintf("%.1f (PID %.2f× as fast)", s, s/p.MigrationSeconds)
 		}
-		fmt.Fprintf(&b, "| %.1f | %d | %g | %g | %s | %+.1f %% | %s | %+.1f %% | %s | %.1f | %.1f | %s |\n", p.SetpointMs, p.MeanHorizon, p.Ki, p.ErrorFloor, f1(p.MeanLatencyMs), 100*(p.MeanLatencyMs-p.SetpointMs)/p.SetpointMs,
-			f1(p.ExecutionMeanMs), 100*(p.ExecutionMeanMs-p.SetpointMs)/p.SetpointMs, f1(p.StddevLatencyMs), p.MigrationSeconds, p.MeanRateMBs, eq)
+		eqLat := "outside the fixed ladder's range"
+		if l, ok := FixedLatencyAt(res.Fixed, p.MigrationSeconds); ok {
+			eqLat = fmt.Sprintf("%.1f (PID's %+.0f %%)", l, 100*(p.MeanLatencyMs-l)/l)
+		}
+		fmt.Fprintf(&b, "| %.1f | %d | %g | %g | %g | %s | %+.1f %% | %s | %+.1f %% | %s | %.1f | %.1f | %s | %s |\n", p.SetpointMs, p.MeanHorizon, p.Ki, p.ErrorFloor, p.Headroom, f1(p.MeanLatencyMs), 100*(p.MeanLatencyMs-p.SetpointMs)/p.SetpointMs,
+			f1(p.ExecutionMeanMs), 100*(p.ExecutionMeanMs-p.SetpointMs)/p.SetpointMs, f1(p.StddevLatencyMs), p.MigrationSeconds, p.MeanRateMBs, eq, eqLat)
 	}
 	b.WriteString("\nBefore the handover (the loop sets the speed; the handover's freeze and the drain of the queue it builds are a fixed cost per migration, in the whole-migration figures above):\n\n")
-	b.WriteString("| PID setpoint ms | mean horizon steps | Ki | error floor | mean latency ms | error vs setpoint | loop's own mean ms | error vs setpoint | fixed rate's migration s at this latency | freeze ms | before the migration ms | steps at top speed |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| PID setpoint ms | mean horizon steps | Ki | error floor | headroom | mean latency ms | error vs setpoint | loop's own mean ms | error vs setpoint | fixed rate's migration s at this latency | freeze ms | before the migration ms | steps at top speed |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range res.PID {
 		eq := "outside the fixed ladder's range"
 		if s, ok := secondsAt(res.Fixed, func(f FixedPoint) float64 { return f.BeforeHandoverMs }, p.BeforeHandoverMs); ok {
 			eq = fmt.Sprintf("%.1f (PID %.2f× as fast)", s, s/p.MigrationSeconds)
 		}
-		fmt.Fprintf(&b, "| %.1f | %d | %g | %g | %s | %+.1f %% | %s | %+.1f %% | %s | %.0f | %s | %d |\n", p.SetpointMs, p.MeanHorizon, p.Ki, p.ErrorFloor, f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs,
+		fmt.Fprintf(&b, "| %.1f | %d | %g | %g | %g | %s | %+.1f %% | %s | %+.1f %% | %s | %.0f | %s | %d |\n", p.SetpointMs, p.MeanHorizon, p.Ki, p.ErrorFloor, p.Headroom, f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs,
 			f1(p.LoopMeanMs), 100*(p.LoopMeanMs-p.SetpointMs)/p.SetpointMs, eq, p.FreezeMs, f1(p.PreMigrationMs), p.TopSpeedSteps)
 	}
 	b.WriteString("\n")
@@ -702,6 +727,24 @@ func Baseline(ctx context.Context, t testbed.Tenant, wc workload.Config, d time.
 // latency lat (ms). ok is false outside the ladder's latency range.
 func FixedSecondsAt(fixed []FixedPoint, lat float64) (secs float64, ok bool) {
 	return secondsAt(fixed, func(f FixedPoint) float64 { return f.MeanLatencyMs }, lat)
+}
+
+// FixedLatencyAt interpolates, linearly between the fixed ladder's points
+// ordered by migration time, the mean latency (ms) of a fixed rate that
+// migrates in secs seconds: the other reading of the trade-off, for a PID
+// point whose latency lies outside the ladder's. ok is false outside the
+// ladder's range of migration times.
+func FixedLatencyAt(fixed []FixedPoint, secs float64) (lat float64, ok bool) {
+	ps := append([]FixedPoint(nil), fixed...)
+	sort.Slice(ps, func(i, j int) bool { return ps[i].MigrationSeconds < ps[j].MigrationSeconds })
+	for i := 1; i < len(ps); i++ {
+		a, b := ps[i-1], ps[i]
+		if secs >= a.MigrationSeconds && secs <= b.MigrationSeconds && b.MigrationSeconds > a.MigrationSeconds {
+			f := (secs - a.MigrationSeconds) / (b.MigrationSeconds - a.MigrationSeconds)
+			return a.MeanLatencyMs + f*(b.MeanLatencyMs-a.MeanLatencyMs), true
+		}
+	}
+	return 0, false
 }
 
 // secondsAt is FixedSecondsAt with the latency figure chosen by latOf.

@@ -80,6 +80,10 @@ type Loop struct {
 		series []Point
 		floor  float64 // catch-up rate floor, bytes/s (0 = none)
 		lags   []int64 // catch-up lag at recent steps, oldest first
+		// the previous step's copy progress, for control.Observation.Moved
+		lastAt    time.Time
+		lastPhase string
+		lastBytes int64
 	}
 }
 
@@ -109,6 +113,7 @@ func (l *Loop) Step(ctx context.Context, at time.Time) Point {
 	if l.Status != nil {
 		phase, bytes = l.Status()
 	}
+	obs.Moved = l.moved(at, phase, bytes)
 	if l.settling(at, bytes) { // the controller sees no data; seen keeps it for the record
 		sig := []control.Signal{{Name: "settle", Err: ErrSettling}}
 		if len(obs.Signals) > 0 {
@@ -151,6 +156,23 @@ func (l *Loop) Step(ctx context.Context, at time.Time) Point {
 	l.mu.series = append(l.mu.series, p)
 	l.mu.Unlock()
 	return p
+}
+
+// CopyPhase is the migration phase whose bytes the throttle alone paces
+// (the hot copy): the phase in which Step measures control.Observation.Moved.
+const CopyPhase = "snapshot"
+
+// moved returns the rate (bytes/s) the copy moved since the previous step,
+// when both steps were in CopyPhase and it moved bytes; 0 otherwise.
+func (l *Loop) moved(at time.Time, phase string, bytes int64) float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var r float64
+	if dt := at.Sub(l.mu.lastAt).Seconds(); phase == CopyPhase && l.mu.lastPhase == CopyPhase && dt > 0 && bytes > l.mu.lastBytes {
+		r = float64(bytes-l.mu.lastBytes) / dt
+	}
+	l.mu.lastAt, l.mu.lastPhase, l.mu.lastBytes = at, phase, bytes
+	return r
 }
 
 // settling reports whether the step at time at, with bytes moved so far,

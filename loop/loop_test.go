@@ -223,3 +223,45 @@ func TestCatchUpFloor(t *testing.T) {
 		t.Fatalf("after catch-up and warm: rate %v, want the controller's 1e6", r)
 	}
 }
+
+// movedSeen records Observation.Moved of every step.
+type movedSeen struct{ moved []float64 }
+
+func (m *movedSeen) Name() string { return "moved" }
+func (m *movedSeen) Next(obs control.Observation) control.Decision {
+	m.moved = append(m.moved, obs.Moved)
+	return control.Decision{Rate: 1e6, Prefetch: 1e6}
+}
+
+// TestStepMeasuresMoved: the controller is told the rate the copy moved over
+// each step of the copy phase (bytes since the last step over the time
+// since it), and 0 in a step that follows another phase, in other phases,
+// and when nothing moved.
+func TestStepMeasuresMoved(t *testing.T) {
+	steps := []struct {
+		at    float64 // seconds
+		phase string
+		bytes int64
+	}{
+		{0, "prepare", 0}, {1, CopyPhase, 10e6}, {2, CopyPhase, 30e6}, {2.5, CopyPhase, 40e6},
+		{3.5, CopyPhase, 40e6}, {4.5, "catch-up", 1e6}, {5.5, "catch-up", 2e6},
+	}
+	want := []float64{0, 0, 20e6, 20e6, 0, 0, 0}
+	m := &movedSeen{}
+	k := 0
+	l := &Loop{
+		Controller: m,
+		Observe:    func(context.Context, time.Time) control.Observation { return control.Observation{} },
+		Send:       &setter{},
+		Status:     func() (string, int64) { return steps[k].phase, steps[k].bytes },
+	}
+	t0 := time.Unix(1000, 0)
+	for k = range steps {
+		l.Step(context.Background(), t0.Add(time.Duration(steps[k].at*float64(time.Second))))
+	}
+	for i := range want {
+		if m.moved[i] != want[i] {
+			t.Errorf("step %d (%s, %d bytes): moved %v, want %v", i, steps[i].phase, steps[i].bytes, m.moved[i], want[i])
+		}
+	}
+}

@@ -41,6 +41,10 @@ type Control struct {
 	// a window more than (1 + ErrorFloor)× the setpoint slows the migration
 	// as one at that level would (control.PIDParams.ErrorFloor); 0 = none.
 	ErrorFloor float64 `json:"error_floor,omitempty"`
+	// Headroom, when > 0, holds the PID's rate to at most (1 + Headroom) ×
+	// what the copy moved while the copy moves less than it is allowed
+	// (control.PIDParams.Headroom); 0 = off.
+	Headroom float64 `json:"headroom,omitempty"`
 	// MeanHorizon, when > 0, makes the PID's setpoint a contract on the
 	// migration's mean latency: a shortfall or excess so far is worked off
 	// over this many steps, within ±MeanBand of the setpoint

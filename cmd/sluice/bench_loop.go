@@ -31,6 +31,7 @@ type loopFlags struct {
 	errorForm                string
 	startGrowth              float64
 	errorFloor               float64
+	headroom                 float64
 	meanHorizon              int
 	cpus                     float64
 	cpuShares                int64
@@ -65,6 +66,7 @@ func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB,
 	fs.Float64Var(&f.kd, "kd", 0, "PID derivative gain")
 	fs.StringVar(&f.errorForm, "error-form", experiment.DefaultErrorForm, "PID error form: linear (Slacker) or hybrid (SP/PV−1 below the setpoint)")
 	fs.Float64Var(&f.errorFloor, "error-floor", experiment.DefaultErrorFloor, "PID error floor: a latency window more than (1 + this)× the setpoint slows the copy as one at that level would, so a stall no speed causes does not cut it to a crawl (0 = none, Slacker)")
+	fs.Float64Var(&f.headroom, "headroom", experiment.DefaultHeadroom, "PID: while the copy moves less than it is allowed (bound elsewhere: the target's CPU, a disk), allow at most (1 + this)× what it moved, so a cut bites at once (0 = off, Slacker)")
 	fs.Float64Var(&f.startGrowth, "start-growth", experiment.DefaultStartGrowth, "PID slow start: rate × this per step until the latency is half-way to the setpoint (1 = none, Slacker)")
 	fs.IntVar(&f.meanHorizon, "mean-horizon", experiment.DefaultMeanHorizon, "PID: hold the migration's mean latency (not each window's) at the setpoint, working off a shortfall or excess over this many steps, or, once the copy's time left is known, over the rest of the run (0 = off, Slacker)")
 	fs.StringVar(&f.reserve, "handover-reserve", "auto", "PID with a mean horizon: the handover's expected cost to the clients, ms·s, spent under the setpoint beforehand; auto = the median of the proxy's last measured handovers of the tenant, 0 = none")
@@ -104,6 +106,8 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 		return testbed.Options{}, c, usagef("bench %s: --mean-horizon %d: want 0 (off) to 3600 steps", name, f.meanHorizon)
 	case f.errorForm != "linear" && f.errorForm != "hybrid":
 		return testbed.Options{}, c, usagef("bench %s: --error-form %q: want linear or hybrid", name, f.errorForm)
+	case !(f.headroom >= 0) || math.IsInf(f.headroom, 0):
+		return testbed.Options{}, c, usagef("bench %s: --headroom %v: want a fraction >= 0 (0 = off)", name, f.headroom)
 	case !(f.errorFloor >= 0) || math.IsInf(f.errorFloor, 0):
 		return testbed.Options{}, c, usagef("bench %s: --error-floor %v: want a fraction of the setpoint >= 0 (0 = none)", name, f.errorFloor)
 	case f.cpus == 0 || f.memoryMB == 0:
@@ -136,7 +140,7 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 	c = experiment.Common{
 		Out: f.out, Command: "sluice " + strings.Join(os.Args[1:], " "), Size: size,
 		Workload: workload.Config{Rate: f.tps, MPL: f.mpl, Distribution: dist},
-		MaxRate:  maxRate, Kp: &kp, Ki: &ki, Kd: &kd, ErrorForm: f.errorForm, StartGrowth: f.startGrowth, ErrorFloor: f.errorFloor, MeanHorizon: f.meanHorizon, HandoverReserve: reserve, Seed: f.seed,
+		MaxRate:  maxRate, Kp: &kp, Ki: &ki, Kd: &kd, ErrorForm: f.errorForm, StartGrowth: f.startGrowth, ErrorFloor: f.errorFloor, Headroom: f.headroom, MeanHorizon: f.meanHorizon, HandoverReserve: reserve, Seed: f.seed,
 	}
 	// Progress goes to stderr, with --json too (stdout carries the JSON).
 	c.Progress = func(format string, args ...any) {
@@ -226,7 +230,7 @@ func parseFactor(s string) (float64, error) {
 
 func init() {
 	var f loopFlags
-	var rates, setpoints, compare, compareKi, compareReserves, compareFloors string
+	var rates, setpoints, compare, compareKi, compareReserves, compareFloors, compareHeadroom string
 	cmd := &cobra.Command{
 		Use:   "slack-sweep [--out DIR] [--json]",
 		Short: "Slacker Fig. 11: fixed rates vs PID setpoints, latency and migration time",
@@ -296,6 +300,16 @@ summary.json, report.md and PNG plots to --out.`,
 			if o.CompareErrorFloors, err = parseList(compareFloors, floor); err != nil {
 				return usagef("bench slack-sweep: --compare-error-floors: %v", err)
 			}
+			headroom := func(s string) (float64, error) {
+				v, err := strconv.ParseFloat(s, 64)
+				if err == nil && (!(v >= 0) || math.IsInf(v, 0)) {
+					err = fmt.Errorf("%q: want a headroom >= 0 (a fraction of what the copy moved; 0 = off)", s)
+				}
+				return v, err
+			}
+			if o.CompareHeadroom, err = parseList(compareHeadroom, headroom); err != nil {
+				return usagef("bench slack-sweep: --compare-headroom: %v", err)
+			}
 			return runOnBed(cmd, &f, bo, func(ctx context.Context, bed *testbed.Bed) (any, error) {
 				return experiment.SlackSweep(ctx, bed, o)
 			})
@@ -306,6 +320,7 @@ summary.json, report.md and PNG plots to --out.`,
 	cmd.Flags().StringVar(&compareKi, "compare-ki", "", "run every PID setpoint again with each of these integral gains (per step, comma-separated), in the same run")
 	cmd.Flags().StringVar(&compareReserves, "compare-handover-reserves", "", "run every PID setpoint again with each of these handover reserves (ms·s, comma-separated; 0 = none), in the same run")
 	cmd.Flags().StringVar(&compareFloors, "compare-error-floors", "", "run every PID setpoint again with each of these error floors (fractions of the setpoint, comma-separated; 0 = none), in the same run")
+	cmd.Flags().StringVar(&compareHeadroom, "compare-headroom", "", "run every PID setpoint again with each of these headrooms (fractions, comma-separated; 0 = off), in the same run")
 	cmd.Flags().StringVar(&compare, "compare-mean-horizons", "", "run every PID setpoint again with each of these mean horizons (steps, comma-separated; 0 = off), in the same run")
 	cmd.Flags().StringVar(&setpoints, "setpoints", "", "PID setpoints, comma-separated: durations (20ms,40ms) or multiples of the baseline mean latency measured first (2x,3x); default 3x,4x,5x,6x")
 	benchCmd.AddCommand(cmd)

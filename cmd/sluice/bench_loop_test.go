@@ -37,10 +37,12 @@ func TestBenchLoopUsageErrors(t *testing.T) {
 		{[]string{"bench", "multitenant", "--out", out, "--tenants", "5", "--tenant-setting", "wal_init_zero"}, "--tenant-setting"},
 		{[]string{"bench", "slack-sweep", "--out", out, "--handover-reserve", "auto", "--compare-ki", "", "--compare-handover-reserves", "0,-5"}, "--compare-handover-reserves"},
 		{[]string{"bench", "slack-sweep", "--out", out, "--compare-handover-reserves", "", "--compare-error-floors", "1,-1"}, "--compare-error-floors"},
+		{[]string{"bench", "slack-sweep", "--out", out, "--compare-error-floors", "", "--compare-headroom", "0.25,x"}, "--compare-headroom"},
 		{[]string{"bench", "slack-sweep", "--out", out, "--error-form", "linear", "--tenant-setting", "wal_init_zero="}, "--tenant-setting"},
 		{[]string{"bench", "step40", "--out", out, "--setpoint", "40ms", "--tenant-setting", "x; DROP=1"}, "--tenant-setting"},
 		{[]string{"bench", "slack-sweep", "--out", out, "--handover-reserve", "-1"}, "--handover-reserve"},
 		{[]string{"bench", "slack-sweep", "--out", out, "--handover-reserve", "auto", "--error-floor", "-1"}, "--error-floor"},
+		{[]string{"bench", "slack-sweep", "--out", out, "--error-floor", "0", "--headroom", "-0.1"}, "--headroom"},
 		{[]string{"bench", "step40", "--out", out, "--handover-reserve", "lots"}, "--handover-reserve"},
 		{[]string{"bench", "step40", "--out", out, "--handover-reserve", "auto", "--error-floor", "NaN"}, "--error-floor"},
 	}

@@ -43,7 +43,7 @@ func init() {
 		controller, setpoint       string
 		maxRate                    string
 		kp, ki, kd, k, startGrowth float64
-		errorFloor                 float64
+		errorFloor, headroom       float64
 		meanHorizon                int
 	)
 	cmd := &cobra.Command{
@@ -116,6 +116,15 @@ Interrupting the command stops following; the migration carries on.`,
 					}
 					ctl.ErrorFloor = errorFloor
 				}
+				if cmd.Flags().Changed("headroom") {
+					if !(headroom >= 0) || math.IsInf(headroom, 0) {
+						return usagef("migrate: --headroom %v: want a fraction >= 0 (0 = off)", headroom)
+					}
+					if controller != "pid" {
+						return usagef("migrate: --headroom goes with --controller pid, not %s", controller)
+					}
+					ctl.Headroom = headroom
+				}
 				if meanHorizon < 0 || meanHorizon > 3600 {
 					return usagef("migrate: --mean-horizon %d: want 0 (off) to 3600 steps", meanHorizon)
 				}
@@ -135,8 +144,8 @@ Interrupting the command stops following; the migration carries on.`,
 						*g.dst = &v
 					}
 				}
-			} else if setpoint != "" || maxRate != "" || cmd.Flags().Changed("mean-horizon") || cmd.Flags().Changed("error-floor") {
-				return usagef("migrate: --setpoint, --max-rate, --mean-horizon and --error-floor go with --controller")
+			} else if setpoint != "" || maxRate != "" || cmd.Flags().Changed("mean-horizon") || cmd.Flags().Changed("error-floor") || cmd.Flags().Changed("headroom") {
+				return usagef("migrate: --setpoint, --max-rate, --mean-horizon, --error-floor and --headroom go with --controller")
 			}
 			c, err := agentClient(agentURL)
 			if err != nil {
@@ -193,6 +202,7 @@ Interrupting the command stops following; the migration carries on.`,
 	f.Float64Var(&kd, "kd", 0, "PID derivative gain (default Slacker's 0.015)")
 	f.Float64Var(&startGrowth, "start-growth", 0, "PID slow start: rate × this per step until the latency is half-way to the setpoint (default none)")
 	f.Float64Var(&errorFloor, "error-floor", 0, "PID: a latency window more than (1 + this)× the setpoint slows the copy as one at that level would, so a one-second stall no speed causes does not cut it to a crawl (default 0: none, Slacker)")
+	f.Float64Var(&headroom, "headroom", 0, "PID: while the copy moves less than it is allowed (bound elsewhere: the target's CPU, a disk, the network), allow at most (1 + this)× what it moved, so a cut bites at once (default 0: off)")
 	f.IntVar(&meanHorizon, "mean-horizon", control.DefaultMeanHorizon, "PID: hold the migration's mean latency (not each window's) at the setpoint, working off a shortfall or excess over this many steps, or, once the copy's time left is known, over the rest of the run (0 = off: each window against the setpoint, Slacker)")
 	f.Float64Var(&k, "k", 0, "integral controller gain, (bytes/s) per second of latency error (sluice tune proposes one)")
 	root.AddCommand(cmd)
