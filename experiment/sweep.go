@@ -735,28 +735,25 @@ func FixedSecondsAt(fixed []FixedPoint, lat float64) (secs float64, ok bool) {
 // point whose latency lies outside the ladder's. ok is false outside the
 // ladder's range of migration times.
 func FixedLatencyAt(fixed []FixedPoint, secs float64) (lat float64, ok bool) {
-	ps := append([]FixedPoint(nil), fixed...)
-	sort.Slice(ps, func(i, j int) bool { return ps[i].MigrationSeconds < ps[j].MigrationSeconds })
-	for i := 1; i < len(ps); i++ {
-		a, b := ps[i-1], ps[i]
-		if secs >= a.MigrationSeconds && secs <= b.MigrationSeconds && b.MigrationSeconds > a.MigrationSeconds {
-			f := (secs - a.MigrationSeconds) / (b.MigrationSeconds - a.MigrationSeconds)
-			return a.MeanLatencyMs + f*(b.MeanLatencyMs-a.MeanLatencyMs), true
-		}
-	}
-	return 0, false
+	return ladderAt(fixed, func(f FixedPoint) float64 { return f.MigrationSeconds }, func(f FixedPoint) float64 { return f.MeanLatencyMs }, secs)
 }
 
 // secondsAt is FixedSecondsAt with the latency figure chosen by latOf.
 func secondsAt(fixed []FixedPoint, latOf func(FixedPoint) float64, lat float64) (secs float64, ok bool) {
+	return ladderAt(fixed, latOf, func(f FixedPoint) float64 { return f.MigrationSeconds }, lat)
+}
+
+// ladderAt interpolates yOf linearly between the fixed ladder's points
+// ordered by xOf, at x; ok is false outside the ladder's range of xOf.
+func ladderAt(fixed []FixedPoint, xOf, yOf func(FixedPoint) float64, x float64) (y float64, ok bool) {
 	ps := append([]FixedPoint(nil), fixed...)
-	sort.Slice(ps, func(i, j int) bool { return latOf(ps[i]) < latOf(ps[j]) })
+	sort.Slice(ps, func(i, j int) bool { return xOf(ps[i]) < xOf(ps[j]) })
 	for i := 1; i < len(ps); i++ {
 		a, b := ps[i-1], ps[i]
-		la, lb := latOf(a), latOf(b)
-		if lat >= la && lat <= lb && lb > la {
-			f := (lat - la) / (lb - la)
-			return a.MigrationSeconds + f*(b.MigrationSeconds-a.MigrationSeconds), true
+		xa, xb := xOf(a), xOf(b)
+		if x >= xa && x <= xb && xb > xa {
+			f := (x - xa) / (xb - xa)
+			return yOf(a) + f*(yOf(b)-yOf(a)), true
 		}
 	}
 	return 0, false

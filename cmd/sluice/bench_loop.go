@@ -206,6 +206,23 @@ func parseList(s string, parse func(string) (float64, error)) ([]float64, error)
 	return out, nil
 }
 
+// parseNonNegList parses a comma-separated list of finite numbers >= 0
+// (parseList's are > 0); want says what each should be, for the error.
+func parseNonNegList(s, want string) ([]float64, error) {
+	var out []float64
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		v, err := strconv.ParseFloat(p, 64)
+		if err != nil || !(v >= 0) || math.IsInf(v, 0) {
+			return nil, fmt.Errorf("%q: want %s", p, want)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
 // parseMs parses "40ms", "0.04s" or "40" (ms) into milliseconds.
 func parseMs(s string) (float64, error) {
 	if v, err := strconv.ParseFloat(s, 64); err == nil {
@@ -280,34 +297,13 @@ summary.json, report.md and PNG plots to --out.`,
 			if o.CompareKi, err = parseList(compareKi, gain); err != nil {
 				return usagef("bench slack-sweep: --compare-ki: %v", err)
 			}
-			for _, s := range strings.Split(compareReserves, ",") {
-				if s = strings.TrimSpace(s); s == "" {
-					continue
-				}
-				v, err := strconv.ParseFloat(s, 64)
-				if err != nil || !(v >= 0) || math.IsInf(v, 0) {
-					return usagef("bench slack-sweep: --compare-handover-reserves: %q: want a reserve of ms·s >= 0", s)
-				}
-				o.CompareReserves = append(o.CompareReserves, v)
+			if o.CompareReserves, err = parseNonNegList(compareReserves, "a reserve of ms·s >= 0"); err != nil {
+				return usagef("bench slack-sweep: --compare-handover-reserves: %v", err)
 			}
-			floor := func(s string) (float64, error) {
-				v, err := strconv.ParseFloat(s, 64)
-				if err == nil && (!(v >= 0) || math.IsInf(v, 0)) {
-					err = fmt.Errorf("%q: want an error floor >= 0 (a fraction of the setpoint; 0 = none)", s)
-				}
-				return v, err
-			}
-			if o.CompareErrorFloors, err = parseList(compareFloors, floor); err != nil {
+			if o.CompareErrorFloors, err = parseNonNegList(compareFloors, "an error floor >= 0 (a fraction of the setpoint; 0 = none)"); err != nil {
 				return usagef("bench slack-sweep: --compare-error-floors: %v", err)
 			}
-			headroom := func(s string) (float64, error) {
-				v, err := strconv.ParseFloat(s, 64)
-				if err == nil && (!(v >= 0) || math.IsInf(v, 0)) {
-					err = fmt.Errorf("%q: want a headroom >= 0 (a fraction of what the copy moved; 0 = off)", s)
-				}
-				return v, err
-			}
-			if o.CompareHeadroom, err = parseList(compareHeadroom, headroom); err != nil {
+			if o.CompareHeadroom, err = parseNonNegList(compareHeadroom, "a headroom >= 0 (a fraction of what the copy moved; 0 = off)"); err != nil {
 				return usagef("bench slack-sweep: --compare-headroom: %v", err)
 			}
 			return runOnBed(cmd, &f, bo, func(ctx context.Context, bed *testbed.Bed) (any, error) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -56,5 +57,22 @@ func TestBenchLoopUsageErrors(t *testing.T) {
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("a rejected run created %s", out)
+	}
+}
+
+// The compare lists of floors, headrooms and reserves take 0 (the option
+// off, as their help says), which parseList refuses.
+func TestParseNonNegList(t *testing.T) {
+	got, err := parseNonNegList(" 0, 0.25,1 ,", "x >= 0")
+	if err != nil || !slices.Equal(got, []float64{0, 0.25, 1}) {
+		t.Errorf("parseNonNegList(0,0.25,1) = %v, %v", got, err)
+	}
+	if got, err := parseNonNegList("", "x >= 0"); err != nil || got != nil {
+		t.Errorf("parseNonNegList(\"\") = %v, %v; want nil, nil", got, err)
+	}
+	for _, bad := range []string{"-1", "NaN", "Inf", "x", "0,-0.5"} {
+		if _, err := parseNonNegList(bad, "x >= 0"); err == nil || !strings.Contains(err.Error(), "want x >= 0") {
+			t.Errorf("parseNonNegList(%q): %v, want an error saying what it wants", bad, err)
+		}
 	}
 }

@@ -107,23 +107,24 @@ Interrupting the command stops following; the migration carries on.`,
 					}
 					ctl.StartGrowth = startGrowth
 				}
-				if cmd.Flags().Changed("error-floor") {
-					if !(errorFloor >= 0) || math.IsInf(errorFloor, 0) {
-						return usagef("migrate: --error-floor %v: want a fraction of the setpoint >= 0 (0 = none)", errorFloor)
+				for _, o := range []struct {
+					name, want string
+					v          float64
+					dst        *float64
+				}{
+					{"error-floor", "a fraction of the setpoint >= 0 (0 = none)", errorFloor, &ctl.ErrorFloor},
+					{"headroom", "a fraction >= 0 (0 = off)", headroom, &ctl.Headroom},
+				} {
+					if !cmd.Flags().Changed(o.name) {
+						continue
+					}
+					if !(o.v >= 0) || math.IsInf(o.v, 0) {
+						return usagef("migrate: --%s %v: want %s", o.name, o.v, o.want)
 					}
 					if controller != "pid" {
-						return usagef("migrate: --error-floor goes with --controller pid, not %s", controller)
+						return usagef("migrate: --%s goes with --controller pid, not %s", o.name, controller)
 					}
-					ctl.ErrorFloor = errorFloor
-				}
-				if cmd.Flags().Changed("headroom") {
-					if !(headroom >= 0) || math.IsInf(headroom, 0) {
-						return usagef("migrate: --headroom %v: want a fraction >= 0 (0 = off)", headroom)
-					}
-					if controller != "pid" {
-						return usagef("migrate: --headroom goes with --controller pid, not %s", controller)
-					}
-					ctl.Headroom = headroom
+					*o.dst = o.v
 				}
 				if meanHorizon < 0 || meanHorizon > 3600 {
 					return usagef("migrate: --mean-horizon %d: want 0 (off) to 3600 steps", meanHorizon)
