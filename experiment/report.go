@@ -24,6 +24,9 @@ const (
 	SeriesFile  = "series.csv"
 	SummaryFile = "summary.json"
 	ReportFile  = "report.md"
+	// HandoverFile lists, per trial with a handover, every transaction
+	// that ended around it (TrialResult.HandoverTxs).
+	HandoverFile = "handover.csv"
 )
 
 // Labeled is a trial with the name it has in the outputs.
@@ -31,6 +34,32 @@ type Labeled struct {
 	Name       string
 	SetpointMs float64 // 0 = none
 	Res        *TrialResult
+}
+
+// writeHandovers writes HandoverFile: one row per transaction that ended
+// around a trial's handover, its times in ms from the hold (negative =
+// before), its queue wait and execution (ms), the workload connection that
+// ran it, and whether it failed.
+func writeHandovers(dir string, trials []Labeled) error {
+	f, err := os.Create(filepath.Join(dir, HandoverFile))
+	if err != nil {
+		return fmt.Errorf("experiment: %w", err)
+	}
+	defer f.Close()
+	w := csv.NewWriter(f)
+	w.Write([]string{"trial", "freeze_ms", "arrival_ms", "begin_ms", "end_ms", "latency_ms", "queue_ms", "execution_ms", "worker", "failed"})
+	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 3, 64) }
+	for _, tr := range trials {
+		for _, tx := range tr.Res.HandoverTxs() {
+			w.Write([]string{tr.Name, strconv.FormatFloat(tr.Res.FreezeMs, 'f', 1, 64), ms(tx.Arrival), ms(tx.Begin), ms(tx.End),
+				ms(tx.End - tx.Arrival), ms(tx.Begin - tx.Arrival), ms(tx.End - tx.Begin), strconv.Itoa(tx.Worker), strconv.FormatBool(tx.Failed)})
+		}
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		return fmt.Errorf("experiment: %w", err)
+	}
+	return f.Close()
 }
 
 // writeSeries writes one row per trial second: the workload's latency and

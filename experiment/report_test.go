@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicedb/sluice/loop"
 	"github.com/sluicedb/sluice/workload"
@@ -49,6 +50,54 @@ func TestSourceCPUInReport(t *testing.T) {
 	// 1.3 s; pid-9ms has no figure.
 	if len(got) != 2 || !strings.HasPrefix(got[0], "pid-8ms,1,") || !strings.HasPrefix(got[1], "pid-8ms,2,") {
 		t.Fatalf("rows with the CPU figure: %q", got)
+	}
+}
+
+// TestHandoverTrace: the transactions around a trial's handover reach
+// handover.csv with times from the hold, and the summary line names the
+// slowest; a trial without a known hold writes no rows.
+func TestHandoverTrace(t *testing.T) {
+	ms := func(x float64) time.Duration { return time.Duration(x * float64(time.Millisecond)) }
+	all := []workload.Tx{
+		{Arrival: ms(8000), Begin: ms(8000), End: ms(8002)},               // before the window
+		{Arrival: ms(9500), Begin: ms(9500), End: ms(9502)},               // 0.5 s before the hold
+		{Arrival: ms(10010), Begin: ms(10011), End: ms(10230), Worker: 3}, // held, then slow
+		{Arrival: ms(10300), Begin: ms(10300), End: ms(10301), Failed: true},
+		{Arrival: ms(13500), Begin: ms(13500), End: ms(13501)}, // after the window
+	}
+	src := func(from, to time.Duration) []workload.Tx {
+		var out []workload.Tx
+		for _, tx := range all {
+			if tx.End >= from && tx.End < to {
+				out = append(out, tx)
+			}
+		}
+		return out
+	}
+	with := Labeled{Name: "pid-3ms", Res: &TrialResult{HoldAt: 10, FreezeMs: 50, transactions: src}}
+	unknown := Labeled{Name: "fixed-40MBps", Res: &TrialResult{HoldAt: 10, transactions: src}}
+	txs := with.Res.HandoverTxs()
+	if len(txs) != 3 || txs[1].Arrival != ms(10) || txs[1].End != ms(230) {
+		t.Fatalf("HandoverTxs = %+v, want the three that ended in [9 s, 13 s), relative to the hold at 10 s", txs)
+	}
+	if got, want := describeHandover(txs), "1 of 3 transactions around it took over 50 ms; the slowest 220 ms (arrived +10 ms from the hold, began +11, ended +230)"; got != want {
+		t.Errorf("describeHandover = %q, want %q", got, want)
+	}
+	dir := t.TempDir()
+	if err := writeHandovers(dir, []Labeled{with, unknown}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, HandoverFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `trial,freeze_ms,arrival_ms,begin_ms,end_ms,latency_ms,queue_ms,execution_ms,worker,failed
+pid-3ms,50.0,-500.000,-500.000,-498.000,2.000,0.000,2.000,0,false
+pid-3ms,50.0,10.000,11.000,230.000,220.000,1.000,219.000,3,false
+pid-3ms,50.0,300.000,300.000,301.000,1.000,0.000,1.000,0,true
+`
+	if string(b) != want {
+		t.Errorf("%s:\n%s\nwant\n%s", HandoverFile, b, want)
 	}
 }
 

@@ -82,6 +82,9 @@ type TrialResult struct {
 	Migration                        agentclient.Migration
 	Check                            workload.Check // the migrating tenant's ledger, verified on its new owner
 	runner                           *workload.Runner
+	// transactions is runner.Transactions (a field, so a test can give a
+	// result its own).
+	transactions func(from, to time.Duration) []workload.Tx
 	others                           []*workload.Runner
 }
 
@@ -149,6 +152,49 @@ func (r *TrialResult) StepsAtRate(from, to, rate float64) int {
 	return n
 }
 
+// HandoverBefore and HandoverAfter bound the transactions HandoverTxs
+// returns: those that ended from HandoverBefore before the hold to
+// HandoverAfter after it (the proxy's window after a release is 3 s).
+const (
+	HandoverBefore = time.Second
+	HandoverAfter  = 3 * time.Second
+)
+
+// HandoverTxs returns the migrating tenant's transactions that ended in
+// [hold − HandoverBefore, hold + HandoverAfter), with times as offsets from
+// the hold (HoldAt); nil when the hold's time is unknown (FreezeMs 0).
+func (r *TrialResult) HandoverTxs() []workload.Tx {
+	if r.FreezeMs <= 0 || r.transactions == nil {
+		return nil
+	}
+	hold := time.Duration(r.HoldAt * float64(time.Second))
+	txs := r.transactions(hold-HandoverBefore, hold+HandoverAfter)
+	for i := range txs {
+		txs[i].Arrival -= hold
+		txs[i].Begin -= hold
+		txs[i].End -= hold
+	}
+	return txs
+}
+
+// describeHandover summarises the transactions around a handover
+// (HandoverTxs): how many took over 50 ms, and the slowest one's timeline
+// relative to the hold.
+func describeHandover(txs []workload.Tx) string {
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	slow, worst := 0, txs[0]
+	for _, tx := range txs {
+		if tx.End-tx.Arrival > 50*time.Millisecond {
+			slow++
+		}
+		if tx.End-tx.Arrival > worst.End-worst.Arrival {
+			worst = tx
+		}
+	}
+	return fmt.Sprintf("%d of %d transactions around it took over 50 ms; the slowest %.0f ms (arrived %+.0f ms from the hold, began %+.0f, ended %+.0f)",
+		slow, len(txs), ms(worst.End-worst.Arrival), ms(worst.Arrival), ms(worst.Begin), ms(worst.End))
+}
+
 // OtherLatencies is Latencies for Background i.
 func (r *TrialResult) OtherLatencies(i int, from, to float64) []float64 {
 	return r.others[i].Latencies(int(math.Floor(from)), int(math.Ceil(to)))
@@ -177,7 +223,7 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 	if err != nil {
 		return res, err
 	}
-	res.runner = run
+	res.runner, res.transactions = run, run.Transactions
 	wctx, stopWork := context.WithCancel(ctx)
 	defer stopWork()
 	var mu sync.Mutex
@@ -231,6 +277,13 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 	if err := sleepCtx(ctx, tr.Warmup); err != nil {
 		stopAll()
 		return res, err
+	}
+	// From here on every time is on the workload's clock, which starts
+	// once its connections are open (tens to hundreds of ms after start):
+	// the seconds and transactions it records are placed against the
+	// migration's times by it.
+	if s := run.Started(); !s.IsZero() {
+		start = s
 	}
 	doStep()
 
@@ -298,6 +351,9 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 		doStep()
 	}
 	sleepCtx(ctx, tr.Cooldown)
+	if txs := res.HandoverTxs(); len(txs) > 0 {
+		say("  handover: %s", describeHandover(txs))
+	}
 	if err := stopAll(); err != nil {
 		return res, err
 	}

@@ -107,8 +107,18 @@ type Runner struct {
 		start   time.Time
 		seconds []bucket
 		all     []float64 // every latency, ms
+		txs     []Tx      // every transaction, in completion order
 		errors  int64
 	}
+}
+
+// Tx is one transaction's timeline, as offsets from the run's start.
+type Tx struct {
+	Arrival time.Duration // its scheduled arrival (latency counts from here)
+	Begin   time.Duration // when a connection began it (Begin − Arrival is its queue wait)
+	End     time.Duration // when it was acknowledged, or failed
+	Failed  bool          // it ended in an error (and was rolled back)
+	Worker  int           // the connection (0 … MPL−1) that ran it
 }
 
 type bucket struct {
@@ -146,6 +156,31 @@ func (r *Runner) Latencies(from, to int) []float64 {
 		out = append(out, r.mu.seconds[t].lat...)
 	}
 	return out
+}
+
+// Transactions returns the transactions that ended in [from, to) of the
+// run (offsets from Run's start), failed ones included, in the order they were recorded:
+// the detail behind a second's figures, e.g. who waited how long around a
+// handover.
+func (r *Runner) Transactions(from, to time.Duration) []Tx {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []Tx
+	for _, tx := range r.mu.txs { // appended as recorded: End is only nearly sorted
+		if tx.End >= from && tx.End < to {
+			out = append(out, tx)
+		}
+	}
+	return out
+}
+
+// Started returns the instant the run's clock starts from (second 0 of
+// Second.T, offset 0 of Tx): after its connections were opened. Zero until
+// Run got there.
+func (r *Runner) Started() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.start
 }
 
 // Rate returns the arrival rate in force.
@@ -275,7 +310,7 @@ func (r *Runner) worker(ctx context.Context, id int, conn *pgx.Conn) {
 		if conn == nil || conn.IsClosed() {
 			c, err := reconnect(ctx, r.cfg.DSN)
 			if err != nil {
-				r.record(arrival, time.Now(), time.Now(), err)
+				r.record(id, arrival, time.Now(), time.Now(), err)
 				continue
 			}
 			conn = c
@@ -288,7 +323,7 @@ func (r *Runner) worker(ctx context.Context, id int, conn *pgx.Conn) {
 		if err == nil && wrote {
 			r.Ledger.add(ledgerID)
 		}
-		r.record(arrival, begin, end, err)
+		r.record(id, arrival, begin, end, err)
 	}
 }
 
@@ -356,9 +391,11 @@ func (r *Runner) transaction(ctx context.Context, conn *pgx.Conn, rng *rand.Rand
 	return wrote, nil
 }
 
-func (r *Runner) record(arrival, begin, end time.Time, err error) {
+func (r *Runner) record(worker int, arrival, begin, end time.Time, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.mu.txs = append(r.mu.txs, Tx{Arrival: arrival.Sub(r.mu.start), Begin: begin.Sub(r.mu.start),
+		End: end.Sub(r.mu.start), Failed: err != nil, Worker: worker})
 	sec := int(end.Sub(r.mu.start) / time.Second)
 	for len(r.mu.seconds) <= sec {
 		r.mu.seconds = append(r.mu.seconds, bucket{})

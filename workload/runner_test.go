@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -71,6 +72,24 @@ func TestRunAndVerify(t *testing.T) {
 	}
 	if n := len(r.Latencies(1, 2)); n != secs[1].Count {
 		t.Fatalf("Latencies of second 1: %d, want %d", n, secs[1].Count)
+	}
+	// The per-transaction record agrees with the per-second figures.
+	txs := r.Transactions(time.Second, 2*time.Second)
+	if len(txs) != secs[1].Count+secs[1].Errors {
+		t.Fatalf("Transactions of second 1: %d, want %d", len(txs), secs[1].Count+secs[1].Errors)
+	}
+	var sumMs float64
+	for _, tx := range txs {
+		if !(tx.Arrival <= tx.Begin && tx.Begin <= tx.End) || tx.Worker < 0 || tx.Worker >= 4 || tx.Failed {
+			t.Fatalf("transaction %+v: want arrival ≤ begin ≤ end, worker in [0, 4), not failed", tx)
+		}
+		sumMs += float64(tx.End-tx.Arrival) / float64(time.Millisecond)
+	}
+	if m := sumMs / float64(len(txs)); math.Abs(m-secs[1].MeanMs) > 1e-6 {
+		t.Fatalf("second 1's transactions' mean latency %.6f ms, its report says %.6f", m, secs[1].MeanMs)
+	}
+	if n := len(r.Transactions(0, time.Hour)); n != total {
+		t.Fatalf("Transactions over the run: %d, want %d", n, total)
 	}
 
 	chk, err := Verify(ctx, conn, r.Ledger)
