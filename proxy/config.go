@@ -19,6 +19,8 @@ const (
 	DefaultCatalogPoll = time.Second
 	// DefaultDialTimeout bounds opening a server connection (TCP + startup + auth).
 	DefaultDialTimeout = 10 * time.Second
+	// DefaultReleaseWindow is how long a release ramp lasts (Config.ReleaseLimit).
+	DefaultReleaseWindow = time.Second
 	// DefaultStartupTimeout bounds a client's startup and authentication.
 	DefaultStartupTimeout = 30 * time.Second
 	// holdGrace is how long a hold waits after cancelling at its deadline for
@@ -76,6 +78,17 @@ type Config struct {
 	// DialTimeout bounds opening a server session. Default DefaultDialTimeout.
 	DialTimeout time.Duration
 
+	// ReleaseLimit, if > 0, starts a release ramp whenever a handover's
+	// release moves a tenant: for ReleaseWindow after it, at most
+	// ReleaseLimit of the tenant's transactions are in flight, the others
+	// wait at their first message (and the wait counts in their latency).
+	// A freshly promoted server's sessions each spend extra CPU on their
+	// first transactions; started all at once on a CPU-capped server they
+	// share it and all finish late, admitted a few at a time most finish
+	// early. 0 = off. ReleaseWindow defaults to DefaultReleaseWindow.
+	ReleaseLimit  int
+	ReleaseWindow time.Duration
+
 	// Logf, if set, receives one line per notable event (session errors, route changes).
 	Logf func(format string, args ...any)
 }
@@ -98,6 +111,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DialTimeout <= 0 {
 		c.DialTimeout = DefaultDialTimeout
+	}
+	if c.ReleaseWindow <= 0 {
+		c.ReleaseWindow = DefaultReleaseWindow
 	}
 	if c.ServerSSLMode == "" {
 		c.ServerSSLMode = "disable"

@@ -26,6 +26,13 @@ type tenant struct {
 		inflight  int
 		idleCh    chan struct{} // closed when inflight drops to 0 (hold waits on it)
 		sessions  map[*session]struct{}
+		holdGen   uint64 // gen when the hold in force began
+
+		// After a release that moved the tenant, at most rampLimit
+		// transactions are in flight until rampUntil (Config.ReleaseLimit).
+		rampLimit int
+		rampUntil time.Time
+		slotCh    chan struct{} // closed when a transaction leaves during the ramp
 	}
 }
 
@@ -68,18 +75,41 @@ func (t *tenant) setRoute(addr, database string, fromAPI bool) bool {
 	return true
 }
 
-// enter waits while the tenant is held, then counts the caller in flight and
-// returns the route to use. REQUIRES: the caller is at a boundary.
+// enter waits while the tenant is held, and during a release ramp while
+// its limit of transactions is in flight; then it counts the caller in
+// flight and returns the route to use. REQUIRES: the caller is at a boundary.
 func (t *tenant) enter(ctx context.Context) (RouteConfig, uint64, error) {
 	t.mu.Lock()
-	for t.mu.held {
-		ch := t.mu.releaseCh
+	for {
+		if t.mu.held {
+			ch := t.mu.releaseCh
+			t.mu.Unlock()
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				return RouteConfig{}, 0, ctx.Err()
+			}
+			t.mu.Lock()
+			continue
+		}
+		wait := t.rampWaitLocked(time.Now())
+		if wait <= 0 {
+			break
+		}
+		if t.mu.slotCh == nil {
+			t.mu.slotCh = make(chan struct{})
+		}
+		ch := t.mu.slotCh
 		t.mu.Unlock()
+		tm := time.NewTimer(wait)
 		select {
 		case <-ch:
+		case <-tm.C:
 		case <-ctx.Done():
+			tm.Stop()
 			return RouteConfig{}, 0, ctx.Err()
 		}
+		tm.Stop()
 		t.mu.Lock()
 	}
 	t.mu.inflight++
@@ -88,12 +118,23 @@ func (t *tenant) enter(ctx context.Context) (RouteConfig, uint64, error) {
 	return r, g, nil
 }
 
+// rampWaitLocked returns how long a transaction starting at now must at
+// most wait for a slot of the release ramp (until a transaction leaves, or
+// the ramp ends): 0 when it may start. REQUIRES: t.mu held.
+func (t *tenant) rampWaitLocked(now time.Time) time.Duration {
+	if t.mu.rampLimit <= 0 || !now.Before(t.mu.rampUntil) || t.mu.inflight < t.mu.rampLimit {
+		return 0
+	}
+	return t.mu.rampUntil.Sub(now)
+}
+
 // tryEnter is enter when it need not wait: it returns the route generation
-// and true, or false when the tenant is held (nothing counted).
+// and true, or false when the tenant is held or a release ramp's slots are
+// taken (nothing counted).
 func (t *tenant) tryEnter() (uint64, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.mu.held {
+	if t.mu.held || t.rampWaitLocked(time.Now()) > 0 {
 		return 0, false
 	}
 	t.mu.inflight++
@@ -104,6 +145,10 @@ func (t *tenant) tryEnter() (uint64, bool) {
 func (t *tenant) leave() {
 	t.mu.Lock()
 	t.mu.inflight--
+	if t.mu.slotCh != nil {
+		close(t.mu.slotCh)
+		t.mu.slotCh = nil
+	}
 	if t.mu.inflight <= 0 {
 		t.mu.inflight = 0
 		if t.mu.idleCh != nil {
@@ -178,6 +223,7 @@ func (t *tenant) hold(ctx context.Context, deadline time.Duration, cancel func(*
 		t.mu.held = true
 		t.mu.apiRoute = false
 		t.mu.releaseCh = make(chan struct{})
+		t.mu.holdGen = t.mu.gen
 	}
 	t.mu.Unlock()
 	var res client.HoldResult
@@ -227,15 +273,21 @@ func (t *tenant) hold(ctx context.Context, deadline time.Duration, cancel func(*
 
 // release lifts the hold and returns when it did (the held sessions are
 // free to go from then on). Releasing a tenant that is not held is a no-op.
-func (t *tenant) release() time.Time {
+// If the hold moved the tenant (its route changed) and limit > 0, a release
+// ramp starts: for window, at most limit transactions are in flight.
+func (t *tenant) release(limit int, window time.Duration) time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	now := time.Now()
 	if !t.mu.held {
-		return time.Now()
+		return now
 	}
 	t.mu.held = false
 	t.mu.apiRoute = false
 	close(t.mu.releaseCh)
 	t.mu.releaseCh = nil
-	return time.Now()
+	if limit > 0 && window > 0 && t.mu.gen != t.mu.holdGen {
+		t.mu.rampLimit, t.mu.rampUntil = limit, now.Add(window)
+	}
+	return now
 }

@@ -43,6 +43,9 @@ import (
 
 // Options describe the servers. Zero values take the defaults noted.
 type Options struct {
+	// ReleaseLimit is the bed's proxy's release ramp (proxy.Config's
+	// ReleaseLimit; ReleaseWindow stays its default): 0 = none.
+	ReleaseLimit int
 	// Root holds the agents' directories and logs; "" = a temp dir that
 	// Close removes.
 	Root string
@@ -202,7 +205,7 @@ func Start(ctx context.Context, opt Options) (_ *Bed, err error) {
 	}
 	var pctx context.Context
 	pctx, b.cancel = context.WithCancel(context.Background())
-	pcfg := proxy.Config{Listen: "127.0.0.1:0", APIListen: "127.0.0.1:0", Trust: true}
+	pcfg := proxy.Config{Listen: "127.0.0.1:0", APIListen: "127.0.0.1:0", Trust: true, ReleaseLimit: opt.ReleaseLimit}
 	if opt.LogDir != "" {
 		if err := os.MkdirAll(opt.LogDir, 0o755); err != nil {
 			return nil, fmt.Errorf("testbed: logs: %w", err)

@@ -41,6 +41,7 @@ type loopFlags struct {
 	hostReclaim              bool
 	tps                      float64
 	mpl                      int
+	releaseLimit             int
 	kp, ki, kd               float64
 	seed                     uint64
 	settings                 []string
@@ -59,6 +60,7 @@ func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB,
 	fs.BoolVar(&f.hostReclaim, "host-reclaim", false, "leave the host's DAMON pageout free to evict the servers' page cache (default: their memory cgroups are excluded from it while the bench runs)")
 	fs.Float64Var(&f.tps, "tps", 100, "workload arrivals per second (Poisson)")
 	fs.IntVar(&f.mpl, "mpl", mpl, "workload connections (multiprogramming level)")
+	fs.IntVar(&f.releaseLimit, "release-limit", 0, "the proxy's release ramp: for a second after a handover's release, at most this many of the tenant's transactions in flight (0 = none)")
 	fs.StringVar(&f.keys, "keys", "uniform", "workload key distribution: uniform, zipfian or hotspot")
 	fs.StringVar(&f.maxRate, "max-rate", "80MB/s", "the controller's top migration speed")
 	fs.Float64Var(&f.kp, "kp", experiment.DefaultKp, "PID proportional gain (fraction of max rate per unit change of error normalised by the setpoint)")
@@ -98,6 +100,8 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 		return testbed.Options{}, c, usagef("bench %s: --tps must be a positive number", name)
 	case f.mpl < 1 || f.mpl > 1000:
 		return testbed.Options{}, c, usagef("bench %s: --mpl must be in 1..1000", name)
+	case f.releaseLimit < 0:
+		return testbed.Options{}, c, usagef("bench %s: --release-limit %d: want 0 (none) or a number of transactions", name, f.releaseLimit)
 	case f.kp < 0 || f.ki <= 0 || f.kd < 0 || math.IsNaN(f.kp+f.ki+f.kd):
 		return testbed.Options{}, c, usagef("bench %s: PID gains must be non-negative and --ki positive", name)
 	case !(f.startGrowth >= 1 && f.startGrowth <= 4):
@@ -121,7 +125,7 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 		}
 		reserve = &v
 	}
-	bo := testbed.Options{CPUs: f.cpus, CPUShares: f.cpuShares, MemoryMB: f.memoryMB, ReadMBps: f.readMBps, ReadIOPS: f.readIOPS, HostReclaim: f.hostReclaim}
+	bo := testbed.Options{CPUs: f.cpus, CPUShares: f.cpuShares, MemoryMB: f.memoryMB, ReadMBps: f.readMBps, ReadIOPS: f.readIOPS, HostReclaim: f.hostReclaim, ReleaseLimit: f.releaseLimit}
 	for _, kv := range f.settings {
 		k, v, ok := strings.Cut(kv, "=")
 		k, v = strings.TrimSpace(k), strings.TrimSpace(v)

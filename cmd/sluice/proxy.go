@@ -28,6 +28,8 @@ var proxyFlags struct {
 	tlsCert, tlsKey string
 	serverSSLMode   string
 	maxMessage      int
+	releaseLimit    int
+	releaseWindow   time.Duration
 	procs           int
 	loop            bool
 	jsonOut, quiet  bool
@@ -77,6 +79,8 @@ func init() {
 	f.StringVar(&proxyFlags.routesFile, "routes", "", "JSON routes file")
 	f.StringArrayVar(&proxyFlags.catalogs, "catalog", nil, "agent base URL whose /v1/tenants to follow (repeatable)")
 	f.DurationVar(&proxyFlags.window, "window", proxy.DefaultWindow, "latency window length")
+	f.IntVar(&proxyFlags.releaseLimit, "release-limit", 0, "after a handover's release, at most this many of the tenant's transactions in flight for --release-window, so a freshly promoted server warms its sessions a few at a time (0 = none)")
+	f.DurationVar(&proxyFlags.releaseWindow, "release-window", proxy.DefaultReleaseWindow, "how long the --release-limit ramp lasts")
 	f.StringVar(&proxyFlags.tlsCert, "tls-cert", "", "PEM certificate for client TLS")
 	f.StringVar(&proxyFlags.tlsKey, "tls-key", "", "PEM key for client TLS")
 	f.StringVar(&proxyFlags.serverSSLMode, "server-sslmode", "disable", "sslmode for server connections (disable, prefer, require, ...)")
@@ -124,6 +128,9 @@ func runProxy(cmd *cobra.Command, _ []string) error {
 	if pf.window <= 0 {
 		return usagef("proxy: --window must be positive")
 	}
+	if pf.releaseLimit < 0 || pf.releaseWindow <= 0 {
+		return usagef("proxy: --release-limit must be 0 (none) or positive, --release-window positive")
+	}
 	if pf.maxMessage < 1024 {
 		return usagef("proxy: --max-message must be at least 1024 bytes")
 	}
@@ -142,6 +149,7 @@ func runProxy(cmd *cobra.Command, _ []string) error {
 		Listen: pf.listen, APIListen: pf.api, AuthFile: pf.authFile, Trust: pf.trust,
 		RoutesFile: pf.routesFile, Catalogs: pf.catalogs, Window: pf.window,
 		TLSCert: pf.tlsCert, TLSKey: pf.tlsKey, ServerSSLMode: pf.serverSSLMode, MaxMessage: pf.maxMessage,
+		ReleaseLimit: pf.releaseLimit, ReleaseWindow: pf.releaseWindow,
 	}
 	for _, s := range pf.routes {
 		r, err := parseRouteFlag(s)
