@@ -221,6 +221,9 @@ type FixedPoint struct {
 	// (TrialResult.BeforeHandover); FreezeMs the handover's freeze.
 	BeforeHandoverMs float64 `json:"mean_latency_before_handover_ms"`
 	FreezeMs         float64 `json:"freeze_ms"`
+	// HandoverExcessMsS is the handover's cost to the clients as the proxy
+	// measured it (proxy/client.Handover's ExcessMSS), ms·s; -1 if none.
+	HandoverExcessMsS float64 `json:"handover_excess_ms_s"`
 	// PreMigrationMs is the mean latency over the last PreWindow seconds of
 	// the warm-up, before this migration starts: the plant's state then.
 	PreMigrationMs float64 `json:"mean_latency_pre_migration_ms"`
@@ -434,9 +437,10 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		bh := Describe(r.Latencies(r.BeforeHandover()))
 		p := FixedPoint{RateMBs: round(rate/1e6, 2), MeanLatencyMs: round(st.Mean, 2), StddevLatencyMs: round(st.Std, 2), MigrationSeconds: round(r.MigEnd-r.MigStart, 1),
 			BeforeHandoverMs: round(bh.Mean, 2), FreezeMs: round(r.FreezeMs, 1), PreMigrationMs: preMigration(r),
+			HandoverExcessMsS:  round(handoverExcess(bed, tn.Name, r.Migration.Created), 1),
 			SourceThrottledPct: pct(r.SourceThrottled), TargetThrottledPct: pct(r.TargetThrottled)}
-		say("fixed %.1f MB/s: latency %.1f ± %.1f ms (before the handover %.1f; before the migration %.1f), %.1f s%s; ledger %d acknowledged, 0 lost",
-			p.RateMBs, p.MeanLatencyMs, p.StddevLatencyMs, p.BeforeHandoverMs, p.PreMigrationMs, p.MigrationSeconds, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct), r.Check.Acknowledged)
+		say("fixed %.1f MB/s: latency %.1f ± %.1f ms (before the handover %.1f; before the migration %.1f), %.1f s%s; handover cost %.0f ms·s; ledger %d acknowledged, 0 lost",
+			p.RateMBs, p.MeanLatencyMs, p.StddevLatencyMs, p.BeforeHandoverMs, p.PreMigrationMs, p.MigrationSeconds, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct), p.HandoverExcessMsS, r.Check.Acknowledged)
 		res.Fixed = append(res.Fixed, p)
 		return nil
 	}
@@ -562,9 +566,9 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	fmt.Fprintf(&b, "Tenant: %d rows, %.0f MB; workload %.0f transactions/s (%s keys, MPL %d); baseline mean latency %.1f ± %.1f ms (3 s windows: p90 %.1f ms); PID max rate %.0f MB/s.\n\n",
 		tn.Rows, float64(tn.Bytes)/1e6, o.Workload.Rate, o.Workload.Distribution, o.Workload.MPL, base.Mean, base.Std, base.Window90, o.MaxRate/1e6)
 	b.WriteString("Fixed and PID trials alternate in pairs (fixed 1, PID 1, PID 2, fixed 2, fixed 3, ...), and a setpoint's compared loops run in reverse order on every other setpoint, so each ladder and each loop migrates both ways as often; \"before the migration\" is each trial's mean over the last 10 s of its warm-up.\n\n")
-	b.WriteString("| fixed rate MB/s | mean latency ms | stddev ms | migration s | mean before the handover ms | freeze ms | before the migration ms |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("| fixed rate MB/s | mean latency ms | stddev ms | migration s | mean before the handover ms | freeze ms | handover cost ms·s | before the migration ms |\n|---|---|---|---|---|---|---|---|\n")
 	for _, p := range res.Fixed {
-		fmt.Fprintf(&b, "| %.1f | %s | %s | %.1f | %s | %.0f | %s |\n", p.RateMBs, f1(p.MeanLatencyMs), f1(p.StddevLatencyMs), p.MigrationSeconds, f1(p.BeforeHandoverMs), p.FreezeMs, f1(p.PreMigrationMs))
+		fmt.Fprintf(&b, "| %.1f | %s | %s | %.1f | %s | %.0f | %s | %s |\n", p.RateMBs, f1(p.MeanLatencyMs), f1(p.StddevLatencyMs), p.MigrationSeconds, f1(p.BeforeHandoverMs), p.FreezeMs, f1(p.HandoverExcessMsS), f1(p.PreMigrationMs))
 	}
 	b.WriteString("\nLatency is the workload's (Slacker: arrival queue + execution); \"execution\" leaves out the wait in the workload's own arrival queue — what the proxy measures and the loop controls.\n")
 	b.WriteString("\n| PID setpoint ms | mean horizon steps | Ki | error floor | headroom | mean latency ms | error vs setpoint | execution mean ms | error vs setpoint | stddev ms | migration s | mean rate MB/s | fixed rate's migration s at this latency | fixed rate's mean latency ms at this migration time |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")

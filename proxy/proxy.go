@@ -256,7 +256,7 @@ func (p *Proxy) Close() error {
 	// Release every hold so waiting sessions see their context end.
 	p.mu.Lock()
 	for _, t := range p.mu.tenants {
-		t.release(0, 0)
+		t.release(0, 0) // no ramp: the proxy is closing
 	}
 	p.mu.Unlock()
 	if p.started.Load() {
@@ -469,7 +469,10 @@ func (p *Proxy) ReleaseAt(tenantName string) (time.Time, error) {
 	if t == nil {
 		return time.Time{}, fmt.Errorf("proxy: release: %w %q", ErrUnknownTenant, tenantName)
 	}
-	at := t.release(p.cfg.ReleaseLimit, p.cfg.ReleaseWindow)
+	at, ramp := t.release(p.cfg.ReleaseLimit, p.cfg.ReleaseWindow)
+	if ramp {
+		p.cfg.Logf("proxy: tenant %s released onto a new server: at most %d transactions in flight for %s", tenantName, p.cfg.ReleaseLimit, p.cfg.ReleaseWindow)
+	}
 	// Server sessions prepared for a switch that did not happen (or went
 	// elsewhere) are of no further use.
 	r, _ := t.routeNow()

@@ -274,13 +274,14 @@ func (t *tenant) hold(ctx context.Context, deadline time.Duration, cancel func(*
 // release lifts the hold and returns when it did (the held sessions are
 // free to go from then on). Releasing a tenant that is not held is a no-op.
 // If the hold moved the tenant (its route changed) and limit > 0, a release
-// ramp starts: for window, at most limit transactions are in flight.
-func (t *tenant) release(limit int, window time.Duration) time.Time {
+// ramp starts: for window, at most limit transactions are in flight; ramp
+// reports whether one did.
+func (t *tenant) release(limit int, window time.Duration) (at time.Time, ramp bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := time.Now()
 	if !t.mu.held {
-		return now
+		return now, false
 	}
 	t.mu.held = false
 	t.mu.apiRoute = false
@@ -288,6 +289,7 @@ func (t *tenant) release(limit int, window time.Duration) time.Time {
 	t.mu.releaseCh = nil
 	if limit > 0 && window > 0 && t.mu.gen != t.mu.holdGen {
 		t.mu.rampLimit, t.mu.rampUntil = limit, now.Add(window)
+		ramp = true
 	}
-	return now
+	return now, ramp
 }

@@ -17,7 +17,9 @@ func TestReleaseRamp(t *testing.T) {
 		tn := newTenant(RouteConfig{Tenant: "t", Addr: "127.0.0.1:1", Database: "d"})
 		tn.hold(ctx, time.Second, func(*session) bool { return false })
 		tn.setRoute("127.0.0.1:2", "", true)
-		tn.release(limit, window)
+		if _, ramp := tn.release(limit, window); ramp != (limit > 0) {
+			t.Fatalf("release(%d, %v) of a moved tenant: ramp %v", limit, window, ramp)
+		}
 		return tn
 	}
 
@@ -60,7 +62,9 @@ func TestReleaseRamp(t *testing.T) {
 	for name, tn := range map[string]*tenant{"limit 0": moved(0, time.Hour), "not moved": func() *tenant {
 		tn := newTenant(RouteConfig{Tenant: "t", Addr: "127.0.0.1:1", Database: "d"})
 		tn.hold(ctx, time.Second, func(*session) bool { return false })
-		tn.release(1, time.Hour)
+		if _, ramp := tn.release(1, time.Hour); ramp {
+			t.Fatal("a release that did not move the tenant started a ramp")
+		}
 		return tn
 	}()} {
 		for i := 0; i < 5; i++ {

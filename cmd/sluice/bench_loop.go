@@ -60,7 +60,7 @@ func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB,
 	fs.BoolVar(&f.hostReclaim, "host-reclaim", false, "leave the host's DAMON pageout free to evict the servers' page cache (default: their memory cgroups are excluded from it while the bench runs)")
 	fs.Float64Var(&f.tps, "tps", 100, "workload arrivals per second (Poisson)")
 	fs.IntVar(&f.mpl, "mpl", mpl, "workload connections (multiprogramming level)")
-	fs.IntVar(&f.releaseLimit, "release-limit", 0, "the proxy's release ramp: for a second after a handover's release, at most this many of the tenant's transactions in flight (0 = none)")
+	fs.IntVar(&f.releaseLimit, "release-limit", defaultReleaseLimit, "the proxy's release ramp: for a second after a handover's release, at most this many of the tenant's transactions in flight on the freshly promoted server (0 = none)")
 	fs.StringVar(&f.keys, "keys", "uniform", "workload key distribution: uniform, zipfian or hotspot")
 	fs.StringVar(&f.maxRate, "max-rate", "80MB/s", "the controller's top migration speed")
 	fs.Float64Var(&f.kp, "kp", experiment.DefaultKp, "PID proportional gain (fraction of max rate per unit change of error normalised by the setpoint)")
@@ -76,6 +76,18 @@ func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB,
 	fs.StringArrayVar(&f.settings, "tenant-setting", nil, "a postgresql.conf parameter for every tenant, name=value (repeatable; over the bed's own)")
 	fs.BoolVar(&f.json, "json", false, "print the summary as JSON")
 }
+
+// defaultReleaseLimit is the bed's proxy's release ramp (proxy.Config's
+// ReleaseLimit). 1: on the bed's quarter-core servers, the transactions in
+// the second after a handover cost the clients about half as much admitted
+// one at a time as all at once. Measured 2026-11-25 (docs/benchmarks.md,
+// nineteenth round): `slack-sweep --size 512MB --tps 150 --fixed-rates
+// 40MB/s,60MB/s,80MB/s --setpoints 3x,3.5x`, five handovers a run; the
+// transactions that arrived in the second after the hold lost 2.3 and 3.1 s
+// (sum over them of their latency above the median before) with limit 1,
+// 4.6–5.7 s in three runs with none, 3.1 and 5.6 s with limit 2; the proxy's
+// measured cost 11.8 ms·s (mean of ten handovers) against 16.9 with none.
+const defaultReleaseLimit = 1
 
 // parse checks the flags and returns the testbed options and the
 // experiment's common options. name prefixes errors.
