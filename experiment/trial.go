@@ -85,7 +85,7 @@ type TrialResult struct {
 	// transactions is runner.Transactions (a field, so a test can give a
 	// result its own).
 	transactions func(from, to time.Duration) []workload.Tx
-	others                           []*workload.Runner
+	others       []*workload.Runner
 }
 
 // Latencies returns the migrating tenant's transaction latencies (ms) in
