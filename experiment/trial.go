@@ -82,10 +82,10 @@ type TrialResult struct {
 	Migration                        agentclient.Migration
 	Check                            workload.Check // the migrating tenant's ledger, verified on its new owner
 	runner                           *workload.Runner
+	others                           []*workload.Runner
 	// transactions is runner.Transactions (a field, so a test can give a
 	// result its own).
 	transactions func(from, to time.Duration) []workload.Tx
-	others       []*workload.Runner
 }
 
 // Latencies returns the migrating tenant's transaction latencies (ms) in
