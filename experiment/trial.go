@@ -152,6 +152,10 @@ func (r *TrialResult) StepsAtRate(from, to, rate float64) int {
 	return n
 }
 
+// PurgeWaitMax bounds how long a trial waits at its start for the bed's
+// retired data directories to be purged (testbed.Bed.WaitPurged).
+const PurgeWaitMax = 2 * time.Minute
+
 // HandoverBefore and HandoverAfter bound the transactions HandoverTxs
 // returns: those that ended from HandoverBefore before the hold to
 // HandoverAfter after it (the proxy's window after a release is 3 s).
@@ -214,6 +218,19 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 		say = func(string, ...any) {}
 	}
 	res := &TrialResult{StepAt: -1, SourceThrottled: math.NaN(), TargetThrottled: math.NaN()}
+	// The previous migration's retired copy is purged a few seconds after
+	// it; on the bed's shared disk that disturbs the next trial's plant.
+	if n := len(tr.Bed.RetiredDirs()); n > 0 {
+		waited, err := tr.Bed.WaitPurged(ctx, PurgeWaitMax)
+		if err != nil {
+			return res, err
+		}
+		if left := len(tr.Bed.RetiredDirs()); left > 0 {
+			say("  %d retired data directories still there after %.0f s; starting anyway", left, waited.Seconds())
+		} else {
+			say("  waited %.1f s for %d retired data directory purge(s) to finish", waited.Seconds(), n)
+		}
+	}
 	wc := tr.Workload
 	wc.DSN, wc.Duration = tr.Tenant.DSN, 24*time.Hour
 	if wc.Records == 0 {
