@@ -83,10 +83,11 @@ func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB,
 // one at a time as all at once. Measured 2026-11-25 (docs/benchmarks.md,
 // nineteenth round): `slack-sweep --size 512MB --tps 150 --fixed-rates
 // 40MB/s,60MB/s,80MB/s --setpoints 3x,3.5x`, five handovers a run; the
-// transactions that arrived in the second after the hold lost 2.3 and 3.1 s
-// (sum over them of their latency above the median before) with limit 1,
-// 4.6–5.7 s in three runs with none, 3.1 and 5.6 s with limit 2; the proxy's
-// measured cost 11.8 ms·s (mean of ten handovers) against 16.9 with none.
+// transactions that arrived in the second after the hold lost 2.3, 3.1 and
+// 2.4 s (mean per handover of the sum over them of their latency above the
+// median before) with limit 1, 4.6–6.4 s in four runs with none, 3.1 and
+// 5.6 s with limit 2; the proxy's measured cost 8.3 ms·s (mean of fifteen
+// handovers) against 16.7 with none.
 const defaultReleaseLimit = 1
 
 // parse checks the flags and returns the testbed options and the
