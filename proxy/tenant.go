@@ -92,7 +92,7 @@ func (t *tenant) enter(ctx context.Context) (RouteConfig, uint64, error) {
 			t.mu.Lock()
 			continue
 		}
-		wait := t.rampWaitLocked(time.Now())
+		wait := t.rampWaitLocked()
 		if wait <= 0 {
 			break
 		}
@@ -118,11 +118,17 @@ func (t *tenant) enter(ctx context.Context) (RouteConfig, uint64, error) {
 	return r, g, nil
 }
 
-// rampWaitLocked returns how long a transaction starting at now must at
-// most wait for a slot of the release ramp (until a transaction leaves, or
-// the ramp ends): 0 when it may start. REQUIRES: t.mu held.
-func (t *tenant) rampWaitLocked(now time.Time) time.Duration {
-	if t.mu.rampLimit <= 0 || !now.Before(t.mu.rampUntil) || t.mu.inflight < t.mu.rampLimit {
+// rampWaitLocked returns how long a transaction starting now must at most
+// wait for a slot of the release ramp (until a transaction leaves, or the
+// ramp ends): 0 when it may start. A ramp that has ended is cleared, so
+// outside one this costs no clock read. REQUIRES: t.mu held.
+func (t *tenant) rampWaitLocked() time.Duration {
+	if t.mu.rampLimit <= 0 || t.mu.inflight < t.mu.rampLimit {
+		return 0
+	}
+	now := time.Now()
+	if !now.Before(t.mu.rampUntil) {
+		t.mu.rampLimit = 0
 		return 0
 	}
 	return t.mu.rampUntil.Sub(now)
@@ -134,7 +140,7 @@ func (t *tenant) rampWaitLocked(now time.Time) time.Duration {
 func (t *tenant) tryEnter() (uint64, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.mu.held || t.rampWaitLocked(time.Now()) > 0 {
+	if t.mu.held || t.rampWaitLocked() > 0 {
 		return 0, false
 	}
 	t.mu.inflight++

@@ -106,9 +106,7 @@ type Runner struct {
 		sync.Mutex
 		start   time.Time
 		seconds []bucket
-		all     []float64 // every latency, ms
-		txs     []Tx      // every transaction, in completion order
-		errors  int64
+		txs     []Tx // every transaction, failed ones too, in the order recorded
 	}
 }
 
@@ -403,13 +401,10 @@ func (r *Runner) record(worker int, arrival, begin, end time.Time, err error) {
 	b := &r.mu.seconds[sec]
 	if err != nil {
 		b.errors++
-		r.mu.errors++
 		return
 	}
-	ms := float64(end.Sub(arrival)) / float64(time.Millisecond)
-	b.lat = append(b.lat, ms)
+	b.lat = append(b.lat, float64(end.Sub(arrival))/float64(time.Millisecond))
 	b.queue += float64(begin.Sub(arrival)) / float64(time.Millisecond)
-	r.mu.all = append(r.mu.all, ms)
 }
 
 func (r *Runner) report(start time.Time, each func(Second), stop <-chan struct{}) {
@@ -454,8 +449,15 @@ func (r *Runner) report(start time.Time, each func(Second), stop <-chan struct{}
 
 func (r *Runner) summary(elapsed time.Duration) Summary {
 	r.mu.Lock()
-	all := append([]float64(nil), r.mu.all...)
-	errs := r.mu.errors
+	all := make([]float64, 0, len(r.mu.txs))
+	var errs int64
+	for _, tx := range r.mu.txs {
+		if tx.Failed {
+			errs++
+			continue
+		}
+		all = append(all, float64(tx.End-tx.Arrival)/float64(time.Millisecond))
+	}
 	r.mu.Unlock()
 	sort.Float64s(all)
 	s := Summary{
