@@ -14,7 +14,6 @@ package experiment
 import (
 	"cmp"
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -696,61 +695,37 @@ func writeDowntimeOutputs(opt DowntimeOptions, bed string, start time.Time, res 
 // the bench started), latency_ms, ok, and — for probes within a move's
 // window — the move (mode, run, migration id) and the time since its hold.
 func writeDowntimeCSV(path string, start time.Time, samples []dtSample, runs []DowntimeRun, window time.Duration) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("downtime: %w", err)
-	}
-	w := csv.NewWriter(f)
-	w.Write([]string{"t_s", "latency_ms", "ok", "mode", "run", "migration_id", "since_hold_s"})
+	header := []string{"t_s", "latency_ms", "ok", "mode", "run", "migration_id", "since_hold_s"}
 	ws := window.Seconds()
-	j := 0
-	for _, s := range samples {
-		t := s.At.Sub(start).Seconds()
-		for j < len(runs) && t > runs[j].ReleasedAtS+ws {
-			j++
+	return writeCSV(path, header, func(emit func([]string)) {
+		j := 0
+		for _, s := range samples {
+			t := s.At.Sub(start).Seconds()
+			for j < len(runs) && t > runs[j].ReleasedAtS+ws {
+				j++
+			}
+			row := []string{strconv.FormatFloat(t, 'f', 4, 64), strconv.FormatFloat(dtMs(s.Latency), 'f', 3, 64), strconv.FormatBool(!s.Err), "", "", "", ""}
+			if j < len(runs) && t >= runs[j].HeldAtS-ws {
+				r := runs[j]
+				row[3], row[4], row[5], row[6] = r.Mode, strconv.Itoa(r.Run), r.ID, strconv.FormatFloat(t-r.HeldAtS, 'f', 4, 64)
+			}
+			emit(row)
 		}
-		row := []string{strconv.FormatFloat(t, 'f', 4, 64), strconv.FormatFloat(dtMs(s.Latency), 'f', 3, 64), strconv.FormatBool(!s.Err), "", "", "", ""}
-		if j < len(runs) && t >= runs[j].HeldAtS-ws {
-			r := runs[j]
-			row[3], row[4], row[5], row[6] = r.Mode, strconv.Itoa(r.Run), r.ID, strconv.FormatFloat(t-r.HeldAtS, 'f', 4, 64)
-		}
-		w.Write(row)
-	}
-	w.Flush()
-	if err := w.Error(); err != nil {
-		f.Close()
-		return fmt.Errorf("downtime: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("downtime: %w", err)
-	}
-	return nil
+	})
 }
 
 // writeDowntimeWorkloadCSV writes the workload's seconds: t_s (the second's
 // start, seconds since the bench started; offset is the workload's start
 // on that clock), then the workload's own figures.
 func writeDowntimeWorkloadCSV(path string, offset time.Duration, secs []workload.Second) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("downtime: %w", err)
-	}
-	w := csv.NewWriter(f)
-	w.Write([]string{"t_s", "count", "errors", "mean_ms", "p50_ms", "p99_ms", "queue_ms", "queue_len"})
+	header := []string{"t_s", "count", "errors", "mean_ms", "p50_ms", "p99_ms", "queue_ms", "queue_len"}
 	ff := func(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
-	for _, s := range secs {
-		w.Write([]string{ff((offset + time.Duration(s.T)*time.Second).Seconds()), strconv.Itoa(s.Count), strconv.Itoa(s.Errors),
-			ff(s.MeanMs), ff(s.P50Ms), ff(s.P99Ms), ff(s.QueueMs), strconv.Itoa(s.QueueLen)})
-	}
-	w.Flush()
-	if err := w.Error(); err != nil {
-		f.Close()
-		return fmt.Errorf("downtime: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("downtime: %w", err)
-	}
-	return nil
+	return writeCSV(path, header, func(emit func([]string)) {
+		for _, s := range secs {
+			emit([]string{ff((offset + time.Duration(s.T)*time.Second).Seconds()), strconv.Itoa(s.Count), strconv.Itoa(s.Errors),
+				ff(s.MeanMs), ff(s.P50Ms), ff(s.P99Ms), ff(s.QueueMs), strconv.Itoa(s.QueueLen)})
+		}
+	})
 }
 
 // writeDowntimePNG plots, against time since the hold, how long the probe in

@@ -121,6 +121,9 @@ func Multitenant(ctx context.Context, bed *testbed.Bed, o MultiOptions) (MultiRe
 	if err := writeHandovers(o.Out, trials); err != nil {
 		return res, err
 	}
+	if err := writeStarts(o.Out, trials); err != nil {
+		return res, err
+	}
 	if err := writeJSON(o.Out, SummaryFile, res); err != nil {
 		return res, err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicedb/sluice/internal/chart"
 	"github.com/sluicedb/sluice/loop"
+	"github.com/sluicedb/sluice/workload"
 )
 
 // Output files every experiment writes into its directory: the per-second
@@ -27,6 +28,9 @@ const (
 	// HandoverFile lists, per trial with a handover, every transaction
 	// that ended around it (TrialResult.HandoverTxs).
 	HandoverFile = "handover.csv"
+	// StartFile lists, per trial, every transaction that ended around its
+	// migration's start (TrialResult.StartTxs).
+	StartFile = "start.csv"
 )
 
 // Labeled is a trial with the name it has in the outputs.
@@ -41,77 +45,104 @@ type Labeled struct {
 // before), its queue wait and execution (ms), the workload connection that
 // ran it, and whether it failed.
 func writeHandovers(dir string, trials []Labeled) error {
-	f, err := os.Create(filepath.Join(dir, HandoverFile))
+	return writeTxs(filepath.Join(dir, HandoverFile), trials, "freeze_ms", (*TrialResult).HandoverTxs)
+}
+
+// writeStarts writes StartFile: writeHandovers' rows for the transactions
+// around each trial's migration start, times in ms from it, without the
+// freeze column.
+func writeStarts(dir string, trials []Labeled) error {
+	return writeTxs(filepath.Join(dir, StartFile), trials, "", (*TrialResult).StartTxs)
+}
+
+// writeTxs writes the transactions pick returns for each trial; with
+// freeze set (its column's name), each row carries the trial's FreezeMs.
+func writeTxs(path string, trials []Labeled, freeze string, pick func(*TrialResult) []workload.Tx) error {
+	header := []string{"trial", "arrival_ms", "begin_ms", "end_ms", "latency_ms", "queue_ms", "execution_ms", "worker", "failed"}
+	if freeze != "" {
+		header = append(header[:1], append([]string{freeze}, header[1:]...)...)
+	}
+	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 3, 64) }
+	return writeCSV(path, header, func(emit func([]string)) {
+		for _, tr := range trials {
+			for _, tx := range pick(tr.Res) {
+				row := []string{tr.Name}
+				if freeze != "" {
+					row = append(row, strconv.FormatFloat(tr.Res.FreezeMs, 'f', 1, 64))
+				}
+				emit(append(row, ms(tx.Arrival), ms(tx.Begin), ms(tx.End),
+					ms(tx.End-tx.Arrival), ms(tx.Begin-tx.Arrival), ms(tx.End-tx.Begin), strconv.Itoa(tx.Worker), strconv.FormatBool(tx.Failed)))
+			}
+		}
+	})
+}
+
+// writeCSV creates the file at path and writes header, then every row rows
+// emits. It returns the first error of creating, writing or closing the
+// file.
+func writeCSV(path string, header []string, rows func(emit func([]string))) error {
+	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("experiment: %w", err)
 	}
-	defer f.Close()
 	w := csv.NewWriter(f)
-	w.Write([]string{"trial", "freeze_ms", "arrival_ms", "begin_ms", "end_ms", "latency_ms", "queue_ms", "execution_ms", "worker", "failed"})
-	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 3, 64) }
-	for _, tr := range trials {
-		for _, tx := range tr.Res.HandoverTxs() {
-			w.Write([]string{tr.Name, strconv.FormatFloat(tr.Res.FreezeMs, 'f', 1, 64), ms(tx.Arrival), ms(tx.Begin), ms(tx.End),
-				ms(tx.End - tx.Arrival), ms(tx.Begin - tx.Arrival), ms(tx.End - tx.Begin), strconv.Itoa(tx.Worker), strconv.FormatBool(tx.Failed)})
-		}
-	}
+	w.Write(header)
+	rows(func(r []string) { w.Write(r) })
 	w.Flush()
 	if err := w.Error(); err != nil {
+		f.Close()
 		return fmt.Errorf("experiment: %w", err)
 	}
-	return f.Close()
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("experiment: %w", err)
+	}
+	return nil
 }
 
 // writeSeries writes one row per trial second: the workload's latency and
 // throughput, the control loop's rate and process variable at that second,
 // and the phase.
 func writeSeries(dir string, trials []Labeled) error {
-	f, err := os.Create(filepath.Join(dir, SeriesFile))
-	if err != nil {
-		return fmt.Errorf("experiment: %w", err)
-	}
-	defer f.Close()
-	w := csv.NewWriter(f)
-	w.Write([]string{"trial", "t", "migrating", "tps", "mean_latency_ms", "p95_latency_ms", "queue_ms", "arrival_rate", "setpoint_ms", "loop_latency_ms", "rate_mb_s", "phase", "source_cpu_throttled_pct"})
+	header := []string{"trial", "t", "migrating", "tps", "mean_latency_ms", "p95_latency_ms", "queue_ms", "arrival_rate", "setpoint_ms", "loop_latency_ms", "rate_mb_s", "phase", "source_cpu_throttled_pct"}
 	ff := func(x float64) string {
 		if math.IsNaN(x) {
 			return ""
 		}
 		return strconv.FormatFloat(x, 'f', 3, 64)
 	}
-	for _, tr := range trials {
-		r := tr.Res
-		for _, s := range r.Seconds {
-			t := float64(s.T) + 0.5
-			mig := t >= r.MigStart && t < r.MigEnd
-			lat, p95, q := math.NaN(), math.NaN(), math.NaN()
-			if s.Count > 0 {
-				lat, p95, q = s.MeanMs, s.P95Ms, s.QueueMs
-			}
-			p, ok := pointAt(r.Loop, t)
-			rate, pv, phase, cpu := math.NaN(), math.NaN(), "", math.NaN()
-			if ok && mig {
-				rate, phase = p.Rate/1e6, p.Phase
-				if p.LatencyMs >= 0 {
-					pv = p.LatencyMs
+	return writeCSV(filepath.Join(dir, SeriesFile), header, func(emit func([]string)) {
+		for _, tr := range trials {
+			r := tr.Res
+			for _, s := range r.Seconds {
+				t := float64(s.T) + 0.5
+				mig := t >= r.MigStart && t < r.MigEnd
+				lat, p95, q := math.NaN(), math.NaN(), math.NaN()
+				if s.Count > 0 {
+					lat, p95, q = s.MeanMs, s.P95Ms, s.QueueMs
 				}
-				if p.CPUThrottledPct != nil {
-					cpu = *p.CPUThrottledPct
+				p, ok := pointAt(r.Loop, t)
+				rate, pv, phase, cpu := math.NaN(), math.NaN(), "", math.NaN()
+				if ok && mig {
+					rate, phase = p.Rate/1e6, p.Phase
+					if p.LatencyMs >= 0 {
+						pv = p.LatencyMs
+					}
+					if p.CPUThrottledPct != nil {
+						cpu = *p.CPUThrottledPct
+					}
 				}
+				m := "0"
+				if mig {
+					m = "1"
+				}
+				sp := math.NaN()
+				if tr.SetpointMs > 0 {
+					sp = tr.SetpointMs
+				}
+				emit([]string{tr.Name, strconv.Itoa(s.T), m, strconv.Itoa(s.Count), ff(lat), ff(p95), ff(q), ff(s.Rate), ff(sp), ff(pv), ff(rate), phase, ff(cpu)})
 			}
-			m := "0"
-			if mig {
-				m = "1"
-			}
-			sp := math.NaN()
-			if tr.SetpointMs > 0 {
-				sp = tr.SetpointMs
-			}
-			w.Write([]string{tr.Name, strconv.Itoa(s.T), m, strconv.Itoa(s.Count), ff(lat), ff(p95), ff(q), ff(s.Rate), ff(sp), ff(pv), ff(rate), phase, ff(cpu)})
 		}
-	}
-	w.Flush()
-	return w.Error()
+	})
 }
 
 // pointAt returns the last loop point at or before t.

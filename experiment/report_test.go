@@ -80,8 +80,8 @@ func TestHandoverTrace(t *testing.T) {
 	if len(txs) != 3 || txs[1].Arrival != ms(10) || txs[1].End != ms(230) {
 		t.Fatalf("HandoverTxs = %+v, want the three that ended in [9 s, 13 s), relative to the hold at 10 s", txs)
 	}
-	if got, want := describeHandover(txs), "1 of 3 transactions around it took over 50 ms; the slowest 220 ms (arrived +10 ms from the hold, began +11, ended +230)"; got != want {
-		t.Errorf("describeHandover = %q, want %q", got, want)
+	if got, want := describeTxs(txs, "the hold"), "1 of 3 transactions around it took over 50 ms; the slowest 220 ms (arrived +10 ms from the hold, began +11, ended +230)"; got != want {
+		t.Errorf("describeTxs = %q, want %q", got, want)
 	}
 	dir := t.TempDir()
 	if err := writeHandovers(dir, []Labeled{with, unknown}); err != nil {
@@ -98,6 +98,51 @@ pid-3ms,50.0,300.000,300.000,301.000,1.000,0.000,1.000,0,true
 `
 	if string(b) != want {
 		t.Errorf("%s:\n%s\nwant\n%s", HandoverFile, b, want)
+	}
+}
+
+// TestStartTrace: the transactions around a migration's start reach
+// start.csv with times from the start, for every trial (the start is
+// always known), without a freeze column.
+func TestStartTrace(t *testing.T) {
+	ms := func(x float64) time.Duration { return time.Duration(x * float64(time.Millisecond)) }
+	all := []workload.Tx{
+		{Arrival: ms(3900), Begin: ms(3900), End: ms(3902)},               // before the window
+		{Arrival: ms(4500), Begin: ms(4500), End: ms(4501)},               // 0.5 s before the start
+		{Arrival: ms(5020), Begin: ms(5020), End: ms(5120), Worker: 7},    // slowed by the start
+		{Arrival: ms(7999), Begin: ms(7999), End: ms(8000), Failed: true}, // at the window's end: out
+	}
+	src := func(from, to time.Duration) []workload.Tx {
+		var out []workload.Tx
+		for _, tx := range all {
+			if tx.End >= from && tx.End < to {
+				out = append(out, tx)
+			}
+		}
+		return out
+	}
+	tr := Labeled{Name: "fixed-40MBps", Res: &TrialResult{MigStart: 5, transactions: src}}
+	txs := tr.Res.StartTxs()
+	if len(txs) != 2 || txs[1].Arrival != ms(20) || txs[1].End != ms(120) {
+		t.Fatalf("StartTxs = %+v, want the two that ended in [4 s, 8 s), relative to the start at 5 s", txs)
+	}
+	if got, want := describeTxs(txs, "the migration's start"), "1 of 2 transactions around it took over 50 ms; the slowest 100 ms (arrived +20 ms from the migration's start, began +20, ended +120)"; got != want {
+		t.Errorf("describeTxs = %q, want %q", got, want)
+	}
+	dir := t.TempDir()
+	if err := writeStarts(dir, []Labeled{tr}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, StartFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `trial,arrival_ms,begin_ms,end_ms,latency_ms,queue_ms,execution_ms,worker,failed
+fixed-40MBps,-500.000,-500.000,-499.000,1.000,0.000,1.000,0,false
+fixed-40MBps,20.000,20.000,120.000,100.000,0.000,100.000,7,false
+`
+	if string(b) != want {
+		t.Errorf("%s:\n%s\nwant\n%s", StartFile, b, want)
 	}
 }
 

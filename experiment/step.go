@@ -163,6 +163,9 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 	if err := writeHandovers(o.Out, trials); err != nil {
 		return res, err
 	}
+	if err := writeStarts(o.Out, trials); err != nil {
+		return res, err
+	}
 	if err := writeJSON(o.Out, SummaryFile, jsonSafe(res)); err != nil {
 		return res, err
 	}

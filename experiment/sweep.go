@@ -543,6 +543,9 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	if err := writeHandovers(o.Out, trials); err != nil {
 		return res, err
 	}
+	if err := writeStarts(o.Out, trials); err != nil {
+		return res, err
+	}
 	if err := writeJSON(o.Out, SummaryFile, res); err != nil {
 		return res, err
 	}

@@ -159,6 +159,7 @@ const PurgeWaitMax = 2 * time.Minute
 // HandoverBefore and HandoverAfter bound the transactions HandoverTxs
 // returns: those that ended from HandoverBefore before the hold to
 // HandoverAfter after it (the proxy's window after a release is 3 s).
+// StartTxs uses the same bounds around the migration's start.
 const (
 	HandoverBefore = time.Second
 	HandoverAfter  = 3 * time.Second
@@ -168,23 +169,42 @@ const (
 // [hold − HandoverBefore, hold + HandoverAfter), with times as offsets from
 // the hold (HoldAt); nil when the hold's time is unknown (FreezeMs 0).
 func (r *TrialResult) HandoverTxs() []workload.Tx {
-	if r.FreezeMs <= 0 || r.transactions == nil {
+	if r.FreezeMs <= 0 {
 		return nil
 	}
-	hold := time.Duration(r.HoldAt * float64(time.Second))
-	txs := r.transactions(hold-HandoverBefore, hold+HandoverAfter)
+	return r.txsAround(r.HoldAt)
+}
+
+// StartTxs returns the migrating tenant's transactions that ended in
+// [start − HandoverBefore, start + HandoverAfter), with times as offsets
+// from the migration's start (MigStart): what the migration's first steps
+// (replication slot, pg_backup_start's checkpoint, the copy's start) cost
+// the clients.
+func (r *TrialResult) StartTxs() []workload.Tx {
+	return r.txsAround(r.MigStart)
+}
+
+// txsAround returns the transactions that ended in [at − HandoverBefore,
+// at + HandoverAfter), at in seconds of the workload's clock, with times as
+// offsets from at.
+func (r *TrialResult) txsAround(at float64) []workload.Tx {
+	if r.transactions == nil {
+		return nil
+	}
+	d := time.Duration(at * float64(time.Second))
+	txs := r.transactions(d-HandoverBefore, d+HandoverAfter)
 	for i := range txs {
-		txs[i].Arrival -= hold
-		txs[i].Begin -= hold
-		txs[i].End -= hold
+		txs[i].Arrival -= d
+		txs[i].Begin -= d
+		txs[i].End -= d
 	}
 	return txs
 }
 
-// describeHandover summarises the transactions around a handover
-// (HandoverTxs): how many took over 50 ms, and the slowest one's timeline
-// relative to the hold.
-func describeHandover(txs []workload.Tx) string {
+// describeTxs summarises the transactions around an event (HandoverTxs,
+// StartTxs): how many took over 50 ms, and the slowest one's timeline
+// relative to the event, which the text calls event ("the hold").
+func describeTxs(txs []workload.Tx, event string) string {
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 	slow, worst := 0, txs[0]
 	for _, tx := range txs {
@@ -195,8 +215,8 @@ func describeHandover(txs []workload.Tx) string {
 			worst = tx
 		}
 	}
-	return fmt.Sprintf("%d of %d transactions around it took over 50 ms; the slowest %.0f ms (arrived %+.0f ms from the hold, began %+.0f, ended %+.0f)",
-		slow, len(txs), ms(worst.End-worst.Arrival), ms(worst.Arrival), ms(worst.Begin), ms(worst.End))
+	return fmt.Sprintf("%d of %d transactions around it took over 50 ms; the slowest %.0f ms (arrived %+.0f ms from %s, began %+.0f, ended %+.0f)",
+		slow, len(txs), ms(worst.End-worst.Arrival), ms(worst.Arrival), event, ms(worst.Begin), ms(worst.End))
 }
 
 // OtherLatencies is Latencies for Background i.
@@ -368,8 +388,11 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 		doStep()
 	}
 	sleepCtx(ctx, tr.Cooldown)
+	if txs := res.StartTxs(); len(txs) > 0 {
+		say("  start: %s", describeTxs(txs, "the migration's start"))
+	}
 	if txs := res.HandoverTxs(); len(txs) > 0 {
-		say("  handover: %s", describeHandover(txs))
+		say("  handover: %s", describeTxs(txs, "the hold"))
 	}
 	if err := stopAll(); err != nil {
 		return res, err

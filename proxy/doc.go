@@ -79,10 +79,11 @@
 // switch only swaps connections instead of forking a backend on the new
 // server at each session's next transaction (a stall of 50–350 ms on a
 // CPU-capped server). It also parses there the session's named prepared
-// statements of that moment (loading the new backend's catalog caches);
-// the move then closes and re-parses only those the client has redefined,
-// closed or added since. Sessions opened during recovery become read-write
-// at promotion. Prepared sessions for a route that is not the current one
+// statements of that moment (their catalog caches do not survive a
+// promotion: PostgreSQL resets every backend's caches at the end of
+// recovery); the move then closes and re-parses only those the client has
+// redefined, closed or added since. Sessions opened during recovery become
+// read-write at promotion. Prepared sessions for a route that is not the current one
 // at release are closed.
 //
 // A session idle through a handover whose old server shuts down meanwhile

@@ -14,7 +14,8 @@ import (
 //
 // Opening a server session costs a backend fork, authentication and a cold
 // catalog cache: tens of milliseconds of the new server's CPU, hundreds on a
-// CPU-capped one. Without preparation every session pays that at its first
+// CPU-capped one (a promotion resets the catalog caches again; see
+// session.prepare). Without preparation every session pays that at its first
 // transaction after a switch, all at once, and the clients see it on top of
 // the freeze. Prepare opens them before the hold, on the target while it is
 // still a hot standby (sessions opened during recovery become read-write at
@@ -100,12 +101,19 @@ func (s *session) startupFor() map[string]string {
 
 // prepare opens s's server session on route r, creates there the named
 // prepared statements s has now, and keeps it as s.mu.next, replacing (and
-// closing) an earlier prepared one. Parsing there also loads the new
-// backend's catalog caches for the tables the statements use, so the
-// session's first transactions after the switch do not pay for it (on a
-// hot standby too: parse analysis takes at most RowExclusiveLock, which
-// recovery allows). Statements the server refuses are left to the switch,
-// which replays what is missing (replayParses).
+// closing) an earlier prepared one (on a hot standby too: parse analysis
+// takes at most RowExclusiveLock, which recovery allows). Statements the
+// server refuses are left to the switch, which replays what is missing
+// (replayParses).
+//
+// Parsing loads the new backend's catalog caches, but when the target is a
+// standby that is promoted afterwards the promotion throws them away:
+// PostgreSQL 15 resets every backend's catalog, relation and plan caches at
+// the end of recovery (perf: each session's first transaction after
+// pg_promote runs InvalidateSystemCachesExtended, also with no WAL
+// replayed since the session opened; docs/benchmarks.md, twentieth round).
+// The session then rebuilds them at its first transaction, ~1 ms of CPU
+// unthrottled. What preparing saves there is the fork and the startup.
 func (s *session) prepare(ctx context.Context, r RouteConfig) (statements int, err error) {
 	sc, err := s.p.dialServer(ctx, r, s.user, s.startupFor())
 	if err != nil {
