@@ -58,10 +58,11 @@ func writeStarts(dir string, trials []Labeled) error {
 // writeTxs writes the transactions pick returns for each trial; with
 // freeze set (its column's name), each row carries the trial's FreezeMs.
 func writeTxs(path string, trials []Labeled, freeze string, pick func(*TrialResult) []workload.Tx) error {
-	header := []string{"trial", "arrival_ms", "begin_ms", "end_ms", "latency_ms", "queue_ms", "execution_ms", "worker", "failed"}
+	header := []string{"trial"}
 	if freeze != "" {
-		header = append(header[:1], append([]string{freeze}, header[1:]...)...)
+		header = append(header, freeze)
 	}
+	header = append(header, "arrival_ms", "begin_ms", "end_ms", "latency_ms", "queue_ms", "execution_ms", "worker", "failed")
 	ms := func(d time.Duration) string { return strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', 3, 64) }
 	return writeCSV(path, header, func(emit func([]string)) {
 		for _, tr := range trials {
