@@ -53,19 +53,13 @@ func TestSourceCPUInReport(t *testing.T) {
 	}
 }
 
-// TestHandoverTrace: the transactions around a trial's handover reach
-// handover.csv with times from the hold, and the summary line names the
-// slowest; a trial without a known hold writes no rows.
-func TestHandoverTrace(t *testing.T) {
-	ms := func(x float64) time.Duration { return time.Duration(x * float64(time.Millisecond)) }
-	all := []workload.Tx{
-		{Arrival: ms(8000), Begin: ms(8000), End: ms(8002)},               // before the window
-		{Arrival: ms(9500), Begin: ms(9500), End: ms(9502)},               // 0.5 s before the hold
-		{Arrival: ms(10010), Begin: ms(10011), End: ms(10230), Worker: 3}, // held, then slow
-		{Arrival: ms(10300), Begin: ms(10300), End: ms(10301), Failed: true},
-		{Arrival: ms(13500), Begin: ms(13500), End: ms(13501)}, // after the window
-	}
-	src := func(from, to time.Duration) []workload.Tx {
+// msDur is x milliseconds.
+func msDur(x float64) time.Duration { return time.Duration(x * float64(time.Millisecond)) }
+
+// txWindow stands in for a workload's Transactions: those of all that
+// ended in [from, to).
+func txWindow(all []workload.Tx) func(from, to time.Duration) []workload.Tx {
+	return func(from, to time.Duration) []workload.Tx {
 		var out []workload.Tx
 		for _, tx := range all {
 			if tx.End >= from && tx.End < to {
@@ -74,10 +68,24 @@ func TestHandoverTrace(t *testing.T) {
 		}
 		return out
 	}
+}
+
+// TestHandoverTrace: the transactions around a trial's handover reach
+// handover.csv with times from the hold, and the summary line names the
+// slowest; a trial without a known hold writes no rows.
+func TestHandoverTrace(t *testing.T) {
+	all := []workload.Tx{
+		{Arrival: msDur(8000), Begin: msDur(8000), End: msDur(8002)},               // before the window
+		{Arrival: msDur(9500), Begin: msDur(9500), End: msDur(9502)},               // 0.5 s before the hold
+		{Arrival: msDur(10010), Begin: msDur(10011), End: msDur(10230), Worker: 3}, // held, then slow
+		{Arrival: msDur(10300), Begin: msDur(10300), End: msDur(10301), Failed: true},
+		{Arrival: msDur(13500), Begin: msDur(13500), End: msDur(13501)}, // after the window
+	}
+	src := txWindow(all)
 	with := Labeled{Name: "pid-3ms", Res: &TrialResult{HoldAt: 10, FreezeMs: 50, transactions: src}}
 	unknown := Labeled{Name: "fixed-40MBps", Res: &TrialResult{HoldAt: 10, transactions: src}}
 	txs := with.Res.HandoverTxs()
-	if len(txs) != 3 || txs[1].Arrival != ms(10) || txs[1].End != ms(230) {
+	if len(txs) != 3 || txs[1].Arrival != msDur(10) || txs[1].End != msDur(230) {
 		t.Fatalf("HandoverTxs = %+v, want the three that ended in [9 s, 13 s), relative to the hold at 10 s", txs)
 	}
 	if got, want := describeTxs(txs, "the hold"), "1 of 3 transactions around it took over 50 ms; the slowest 220 ms (arrived +10 ms from the hold, began +11, ended +230)"; got != want {
@@ -105,25 +113,16 @@ pid-3ms,50.0,300.000,300.000,301.000,1.000,0.000,1.000,0,true
 // start.csv with times from the start, for every trial (the start is
 // always known), without a freeze column.
 func TestStartTrace(t *testing.T) {
-	ms := func(x float64) time.Duration { return time.Duration(x * float64(time.Millisecond)) }
 	all := []workload.Tx{
-		{Arrival: ms(3900), Begin: ms(3900), End: ms(3902)},               // before the window
-		{Arrival: ms(4500), Begin: ms(4500), End: ms(4501)},               // 0.5 s before the start
-		{Arrival: ms(5020), Begin: ms(5020), End: ms(5120), Worker: 7},    // slowed by the start
-		{Arrival: ms(7999), Begin: ms(7999), End: ms(8000), Failed: true}, // at the window's end: out
+		{Arrival: msDur(3900), Begin: msDur(3900), End: msDur(3902)},               // before the window
+		{Arrival: msDur(4500), Begin: msDur(4500), End: msDur(4501)},               // 0.5 s before the start
+		{Arrival: msDur(5020), Begin: msDur(5020), End: msDur(5120), Worker: 7},    // slowed by the start
+		{Arrival: msDur(7999), Begin: msDur(7999), End: msDur(8000), Failed: true}, // at the window's end: out
 	}
-	src := func(from, to time.Duration) []workload.Tx {
-		var out []workload.Tx
-		for _, tx := range all {
-			if tx.End >= from && tx.End < to {
-				out = append(out, tx)
-			}
-		}
-		return out
-	}
+	src := txWindow(all)
 	tr := Labeled{Name: "fixed-40MBps", Res: &TrialResult{MigStart: 5, transactions: src}}
 	txs := tr.Res.StartTxs()
-	if len(txs) != 2 || txs[1].Arrival != ms(20) || txs[1].End != ms(120) {
+	if len(txs) != 2 || txs[1].Arrival != msDur(20) || txs[1].End != msDur(120) {
 		t.Fatalf("StartTxs = %+v, want the two that ended in [4 s, 8 s), relative to the start at 5 s", txs)
 	}
 	if got, want := describeTxs(txs, "the migration's start"), "1 of 2 transactions around it took over 50 ms; the slowest 100 ms (arrived +20 ms from the migration's start, began +20, ended +120)"; got != want {
