@@ -252,6 +252,54 @@ func (c *Cluster) Configure(settings map[string]string) error {
 	return c.writeFile("pg_hba.conf", hba)
 }
 
+// TransientConf is the file of the settings sluice gives a running server
+// for a while (SetTransient), included from postgresql.conf after
+// sluice.conf. A setting made with ALTER SYSTEM (postgresql.auto.conf, read
+// last) still wins over it.
+const TransientConf = "sluice_transient.conf"
+
+// SetTransient writes settings to TransientConf, adding its include to
+// postgresql.conf once (after sluice.conf's, so they win over it); no
+// settings removes the file (none there is fine). The server sees the change
+// at its next reload, of every process (pg_reload_conf) or of the one that
+// reads the setting. Values are written as given, quoted when they need it.
+func (c *Cluster) SetTransient(settings map[string]string) error {
+	p := filepath.Join(c.Dir, TransientConf)
+	if len(settings) == 0 {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("pgcluster: remove %s: %w", TransientConf, err)
+		}
+		return nil
+	}
+	conf := filepath.Join(c.Dir, "postgresql.conf")
+	cur, err := os.ReadFile(conf)
+	if err != nil {
+		return fmt.Errorf("pgcluster: set transient settings: %w", err)
+	}
+	line := "include_if_exists = '" + TransientConf + "'"
+	if !bytes.Contains(cur, []byte(line)) {
+		cur = append(cur, []byte("\n"+line+"\n")...)
+		if err := c.writeFile("postgresql.conf", string(cur)); err != nil {
+			return err
+		}
+	}
+	keys := make([]string, 0, len(settings))
+	for k := range settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString("# written by sluice for a while (pgcluster.TransientConf); removed after\n")
+	for _, k := range keys {
+		v := settings[k]
+		if needsQuote(v) {
+			v = quoteConf(v)
+		}
+		fmt.Fprintf(&b, "%s = %s\n", k, v)
+	}
+	return c.writeFile(TransientConf, b.String())
+}
+
 // Start starts the postmaster with pg_ctl and waits until it accepts
 // connections. The server log goes to Dir/log/postmaster.log.
 func (c *Cluster) Start(ctx context.Context) error {

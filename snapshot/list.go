@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/sluicedb/sluice/pgcluster"
 	"github.com/sluicedb/sluice/transfer"
 )
 
@@ -42,6 +43,9 @@ var (
 		"backup_label.old": true,
 		"standby.signal":   true,
 		"recovery.signal":  true,
+		// sluice: settings given to this server for a while (a paced
+		// checkpoint's), never the target's.
+		pgcluster.TransientConf: true,
 	}
 	// excludePrefixes: names starting with these are skipped wherever they occur.
 	excludePrefixes = []string{

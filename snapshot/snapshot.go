@@ -86,8 +86,17 @@ type SendOptions struct {
 	// Label is pg_backup_start's label. Default "sluice snapshot".
 	Label string
 	// SpreadCheckpoint makes pg_backup_start wait for a spread checkpoint
-	// (gentler on the source, slower to start) instead of a fast one.
+	// (gentler on the source, slower to start: checkpoint_completion_target
+	// × checkpoint_timeout, 4.5 minutes by default) instead of a fast one.
 	SpreadCheckpoint bool
+	// CheckpointPace, when > 0, spreads pg_backup_start's checkpoint over
+	// about this long, up to MaxCheckpointPace (see checkpoint.go): the
+	// copy starts that much later, and the source's clients do not meet
+	// all its writes at once. When checkpoint_timeout or
+	// checkpoint_completion_target is set with ALTER SYSTEM the pace cannot
+	// apply and the checkpoint is fast (Result.Checkpoint says so). Not
+	// with SpreadCheckpoint. 0 = fast, unless SpreadCheckpoint.
+	CheckpointPace time.Duration
 	// Database to connect to for the backup session. Default "postgres".
 	Database string
 	// Limiter paces sending (bytes on the wire); nil = unlimited. The control
@@ -114,6 +123,10 @@ type Result struct {
 	Duration    time.Duration `json:"duration_ns"`
 	// StartDuration is the time pg_backup_start took (its checkpoint), Send only.
 	StartDuration time.Duration `json:"start_duration_ns,omitempty"`
+	// Checkpoint is how the backup's checkpoint was taken, Send only:
+	// "fast", "spread", "paced 3s", or "fast (...)" with the reason a pace
+	// asked for could not apply.
+	Checkpoint string `json:"checkpoint,omitempty"`
 	// StopDuration is the time pg_backup_stop took, Send only.
 	StopDuration time.Duration `json:"stop_duration_ns,omitempty"`
 }
@@ -133,6 +146,16 @@ func Send(ctx context.Context, src *pgcluster.Cluster, w io.Writer, opts SendOpt
 			prog.setPhase(PhaseDone)
 		}
 	}()
+	switch {
+	case opts.CheckpointPace < 0 || opts.CheckpointPace > MaxCheckpointPace:
+		err = fmt.Errorf("snapshot: send: checkpoint pace %v is outside [0, %v]", opts.CheckpointPace, MaxCheckpointPace)
+	case opts.CheckpointPace > 0 && opts.SpreadCheckpoint:
+		err = fmt.Errorf("snapshot: send: a checkpoint is either spread or paced, not both")
+	}
+	if err != nil {
+		transfer.Abort(w, err)
+		return res, err
+	}
 	label := opts.Label
 	if label == "" {
 		label = "sluice snapshot"
@@ -151,8 +174,36 @@ func Send(ctx context.Context, src *pgcluster.Cluster, w io.Writer, opts SendOpt
 	// Closing the session aborts a backup that was not stopped.
 	defer conn.Close(context.Background())
 
+	fast := !opts.SpreadCheckpoint
+	res.Checkpoint = "fast"
+	if opts.SpreadCheckpoint {
+		res.Checkpoint = "spread"
+	}
+	var restore func() error
+	if opts.CheckpointPace > 0 {
+		var paced bool
+		restore, paced, err = paceCheckpoint(ctx, conn, src, opts.CheckpointPace)
+		if err != nil {
+			transfer.Abort(w, err)
+			return res, err
+		}
+		fast = !paced
+		res.Checkpoint = "paced " + opts.CheckpointPace.String()
+		if !paced {
+			res.Checkpoint = "fast (checkpoint_timeout or checkpoint_completion_target is set with ALTER SYSTEM, which a pace cannot override)"
+		}
+	} else if err := clearTransient(ctx, conn, src); err != nil {
+		transfer.Abort(w, err)
+		return res, err
+	}
 	t0 := time.Now()
-	if err := conn.QueryRow(ctx, "SELECT pg_backup_start($1, $2)::text", label, !opts.SpreadCheckpoint).Scan(&res.StartLSN); err != nil {
+	err = conn.QueryRow(ctx, "SELECT pg_backup_start($1, $2)::text", label, fast).Scan(&res.StartLSN)
+	if restore != nil {
+		if rerr := restore(); rerr != nil && err == nil {
+			err = fmt.Errorf("take back the checkpoint's pace: %w", rerr)
+		}
+	}
+	if err != nil {
 		err = fmt.Errorf("snapshot: send: pg_backup_start: %w", err)
 		transfer.Abort(w, err) // best effort: the receiver learns why
 		return res, err

@@ -459,3 +459,135 @@ func backupSessionGone(t *testing.T, ctx context.Context, src *pgcluster.Cluster
 		return n == 0
 	})
 }
+
+// lastCheckpointStart returns the last "checkpoint starting: ..." line of
+// c's server log, "" if none.
+func lastCheckpointStart(c *pgcluster.Cluster) string {
+	var last string
+	for _, l := range strings.Split(c.LogTail(200), "\n") {
+		if i := strings.Index(l, "checkpoint starting: "); i >= 0 {
+			last = l[i:]
+		}
+	}
+	return last
+}
+
+// A paced checkpoint is requested without "immediate" and under the
+// transient settings, which are gone when Send returns: without them a
+// spread checkpoint would take checkpoint_completion_target ×
+// checkpoint_timeout (4.5 minutes), past this test's deadline. A pace set
+// against ALTER SYSTEM's checkpoint settings falls back to a fast
+// checkpoint and says so; a transient file left behind is removed by the
+// next Send; a bad pace changes nothing.
+func TestCheckpointPace(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	src := source(t, ctx)
+	transient := filepath.Join(src.Dir, pgcluster.TransientConf)
+	dirty := func() { exec(t, ctx, src, "UPDATE filler SET pad = pad WHERE id % 7 = 0") }
+
+	dirty()
+	var sink discard
+	res, err := Send(ctx, src, &sink, SendOptions{CheckpointPace: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Checkpoint != "paced 2s" {
+		t.Errorf("Result.Checkpoint = %q, want paced 2s", res.Checkpoint)
+	}
+	if l := lastCheckpointStart(src); l != "checkpoint starting: force wait" {
+		t.Errorf("the backup's checkpoint: %q, want a forced, waited, not immediate one", l)
+	}
+	if _, err := os.Stat(transient); !os.IsNotExist(err) {
+		t.Errorf("%s after Send: %v, want it removed", pgcluster.TransientConf, err)
+	}
+	t.Logf("paced: pg_backup_start took %v; %s", res.StartDuration.Round(time.Millisecond), lastLine(src, "checkpoint complete"))
+
+	// Unpaced: fast, as before.
+	dirty()
+	if res, err = Send(ctx, src, &sink, SendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if l := lastCheckpointStart(src); res.Checkpoint != "fast" || l != "checkpoint starting: immediate force wait" {
+		t.Errorf("unpaced: Result.Checkpoint %q, log %q; want fast, immediate", res.Checkpoint, l)
+	}
+
+	// A leftover transient file (a paced Send's process died) is removed.
+	if err := src.SetTransient(checkpointSettings(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err = Send(ctx, src, &sink, SendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(transient); !os.IsNotExist(err) {
+		t.Errorf("leftover %s after an unpaced Send: %v, want it removed", pgcluster.TransientConf, err)
+	}
+
+	// ALTER SYSTEM's checkpoint_timeout wins over the transient file: fast.
+	exec(t, ctx, src, "ALTER SYSTEM SET checkpoint_timeout = '10min'")
+	exec(t, ctx, src, "SELECT pg_reload_conf()")
+	waitFor(t, "the reload", func() bool { return strings.Contains(showSetting(t, ctx, src, "checkpoint_timeout"), "10min") })
+	dirty()
+	if res, err = Send(ctx, src, &sink, SendOptions{CheckpointPace: 2 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if l := lastCheckpointStart(src); !strings.HasPrefix(res.Checkpoint, "fast (") || l != "checkpoint starting: immediate force wait" {
+		t.Errorf("pace against ALTER SYSTEM: Result.Checkpoint %q, log %q; want a fast one that says why", res.Checkpoint, l)
+	}
+	if _, err := os.Stat(transient); !os.IsNotExist(err) {
+		t.Errorf("%s after a pace that could not apply: %v", pgcluster.TransientConf, err)
+	}
+
+	// Bad options: an error, and no backup started.
+	for _, o := range []SendOptions{{CheckpointPace: MaxCheckpointPace + time.Second}, {CheckpointPace: -time.Second}, {CheckpointPace: time.Second, SpreadCheckpoint: true}} {
+		before := lastCheckpointStart(src)
+		if _, err := Send(ctx, src, &sink, o); err == nil {
+			t.Errorf("Send(%+v) succeeded", o)
+		}
+		if after := lastCheckpointStart(src); after != before {
+			t.Errorf("Send(%+v) checkpointed", o)
+		}
+	}
+}
+
+// lastLine returns the last line of c's server log that contains s.
+func lastLine(c *pgcluster.Cluster, s string) string {
+	var last string
+	for _, l := range strings.Split(c.LogTail(200), "\n") {
+		if strings.Contains(l, s) {
+			last = l
+		}
+	}
+	return last
+}
+
+func showSetting(t *testing.T, ctx context.Context, c *pgcluster.Cluster, name string) string {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, c.ConnString("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var v string
+	if err := conn.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func TestParseCheckpoint(t *testing.T) {
+	for _, c := range []struct {
+		in     string
+		spread bool
+		pace   time.Duration
+		bad    bool
+	}{
+		{in: "fast"}, {in: "spread", spread: true}, {in: "3s", pace: 3 * time.Second}, {in: " 500ms ", pace: 500 * time.Millisecond},
+		{in: "27s", pace: 27 * time.Second}, {in: "28s", bad: true}, {in: "0s", bad: true}, {in: "-1s", bad: true}, {in: "slow", bad: true}, {in: "", bad: true},
+	} {
+		spread, pace, err := ParseCheckpoint(c.in)
+		if (err != nil) != c.bad || spread != c.spread || pace != c.pace {
+			t.Errorf("ParseCheckpoint(%q) = %v, %v, %v", c.in, spread, pace, err)
+		}
+	}
+}
