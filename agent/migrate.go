@@ -19,6 +19,7 @@ import (
 	"github.com/sluicedb/sluice/catalog"
 	"github.com/sluicedb/sluice/loop"
 	"github.com/sluicedb/sluice/migration"
+	"github.com/sluicedb/sluice/snapshot"
 	"github.com/sluicedb/sluice/throttle"
 )
 
@@ -170,6 +171,11 @@ func (a *Agent) StartMigration(ctx context.Context, req client.StartMigration) (
 	if math.IsNaN(req.Rate) || req.Rate < 0 {
 		return client.Migration{}, errf(http.StatusBadRequest, "rate %v must be >= 0 bytes/s (0 = unlimited)", req.Rate)
 	}
+	if req.Checkpoint != "" {
+		if _, _, err := snapshot.ParseCheckpoint(req.Checkpoint); err != nil {
+			return client.Migration{}, errf(http.StatusBadRequest, "%v", err)
+		}
+	}
 	ctl, err := a.checkControl(req.Control)
 	if err != nil {
 		return client.Migration{}, err
@@ -229,7 +235,7 @@ func (a *Agent) StartMigration(ctx context.Context, req client.StartMigration) (
 		src.Close()
 		return client.Migration{}, err
 	}
-	cm := catalog.Migration{ID: rec.ID, TenantID: tn.ID, Role: catalog.Source, Peer: info.Name, PeerURL: peerURL, Mode: string(mode), Rate: req.Rate, Record: recJSON, Control: ctl}
+	cm := catalog.Migration{ID: rec.ID, TenantID: tn.ID, Role: catalog.Source, Peer: info.Name, PeerURL: peerURL, Mode: string(mode), Rate: req.Rate, Checkpoint: req.Checkpoint, Record: recJSON, Control: ctl}
 	err = a.cat.Update(func(tx *catalog.Tx) error {
 		cur, err := tx.Tenant(tn.ID)
 		if err != nil {
@@ -248,7 +254,7 @@ func (a *Agent) StartMigration(ctx context.Context, req client.StartMigration) (
 		src.Close()
 		return client.Migration{}, err
 	}
-	a.log.Info("migration started", "migration", rec.ID, "tenant", tn.ID, "to", info.Name, "mode", mode, "rate", req.Rate)
+	a.log.Info("migration started", "migration", rec.ID, "tenant", tn.ID, "to", info.Name, "mode", mode, "rate", req.Rate, "checkpoint", req.Checkpoint)
 	a.launch(cm, rec, src, tgt)
 	return a.Migration(rec.ID)
 }
@@ -306,6 +312,7 @@ func (a *Agent) remoteTarget(pc *client.Client, tn catalog.Tenant) *RemoteTarget
 func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *migration.LocalSource, tgt migration.Target) {
 	r := &run{id: rec.ID, tenant: cm.TenantID, lim: throttle.NewLimiter(limiterRate(cm.Rate), 0), pre: throttle.NewLimiter(limiterRate(cm.Rate), 0), abort: make(chan string, 1), started: time.Now()}
 	src.Prefetch = r.pre
+	src.Checkpoint = cm.Checkpoint
 	src.WALRate = r.lim.Rate // CATCH-UP's WAL stream is paced like the snapshot
 	r.prog = migration.Progress{ID: rec.ID, Phase: rec.Phase, LagBytes: rec.LagBytes}
 	a.mig.mu.Lock()

@@ -75,20 +75,23 @@ const (
 
 // Migration is this agent's record of one migration.
 type Migration struct {
-	ID       string          `json:"id"`        // unique, chosen by the source agent
-	TenantID int64           `json:"tenant_id"` // tenant being moved
-	Role     Role            `json:"role"`
-	Peer     string          `json:"peer"`              // the other agent's name
-	PeerURL  string          `json:"peer_url"`          // the other agent's HTTP API base URL
-	Mode     string          `json:"mode"`              // "live" or "stop-and-copy"
-	Rate     float64         `json:"rate"`              // requested rate, bytes/s; 0 = unlimited
-	Control  json.RawMessage `json:"control,omitempty"` // the control loop's spec (agent/client.Control), if any
-	Done     bool            `json:"done"`              // finished (committed or aborted); nothing left to resume
-	Outcome  string          `json:"outcome,omitempty"`
-	Error    string          `json:"error,omitempty"`
-	Record   json.RawMessage `json:"record,omitempty"` // the migration package's Record
-	Created  time.Time       `json:"created"`
-	Updated  time.Time       `json:"updated"`
+	ID       string  `json:"id"`        // unique, chosen by the source agent
+	TenantID int64   `json:"tenant_id"` // tenant being moved
+	Role     Role    `json:"role"`
+	Peer     string  `json:"peer"`     // the other agent's name
+	PeerURL  string  `json:"peer_url"` // the other agent's HTTP API base URL
+	Mode     string  `json:"mode"`     // "live" or "stop-and-copy"
+	Rate     float64 `json:"rate"`     // requested rate, bytes/s; 0 = unlimited
+	// Checkpoint is how the snapshot's checkpoint is taken
+	// (agent/client.StartMigration.Checkpoint); "" = fast.
+	Checkpoint string          `json:"checkpoint,omitempty"`
+	Control    json.RawMessage `json:"control,omitempty"` // the control loop's spec (agent/client.Control), if any
+	Done       bool            `json:"done"`              // finished (committed or aborted); nothing left to resume
+	Outcome    string          `json:"outcome,omitempty"`
+	Error      string          `json:"error,omitempty"`
+	Record     json.RawMessage `json:"record,omitempty"` // the migration package's Record
+	Created    time.Time       `json:"created"`
+	Updated    time.Time       `json:"updated"`
 }
 
 // Catalog is an open catalog file.

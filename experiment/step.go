@@ -112,6 +112,7 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 		say("%s: migrating %s to %s", name, tn.Name, bed.Servers[to].Name)
 		wc := o.Workload
 		wc.Seed = o.Seed + uint64(to) + 10
+		req.Checkpoint = o.Checkpoint
 		r, err := Trial{Bed: bed, Tenant: tn, To: to, Workload: wc, Warmup: o.Warmup, Migration: req, Step: step, Progress: say}.Run(ctx)
 		if err != nil {
 			return r, StepRun{}, fmt.Errorf("%s: %w", name, err)

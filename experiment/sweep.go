@@ -71,6 +71,10 @@ type Common struct {
 	// Headroom is the PID's headroom over what the copy moves
 	// (control.PIDParams.Headroom); 0 = off.
 	Headroom float64
+	// Checkpoint is how each migration's snapshot takes its checkpoint
+	// (agent/client.StartMigration.Checkpoint): "fast", "spread" or a pace
+	// such as "3s"; "" = the agent's default (fast).
+	Checkpoint string
 	// HandoverReserve is the PID's handover reserve, ms·s
 	// (agent/client.Control.HandoverReserveMsS); nil = learned from the
 	// proxy's measured handovers.
@@ -420,6 +424,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		say("%s: migrating %s to %s", name, tn.Name, bed.Servers[to].Name)
 		wc := o.Workload
 		wc.Seed = o.Seed + uint64(len(trials)) + 10
+		req.Checkpoint = o.Checkpoint
 		r, err := Trial{Bed: bed, Tenant: tn, To: to, Workload: wc, Warmup: o.Warmup, Migration: req, Progress: say}.Run(ctx)
 		if err != nil {
 			return r, fmt.Errorf("%s: %w", name, err)

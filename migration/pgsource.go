@@ -44,6 +44,11 @@ type LocalSource struct {
 	// keeps it at the send rate the controller or the operator chose
 	// (control.Decision.Prefetch).
 	Prefetch Limiter
+	// Checkpoint is how the snapshot's pg_backup_start takes its
+	// checkpoint: "" or "fast" (at once), "spread" (the server's own
+	// pacing, minutes by default), or a pace such as "3s"
+	// (snapshot.ParseCheckpoint, snapshot.SendOptions.CheckpointPace).
+	Checkpoint string
 	// WALRate, if set, makes the standby stream through a WALRelay paced at
 	// WALRate() bytes/s (the migration's send rate) instead of connecting
 	// to the postmaster directly.
@@ -295,6 +300,12 @@ func (s *LocalSource) SendSnapshot(ctx context.Context, w io.Writer, lim Limiter
 		}()
 	}
 	opts := snapshot.SendOptions{Label: "sluice migration", Progress: prog}
+	if s.Checkpoint != "" {
+		var err error
+		if opts.SpreadCheckpoint, opts.CheckpointPace, err = snapshot.ParseCheckpoint(s.Checkpoint); err != nil {
+			return info, fmt.Errorf("migration: snapshot: %w", err)
+		}
+	}
 	if lim != nil {
 		opts.Limiter = lim
 	}
@@ -304,6 +315,9 @@ func (s *LocalSource) SendSnapshot(ctx context.Context, w io.Writer, lim Limiter
 	res, err := snapshot.Send(ctx, s.C, w, opts)
 	close(stop)
 	wg.Wait()
+	if s.Log != nil && res.StartLSN != "" {
+		s.Log.Info("snapshot started", "checkpoint", res.Checkpoint, "took", res.StartDuration.Round(time.Millisecond), "start_lsn", res.StartLSN)
+	}
 	info.Bytes = res.Bytes
 	if err != nil {
 		return info, fmt.Errorf("migration: snapshot: %w", err)

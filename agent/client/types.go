@@ -50,6 +50,11 @@ type StartMigration struct {
 	To     string  `json:"to"`             // peer name from the agent's config, or a URL
 	Rate   float64 `json:"rate,omitempty"` // bytes/s; 0 = unlimited
 	Mode   string  `json:"mode,omitempty"` // "live" (default) or "stop-and-copy"
+	// Checkpoint is how the snapshot's checkpoint is taken: "fast" (the
+	// default: every dirty buffer written at once), "spread" (the source
+	// server's own pacing, minutes by default) or a pace such as "3s": its
+	// writes spread over about that long, up to 27s.
+	Checkpoint string `json:"checkpoint,omitempty"`
 	// Control, if set, runs a control loop in the source agent that sets the
 	// rate every step from the latency the proxy measures.
 	Control *Control `json:"control,omitempty"`

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicedb/sluice/experiment"
 	"github.com/sluicedb/sluice/internal/units"
+	"github.com/sluicedb/sluice/snapshot"
 	"github.com/sluicedb/sluice/testbed"
 	"github.com/sluicedb/sluice/workload"
 )
@@ -46,6 +47,7 @@ type loopFlags struct {
 	seed                     uint64
 	settings                 []string
 	reserve                  string
+	checkpoint               string
 	json                     bool
 }
 
@@ -73,6 +75,7 @@ func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB,
 	fs.IntVar(&f.meanHorizon, "mean-horizon", experiment.DefaultMeanHorizon, "PID: hold the migration's mean latency (not each window's) at the setpoint, working off a shortfall or excess over this many steps, or, once the copy's time left is known, over the rest of the run (0 = off, Slacker)")
 	fs.StringVar(&f.reserve, "handover-reserve", "auto", "PID with a mean horizon: the handover's expected cost to the clients, ms·s, spent under the setpoint beforehand; auto = the median of the proxy's last measured handovers of the tenant, 0 = none")
 	fs.Uint64Var(&f.seed, "seed", 1, "workload seed")
+	fs.StringVar(&f.checkpoint, "checkpoint", "fast", "how each migration's snapshot takes its checkpoint: fast (at once), spread (the server's own pacing, minutes by default), or a pace such as 3s (its writes spread over about that long, up to 27s)")
 	fs.StringArrayVar(&f.settings, "tenant-setting", nil, "a postgresql.conf parameter for every tenant, name=value (repeatable; over the bed's own)")
 	fs.BoolVar(&f.json, "json", false, "print the summary as JSON")
 }
@@ -138,6 +141,9 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 		}
 		reserve = &v
 	}
+	if _, _, err := snapshot.ParseCheckpoint(f.checkpoint); err != nil {
+		return testbed.Options{}, c, usagef("bench %s: --checkpoint: %v", name, err)
+	}
 	bo := testbed.Options{CPUs: f.cpus, CPUShares: f.cpuShares, MemoryMB: f.memoryMB, ReadMBps: f.readMBps, ReadIOPS: f.readIOPS, HostReclaim: f.hostReclaim, ReleaseLimit: f.releaseLimit}
 	for _, kv := range f.settings {
 		k, v, ok := strings.Cut(kv, "=")
@@ -157,7 +163,7 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 	c = experiment.Common{
 		Out: f.out, Command: "sluice " + strings.Join(os.Args[1:], " "), Size: size,
 		Workload: workload.Config{Rate: f.tps, MPL: f.mpl, Distribution: dist},
-		MaxRate:  maxRate, Kp: &kp, Ki: &ki, Kd: &kd, ErrorForm: f.errorForm, StartGrowth: f.startGrowth, ErrorFloor: f.errorFloor, Headroom: f.headroom, MeanHorizon: f.meanHorizon, HandoverReserve: reserve, Seed: f.seed,
+		MaxRate:  maxRate, Kp: &kp, Ki: &ki, Kd: &kd, ErrorForm: f.errorForm, StartGrowth: f.startGrowth, ErrorFloor: f.errorFloor, Headroom: f.headroom, MeanHorizon: f.meanHorizon, HandoverReserve: reserve, Checkpoint: f.checkpoint, Seed: f.seed,
 	}
 	// Progress goes to stderr, with --json too (stdout carries the JSON).
 	c.Progress = func(format string, args ...any) {

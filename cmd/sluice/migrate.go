@@ -17,6 +17,7 @@ import (
 	"github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/control"
 	"github.com/sluicedb/sluice/internal/units"
+	"github.com/sluicedb/sluice/snapshot"
 )
 
 // migrateResult is what `sluice migrate --json` prints: the final migration
@@ -38,6 +39,7 @@ type migrateResult struct {
 func init() {
 	var (
 		agentURL, to, rate, mode   string
+		checkpoint                 string
 		tenant                     int64
 		asJSON, detach             bool
 		controller, setpoint       string
@@ -69,6 +71,9 @@ Interrupting the command stops following; the migration carries on.`,
 			}
 			if mode != "live" && mode != "stop-and-copy" {
 				return usagef("migrate: --mode %q: want live or stop-and-copy", mode)
+			}
+			if _, _, err := snapshot.ParseCheckpoint(checkpoint); err != nil {
+				return usagef("migrate: --checkpoint: %v", err)
 			}
 			r := 0.0
 			if rate != "" {
@@ -154,7 +159,7 @@ Interrupting the command stops following; the migration carries on.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
-			m, err := c.StartMigration(ctx, client.StartMigration{Tenant: tenant, To: to, Rate: r, Mode: mode, Control: ctl})
+			m, err := c.StartMigration(ctx, client.StartMigration{Tenant: tenant, To: to, Rate: r, Mode: mode, Checkpoint: checkpoint, Control: ctl})
 			if err != nil {
 				return agentErr("migrate", err)
 			}
@@ -193,6 +198,7 @@ Interrupting the command stops following; the migration carries on.`,
 	f.StringVar(&agentURL, "agent", "", "source agent API URL (default $SLUICE_AGENT or "+defaultAgentURL+")")
 	f.StringVar(&rate, "rate", "", "copy rate cap, e.g. 20MB/s (default unlimited); with --controller: the fixed controller's rate, the PID's starting rate (default a tenth of --max-rate)")
 	f.StringVar(&mode, "mode", "live", "live or stop-and-copy")
+	f.StringVar(&checkpoint, "checkpoint", "fast", "how the snapshot's checkpoint writes the source's dirty buffers: fast (at once), spread (the server's own pacing, minutes by default), or a pace such as 3s (spread over about that long, up to 27s; the copy starts that much later)")
 	f.BoolVar(&asJSON, "json", false, "print one final JSON object instead of progress and summary")
 	f.BoolVar(&detach, "detach", false, "start the migration and return at once")
 	f.StringVar(&controller, "controller", "", "run a control loop in the source agent: fixed, pid, integral or interference")
