@@ -87,7 +87,7 @@ func newTestConfig(t testing.TB, name string) Config {
 // postmasters are stopped at the end of the test by stopTenants.
 func startAgent(t testing.TB, cfg Config) *testAgent {
 	t.Helper()
-	if testing.Verbose() {
+	if testing.Verbose() && cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
 	}
 	a, err := New(cfg)

@@ -1,11 +1,14 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -89,6 +92,8 @@ func TestLiveMigration(t *testing.T) {
 	c1, c2 := agentPair(t)
 	soon := Duration(50 * time.Millisecond)
 	c2.AnalyzeAfter = &soon
+	var a2log lockedBuffer // the migration back says how its snapshot started
+	c2.Logger = slog.New(slog.NewTextHandler(&a2log, nil))
 	a1, a2 := startAgent(t, c1), startAgent(t, c2)
 	ctx := ctxT(t)
 	tn, err := a1.c.CreateTenant(ctx, client.CreateTenant{Name: "acme"})
@@ -160,14 +165,18 @@ func TestLiveMigration(t *testing.T) {
 	// ANALYZE (analyze_after) gives autovacuum its row counts back.
 	waitAnalyzed(t, dstCS, "bulk", 20*1000)
 
-	// And back again, to the agent it came from (its old record is "moved").
-	m2, err := a2.c.StartMigration(ctx, client.StartMigration{Tenant: tn.ID, To: "a1"})
+	// And back again, to the agent it came from (its old record is "moved"),
+	// its snapshot's checkpoint paced.
+	m2, err := a2.c.StartMigration(ctx, client.StartMigration{Tenant: tn.ID, To: "a1", Checkpoint: "1s"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m2 = waitMigration(t, a2.c, m2.ID, 3*time.Minute, nil)
 	if m2.Outcome != "committed" {
 		t.Fatalf("migration back ended %+v", m2)
+	}
+	if l := a2log.String(); !strings.Contains(l, `msg="snapshot started"`) || !strings.Contains(l, `checkpoint="paced 1s"`) {
+		t.Errorf("the source's log does not say its snapshot's checkpoint was paced:\n%s", l)
 	}
 	w.verify(t, srcCS)
 }
@@ -262,6 +271,8 @@ func TestMigrationBadInput(t *testing.T) {
 		{"target is source by URL", client.StartMigration{Tenant: tn.ID, To: a1.URL()}, 400, "is the source"},
 		{"bad mode", client.StartMigration{Tenant: tn.ID, To: "a2", Mode: "teleport"}, 400, "mode"},
 		{"negative rate", client.StartMigration{Tenant: tn.ID, To: "a2", Rate: -1}, 400, "rate"},
+		{"checkpoint pace too long", client.StartMigration{Tenant: tn.ID, To: "a2", Checkpoint: "28s"}, 400, "checkpoint pace"},
+		{"bad checkpoint", client.StartMigration{Tenant: tn.ID, To: "a2", Checkpoint: "gentle"}, 400, "checkpoint"},
 		{"no space on target", client.StartMigration{Tenant: tn.ID, To: "a3"}, 422, "not enough space"},
 		{"other major version", client.StartMigration{Tenant: tn.ID, To: "a4"}, 422, "PostgreSQL 14"},
 		{"wal_level minimal", client.StartMigration{Tenant: minimal.ID, To: "a2"}, 422, "wal_level=minimal"},
@@ -366,4 +377,23 @@ func fakePGBin(t *testing.T, version string) string {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// lockedBuffer is a bytes.Buffer an agent's logger may write while the test
+// reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -300,6 +300,11 @@ func (s *LocalSource) SendSnapshot(ctx context.Context, w io.Writer, lim Limiter
 		}()
 	}
 	opts := snapshot.SendOptions{Label: "sluice migration", Progress: prog}
+	if s.Log != nil {
+		opts.Started = func(r snapshot.Result) {
+			s.Log.Info("snapshot started", "checkpoint", r.Checkpoint, "took", r.StartDuration.Round(time.Millisecond), "start_lsn", r.StartLSN)
+		}
+	}
 	if s.Checkpoint != "" {
 		var err error
 		if opts.SpreadCheckpoint, opts.CheckpointPace, err = snapshot.ParseCheckpoint(s.Checkpoint); err != nil {
@@ -315,9 +320,6 @@ func (s *LocalSource) SendSnapshot(ctx context.Context, w io.Writer, lim Limiter
 	res, err := snapshot.Send(ctx, s.C, w, opts)
 	close(stop)
 	wg.Wait()
-	if s.Log != nil && res.StartLSN != "" {
-		s.Log.Info("snapshot started", "checkpoint", res.Checkpoint, "took", res.StartDuration.Round(time.Millisecond), "start_lsn", res.StartLSN)
-	}
 	info.Bytes = res.Bytes
 	if err != nil {
 		return info, fmt.Errorf("migration: snapshot: %w", err)

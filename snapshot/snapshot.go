@@ -108,6 +108,10 @@ type SendOptions struct {
 	ReadAhead int64
 	// Progress, if set, is updated live.
 	Progress *Progress
+	// Started, if set, is called once pg_backup_start has returned, before
+	// the first file is read, with the Result so far (StartLSN,
+	// StartDuration, Checkpoint).
+	Started func(Result)
 }
 
 // Result describes a finished snapshot, on either side.
@@ -209,6 +213,9 @@ func Send(ctx context.Context, src *pgcluster.Cluster, w io.Writer, opts SendOpt
 		return res, err
 	}
 	res.StartDuration = time.Since(t0)
+	if opts.Started != nil {
+		opts.Started(res)
+	}
 	entries, err := List(src.Dir)
 	if err != nil {
 		transfer.Abort(w, err)

@@ -488,12 +488,16 @@ func TestCheckpointPace(t *testing.T) {
 
 	dirty()
 	var sink discard
-	res, err := Send(ctx, src, &sink, SendOptions{CheckpointPace: 2 * time.Second})
+	var started []Result
+	res, err := Send(ctx, src, &sink, SendOptions{CheckpointPace: 2 * time.Second, Started: func(r Result) { started = append(started, r) }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res.Checkpoint != "paced 2s" {
 		t.Errorf("Result.Checkpoint = %q, want paced 2s", res.Checkpoint)
+	}
+	if len(started) != 1 || started[0].Checkpoint != res.Checkpoint || started[0].StartLSN != res.StartLSN || started[0].Bytes != 0 {
+		t.Errorf("Started called with %+v, want once, before the copy, with the start's figures of %+v", started, res)
 	}
 	if l := lastCheckpointStart(src); l != "checkpoint starting: force wait" {
 		t.Errorf("the backup's checkpoint: %q, want a forced, waited, not immediate one", l)
