@@ -145,6 +145,36 @@ fixed-40MBps,20.000,20.000,120.000,100.000,0.000,100.000,7,false
 	}
 }
 
+// TestStartExcess: the start's cost is the latency above the level of the
+// PreWindow before it, of the transactions that ended in the HandoverAfter
+// after it, over the arrival rate before it; failed ones and those outside
+// both windows do not count.
+func TestStartExcess(t *testing.T) {
+	var all []workload.Tx
+	tx := func(arrivalMs, latencyMs float64, failed bool) {
+		all = append(all, workload.Tx{Arrival: msDur(arrivalMs), Begin: msDur(arrivalMs), End: msDur(arrivalMs + latencyMs), Failed: failed})
+	}
+	tx(500, 50, false) // before the level's window (start 12 s − 10 s)
+	for i := range 20 {
+		tx(2000+float64(i)*500, 2, false) // 2 per second at 2 ms: level 2 ms, rate 2/s
+	}
+	tx(11000, 400, true)  // failed
+	tx(12010, 42, false)  // +40
+	tx(12500, 12, false)  // +10
+	tx(14900, 2, false)   // +0
+	tx(14995, 100, false) // ends after the window
+	r := &TrialResult{MigStart: 12, transactions: txWindow(all)}
+	if got, want := r.StartExcessMsS(), 25.0; math.Abs(got-want) > 1e-9 {
+		t.Errorf("StartExcessMsS = %v, want %v (50 ms above the level over 2 arrivals/s)", got, want)
+	}
+	if got := (&TrialResult{MigStart: 12, transactions: txWindow(all[:1])}).StartExcessMsS(); !math.IsNaN(got) {
+		t.Errorf("StartExcessMsS without transactions in the windows = %v, want NaN", got)
+	}
+	if got := (&TrialResult{MigStart: 12}).StartExcessMsS(); !math.IsNaN(got) {
+		t.Errorf("StartExcessMsS without a record = %v, want NaN", got)
+	}
+}
+
 // TestStepChartTitles: the fixed trial's title heads its own first panel,
 // after the PID trial's two or three panels.
 func TestStepChartTitles(t *testing.T) {

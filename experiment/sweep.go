@@ -228,6 +228,9 @@ type FixedPoint struct {
 	// HandoverExcessMsS is the handover's cost to the clients as the proxy
 	// measured it (proxy/client.Handover's ExcessMSS), ms·s; -1 if none.
 	HandoverExcessMsS float64 `json:"handover_excess_ms_s"`
+	// StartExcessMsS is the migration's start's cost to the clients
+	// (TrialResult.StartExcessMsS), ms·s; absent if not measured.
+	StartExcessMsS *float64 `json:"start_excess_ms_s,omitempty"`
 	// PreMigrationMs is the mean latency over the last PreWindow seconds of
 	// the warm-up, before this migration starts: the plant's state then.
 	PreMigrationMs float64 `json:"mean_latency_pre_migration_ms"`
@@ -275,6 +278,8 @@ type PIDPoint struct {
 	// not say).
 	ReserveMsS        float64 `json:"handover_reserve_ms_s"`
 	HandoverExcessMsS float64 `json:"handover_excess_ms_s"`
+	// StartExcessMsS: as FixedPoint's.
+	StartExcessMsS *float64 `json:"start_excess_ms_s,omitempty"`
 	// SourceThrottledPct and TargetThrottledPct: as FixedPoint's.
 	SourceThrottledPct *float64 `json:"source_throttled_pct,omitempty"`
 	TargetThrottledPct *float64 `json:"target_throttled_pct,omitempty"`
@@ -292,6 +297,23 @@ func pct(share float64) *float64 {
 	}
 	v := round(100*share, 1)
 	return &v
+}
+
+// measured is x rounded to d decimals, nil when x is NaN (not measured).
+func measured(x float64, d int) *float64 {
+	if math.IsNaN(x) {
+		return nil
+	}
+	v := round(x, d)
+	return &v
+}
+
+// fp formats a measured figure to 0.1, "–" when it is absent.
+func fp(x *float64) string {
+	if x == nil {
+		return "–"
+	}
+	return f1(*x)
 }
 
 // throttleNote is the progress lines' account of the servers' CPU quota
@@ -442,10 +464,10 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		bh := Describe(r.Latencies(r.BeforeHandover()))
 		p := FixedPoint{RateMBs: round(rate/1e6, 2), MeanLatencyMs: round(st.Mean, 2), StddevLatencyMs: round(st.Std, 2), MigrationSeconds: round(r.MigEnd-r.MigStart, 1),
 			BeforeHandoverMs: round(bh.Mean, 2), FreezeMs: round(r.FreezeMs, 1), PreMigrationMs: preMigration(r),
-			HandoverExcessMsS:  round(handoverExcess(bed, tn.Name, r.Migration.Created), 1),
+			HandoverExcessMsS: round(handoverExcess(bed, tn.Name, r.Migration.Created), 1), StartExcessMsS: measured(r.StartExcessMsS(), 1),
 			SourceThrottledPct: pct(r.SourceThrottled), TargetThrottledPct: pct(r.TargetThrottled)}
-		say("fixed %.1f MB/s: latency %.1f ± %.1f ms (before the handover %.1f; before the migration %.1f), %.1f s%s; handover cost %.0f ms·s; ledger %d acknowledged, 0 lost",
-			p.RateMBs, p.MeanLatencyMs, p.StddevLatencyMs, p.BeforeHandoverMs, p.PreMigrationMs, p.MigrationSeconds, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct), p.HandoverExcessMsS, r.Check.Acknowledged)
+		say("fixed %.1f MB/s: latency %.1f ± %.1f ms (before the handover %.1f; before the migration %.1f), %.1f s%s; start cost %s ms·s, handover cost %.0f; ledger %d acknowledged, 0 lost",
+			p.RateMBs, p.MeanLatencyMs, p.StddevLatencyMs, p.BeforeHandoverMs, p.PreMigrationMs, p.MigrationSeconds, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct), fp(p.StartExcessMsS), p.HandoverExcessMsS, r.Check.Acknowledged)
 		res.Fixed = append(res.Fixed, p)
 		return nil
 	}
@@ -504,9 +526,10 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		p.PreMigrationMs = preMigration(r)
 		p.ReserveMsS = round(r.ReserveMsS, 1)
 		p.HandoverExcessMsS = round(handoverExcess(bed, tn.Name, r.Migration.Created), 1)
+		p.StartExcessMsS = measured(r.StartExcessMsS(), 1)
 		p.SourceThrottledPct, p.TargetThrottledPct = pct(r.SourceThrottled), pct(r.TargetThrottled)
-		say("pid %.1f ms (mean horizon %d, ki %g, error floor %g, headroom %g): latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %.1f; before the migration %.1f), %.1f s at %.1f MB/s%s; handover reserve %.0f ms·s, cost %.0f; ledger %d acknowledged, 0 lost",
-			sp, h, gain, ctl.ErrorFloor, ctl.Headroom, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, p.LoopMeanMs, p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct), p.ReserveMsS, p.HandoverExcessMsS, r.Check.Acknowledged)
+		say("pid %.1f ms (mean horizon %d, ki %g, error floor %g, headroom %g): latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %.1f; before the migration %.1f), %.1f s at %.1f MB/s%s; start cost %s ms·s; handover reserve %.0f ms·s, cost %.0f; ledger %d acknowledged, 0 lost",
+			sp, h, gain, ctl.ErrorFloor, ctl.Headroom, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, p.LoopMeanMs, p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct), fp(p.StartExcessMsS), p.ReserveMsS, p.HandoverExcessMsS, r.Check.Acknowledged)
 		res.PID = append(res.PID, p)
 		return nil
 	}
@@ -574,9 +597,9 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	fmt.Fprintf(&b, "Tenant: %d rows, %.0f MB; workload %.0f transactions/s (%s keys, MPL %d); baseline mean latency %.1f ± %.1f ms (3 s windows: p90 %.1f ms); PID max rate %.0f MB/s.\n\n",
 		tn.Rows, float64(tn.Bytes)/1e6, o.Workload.Rate, o.Workload.Distribution, o.Workload.MPL, base.Mean, base.Std, base.Window90, o.MaxRate/1e6)
 	b.WriteString("Fixed and PID trials alternate in pairs (fixed 1, PID 1, PID 2, fixed 2, fixed 3, ...), and a setpoint's compared loops run in reverse order on every other setpoint, so each ladder and each loop migrates both ways as often; \"before the migration\" is each trial's mean over the last 10 s of its warm-up.\n\n")
-	b.WriteString("| fixed rate MB/s | mean latency ms | stddev ms | migration s | mean before the handover ms | freeze ms | handover cost ms·s | before the migration ms |\n|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| fixed rate MB/s | mean latency ms | stddev ms | migration s | mean before the handover ms | freeze ms | start cost ms·s | handover cost ms·s | before the migration ms |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range res.Fixed {
-		fmt.Fprintf(&b, "| %.1f | %s | %s | %.1f | %s | %.0f | %s | %s |\n", p.RateMBs, f1(p.MeanLatencyMs), f1(p.StddevLatencyMs), p.MigrationSeconds, f1(p.BeforeHandoverMs), p.FreezeMs, f1(p.HandoverExcessMsS), f1(p.PreMigrationMs))
+		fmt.Fprintf(&b, "| %.1f | %s | %s | %.1f | %s | %.0f | %s | %s | %s |\n", p.RateMBs, f1(p.MeanLatencyMs), f1(p.StddevLatencyMs), p.MigrationSeconds, f1(p.BeforeHandoverMs), p.FreezeMs, fp(p.StartExcessMsS), f1(p.HandoverExcessMsS), f1(p.PreMigrationMs))
 	}
 	b.WriteString("\nLatency is the workload's (Slacker: arrival queue + execution); \"execution\" leaves out the wait in the workload's own arrival queue — what the proxy measures and the loop controls.\n")
 	b.WriteString("\n| PID setpoint ms | mean horizon steps | Ki | error floor | headroom | mean latency ms | error vs setpoint | execution mean ms | error vs setpoint | stddev ms | migration s | mean rate MB/s | fixed rate's migration s at this latency | fixed rate's mean latency ms at this migration time |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
@@ -593,14 +616,14 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 			f1(p.ExecutionMeanMs), 100*(p.ExecutionMeanMs-p.SetpointMs)/p.SetpointMs, f1(p.StddevLatencyMs), p.MigrationSeconds, p.MeanRateMBs, eq, eqLat)
 	}
 	b.WriteString("\nBefore the handover (the loop sets the speed; the handover's freeze and the drain of the queue it builds are a fixed cost per migration, in the whole-migration figures above):\n\n")
-	b.WriteString("| PID setpoint ms | mean horizon steps | Ki | error floor | headroom | mean latency ms | error vs setpoint | loop's own mean ms | error vs setpoint | fixed rate's migration s at this latency | freeze ms | before the migration ms | steps at top speed |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| PID setpoint ms | mean horizon steps | Ki | error floor | headroom | mean latency ms | error vs setpoint | loop's own mean ms | error vs setpoint | fixed rate's migration s at this latency | freeze ms | before the migration ms | steps at top speed | start cost ms·s | handover reserve / cost ms·s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range res.PID {
 		eq := "outside the fixed ladder's range"
 		if s, ok := secondsAt(res.Fixed, func(f FixedPoint) float64 { return f.BeforeHandoverMs }, p.BeforeHandoverMs); ok {
 			eq = fmt.Sprintf("%.1f (PID %.2f× as fast)", s, s/p.MigrationSeconds)
 		}
-		fmt.Fprintf(&b, "| %.1f | %d | %g | %g | %g | %s | %+.1f %% | %s | %+.1f %% | %s | %.0f | %s | %d |\n", p.SetpointMs, p.MeanHorizon, p.Ki, p.ErrorFloor, p.Headroom, f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs,
-			f1(p.LoopMeanMs), 100*(p.LoopMeanMs-p.SetpointMs)/p.SetpointMs, eq, p.FreezeMs, f1(p.PreMigrationMs), p.TopSpeedSteps)
+		fmt.Fprintf(&b, "| %.1f | %d | %g | %g | %g | %s | %+.1f %% | %s | %+.1f %% | %s | %.0f | %s | %d | %s | %.1f / %s |\n", p.SetpointMs, p.MeanHorizon, p.Ki, p.ErrorFloor, p.Headroom, f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs,
+			f1(p.LoopMeanMs), 100*(p.LoopMeanMs-p.SetpointMs)/p.SetpointMs, eq, p.FreezeMs, f1(p.PreMigrationMs), p.TopSpeedSteps, fp(p.StartExcessMsS), p.ReserveMsS, f1(p.HandoverExcessMsS))
 	}
 	b.WriteString("\n")
 	b.WriteString(ledgerLines(trials))

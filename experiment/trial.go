@@ -184,6 +184,49 @@ func (r *TrialResult) StartTxs() []workload.Tx {
 	return r.txsAround(r.MigStart)
 }
 
+// StartExcessMsS is what the migration's start cost the clients, ms·s: the
+// latency above the level before the start of the migrating tenant's
+// transactions that ended in the HandoverAfter after it, divided by the
+// arrival rate before it — the proxy's measure of a handover
+// (proxy/client.Handover.ExcessMSS) applied to the start, from the clients'
+// side (latency from arrival, queue included). The level and the rate are
+// those of the transactions that ended in the PreWindow seconds before the
+// start. A mean that stays StartExcessMsS ms above its level for one second
+// adds as much to a run's mean. Failed transactions are left out. NaN
+// without transactions in both windows.
+func (r *TrialResult) StartExcessMsS() float64 {
+	if r.transactions == nil {
+		return math.NaN()
+	}
+	at := time.Duration(r.MigStart * float64(time.Second))
+	from := max(at-time.Duration(PreWindow*float64(time.Second)), 0)
+	ms := func(tx workload.Tx) float64 { return float64((tx.End - tx.Arrival).Microseconds()) / 1000 }
+	var base float64
+	n := 0
+	for _, tx := range r.transactions(from, at) {
+		if !tx.Failed {
+			base += ms(tx)
+			n++
+		}
+	}
+	if n == 0 || at <= from {
+		return math.NaN()
+	}
+	base /= float64(n)
+	rate := float64(n) / (at - from).Seconds()
+	excess, m := 0.0, 0
+	for _, tx := range r.transactions(at, at+HandoverAfter) {
+		if !tx.Failed {
+			excess += ms(tx) - base
+			m++
+		}
+	}
+	if m == 0 {
+		return math.NaN()
+	}
+	return excess / rate
+}
+
 // txsAround returns the transactions that ended in [at − HandoverBefore,
 // at + HandoverAfter), at in seconds of the workload's clock, with times as
 // offsets from at.
@@ -389,7 +432,7 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 	}
 	sleepCtx(ctx, tr.Cooldown)
 	if txs := res.StartTxs(); len(txs) > 0 {
-		say("  start: %s", describeTxs(txs, "the migration's start"))
+		say("  start: %s; cost %.1f ms·s", describeTxs(txs, "the migration's start"), res.StartExcessMsS())
 	}
 	if txs := res.HandoverTxs(); len(txs) > 0 {
 		say("  handover: %s", describeTxs(txs, "the hold"))
