@@ -255,7 +255,9 @@ func (c *Cluster) Configure(settings map[string]string) error {
 // TransientConf is the file of the settings sluice gives a running server
 // for a while (SetTransient), included from postgresql.conf after
 // sluice.conf. A setting made with ALTER SYSTEM (postgresql.auto.conf, read
-// last) still wins over it.
+// last) still wins over it. Starting the server removes it: transient
+// settings do not outlive the postmaster they were given to, even when the
+// process that set them died before taking them back.
 const TransientConf = "sluice_transient.conf"
 
 // SetTransient writes settings to TransientConf, adding its include to
@@ -309,6 +311,9 @@ func (c *Cluster) Start(ctx context.Context) error {
 // pgctlStart runs pg_ctl start with waitArgs (-w -t N, or -W), the server
 // log going to Dir/log/postmaster.log.
 func (c *Cluster) pgctlStart(ctx context.Context, waitArgs ...string) error {
+	if err := c.SetTransient(nil); err != nil {
+		return fmt.Errorf("pgcluster: start %s: %w", c.Dir, err)
+	}
 	logDir := filepath.Join(c.Dir, "log")
 	if err := os.MkdirAll(logDir, 0o700); err != nil {
 		return err

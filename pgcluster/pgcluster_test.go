@@ -76,6 +76,51 @@ func TestStartQueryStop(t *testing.T) {
 	}
 }
 
+// TestTransientGoneAtStart: a transient setting reaches the running server
+// at a reload and does not survive a restart, though nothing took it back.
+func TestTransientGoneAtStart(t *testing.T) {
+	c := pgtest.New(t, pgcluster.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	workMem := func(reload bool) string {
+		t.Helper()
+		conn, err := pgx.Connect(ctx, c.ConnString("postgres"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		if reload {
+			if _, err := conn.Exec(ctx, "SELECT pg_reload_conf(), pg_sleep(0.2)"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var v string
+		if err := conn.QueryRow(ctx, "SELECT current_setting('work_mem')").Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	before := workMem(false)
+	if err := c.SetTransient(map[string]string{"work_mem": "7MB"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := workMem(true); got != "7MB" {
+		t.Fatalf("work_mem after SetTransient and a reload = %s, want 7MB", got)
+	}
+	if err := c.Stop(ctx, pgcluster.Fast); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(c.Dir, pgcluster.TransientConf)); !os.IsNotExist(err) {
+		t.Errorf("%s after a restart: %v, want it gone", pgcluster.TransientConf, err)
+	}
+	if got := workMem(false); got != before {
+		t.Errorf("work_mem after a restart = %s, want %s as before the transient setting", got, before)
+	}
+}
+
 func TestPasswordAuth(t *testing.T) {
 	c := pgtest.New(t, pgcluster.Options{AuthMethod: "scram-sha-256", Password: "s3cret'x"})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
