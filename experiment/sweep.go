@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -272,6 +273,11 @@ type PIDPoint struct {
 	// controller's top speed (SweepOptions.MaxRate): many of them and a
 	// loop mean under the setpoint mean the setpoint was out of reach.
 	TopSpeedSteps int `json:"top_speed_steps"`
+	// BeatenByFixed lists the fixed rates (MB/s) whose trials in the same
+	// run migrated faster at a lower mean latency than this one; BeatsFixed
+	// those this one was faster and lower than (Dominance). Never null.
+	BeatenByFixed []float64 `json:"beaten_by_fixed_mb_s"`
+	BeatsFixed    []float64 `json:"beats_fixed_mb_s"`
 	// ReserveMsS is the PID's handover reserve (ms·s, learned from the
 	// proxy unless given); HandoverExcessMsS what the proxy then measured
 	// the handover to cost (proxy/client.Handover.ExcessMSS; -1 if it did
@@ -564,6 +570,10 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		}
 	}
 
+	for i := range res.PID {
+		res.PID[i].BeatenByFixed, res.PID[i].BeatsFixed = Dominance(res.Fixed, res.PID[i])
+	}
+
 	// Outputs.
 	if err := writeSeries(o.Out, trials); err != nil {
 		return res, err
@@ -602,7 +612,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		fmt.Fprintf(&b, "| %.1f | %s | %s | %.1f | %s | %.0f | %s | %s | %s |\n", p.RateMBs, f1(p.MeanLatencyMs), f1(p.StddevLatencyMs), p.MigrationSeconds, f1(p.BeforeHandoverMs), p.FreezeMs, fp(p.StartExcessMsS), f1(p.HandoverExcessMsS), f1(p.PreMigrationMs))
 	}
 	b.WriteString("\nLatency is the workload's (Slacker: arrival queue + execution); \"execution\" leaves out the wait in the workload's own arrival queue — what the proxy measures and the loop controls.\n")
-	b.WriteString("\n| PID setpoint ms | mean horizon steps | Ki | error floor | headroom | mean latency ms | error vs setpoint | execution mean ms | error vs setpoint | stddev ms | migration s | mean rate MB/s | fixed rate's migration s at this latency | fixed rate's mean latency ms at this migration time |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n| PID setpoint ms | mean horizon steps | Ki | error floor | headroom | mean latency ms | error vs setpoint | execution mean ms | error vs setpoint | stddev ms | migration s | mean rate MB/s | fixed rate's migration s at this latency | fixed rate's mean latency ms at this migration time | fixed trials faster and lower | fixed trials it was faster and lower than |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range res.PID {
 		eq := "outside the fixed ladder's range"
 		if s, ok := FixedSecondsAt(res.Fixed, p.MeanLatencyMs); ok {
@@ -612,8 +622,17 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		if l, ok := FixedLatencyAt(res.Fixed, p.MigrationSeconds); ok {
 			eqLat = fmt.Sprintf("%.1f (PID's %+.0f %%)", l, 100*(p.MeanLatencyMs-l)/l)
 		}
-		fmt.Fprintf(&b, "| %.1f | %d | %g | %g | %g | %s | %+.1f %% | %s | %+.1f %% | %s | %.1f | %.1f | %s | %s |\n", p.SetpointMs, p.MeanHorizon, p.Ki, p.ErrorFloor, p.Headroom, f1(p.MeanLatencyMs), 100*(p.MeanLatencyMs-p.SetpointMs)/p.SetpointMs,
-			f1(p.ExecutionMeanMs), 100*(p.ExecutionMeanMs-p.SetpointMs)/p.SetpointMs, f1(p.StddevLatencyMs), p.MigrationSeconds, p.MeanRateMBs, eq, eqLat)
+		fmt.Fprintf(&b, "| %.1f | %d | %g | %g | %g | %s | %+.1f %% | %s | %+.1f %% | %s | %.1f | %.1f | %s | %s | %s | %s |\n", p.SetpointMs, p.MeanHorizon, p.Ki, p.ErrorFloor, p.Headroom, f1(p.MeanLatencyMs), 100*(p.MeanLatencyMs-p.SetpointMs)/p.SetpointMs,
+			f1(p.ExecutionMeanMs), 100*(p.ExecutionMeanMs-p.SetpointMs)/p.SetpointMs, f1(p.StddevLatencyMs), p.MigrationSeconds, p.MeanRateMBs, eq, eqLat, rates(p.BeatenByFixed, "none"), rates(p.BeatsFixed, "none"))
+	}
+	unbeaten := 0
+	for _, p := range res.PID {
+		if len(p.BeatenByFixed) == 0 {
+			unbeaten++
+		}
+	}
+	if len(res.PID) > 0 && len(res.Fixed) > 0 {
+		fmt.Fprintf(&b, "\nNo fixed trial migrated faster at a lower mean latency than %d of the %d PID trials (the interpolated columns assume the fixed ladder is monotonic; these two do not).\n", unbeaten, len(res.PID))
 	}
 	b.WriteString("\nBefore the handover (the loop sets the speed; the handover's freeze and the drain of the queue it builds are a fixed cost per migration, in the whole-migration figures above):\n\n")
 	b.WriteString("| PID setpoint ms | mean horizon steps | Ki | error floor | headroom | mean latency ms | error vs setpoint | loop's own mean ms | error vs setpoint | fixed rate's migration s at this latency | freeze ms | before the migration ms | steps at top speed | start cost ms·s | handover reserve / cost ms·s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
@@ -758,6 +777,37 @@ func Baseline(ctx context.Context, t testbed.Tenant, wc workload.Config, d time.
 	st.Window90 = round(workload.Quantile(windows, 0.9), 2)
 	st.Window50 = round(workload.Quantile(windows, 0.5), 2)
 	return st, nil
+}
+
+// Dominance compares a PID trial with the fixed trials of its run on both
+// figures at once, without interpolating (a fixed ladder on a noisy plant
+// need not be monotonic): beaten lists the rates (MB/s) of the fixed trials
+// that migrated in less time at a lower mean latency than p, beats those
+// p was both faster and lower than. A tie on either figure counts for
+// neither. Both are non-nil, in the ladder's order.
+func Dominance(fixed []FixedPoint, p PIDPoint) (beaten, beats []float64) {
+	beaten, beats = []float64{}, []float64{}
+	for _, f := range fixed {
+		switch {
+		case f.MigrationSeconds < p.MigrationSeconds && f.MeanLatencyMs < p.MeanLatencyMs:
+			beaten = append(beaten, f.RateMBs)
+		case f.MigrationSeconds > p.MigrationSeconds && f.MeanLatencyMs > p.MeanLatencyMs:
+			beats = append(beats, f.RateMBs)
+		}
+	}
+	return beaten, beats
+}
+
+// rates lists rates (MB/s) for the report: "60, 75 MB/s", or none.
+func rates(r []float64, none string) string {
+	if len(r) == 0 {
+		return none
+	}
+	parts := make([]string, len(r))
+	for i, x := range r {
+		parts[i] = strconv.FormatFloat(x, 'f', -1, 64)
+	}
+	return strings.Join(parts, ", ") + " MB/s"
 }
 
 // FixedSecondsAt interpolates, linearly between the fixed ladder's points

@@ -71,3 +71,35 @@ func TestSweepOrder(t *testing.T) {
 		}
 	}
 }
+
+// TestDominance: on a non-monotonic ladder a PID trial is beaten by the
+// fixed trials faster and lower than it, beats those slower and higher,
+// and a tie on either figure counts for neither.
+func TestDominance(t *testing.T) {
+	fixed := []FixedPoint{
+		{RateMBs: 30, MeanLatencyMs: 3.0, MigrationSeconds: 42.6},
+		{RateMBs: 45, MeanLatencyMs: 3.8, MigrationSeconds: 30.6},
+		{RateMBs: 60, MeanLatencyMs: 6.6, MigrationSeconds: 23.7},
+		{RateMBs: 75, MeanLatencyMs: 2.7, MigrationSeconds: 18.1},
+		{RateMBs: 90, MeanLatencyMs: 3.3, MigrationSeconds: 15},
+	}
+	for _, c := range []struct {
+		p             PIDPoint
+		beaten, beats []float64
+	}{
+		{PIDPoint{MeanLatencyMs: 3.3, MigrationSeconds: 19.1}, []float64{75}, []float64{45, 60}},
+		{PIDPoint{MeanLatencyMs: 2.5, MigrationSeconds: 19.1}, []float64{}, []float64{30, 45, 60}},
+		{PIDPoint{MeanLatencyMs: 3.8, MigrationSeconds: 30.6}, []float64{75, 90}, []float64{}},
+	} {
+		beaten, beats := Dominance(fixed, c.p)
+		if !slices.Equal(beaten, c.beaten) || !slices.Equal(beats, c.beats) {
+			t.Errorf("Dominance(%+v) = %v, %v; want %v, %v", c.p, beaten, beats, c.beaten, c.beats)
+		}
+	}
+	if got := rates([]float64{60, 75}, "none"); got != "60, 75 MB/s" {
+		t.Errorf("rates = %q", got)
+	}
+	if got := rates(nil, "none"); got != "none" {
+		t.Errorf("rates(nil) = %q", got)
+	}
+}
