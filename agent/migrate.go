@@ -575,6 +575,7 @@ func (a *Agent) migrationView(m catalog.Migration) client.Migration {
 			s.DowntimeMS = ms
 		}
 		s.FreezeMS = ms
+		s.Checkpoint, s.CheckpointSeconds = rec.SnapshotCheckpoint, rec.SnapshotStartSeconds
 		v.Summary = s
 		v.Progress.Bytes = s.Bytes
 	}

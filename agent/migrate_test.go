@@ -138,8 +138,8 @@ func TestLiveMigration(t *testing.T) {
 		t.Fatalf("migration ended %+v (error %q)", m, m.Error)
 	}
 	t.Logf("migration %s: %d bytes in %.1fs, freeze %.0f ms", m.ID, m.Summary.Bytes, m.Summary.Seconds, m.Summary.FreezeMS)
-	if m.Summary.Bytes < 20<<20 || m.Summary.FreezeMS <= 0 {
-		t.Fatalf("summary %+v: want ≥ 20 MiB copied and a measured freeze", m.Summary)
+	if m.Summary.Bytes < 20<<20 || m.Summary.FreezeMS <= 0 || m.Summary.Checkpoint != "fast" || m.Summary.CheckpointSeconds <= 0 {
+		t.Fatalf("summary %+v: want ≥ 20 MiB copied, a measured freeze, and the fast checkpoint's time", m.Summary)
 	}
 	acked, errs, byHome := w.stats()
 	t.Logf("writer: %d acknowledged (%v per home), %d errors", acked, byHome, errs)
@@ -172,8 +172,11 @@ func TestLiveMigration(t *testing.T) {
 		t.Fatal(err)
 	}
 	m2 = waitMigration(t, a2.c, m2.ID, 3*time.Minute, nil)
-	if m2.Outcome != "committed" {
+	if m2.Outcome != "committed" || m2.Summary == nil {
 		t.Fatalf("migration back ended %+v", m2)
+	}
+	if m2.Summary.Checkpoint != "paced 1s" || m2.Summary.CheckpointSeconds <= 0 {
+		t.Errorf("migration back's summary %+v: want its paced checkpoint and how long it took", m2.Summary)
 	}
 	if l := a2log.String(); !strings.Contains(l, `msg="snapshot started"`) || !strings.Contains(l, `checkpoint="paced 1s"`) {
 		t.Errorf("the source's log does not say its snapshot's checkpoint was paced:\n%s", l)
@@ -220,7 +223,7 @@ func TestStopAndCopyMigration(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	wstop()
 	<-wdone
-	if m.Outcome != "committed" || m.Summary == nil || m.Summary.DowntimeMS <= 0 {
+	if m.Outcome != "committed" || m.Summary == nil || m.Summary.DowntimeMS <= 0 || m.Summary.Checkpoint != "" {
 		t.Fatalf("stop-and-copy ended %+v (%+v)", m, m.Summary)
 	}
 	t.Logf("stop-and-copy: downtime %.0f ms, %d bytes", m.Summary.DowntimeMS, m.Summary.Bytes)

@@ -26,6 +26,11 @@ type (
 	SnapshotDone struct {
 		Bytes    int64
 		StartLSN LSN // backup start LSN (from backup_label)
+		// Checkpoint says how the backup's checkpoint was taken ("fast",
+		// "spread", "paced 3s", or a fallback with its reason; "" unknown);
+		// StartSeconds how long the backup's start (that checkpoint) took.
+		Checkpoint   string
+		StartSeconds float64
 	}
 	// StandbyStarted: the target runs as a streaming standby on the slot.
 	StandbyStarted struct{}
@@ -95,6 +100,9 @@ func (Start) String() string         { return "start" }
 func (e Reserved) String() string    { return fmt.Sprintf("reserved dir=%s port=%d", e.Dir, e.Port) }
 func (e SlotCreated) String() string { return fmt.Sprintf("slot-created lsn=%s", e.LSN) }
 func (e SnapshotDone) String() string {
+	if e.Checkpoint != "" {
+		return fmt.Sprintf("snapshot-done bytes=%d lsn=%s checkpoint=%q start=%.3fs", e.Bytes, e.StartLSN, e.Checkpoint, e.StartSeconds)
+	}
 	return fmt.Sprintf("snapshot-done bytes=%d lsn=%s", e.Bytes, e.StartLSN)
 }
 func (StandbyStarted) String() string { return "standby-started" }

@@ -41,6 +41,10 @@ type TargetInfo struct {
 type SnapshotInfo struct {
 	Bytes    int64 // payload bytes sent
 	StartLSN LSN   // backup start LSN
+	// Checkpoint says how the backup's checkpoint was taken (see
+	// SnapshotDone); StartSeconds how long the backup's start took.
+	Checkpoint   string
+	StartSeconds float64
 }
 
 // Limiter paces a byte stream: WaitN blocks until n more bytes may pass.

@@ -320,7 +320,7 @@ func (s *LocalSource) SendSnapshot(ctx context.Context, w io.Writer, lim Limiter
 	res, err := snapshot.Send(ctx, s.C, w, opts)
 	close(stop)
 	wg.Wait()
-	info.Bytes = res.Bytes
+	info.Bytes, info.Checkpoint, info.StartSeconds = res.Bytes, res.Checkpoint, res.StartDuration.Seconds()
 	if err != nil {
 		return info, fmt.Errorf("migration: snapshot: %w", err)
 	}

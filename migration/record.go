@@ -110,7 +110,12 @@ type Record struct {
 	SnapshotBytes int64 `json:"snapshot_bytes,omitempty"`
 	SnapshotLSN   LSN   `json:"snapshot_lsn,omitempty"` // backup start LSN
 	SnapshotDone  bool  `json:"snapshot_done,omitempty"`
-	ResetPending  bool  `json:"reset_pending,omitempty"` // resumed mid-snapshot: discard it first
+	// SnapshotCheckpoint and SnapshotStartSeconds: how the backup's
+	// checkpoint was taken and how long the backup's start took (seconds),
+	// as SnapshotDone reported them.
+	SnapshotCheckpoint   string  `json:"snapshot_checkpoint,omitempty"`
+	SnapshotStartSeconds float64 `json:"snapshot_start_s,omitempty"`
+	ResetPending         bool    `json:"reset_pending,omitempty"` // resumed mid-snapshot: discard it first
 
 	// CATCH-UP
 	StandbyStarted bool  `json:"standby_started,omitempty"`

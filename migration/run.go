@@ -348,7 +348,7 @@ func (r *runner) execute(ctx context.Context, rec Record, a Action) Event {
 		if err != nil {
 			return failed(a, err)
 		}
-		return SnapshotDone{Bytes: info.Bytes, StartLSN: info.StartLSN}
+		return SnapshotDone{Bytes: info.Bytes, StartLSN: info.StartLSN, Checkpoint: info.Checkpoint, StartSeconds: info.StartSeconds}
 	case StartStandby:
 		if err := tgt.StartStandby(ctx, rec, src.PrimaryConnInfo(), a.Slot); err != nil {
 			return failed(a, err)

@@ -98,6 +98,7 @@ func Step(rec Record, ev Event, now time.Time) (Record, []Action) {
 		rec.SlotLSN = e.LSN
 	case SnapshotDone:
 		rec.SnapshotBytes, rec.SnapshotLSN, rec.SnapshotDone = e.Bytes, e.StartLSN, true
+		rec.SnapshotCheckpoint, rec.SnapshotStartSeconds = e.Checkpoint, e.StartSeconds
 	case StandbyStarted:
 		rec.StandbyStarted = true
 	case LagReport:
@@ -142,6 +143,7 @@ func Step(rec Record, ev Event, now time.Time) (Record, []Action) {
 	case SnapshotReset:
 		rec.TargetDir, rec.TargetPort, rec.SlotLSN = "", 0, 0
 		rec.SnapshotBytes, rec.SnapshotLSN, rec.SnapshotDone = 0, 0, false
+		rec.SnapshotCheckpoint, rec.SnapshotStartSeconds = "", 0
 		rec.ResetPending = false
 		rec.Phase = PhasePrepare
 	case RolledBack:

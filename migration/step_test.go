@@ -146,7 +146,13 @@ func parseEvent(t *testing.T, line string) (time.Time, Event) {
 	case "slot-created":
 		return at, SlotCreated{LSN: lsn()}
 	case "snapshot-done":
-		return at, SnapshotDone{Bytes: num("bytes"), StartLSN: lsn()}
+		e := SnapshotDone{Bytes: num("bytes"), StartLSN: lsn(), Checkpoint: kv["checkpoint"]}
+		if v, ok := kv["start"]; ok {
+			if e.StartSeconds, err = strconv.ParseFloat(v, 64); err != nil {
+				t.Fatalf("bad start in %q", line)
+			}
+		}
+		return at, e
 	case "standby-started":
 		return at, StandbyStarted{}
 	case "lag":

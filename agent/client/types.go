@@ -109,6 +109,12 @@ type Summary struct {
 	Seconds    float64 `json:"seconds"`
 	FreezeMS   float64 `json:"freeze_ms"`   // writes held at handover (live) — the client-visible pause
 	DowntimeMS float64 `json:"downtime_ms"` // tenant unavailable (stop-and-copy)
+	// Checkpoint says how the live snapshot's checkpoint was taken on the
+	// source ("fast", "spread", "paced 3s", or a fallback with its reason);
+	// CheckpointSeconds how long the backup's start, that checkpoint, took.
+	// Empty for stop-and-copy.
+	Checkpoint        string  `json:"checkpoint,omitempty"`
+	CheckpointSeconds float64 `json:"checkpoint_seconds,omitempty"`
 }
 
 // SetRate is the body of POST /v1/migrations/{id}/rate.

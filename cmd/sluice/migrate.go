@@ -34,6 +34,11 @@ type migrateResult struct {
 	Seconds    float64 `json:"seconds"`
 	FreezeMS   float64 `json:"freeze_ms"`
 	DowntimeMS float64 `json:"downtime_ms"`
+	// Checkpoint and CheckpointSeconds: how the snapshot's checkpoint was
+	// taken and how long it took (agent/client.Summary); absent for
+	// stop-and-copy.
+	Checkpoint        string  `json:"checkpoint,omitempty"`
+	CheckpointSeconds float64 `json:"checkpoint_seconds,omitempty"`
 }
 
 func init() {
@@ -324,6 +329,7 @@ func result(m client.Migration, from string) migrateResult {
 	}
 	if s := m.Summary; s != nil {
 		r.Bytes, r.Seconds, r.FreezeMS, r.DowntimeMS = s.Bytes, s.Seconds, s.FreezeMS, s.DowntimeMS
+		r.Checkpoint, r.CheckpointSeconds = s.Checkpoint, s.CheckpointSeconds
 	}
 	return r
 }
@@ -337,6 +343,9 @@ func printMigrate(w io.Writer, asJSON bool, r migrateResult) error {
 		pause := fmt.Sprintf("freeze %.0f ms", r.FreezeMS)
 		if r.Mode == "stop-and-copy" {
 			pause = fmt.Sprintf("downtime %.0f ms", r.DowntimeMS)
+		}
+		if r.Checkpoint != "" {
+			pause += fmt.Sprintf("; checkpoint %s, %.1f s", r.Checkpoint, r.CheckpointSeconds)
 		}
 		fmt.Fprintf(w, "migration %s committed: tenant %d now on %s; %s in %.1f s, %s\n", r.ID, r.Tenant, r.To, units.FormatBytes(float64(r.Bytes)), r.Seconds, pause)
 	case "running":

@@ -1,0 +1,45 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/sluicedb/sluice/agent/client"
+)
+
+// TestMigrateResult: a committed live migration's line and JSON say how
+// its snapshot's checkpoint was taken; stop-and-copy's say nothing of it.
+func TestMigrateResult(t *testing.T) {
+	live := client.Migration{ID: "m1", Tenant: 3, Peer: "db2", Mode: "live", Done: true, Outcome: "committed",
+		Summary: &client.Summary{Outcome: "committed", Bytes: 50e6, Seconds: 7.5, FreezeMS: 31, Checkpoint: "paced 3s", CheckpointSeconds: 2.84}}
+	var b bytes.Buffer
+	if err := printMigrate(&b, false, result(live, "db1")); err != nil {
+		t.Fatal(err)
+	}
+	if want := "freeze 31 ms; checkpoint paced 3s, 2.8 s\n"; !strings.HasSuffix(b.String(), want) {
+		t.Errorf("line %q, want it to end %q", b.String(), want)
+	}
+	b.Reset()
+	if err := printMigrate(&b, true, result(live, "db1")); err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(b.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["checkpoint"] != "paced 3s" || got["checkpoint_seconds"] != 2.84 {
+		t.Errorf("--json %s: want checkpoint and checkpoint_seconds", b.String())
+	}
+	cold := live
+	cold.Mode = "stop-and-copy"
+	cold.Summary = &client.Summary{Outcome: "committed", Bytes: 50e6, Seconds: 3, FreezeMS: 900, DowntimeMS: 900}
+	b.Reset()
+	if err := printMigrate(&b, false, result(cold, "db1")); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "checkpoint") || !strings.HasSuffix(b.String(), "downtime 900 ms\n") {
+		t.Errorf("stop-and-copy line %q", b.String())
+	}
+}
