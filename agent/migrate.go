@@ -52,6 +52,9 @@ type run struct {
 	loop        *loop.Loop         // the control loop, when the migration has one
 	spec        *client.Control    // its spec
 	reserve     time.Duration      // the PID's handover reserve (as given or learned)
+	// checkpointing is the checkpoint a snapshot's backup start is waiting
+	// for ("paced 3s"); "" when none is (migration.LocalSource.OnBackupStart).
+	checkpointing string
 }
 
 // keptSeries is how many finished migrations' control records are kept in memory.
@@ -313,6 +316,14 @@ func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *migratio
 	r := &run{id: rec.ID, tenant: cm.TenantID, lim: throttle.NewLimiter(limiterRate(cm.Rate), 0), pre: throttle.NewLimiter(limiterRate(cm.Rate), 0), abort: make(chan string, 1), started: time.Now()}
 	src.Prefetch = r.pre
 	src.Checkpoint = cm.Checkpoint
+	src.OnBackupStart = func(started bool, checkpoint string) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.checkpointing = ""
+		if !started {
+			r.checkpointing = checkpoint
+		}
+	}
 	src.WALRate = r.lim.Rate // CATCH-UP's WAL stream is paced like the snapshot
 	r.prog = migration.Progress{ID: rec.ID, Phase: rec.Phase, LagBytes: rec.LagBytes}
 	a.mig.mu.Lock()
@@ -538,7 +549,7 @@ func (a *Agent) migrationView(m catalog.Migration) client.Migration {
 	if r := a.mig.get(m.ID); r != nil {
 		controlView(r, &v.Progress)
 		r.mu.Lock()
-		p := r.prog
+		p, ckpt := r.prog, r.checkpointing
 		r.mu.Unlock()
 		if p.Phase != "" {
 			v.Progress.Phase = string(p.Phase)
@@ -558,6 +569,9 @@ func (a *Agent) migrationView(m catalog.Migration) client.Migration {
 			v.Progress.LagBytes = p.LagBytes
 		}
 		v.Progress.Action = p.Action
+		if ckpt != "" && p.Phase == migration.PhaseSnapshot {
+			v.Progress.Action = "checkpoint " + ckpt
+		}
 		if l := r.lim.Rate(); !math.IsInf(l, 1) {
 			v.Progress.Limit = l
 		} else {

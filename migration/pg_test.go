@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -173,6 +174,10 @@ func TestLiveMigrationNothingLost(t *testing.T) {
 		fence := tc.fence
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, 8)
+			var backup []string // the source's OnBackupStart calls
+			f.source.OnBackupStart = func(started bool, checkpoint string) {
+				backup = append(backup, fmt.Sprintf("%t %s", started, checkpoint))
+			}
 			g := NewGateRouter(f.src.Addr())
 			w, stop := startWorkloadSQL(t, g, tc.sessionSQL)
 			waitAcked(t, w, 200)
@@ -183,6 +188,9 @@ func TestLiveMigrationNothingLost(t *testing.T) {
 			}
 			if rec.Phase != PhaseDone || rec.Freeze <= 0 || !rec.Warmed || rec.WarmBlocks == 0 {
 				t.Fatalf("record: %+v", rec)
+			}
+			if rec.SnapshotCheckpoint != "fast" || rec.SnapshotStartSeconds <= 0 || !slices.Equal(backup, []string{"false fast", "true fast"}) {
+				t.Errorf("the backup's start: record says %q in %v s, OnBackupStart calls %q; want fast, a time, and one call before and one after", rec.SnapshotCheckpoint, rec.SnapshotStartSeconds, backup)
 			}
 			if g.Addr() == f.src.Addr() || g.Addr() != f.target.Addr(rec) {
 				t.Fatalf("route %s, want target %s", g.Addr(), f.target.Addr(rec))

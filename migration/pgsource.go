@@ -49,6 +49,12 @@ type LocalSource struct {
 	// pacing, minutes by default), or a pace such as "3s"
 	// (snapshot.ParseCheckpoint, snapshot.SendOptions.CheckpointPace).
 	Checkpoint string
+	// OnBackupStart, if set, is called as a snapshot's backup starts:
+	// before pg_backup_start with started false and the checkpoint asked
+	// for ("fast", "spread", "paced 3s"), and once it returned with started
+	// true and how the checkpoint was taken (snapshot.Result.Checkpoint).
+	// Between the two calls the source is checkpointing: no byte moves.
+	OnBackupStart func(started bool, checkpoint string)
 	// WALRate, if set, makes the standby stream through a WALRelay paced at
 	// WALRate() bytes/s (the migration's send rate) instead of connecting
 	// to the postmaster directly.
@@ -300,9 +306,12 @@ func (s *LocalSource) SendSnapshot(ctx context.Context, w io.Writer, lim Limiter
 		}()
 	}
 	opts := snapshot.SendOptions{Label: "sluice migration", Progress: prog}
-	if s.Log != nil {
-		opts.Started = func(r snapshot.Result) {
+	opts.Started = func(r snapshot.Result) {
+		if s.Log != nil {
 			s.Log.Info("snapshot started", "checkpoint", r.Checkpoint, "took", r.StartDuration.Round(time.Millisecond), "start_lsn", r.StartLSN)
+		}
+		if s.OnBackupStart != nil {
+			s.OnBackupStart(true, r.Checkpoint)
 		}
 	}
 	if s.Checkpoint != "" {
@@ -310,6 +319,15 @@ func (s *LocalSource) SendSnapshot(ctx context.Context, w io.Writer, lim Limiter
 		if opts.SpreadCheckpoint, opts.CheckpointPace, err = snapshot.ParseCheckpoint(s.Checkpoint); err != nil {
 			return info, fmt.Errorf("migration: snapshot: %w", err)
 		}
+	}
+	if s.OnBackupStart != nil {
+		asked := "fast"
+		if opts.SpreadCheckpoint {
+			asked = "spread"
+		} else if opts.CheckpointPace > 0 {
+			asked = "paced " + opts.CheckpointPace.String()
+		}
+		s.OnBackupStart(false, asked)
 	}
 	if lim != nil {
 		opts.Limiter = lim

@@ -63,7 +63,7 @@ type StartMigration struct {
 // Progress is a migration's live figures.
 type Progress struct {
 	Phase      string  `json:"phase"`
-	Action     string  `json:"action,omitempty"` // what the driver is doing now
+	Action     string  `json:"action,omitempty"` // what the driver is doing now; "checkpoint paced 3s" (fast, spread) while the snapshot waits for the source's checkpoint
 	Bytes      int64   `json:"bytes"`            // bytes of the phase that counts them (snapshot: sent; warm: reloaded), else moved so far
 	TotalBytes int64   `json:"total_bytes"`      // that phase's estimated total; 0 = unknown or a phase without one
 	Rate       float64 `json:"rate"`             // measured send rate, bytes/s: the copy's so far; in catch-up, the WAL shipped since it began

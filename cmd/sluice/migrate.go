@@ -280,29 +280,39 @@ func follow(ctx context.Context, c *client.Client, id string, w io.Writer, show,
 	}
 }
 
+// transferLine renders a progress line's bytes, rate, ETA and lag.
+func transferLine(b *strings.Builder, p client.Progress) {
+	if p.TotalBytes > 0 {
+		fmt.Fprintf(b, "  %s / %s (%.0f%%)", units.FormatBytes(float64(p.Bytes)), units.FormatBytes(float64(p.TotalBytes)), 100*math.Min(1, float64(p.Bytes)/float64(p.TotalBytes)))
+	} else {
+		fmt.Fprintf(b, "  %s", units.FormatBytes(float64(p.Bytes)))
+	}
+	fmt.Fprintf(b, "  %s", units.FormatRate(p.Rate))
+	if p.Limit > 0 {
+		fmt.Fprintf(b, " (cap %s)", units.FormatRate(p.Limit))
+	}
+	if p.ETASeconds >= 0 {
+		fmt.Fprintf(b, "  ETA %s", (time.Duration(p.ETASeconds * float64(time.Second))).Round(time.Second))
+	} else {
+		b.WriteString("  ETA -")
+	}
+	if p.LagBytes >= 0 {
+		fmt.Fprintf(b, "  lag %s", units.FormatBytes(float64(p.LagBytes)))
+	} else {
+		b.WriteString("  lag -")
+	}
+}
+
 // progressLine renders phase, bytes, rate, ETA and lag.
 func progressLine(m client.Migration) string {
 	p := m.Progress
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-9s", p.Phase)
-	if p.TotalBytes > 0 {
-		fmt.Fprintf(&b, "  %s / %s (%.0f%%)", units.FormatBytes(float64(p.Bytes)), units.FormatBytes(float64(p.TotalBytes)), 100*math.Min(1, float64(p.Bytes)/float64(p.TotalBytes)))
+	if ckpt, ok := strings.CutPrefix(p.Action, "checkpoint "); ok {
+		// No byte moves until the source's checkpoint is done.
+		fmt.Fprintf(&b, "  waiting for the source's checkpoint (%s)", ckpt)
 	} else {
-		fmt.Fprintf(&b, "  %s", units.FormatBytes(float64(p.Bytes)))
-	}
-	fmt.Fprintf(&b, "  %s", units.FormatRate(p.Rate))
-	if p.Limit > 0 {
-		fmt.Fprintf(&b, " (cap %s)", units.FormatRate(p.Limit))
-	}
-	if p.ETASeconds >= 0 {
-		fmt.Fprintf(&b, "  ETA %s", (time.Duration(p.ETASeconds * float64(time.Second))).Round(time.Second))
-	} else {
-		b.WriteString("  ETA -")
-	}
-	if p.LagBytes >= 0 {
-		fmt.Fprintf(&b, "  lag %s", units.FormatBytes(float64(p.LagBytes)))
-	} else {
-		b.WriteString("  lag -")
+		transferLine(&b, p)
 	}
 	if p.Controller != "" {
 		if p.LatencyMs >= 0 {

@@ -43,3 +43,17 @@ func TestMigrateResult(t *testing.T) {
 		t.Errorf("stop-and-copy line %q", b.String())
 	}
 }
+
+// TestProgressLineCheckpoint: while the source checkpoints the line says
+// so instead of bytes and ETA, the loop's latency still shown.
+func TestProgressLineCheckpoint(t *testing.T) {
+	m := client.Migration{Progress: client.Progress{Phase: "snapshot", Action: "checkpoint paced 3s", TotalBytes: 50e6, ETASeconds: -1, LagBytes: -1, Controller: "pid", LatencyMs: 2.5, SetpointMs: 4}}
+	l := progressLine(m)
+	if !strings.Contains(l, "waiting for the source's checkpoint (paced 3s)") || !strings.Contains(l, "latency 2.5 ms") || strings.Contains(l, "ETA") {
+		t.Errorf("line %q", l)
+	}
+	m.Progress.Action = "stream-snapshot slot=s1"
+	if l := progressLine(m); strings.Contains(l, "checkpoint") || !strings.Contains(l, "0 B / 50.0 MB") || !strings.Contains(l, "ETA -") {
+		t.Errorf("line %q", l)
+	}
+}
