@@ -57,6 +57,18 @@ type run struct {
 	checkpointing string
 }
 
+// backupStart is the run's migration.LocalSource.OnBackupStart: the
+// progress shows the checkpoint a snapshot waits for until its backup has
+// started.
+func (r *run) backupStart(started bool, checkpoint string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.checkpointing = ""
+	if !started {
+		r.checkpointing = checkpoint
+	}
+}
+
 // keptSeries is how many finished migrations' control records are kept in memory.
 const keptSeries = 16
 
@@ -316,14 +328,7 @@ func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *migratio
 	r := &run{id: rec.ID, tenant: cm.TenantID, lim: throttle.NewLimiter(limiterRate(cm.Rate), 0), pre: throttle.NewLimiter(limiterRate(cm.Rate), 0), abort: make(chan string, 1), started: time.Now()}
 	src.Prefetch = r.pre
 	src.Checkpoint = cm.Checkpoint
-	src.OnBackupStart = func(started bool, checkpoint string) {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		r.checkpointing = ""
-		if !started {
-			r.checkpointing = checkpoint
-		}
-	}
+	src.OnBackupStart = r.backupStart
 	src.WALRate = r.lim.Rate // CATCH-UP's WAL stream is paced like the snapshot
 	r.prog = migration.Progress{ID: rec.ID, Phase: rec.Phase, LagBytes: rec.LagBytes}
 	a.mig.mu.Lock()
