@@ -298,11 +298,7 @@ const PreWindow = 10.0
 // pct is share (0–1) as a percentage rounded to 0.1, nil when share is NaN
 // (not measured).
 func pct(share float64) *float64 {
-	if math.IsNaN(share) {
-		return nil
-	}
-	v := round(100*share, 1)
-	return &v
+	return measured(100*share, 1)
 }
 
 // measured is x rounded to d decimals, nil when x is NaN (not measured).
@@ -623,7 +619,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 			eqLat = fmt.Sprintf("%.1f (PID's %+.0f %%)", l, 100*(p.MeanLatencyMs-l)/l)
 		}
 		fmt.Fprintf(&b, "| %.1f | %d | %g | %g | %g | %s | %+.1f %% | %s | %+.1f %% | %s | %.1f | %.1f | %s | %s | %s | %s |\n", p.SetpointMs, p.MeanHorizon, p.Ki, p.ErrorFloor, p.Headroom, f1(p.MeanLatencyMs), 100*(p.MeanLatencyMs-p.SetpointMs)/p.SetpointMs,
-			f1(p.ExecutionMeanMs), 100*(p.ExecutionMeanMs-p.SetpointMs)/p.SetpointMs, f1(p.StddevLatencyMs), p.MigrationSeconds, p.MeanRateMBs, eq, eqLat, rates(p.BeatenByFixed, "none"), rates(p.BeatsFixed, "none"))
+			f1(p.ExecutionMeanMs), 100*(p.ExecutionMeanMs-p.SetpointMs)/p.SetpointMs, f1(p.StddevLatencyMs), p.MigrationSeconds, p.MeanRateMBs, eq, eqLat, rates(p.BeatenByFixed), rates(p.BeatsFixed))
 	}
 	unbeaten := 0
 	for _, p := range res.PID {
@@ -798,10 +794,10 @@ func Dominance(fixed []FixedPoint, p PIDPoint) (beaten, beats []float64) {
 	return beaten, beats
 }
 
-// rates lists rates (MB/s) for the report: "60, 75 MB/s", or none.
-func rates(r []float64, none string) string {
+// rates lists rates (MB/s) for the report: "60, 75 MB/s", or "none".
+func rates(r []float64) string {
 	if len(r) == 0 {
-		return none
+		return "none"
 	}
 	parts := make([]string, len(r))
 	for i, x := range r {

@@ -96,10 +96,10 @@ func TestDominance(t *testing.T) {
 			t.Errorf("Dominance(%+v) = %v, %v; want %v, %v", c.p, beaten, beats, c.beaten, c.beats)
 		}
 	}
-	if got := rates([]float64{60, 75}, "none"); got != "60, 75 MB/s" {
+	if got := rates([]float64{60, 75}); got != "60, 75 MB/s" {
 		t.Errorf("rates = %q", got)
 	}
-	if got := rates(nil, "none"); got != "none" {
+	if got := rates(nil); got != "none" {
 		t.Errorf("rates(nil) = %q", got)
 	}
 }

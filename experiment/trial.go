@@ -209,7 +209,7 @@ func (r *TrialResult) StartExcessMsS() float64 {
 			n++
 		}
 	}
-	if n == 0 || at <= from {
+	if n == 0 { // else at > from: some transaction ended in [from, at)
 		return math.NaN()
 	}
 	base /= float64(n)

@@ -321,13 +321,7 @@ func (s *LocalSource) SendSnapshot(ctx context.Context, w io.Writer, lim Limiter
 		}
 	}
 	if s.OnBackupStart != nil {
-		asked := "fast"
-		if opts.SpreadCheckpoint {
-			asked = "spread"
-		} else if opts.CheckpointPace > 0 {
-			asked = "paced " + opts.CheckpointPace.String()
-		}
-		s.OnBackupStart(false, asked)
+		s.OnBackupStart(false, snapshot.CheckpointName(opts.SpreadCheckpoint, opts.CheckpointPace))
 	}
 	if lim != nil {
 		opts.Limiter = lim

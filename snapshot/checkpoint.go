@@ -68,6 +68,18 @@ func ParseCheckpoint(s string) (spread bool, pace time.Duration, err error) {
 	return false, d, nil
 }
 
+// CheckpointName names a checkpoint as Result.Checkpoint does when it is
+// taken as asked: "fast", "spread", or "paced 3s" for a pace.
+func CheckpointName(spread bool, pace time.Duration) string {
+	switch {
+	case pace > 0:
+		return "paced " + pace.String()
+	case spread:
+		return "spread"
+	}
+	return "fast"
+}
+
 // checkpointSettings are the transient settings that pace the next
 // checkpoint over about pace.
 func checkpointSettings(pace time.Duration) map[string]string {

@@ -179,10 +179,7 @@ func Send(ctx context.Context, src *pgcluster.Cluster, w io.Writer, opts SendOpt
 	defer conn.Close(context.Background())
 
 	fast := !opts.SpreadCheckpoint
-	res.Checkpoint = "fast"
-	if opts.SpreadCheckpoint {
-		res.Checkpoint = "spread"
-	}
+	res.Checkpoint = CheckpointName(opts.SpreadCheckpoint, opts.CheckpointPace)
 	var restore func() error
 	if opts.CheckpointPace > 0 {
 		var paced bool
@@ -192,7 +189,6 @@ func Send(ctx context.Context, src *pgcluster.Cluster, w io.Writer, opts SendOpt
 			return res, err
 		}
 		fast = !paced
-		res.Checkpoint = "paced " + opts.CheckpointPace.String()
 		if !paced {
 			res.Checkpoint = "fast (checkpoint_timeout or checkpoint_completion_target is set with ALTER SYSTEM, which a pace cannot override)"
 		}
