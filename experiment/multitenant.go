@@ -93,7 +93,7 @@ func Multitenant(ctx context.Context, bed *testbed.Bed, o MultiOptions) (MultiRe
 	say("migrating %s to %s under the PID while %d other tenants run", tns[0].Name, bed.Servers[1].Name, len(bgs))
 	w0 := wc
 	w0.Seed = o.Seed + 10
-	r, err := Trial{Bed: bed, Tenant: tns[0], To: 1, Workload: w0, Warmup: o.Warmup, Others: bgs, Progress: say,
+	r, err := Trial{Bed: bed, Tenant: tns[0], To: 1, Workload: w0, Warmup: o.Warmup, Others: bgs, TargetCPUs: o.TargetCPUs, Progress: say,
 		Migration: agentclient.StartMigration{Rate: o.MaxRate * StartFraction, Checkpoint: o.Checkpoint, Control: o.pidControl(o.SetpointMs)}}.Run(ctx)
 	if err != nil {
 		return res, err
@@ -142,7 +142,7 @@ func Multitenant(ctx context.Context, bed *testbed.Bed, o MultiOptions) (MultiRe
 		return res, err
 	}
 	var b strings.Builder
-	b.WriteString(reportHeader("sluice bench multitenant (Slacker Fig. 13b)", o.Command, started, bed.Describe()))
+	b.WriteString(reportHeader("sluice bench multitenant (Slacker Fig. 13b)", o.Command, started, o.bedNote(bed)))
 	fmt.Fprintf(&b, "%d tenants of %.0f MB on server-a, %.0f transactions/s each (%s keys, MPL %d); %s moves to server-b under the PID (setpoint %.1f ms on the worst tenant's 3 s window, max %.0f MB/s).\n\n",
 		o.Tenants, float64(o.Size)/float64(o.Tenants)/1e6, wc.Rate, wc.Distribution, wc.MPL, tns[0].Name, o.SetpointMs, o.MaxRate/1e6)
 	fmt.Fprintf(&b, "| | mean latency ms |\n|---|---|\n| baseline, server-wide (no migration) | %s |\n| during the migration, server-wide | %s ± %s |\n", f1(base.Mean), f1(st.Mean), f1(st.Std))

@@ -113,7 +113,7 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 		wc := o.Workload
 		wc.Seed = o.Seed + uint64(to) + 10
 		req.Checkpoint = o.Checkpoint
-		r, err := Trial{Bed: bed, Tenant: tn, To: to, Workload: wc, Warmup: o.Warmup, Migration: req, Step: step, Progress: say}.Run(ctx)
+		r, err := Trial{Bed: bed, Tenant: tn, To: to, Workload: wc, Warmup: o.Warmup, Migration: req, Step: step, TargetCPUs: o.TargetCPUs, Progress: say}.Run(ctx)
 		if err != nil {
 			return r, StepRun{}, fmt.Errorf("%s: %w", name, err)
 		}
@@ -178,7 +178,7 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 		return res, err
 	}
 	var b strings.Builder
-	b.WriteString(reportHeader("sluice bench step40 (Slacker Fig. 13a)", o.Command, started, bed.Describe()))
+	b.WriteString(reportHeader("sluice bench step40 (Slacker Fig. 13a)", o.Command, started, o.bedNote(bed)))
 	fmt.Fprintf(&b, "Tenant: %d rows, %.0f MB; workload %.0f → %.0f transactions/s %v after the migration starts (%s keys, MPL %d); baseline mean latency %.1f ± %.1f ms, and %.1f ± %.1f ms at the stepped load without a migration.\n\n",
 		tn.Rows, float64(tn.Bytes)/1e6, o.Workload.Rate, o.Factor*o.Workload.Rate, o.StepAfter, o.Workload.Distribution, o.Workload.MPL, base.Mean, base.Std, sbase.Mean, sbase.Std)
 	fmt.Fprintf(&b, "| controller | mean latency before the step ms | after (step + %v to the handover) ms | vs setpoint %.1f ms | after, handover included ms | migration s |\n|---|---|---|---|---|---|\n", o.Settle, o.SetpointMs)

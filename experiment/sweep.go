@@ -80,7 +80,11 @@ type Common struct {
 	// (agent/client.Control.HandoverReserveMsS); nil = learned from the
 	// proxy's measured handovers.
 	HandoverReserve *float64
-	Warmup          time.Duration // workload before each migration; default 20 s (the previous trial's handover backlog drains)
+	// TargetCPUs, when not 0, is the CPU quota (cores; negative: none) of
+	// the server each trial's tenant moves to, the source keeping the
+	// bed's (Trial.TargetCPUs); 0 = every server the bed's.
+	TargetCPUs float64
+	Warmup     time.Duration // workload before each migration; default 20 s (the previous trial's handover backlog drains)
 	// BaselineFor is how long the workload runs without a migration to
 	// measure the baseline; default 20 s.
 	BaselineFor time.Duration
@@ -125,6 +129,18 @@ func (c *Common) defaults() error {
 		return fmt.Errorf("experiment: workload rate %v must be a positive number", c.Workload.Rate)
 	}
 	return nil
+}
+
+// bedNote is the bed's description for a report, with the targets' CPU
+// quota when it differs from the bed's (TargetCPUs).
+func (c *Common) bedNote(bed *testbed.Bed) string {
+	switch {
+	case c.TargetCPUs > 0:
+		return fmt.Sprintf("%s; each migration's target server %.2g CPU for its trial", bed.Describe(), c.TargetCPUs)
+	case c.TargetCPUs < 0:
+		return bed.Describe() + "; each migration's target server without a CPU cap for its trial"
+	}
+	return bed.Describe()
 }
 
 // pidControl is the Control of a PID trial at setpoint sp (ms).
@@ -449,7 +465,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		wc := o.Workload
 		wc.Seed = o.Seed + uint64(len(trials)) + 10
 		req.Checkpoint = o.Checkpoint
-		r, err := Trial{Bed: bed, Tenant: tn, To: to, Workload: wc, Warmup: o.Warmup, Migration: req, Progress: say}.Run(ctx)
+		r, err := Trial{Bed: bed, Tenant: tn, To: to, Workload: wc, Warmup: o.Warmup, Migration: req, TargetCPUs: o.TargetCPUs, Progress: say}.Run(ctx)
 		if err != nil {
 			return r, fmt.Errorf("%s: %w", name, err)
 		}
@@ -599,7 +615,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		}
 	}
 	var b strings.Builder
-	b.WriteString(reportHeader("sluice bench slack-sweep (Slacker Fig. 11)", o.Command, started, bed.Describe()))
+	b.WriteString(reportHeader("sluice bench slack-sweep (Slacker Fig. 11)", o.Command, started, o.bedNote(bed)))
 	fmt.Fprintf(&b, "Tenant: %d rows, %.0f MB; workload %.0f transactions/s (%s keys, MPL %d); baseline mean latency %.1f ± %.1f ms (3 s windows: p90 %.1f ms); PID max rate %.0f MB/s.\n\n",
 		tn.Rows, float64(tn.Bytes)/1e6, o.Workload.Rate, o.Workload.Distribution, o.Workload.MPL, base.Mean, base.Std, base.Window90, o.MaxRate/1e6)
 	b.WriteString("Fixed and PID trials alternate in pairs (fixed 1, PID 1, PID 2, fixed 2, fixed 3, ...), and a setpoint's compared loops run in reverse order on every other setpoint, so each ladder and each loop migrates both ways as often; \"before the migration\" is each trial's mean over the last 10 s of its warm-up.\n\n")

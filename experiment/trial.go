@@ -50,6 +50,14 @@ type Trial struct {
 	// Others are further tenants loaded by their own workloads for the
 	// whole trial (multitenant); their latency is recorded too.
 	Others []Background
+	// TargetCPUs, when not 0, is server To's CPU quota for the trial,
+	// cores (negative: none), while the tenant's current server gets the
+	// bed's own (testbed.Options.CPUs), both set before the warm-up:
+	// Slacker's target was an idle machine of its own, so the copy's
+	// ceiling was the source's slack, not the target's CPU. The tenant
+	// keeps the target's quota after the handover until the next trial
+	// sets it again. 0: every server keeps what it has.
+	TargetCPUs float64
 	// Progress gets a line every 2 s; nil = none.
 	Progress func(format string, args ...any)
 }
@@ -281,6 +289,21 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 		say = func(string, ...any) {}
 	}
 	res := &TrialResult{StepAt: -1, SourceThrottled: math.NaN(), TargetThrottled: math.NaN()}
+	if tr.TargetCPUs != 0 {
+		from, _, err := tr.Bed.Owner(ctx, tr.Tenant)
+		if err != nil {
+			return res, err
+		}
+		if from == tr.To {
+			return res, fmt.Errorf("experiment: tenant %s is on server %d already", tr.Tenant.Name, tr.To)
+		}
+		if err := tr.Bed.SetCPUs(from, tr.Bed.Opt.CPUs); err != nil {
+			return res, err
+		}
+		if err := tr.Bed.SetCPUs(tr.To, tr.TargetCPUs); err != nil {
+			return res, err
+		}
+	}
 	// The previous migration's retired copy is purged a few seconds after
 	// it; on the bed's shared disk that disturbs the next trial's plant.
 	if n := len(tr.Bed.RetiredDirs()); n > 0 {

@@ -140,6 +140,9 @@ type Server struct {
 	Client *agentclient.Client
 	Group  *cgroup.Group // nil when no limit applies
 
+	// cpus is the server's CPU quota in cores while its limits are on:
+	// Options.CPUs until SetCPUs changes it; negative = no cap.
+	cpus float64
 	cmd  *exec.Cmd
 	exit chan struct{}
 	log  string
@@ -353,7 +356,7 @@ type agentConfig struct {
 
 func (b *Bed) startServer(ctx context.Context, i int, bin string, port int, peers map[string]string) (*Server, error) {
 	o := b.Opt
-	s := &Server{Name: serverName(i), URL: fmt.Sprintf("http://127.0.0.1:%d", port)}
+	s := &Server{Name: serverName(i), URL: fmt.Sprintf("http://127.0.0.1:%d", port), cpus: o.CPUs}
 	base, err := freeBase(16)
 	if err != nil {
 		return nil, err
@@ -458,8 +461,8 @@ func (b *Bed) setLimits(s *Server, on bool) error {
 	}
 	if o.CPUs > 0 {
 		period, quota := 10*time.Millisecond, time.Duration(0)
-		if on {
-			quota = time.Duration(o.CPUs * float64(period))
+		if on && s.cpus > 0 {
+			quota = time.Duration(s.cpus * float64(period))
 		}
 		if err := s.Group.SetCPUQuota(period, quota); err != nil {
 			return err
@@ -477,6 +480,30 @@ func (b *Bed) setLimits(s *Server, on bool) error {
 	}
 	return s.Group.SetIOPSLimit(b.dev, riops, 0)
 }
+
+// SetCPUs sets server i's CPU quota to cores (negative: no cap) from now
+// on, for the rest of the bed's life or the next SetCPUs: an experiment
+// gives the server a tenant moves to a quota of its own (Slacker's target
+// was an idle machine of its own, not one as loaded as the source). It
+// needs a bed with CPU caps (Options.CPUs > 0).
+func (b *Bed) SetCPUs(i int, cores float64) error {
+	if i < 0 || i >= len(b.Servers) {
+		return fmt.Errorf("testbed: no server %d", i)
+	}
+	s := b.Servers[i]
+	switch {
+	case b.Opt.CPUs <= 0 || s.Group == nil:
+		return fmt.Errorf("testbed: server %s has no CPU cap to change (the bed was started without one)", s.Name)
+	case math.IsNaN(cores) || cores == 0 || cores > 64 || (cores > 0 && cores < 0.01):
+		return fmt.Errorf("testbed: CPU quota %v cores: want 0.01..64, or negative for none", cores)
+	}
+	s.cpus = cores
+	return b.setLimits(s, true)
+}
+
+// CPUs is server i's CPU quota in cores while its limits are on (negative:
+// none).
+func (b *Bed) CPUs(i int) float64 { return b.Servers[i].cpus }
 
 // freeBase returns a tenant base port with n free ports above it, taken
 // below the kernel's ephemeral range: every other test process (clusters on

@@ -66,6 +66,41 @@ func TestBedLimitsAndMoves(t *testing.T) {
 	if len(pids) < 3 { // agent, postmaster, its auxiliary processes
 		t.Fatalf("server-a's group holds %v: the postmaster is not in it", pids)
 	}
+	// A server's quota changes at run time (an experiment's target gets
+	// its own), and a bad one changes nothing.
+	quota := func(i int) string {
+		data, err := os.ReadFile(filepath.Join(cgroup.Root, "cpu", b.Servers[i].Group.Name, "cpu.cfs_quota_us"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(data))
+	}
+	if q := quota(1); q != "10000" {
+		t.Fatalf("server-b's quota %s µs per 10 ms, want 10000 (1 CPU)", q)
+	}
+	for _, bad := range []float64{0, 0.001, 65} {
+		if err := b.SetCPUs(1, bad); err == nil {
+			t.Errorf("SetCPUs(1, %v): no error", bad)
+		}
+	}
+	if err := b.SetCPUs(2, 1); err == nil {
+		t.Error("SetCPUs(2, 1) on a bed of two servers: no error")
+	}
+	if err := b.SetCPUs(1, 1.5); err != nil {
+		t.Fatal(err)
+	}
+	if q, c := quota(1), b.CPUs(1); q != "15000" || c != 1.5 {
+		t.Errorf("after SetCPUs(1, 1.5): quota %s µs, CPUs %v; want 15000, 1.5", q, c)
+	}
+	if err := b.SetCPUs(1, -1); err != nil {
+		t.Fatal(err)
+	}
+	if q := quota(1); q != "-1" {
+		t.Errorf("after SetCPUs(1, -1): quota %s, want -1 (none)", q)
+	}
+	if err := b.SetCPUs(1, 1); err != nil {
+		t.Fatal(err)
+	}
 	// A client session through the proxy, open across both moves: the
 	// source's early fence admits the address of its server session.
 	client, err := pgx.Connect(ctx, tn.DSN)
