@@ -6,9 +6,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	agentclient "github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/internal/testbin"
 	"github.com/sluicedb/sluice/loop"
 	"github.com/sluicedb/sluice/testbed"
@@ -243,5 +245,63 @@ func TestBaselineSettled(t *testing.T) {
 		if got := c.st.Settled(); got != c.want {
 			t.Errorf("%s: Settled() = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// TestTrialTargetCPUs: a trial with TargetCPUs gives the server the tenant
+// moves to that quota and its source the bed's, before the migration, and
+// the tenant arrives whole; on a bed without CPU caps it fails before
+// anything starts.
+func TestTrialTargetCPUs(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for cgroups")
+	}
+	if _, err := os.Stat("/sys/fs/cgroup/cpu"); err != nil {
+		t.Skip("no cgroup v1 cpu controller")
+	}
+	ctx := context.Background()
+	b, err := testbed.Start(ctx, testbed.Options{Binary: testbin.Sluice(t), CPUs: 1, MemoryMB: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	tn, err := b.CreateTenant(ctx, 0, "quota", 4e6, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The source's quota was changed by someone: the trial puts it back.
+	if err := b.SetCPUs(0, 0.7); err != nil {
+		t.Fatal(err)
+	}
+	c := small(t)
+	r, err := Trial{Bed: b, Tenant: tn, To: 1, Workload: c.Workload, Warmup: time.Second, TargetCPUs: 1.5, Progress: t.Logf,
+		Migration: agentclient.StartMigration{Rate: 20e6}}.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Check.OK() || r.Check.Acknowledged == 0 {
+		t.Fatalf("ledger %+v", r.Check)
+	}
+	if src, dst := b.CPUs(0), b.CPUs(1); src != 1 || dst != 1.5 {
+		t.Errorf("after the trial: source %v CPU, target %v; want 1 (the bed's) and 1.5", src, dst)
+	}
+	if owner, _, err := b.Owner(ctx, tn); err != nil || owner != 1 {
+		t.Fatalf("tenant on server %d (%v), want 1", owner, err)
+	}
+	// To the server it is on already: an error, no migration.
+	if _, err := (Trial{Bed: b, Tenant: tn, To: 1, Workload: c.Workload, TargetCPUs: 1.5}).Run(ctx); err == nil {
+		t.Error("a trial to the tenant's own server: no error")
+	}
+
+	free := smallBed(t)
+	ftn, err := free.CreateTenant(ctx, 0, "free", 2e6, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (Trial{Bed: free, Tenant: ftn, To: 1, Workload: c.Workload, TargetCPUs: 1}).Run(ctx); err == nil || !strings.Contains(err.Error(), "no CPU cap") {
+		t.Errorf("TargetCPUs on a bed without CPU caps: %v; want the no-cap error", err)
+	}
+	if owner, _, err := free.Owner(ctx, ftn); err != nil || owner != 0 {
+		t.Errorf("after the refused trial the tenant is on server %d (%v), want 0", owner, err)
 	}
 }
