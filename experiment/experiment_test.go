@@ -251,7 +251,8 @@ func TestBaselineSettled(t *testing.T) {
 // TestTrialTargetCPUs: a trial with TargetCPUs gives the server the tenant
 // moves to that quota and its source the bed's, before the migration, and
 // the tenant arrives whole; on a bed without CPU caps it fails before
-// anything starts.
+// anything starts. A calm level the plant never reaches holds the start
+// only for CalmMax.
 func TestTrialTargetCPUs(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root for cgroups")
@@ -274,10 +275,15 @@ func TestTrialTargetCPUs(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := small(t)
+	// A calm level no plant reaches: the start is held for CalmMax, then
+	// the trial migrates anyway and says so.
 	r, err := Trial{Bed: b, Tenant: tn, To: 1, Workload: c.Workload, Warmup: time.Second, TargetCPUs: 1.5, Progress: t.Logf,
-		Migration: agentclient.StartMigration{Rate: 20e6}}.Run(ctx)
+		CalmBelow: 1e-6, CalmMax: 2 * time.Second, Migration: agentclient.StartMigration{Rate: 20e6}}.Run(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if r.Calm || r.CalmWait < 2 || r.MigStart < 2.5 {
+		t.Errorf("held for an unreachable calm: Calm %v after %.1f s, migration started at %.1f s; want false, >= 2 s, >= 2.5 s", r.Calm, r.CalmWait, r.MigStart)
 	}
 	if !r.Check.OK() || r.Check.Acknowledged == 0 {
 		t.Fatalf("ledger %+v", r.Check)

@@ -80,6 +80,12 @@ type Common struct {
 	// (agent/client.Control.HandoverReserveMsS); nil = learned from the
 	// proxy's measured handovers.
 	HandoverReserve *float64
+	// Calm, when > 0, holds each migration's start until the workload's
+	// last CalmSpan seconds average at most Calm × the baseline's median
+	// 3 s window (Trial.CalmBelow; at most CalmWaitMax): trials start on a
+	// plant as calm as the baseline's, not in the previous migration's
+	// aftermath. 0 = no hold.
+	Calm float64
 	// TargetCPUs, when not 0, is the CPU quota (cores; negative: none) of
 	// the server each trial's tenant moves to, the source keeping the
 	// bed's (Trial.TargetCPUs); 0 = every server the bed's.
@@ -129,6 +135,15 @@ func (c *Common) defaults() error {
 		return fmt.Errorf("experiment: workload rate %v must be a positive number", c.Workload.Rate)
 	}
 	return nil
+}
+
+// calmBelow is Trial.CalmBelow for a run whose baseline is base (ms; 0 =
+// no hold).
+func (c *Common) calmBelow(base Stats) float64 {
+	if c.Calm <= 0 || !(base.Window50 > 0) {
+		return 0
+	}
+	return round(c.Calm*base.Window50, 2)
 }
 
 // bedNote is the bed's description for a report, with the targets' CPU
@@ -199,6 +214,11 @@ var (
 	// DefaultHeadroom is the PID's headroom over what the copy moves in
 	// the benchmarks (control.PIDParams.Headroom); 0 = off.
 	DefaultHeadroom = 0.0
+	// DefaultCalm is the benchmarks' calm hold (Common.Calm): a migration
+	// starts once the workload's last 5 s average at most 1.5 × the
+	// baseline's median 3 s window. 0 would start every trial after its
+	// fixed warm-up, as before 2026-11-25.
+	DefaultCalm = 1.5
 )
 
 // SweepOptions configure the slack sweep.
@@ -251,6 +271,11 @@ type FixedPoint struct {
 	// PreMigrationMs is the mean latency over the last PreWindow seconds of
 	// the warm-up, before this migration starts: the plant's state then.
 	PreMigrationMs float64 `json:"mean_latency_pre_migration_ms"`
+	// CalmWaitS is how long the migration's start was held for a calm
+	// plant (SweepOptions.Calm), seconds; Calm is false when the plant was
+	// not calm by the end of that hold (the trial ran anyway).
+	CalmWaitS float64 `json:"calm_wait_s"`
+	Calm      bool    `json:"calm"`
 	// SourceThrottledPct and TargetThrottledPct are the shares (%) of the
 	// source's and target's CFS quota periods in which their cgroup was
 	// throttled during the migration (TrialResult.SourceThrottled); absent
@@ -285,6 +310,8 @@ type PIDPoint struct {
 	LoopMeanMs       float64 `json:"loop_mean_latency_ms"`
 	FreezeMs         float64 `json:"freeze_ms"`
 	PreMigrationMs   float64 `json:"mean_latency_pre_migration_ms"` // as FixedPoint's
+	CalmWaitS        float64 `json:"calm_wait_s"`                   // as FixedPoint's
+	Calm             bool    `json:"calm"`                          // as FixedPoint's
 	// TopSpeedSteps counts the loop's steps before the handover at the
 	// controller's top speed (SweepOptions.MaxRate): many of them and a
 	// loop mean under the setpoint mean the setpoint was out of reach.
@@ -465,7 +492,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		wc := o.Workload
 		wc.Seed = o.Seed + uint64(len(trials)) + 10
 		req.Checkpoint = o.Checkpoint
-		r, err := Trial{Bed: bed, Tenant: tn, To: to, Workload: wc, Warmup: o.Warmup, Migration: req, TargetCPUs: o.TargetCPUs, Progress: say}.Run(ctx)
+		r, err := Trial{Bed: bed, Tenant: tn, To: to, Workload: wc, Warmup: o.Warmup, Migration: req, TargetCPUs: o.TargetCPUs, CalmBelow: o.calmBelow(base), Progress: say}.Run(ctx)
 		if err != nil {
 			return r, fmt.Errorf("%s: %w", name, err)
 		}
@@ -483,7 +510,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		p := FixedPoint{RateMBs: round(rate/1e6, 2), MeanLatencyMs: round(st.Mean, 2), StddevLatencyMs: round(st.Std, 2), MigrationSeconds: round(r.MigEnd-r.MigStart, 1),
 			BeforeHandoverMs: round(bh.Mean, 2), FreezeMs: round(r.FreezeMs, 1), PreMigrationMs: preMigration(r),
 			HandoverExcessMsS: round(handoverExcess(bed, tn.Name, r.Migration.Created), 1), StartExcessMsS: measured(r.StartExcessMsS(), 1),
-			SourceThrottledPct: pct(r.SourceThrottled), TargetThrottledPct: pct(r.TargetThrottled)}
+			SourceThrottledPct: pct(r.SourceThrottled), TargetThrottledPct: pct(r.TargetThrottled), CalmWaitS: round(r.CalmWait, 1), Calm: r.Calm}
 		say("fixed %.1f MB/s: latency %.1f ± %.1f ms (before the handover %.1f; before the migration %.1f), %.1f s%s; start cost %s ms·s, handover cost %.0f; ledger %d acknowledged, 0 lost",
 			p.RateMBs, p.MeanLatencyMs, p.StddevLatencyMs, p.BeforeHandoverMs, p.PreMigrationMs, p.MigrationSeconds, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct), fp(p.StartExcessMsS), p.HandoverExcessMsS, r.Check.Acknowledged)
 		res.Fixed = append(res.Fixed, p)
@@ -542,6 +569,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		p.TopSpeedSteps = r.StepsAtRate(from, to, o.MaxRate)
 		p.FreezeMs = round(r.FreezeMs, 1)
 		p.PreMigrationMs = preMigration(r)
+		p.CalmWaitS, p.Calm = round(r.CalmWait, 1), r.Calm
 		p.ReserveMsS = round(r.ReserveMsS, 1)
 		p.HandoverExcessMsS = round(handoverExcess(bed, tn.Name, r.Migration.Created), 1)
 		p.StartExcessMsS = measured(r.StartExcessMsS(), 1)
@@ -659,6 +687,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	b.WriteString("\n")
 	b.WriteString(ledgerLines(trials))
 	b.WriteString(quotaLines(trials))
+	b.WriteString(calmLines(trials))
 	b.WriteString("\n![sweep](sweep.png)\n\n![setpoints](setpoints.png)\n")
 	return res, writeFile(o.Out, ReportFile, b.String())
 }
@@ -724,6 +753,29 @@ func quotaLines(trials []Labeled) string {
 			b.WriteString("\nThe servers' CPU quota during each migration: the share of its periods in which the server's cgroup was throttled (it wanted more CPU than its quota).\n\n| trial | source | target |\n|---|---|---|\n")
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s |\n", t.Name, f(t.Res.SourceThrottled), f(t.Res.TargetThrottled))
+	}
+	return b.String()
+}
+
+// calmLines reports the trials whose start was held for a calm plant
+// (Trial.CalmBelow), and those that started without one; "" when none was
+// held.
+func calmLines(trials []Labeled) string {
+	var held, notCalm []string
+	for _, t := range trials {
+		switch {
+		case !t.Res.Calm:
+			notCalm = append(notCalm, fmt.Sprintf("%s (after %.0f s)", t.Name, t.Res.CalmWait))
+		case t.Res.CalmWait >= 1:
+			held = append(held, fmt.Sprintf("%s %.0f s", t.Name, t.Res.CalmWait))
+		}
+	}
+	var b strings.Builder
+	if len(held) > 0 {
+		fmt.Fprintf(&b, "\nHeld for a calm plant before the migration: %s.\n", strings.Join(held, ", "))
+	}
+	if len(notCalm) > 0 {
+		fmt.Fprintf(&b, "\nStarted on a plant that was not calm by the end of the hold: %s.\n", strings.Join(notCalm, ", "))
 	}
 	return b.String()
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/sluicedb/sluice/workload"
 )
 
 func TestThrottleNote(t *testing.T) {
@@ -101,5 +103,34 @@ func TestDominance(t *testing.T) {
 	}
 	if got := rates(nil); got != "none" {
 		t.Errorf("rates(nil) = %q", got)
+	}
+}
+
+func TestRecentMean(t *testing.T) {
+	secs := []workload.Second{{T: 0, Count: 10, MeanMs: 50}, {T: 1, Count: 10, MeanMs: 2}, {T: 2, Count: 0}, {T: 3, Count: 30, MeanMs: 4}}
+	if m, ok := recentMean(secs, 2); !ok || math.Abs(m-3.5) > 1e-9 {
+		t.Errorf("last 2 seconds with transactions: %v, %v; want 3.5 (weighted), true", m, ok)
+	}
+	if m, ok := recentMean(secs, 3); !ok || math.Abs(m-(500+20+120)/50.0) > 1e-9 {
+		t.Errorf("last 3: %v, %v", m, ok)
+	}
+	if _, ok := recentMean(secs, 4); ok {
+		t.Error("4 seconds asked of 3 with transactions: ok")
+	}
+}
+
+func TestCalmLines(t *testing.T) {
+	res := func(wait float64, calm bool) *TrialResult { return &TrialResult{CalmWait: wait, Calm: calm} }
+	if got := calmLines([]Labeled{{Name: "a", Res: res(0, true)}, {Name: "b", Res: res(0.4, true)}}); got != "" {
+		t.Errorf("no trial held: %q", got)
+	}
+	got := calmLines([]Labeled{{Name: "fixed-40MBps", Res: res(12, true)}, {Name: "pid-8ms", Res: res(90, false)}, {Name: "c", Res: res(0, true)}})
+	for _, want := range []string{"fixed-40MBps 12 s", "not calm", "pid-8ms (after 90 s)"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("%q lacks %q", got, want)
+		}
+	}
+	if strings.Contains(got, "c ") {
+		t.Errorf("%q names a trial that was not held", got)
 	}
 }

@@ -50,6 +50,16 @@ type Trial struct {
 	// Others are further tenants loaded by their own workloads for the
 	// whole trial (multitenant); their latency is recorded too.
 	Others []Background
+	// CalmBelow, when > 0, holds the migration's start after the warm-up
+	// until the workload's mean latency over its last CalmSpan whole
+	// seconds is at most this (ms), for at most CalmWaitMax: a trial does
+	// not start on a plant still disturbed by what came before it (the
+	// previous migration's aftermath on the shared machine), which would
+	// otherwise be charged to its rate or controller. 0 = start after the
+	// warm-up whatever the latency.
+	CalmBelow float64
+	// CalmMax bounds that hold; 0 = CalmWaitMax.
+	CalmMax time.Duration
 	// TargetCPUs, when not 0, is server To's CPU quota for the trial,
 	// cores (negative: none), while the tenant's current server gets the
 	// bed's own (testbed.Options.CPUs), both set before the warm-up:
@@ -81,7 +91,12 @@ type TrialResult struct {
 	// ReserveMsS is the PID's handover reserve as its progress last showed
 	// it (agent/client.Progress.ReserveMsS), ms·s; 0 without one.
 	ReserveMsS float64
-	StepAt     float64 // -1 without a step
+	// CalmWait is how long the migration's start was held after the
+	// warm-up for a calm plant (Trial.CalmBelow), seconds; Calm is false
+	// when it was still above CalmBelow after CalmWaitMax.
+	CalmWait float64
+	Calm     bool
+	StepAt   float64 // -1 without a step
 	// SourceThrottled and TargetThrottled are the shares (0–1) of the
 	// source's and target's CFS quota periods in which their cgroup was
 	// throttled during the migration (cgroup.CPUStat.ThrottledShare): how
@@ -158,6 +173,34 @@ func (r *TrialResult) StepsAtRate(from, to, rate float64) int {
 		}
 	}
 	return n
+}
+
+// CalmSpan is how many whole seconds of the workload Trial.CalmBelow
+// judges the plant by.
+const CalmSpan = 5
+
+// CalmWaitMax bounds how long a trial holds its migration for a calm plant
+// (Trial.CalmBelow).
+const CalmWaitMax = 90 * time.Second
+
+// recentMean is the transaction-weighted mean latency (ms) of the last
+// span seconds of secs that have transactions, and whether there were
+// span of them.
+func recentMean(secs []workload.Second, span int) (float64, bool) {
+	var sum float64
+	var n, seen int
+	for i := len(secs) - 1; i >= 0 && seen < span; i-- {
+		if secs[i].Count == 0 {
+			continue
+		}
+		sum += float64(secs[i].Count) * secs[i].MeanMs
+		n += secs[i].Count
+		seen++
+	}
+	if seen < span {
+		return math.NaN(), false
+	}
+	return sum / float64(n), true
 }
 
 // PurgeWaitMax bounds how long a trial waits at its start for the bed's
@@ -380,6 +423,34 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 	if err := sleepCtx(ctx, tr.Warmup); err != nil {
 		stopAll()
 		return res, err
+	}
+	res.Calm = true
+	if tr.CalmMax == 0 {
+		tr.CalmMax = CalmWaitMax
+	}
+	if tr.CalmBelow > 0 {
+		held := time.Now()
+		for {
+			mu.Lock()
+			m, ok := recentMean(res.Seconds, CalmSpan)
+			mu.Unlock()
+			if ok && m <= tr.CalmBelow {
+				break
+			}
+			if time.Since(held) >= tr.CalmMax {
+				res.Calm = false
+				say("  the plant is not calm after %.0f s more (last %d s: %.1f ms, want ≤ %.1f); migrating anyway", time.Since(held).Seconds(), CalmSpan, m, tr.CalmBelow)
+				break
+			}
+			if err := sleepCtx(ctx, time.Second); err != nil {
+				stopAll()
+				return res, err
+			}
+		}
+		res.CalmWait = time.Since(held).Seconds()
+		if res.CalmWait >= 1 && res.Calm {
+			say("  waited %.0f s for a calm plant (last %d s ≤ %.1f ms)", res.CalmWait, CalmSpan, tr.CalmBelow)
+		}
 	}
 	// From here on every time is on the workload's clock, which starts
 	// once its connections are open (tens to hundreds of ms after start):

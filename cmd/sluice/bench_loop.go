@@ -36,6 +36,7 @@ type loopFlags struct {
 	meanHorizon              int
 	cpus                     float64
 	targetCPUs               float64
+	calm                     float64
 	cpuShares                int64
 	memoryMB                 int
 	readMBps                 float64
@@ -57,6 +58,7 @@ func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB,
 	fs.StringVar(&f.size, "size", size, "tenant data size (Slacker: 1 GB; multitenant: all tenants together)")
 	fs.Float64Var(&f.cpus, "cpus", 0.25, "each server's CPU quota, cores (cgroup; shared by its agent and tenants)")
 	fs.Float64Var(&f.targetCPUs, "target-cpus", 0, "the CPU quota, cores, of the server each migration moves the tenant to, for that trial (Slacker's target: an idle server of its own, so the copy is bound by the source's slack, not the target's CPU); the source keeps --cpus; 0 = --cpus for every server, negative = no cap")
+	fs.Float64Var(&f.calm, "calm", experiment.DefaultCalm, "hold each migration's start until the workload's last 5 s average at most this multiple of the baseline's median 3 s window (at most 90 s), so no trial starts in the previous one's aftermath; 0 = no hold")
 	fs.Int64Var(&f.cpuShares, "cpu-shares", 32768, "cpu.shares of the servers' groups and of the bench process (workload, proxy) against other processes on the host (1024 each): less noise from a busy neighbour; 0 = none")
 	fs.IntVar(&f.memoryMB, "memory", memoryMB, "each server's memory cap, MiB, page cache included (cgroup); below the tenant's size its reads go to disk")
 	fs.Float64Var(&f.readMBps, "read-mbps", 0, "each server's read bandwidth on the data disk, MB/s (cgroup blkio); 0 = none")
@@ -136,6 +138,8 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 		return testbed.Options{}, c, usagef("bench %s: --cpus and --memory must be positive (negative: no cap)", name)
 	case f.targetCPUs != 0 && f.cpus < 0:
 		return testbed.Options{}, c, usagef("bench %s: --target-cpus needs servers with a CPU cap (--cpus > 0)", name)
+	case !(f.calm == 0 || f.calm >= 1) || math.IsInf(f.calm, 0):
+		return testbed.Options{}, c, usagef("bench %s: --calm %v: want 0 (no hold) or a multiple >= 1 of the baseline's median window", name, f.calm)
 	case math.IsNaN(f.targetCPUs) || f.targetCPUs > 64 || (f.targetCPUs > 0 && f.targetCPUs < 0.01):
 		return testbed.Options{}, c, usagef("bench %s: --target-cpus %v: want 0.01..64 cores, 0 (as --cpus) or negative (no cap)", name, f.targetCPUs)
 	}
@@ -170,7 +174,7 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 		Out: f.out, Command: "sluice " + strings.Join(os.Args[1:], " "), Size: size,
 		Workload: workload.Config{Rate: f.tps, MPL: f.mpl, Distribution: dist},
 		MaxRate:  maxRate, Kp: &kp, Ki: &ki, Kd: &kd, ErrorForm: f.errorForm, StartGrowth: f.startGrowth, ErrorFloor: f.errorFloor, Headroom: f.headroom, MeanHorizon: f.meanHorizon, HandoverReserve: reserve, Checkpoint: f.checkpoint, Seed: f.seed,
-		TargetCPUs: f.targetCPUs,
+		TargetCPUs: f.targetCPUs, Calm: f.calm,
 	}
 	// Progress goes to stderr, with --json too (stdout carries the JSON).
 	c.Progress = func(format string, args ...any) {
