@@ -58,7 +58,7 @@ func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB,
 	fs.StringVar(&f.size, "size", size, "tenant data size (Slacker: 1 GB; multitenant: all tenants together)")
 	fs.Float64Var(&f.cpus, "cpus", 0.25, "each server's CPU quota, cores (cgroup; shared by its agent and tenants)")
 	fs.Float64Var(&f.targetCPUs, "target-cpus", 0, "the CPU quota, cores, of the server each migration moves the tenant to, for that trial (Slacker's target: an idle server of its own, so the copy is bound by the source's slack, not the target's CPU); the source keeps --cpus; 0 = --cpus for every server, negative = no cap")
-	fs.Float64Var(&f.calm, "calm", experiment.DefaultCalm, "hold each migration's start until the workload's last 5 s average at most this multiple of the baseline's median 3 s window (at most 90 s), so no trial starts in the previous one's aftermath; 0 = no hold")
+	fs.Float64Var(&f.calm, "calm", experiment.DefaultCalm, "hold each migration's start until the workload's last 5 s average at most this multiple of the baseline's median 3 s window (at most 90 s), so no trial starts in the previous one's aftermath (slack-sweep and step40; multitenant has no such hold); 0 = no hold")
 	fs.Int64Var(&f.cpuShares, "cpu-shares", 32768, "cpu.shares of the servers' groups and of the bench process (workload, proxy) against other processes on the host (1024 each): less noise from a busy neighbour; 0 = none")
 	fs.IntVar(&f.memoryMB, "memory", memoryMB, "each server's memory cap, MiB, page cache included (cgroup); below the tenant's size its reads go to disk")
 	fs.Float64Var(&f.readMBps, "read-mbps", 0, "each server's read bandwidth on the data disk, MB/s (cgroup blkio); 0 = none")
