@@ -113,8 +113,8 @@ func (o Options) withDefaults() (Options, error) {
 	switch {
 	case o.Servers < 1 || o.Servers > 16:
 		return o, fmt.Errorf("testbed: %d servers: want 1..16", o.Servers)
-	case math.IsNaN(o.CPUs) || o.CPUs > 64 || (o.CPUs > 0 && o.CPUs < 0.01):
-		return o, fmt.Errorf("testbed: CPU quota %v cores: want 0.01..64, or negative for none", o.CPUs)
+	case o.CPUs != 0 && CheckCPUs(o.CPUs) != nil:
+		return o, CheckCPUs(o.CPUs)
 	case o.MemoryMB > 0 && o.MemoryMB < 128:
 		return o, fmt.Errorf("testbed: memory cap %d MiB is below 128 MiB", o.MemoryMB)
 	case o.ReadMBps < 0 || math.IsNaN(o.ReadMBps) || math.IsInf(o.ReadMBps, 0):
@@ -481,6 +481,15 @@ func (b *Bed) setLimits(s *Server, on bool) error {
 	return s.Group.SetIOPSLimit(b.dev, riops, 0)
 }
 
+// CheckCPUs reports whether cores is a CPU quota a server can have: 0.01
+// to 64 cores, or negative for none.
+func CheckCPUs(cores float64) error {
+	if math.IsNaN(cores) || cores == 0 || cores > 64 || (cores > 0 && cores < 0.01) {
+		return fmt.Errorf("testbed: CPU quota %v cores: want 0.01..64, or negative for none", cores)
+	}
+	return nil
+}
+
 // SetCPUs sets server i's CPU quota to cores (negative: no cap) from now
 // on, for the rest of the bed's life or the next SetCPUs: an experiment
 // gives the server a tenant moves to a quota of its own (Slacker's target
@@ -494,8 +503,8 @@ func (b *Bed) SetCPUs(i int, cores float64) error {
 	switch {
 	case b.Opt.CPUs <= 0 || s.Group == nil:
 		return fmt.Errorf("testbed: server %s has no CPU cap to change (the bed was started without one)", s.Name)
-	case math.IsNaN(cores) || cores == 0 || cores > 64 || (cores > 0 && cores < 0.01):
-		return fmt.Errorf("testbed: CPU quota %v cores: want 0.01..64, or negative for none", cores)
+	case CheckCPUs(cores) != nil:
+		return CheckCPUs(cores)
 	}
 	s.cpus = cores
 	return b.setLimits(s, true)

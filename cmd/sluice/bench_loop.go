@@ -140,7 +140,7 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 		return testbed.Options{}, c, usagef("bench %s: --target-cpus needs servers with a CPU cap (--cpus > 0)", name)
 	case !(f.calm == 0 || f.calm >= 1) || math.IsInf(f.calm, 0):
 		return testbed.Options{}, c, usagef("bench %s: --calm %v: want 0 (no hold) or a multiple >= 1 of the baseline's median window", name, f.calm)
-	case math.IsNaN(f.targetCPUs) || f.targetCPUs > 64 || (f.targetCPUs > 0 && f.targetCPUs < 0.01):
+	case f.targetCPUs != 0 && testbed.CheckCPUs(f.targetCPUs) != nil:
 		return testbed.Options{}, c, usagef("bench %s: --target-cpus %v: want 0.01..64 cores, 0 (as --cpus) or negative (no cap)", name, f.targetCPUs)
 	}
 	var reserve *float64
