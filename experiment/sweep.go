@@ -282,6 +282,10 @@ type FixedPoint struct {
 	// without a CPU quota.
 	SourceThrottledPct *float64 `json:"source_throttled_pct,omitempty"`
 	TargetThrottledPct *float64 `json:"target_throttled_pct,omitempty"`
+	// HostStealPct is the share (%) of the machine's CPU time the
+	// hypervisor stole during the migration (TrialResult.HostSteal): a
+	// slowdown of the whole plant no rate made; absent if unmeasured.
+	HostStealPct *float64 `json:"host_steal_pct,omitempty"`
 }
 
 // PIDPoint is one PID migration of the sweep.
@@ -329,9 +333,10 @@ type PIDPoint struct {
 	HandoverExcessMsS float64 `json:"handover_excess_ms_s"`
 	// StartExcessMsS: as FixedPoint's.
 	StartExcessMsS *float64 `json:"start_excess_ms_s,omitempty"`
-	// SourceThrottledPct and TargetThrottledPct: as FixedPoint's.
+	// SourceThrottledPct, TargetThrottledPct, HostStealPct: as FixedPoint's.
 	SourceThrottledPct *float64 `json:"source_throttled_pct,omitempty"`
 	TargetThrottledPct *float64 `json:"target_throttled_pct,omitempty"`
+	HostStealPct       *float64 `json:"host_steal_pct,omitempty"`
 }
 
 // PreWindow is how much of a trial's warm-up, up to the migration's start,
@@ -362,19 +367,24 @@ func fp(x *float64) string {
 }
 
 // throttleNote is the progress lines' account of the servers' CPU quota
-// ("; CPU quota throttled in 34 % of the source's periods, 12 % of the
-// target's"), "" when neither was measured.
-func throttleNote(src, dst *float64) string {
+// and the host's steal ("; CPU quota throttled in 34 % of the source's
+// periods, 12 % of the target's; host steal 3 %"), each part left out when
+// not measured.
+func throttleNote(src, dst, steal *float64) string {
 	f := func(p *float64) string {
 		if p == nil {
 			return "? %"
 		}
 		return fmt.Sprintf("%.0f %%", *p)
 	}
-	if src == nil && dst == nil {
-		return ""
+	var note string
+	if src != nil || dst != nil {
+		note = fmt.Sprintf("; CPU quota throttled in %s of the source's periods, %s of the target's", f(src), f(dst))
 	}
-	return fmt.Sprintf("; CPU quota throttled in %s of the source's periods, %s of the target's", f(src), f(dst))
+	if steal != nil {
+		note += "; host steal " + f(steal)
+	}
+	return note
 }
 
 // preMigration returns r's mean latency over the PreWindow whole seconds
@@ -510,9 +520,9 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		p := FixedPoint{RateMBs: round(rate/1e6, 2), MeanLatencyMs: round(st.Mean, 2), StddevLatencyMs: round(st.Std, 2), MigrationSeconds: round(r.MigEnd-r.MigStart, 1),
 			BeforeHandoverMs: round(bh.Mean, 2), FreezeMs: round(r.FreezeMs, 1), PreMigrationMs: preMigration(r),
 			HandoverExcessMsS: round(handoverExcess(bed, tn.Name, r.Migration.Created), 1), StartExcessMsS: measured(r.StartExcessMsS(), 1),
-			SourceThrottledPct: pct(r.SourceThrottled), TargetThrottledPct: pct(r.TargetThrottled), CalmWaitS: round(r.CalmWait, 1), Calm: r.Calm}
+			SourceThrottledPct: pct(r.SourceThrottled), TargetThrottledPct: pct(r.TargetThrottled), HostStealPct: pct(r.HostSteal), CalmWaitS: round(r.CalmWait, 1), Calm: r.Calm}
 		say("fixed %.1f MB/s: latency %.1f ± %.1f ms (before the handover %.1f; before the migration %.1f), %.1f s%s; start cost %s ms·s, handover cost %.0f; ledger %d acknowledged, 0 lost",
-			p.RateMBs, p.MeanLatencyMs, p.StddevLatencyMs, p.BeforeHandoverMs, p.PreMigrationMs, p.MigrationSeconds, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct), fp(p.StartExcessMsS), p.HandoverExcessMsS, r.Check.Acknowledged)
+			p.RateMBs, p.MeanLatencyMs, p.StddevLatencyMs, p.BeforeHandoverMs, p.PreMigrationMs, p.MigrationSeconds, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct, p.HostStealPct), fp(p.StartExcessMsS), p.HandoverExcessMsS, r.Check.Acknowledged)
 		res.Fixed = append(res.Fixed, p)
 		return nil
 	}
@@ -574,8 +584,9 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		p.HandoverExcessMsS = round(handoverExcess(bed, tn.Name, r.Migration.Created), 1)
 		p.StartExcessMsS = measured(r.StartExcessMsS(), 1)
 		p.SourceThrottledPct, p.TargetThrottledPct = pct(r.SourceThrottled), pct(r.TargetThrottled)
+		p.HostStealPct = pct(r.HostSteal)
 		say("pid %.1f ms (mean horizon %d, ki %g, error floor %g, headroom %g): latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %.1f; before the migration %.1f), %.1f s at %.1f MB/s%s; start cost %s ms·s; handover reserve %.0f ms·s, cost %.0f; ledger %d acknowledged, 0 lost",
-			sp, h, gain, ctl.ErrorFloor, ctl.Headroom, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, p.LoopMeanMs, p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct), fp(p.StartExcessMsS), p.ReserveMsS, p.HandoverExcessMsS, r.Check.Acknowledged)
+			sp, h, gain, ctl.ErrorFloor, ctl.Headroom, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, p.LoopMeanMs, p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct, p.HostStealPct), fp(p.StartExcessMsS), p.ReserveMsS, p.HandoverExcessMsS, r.Check.Acknowledged)
 		res.PID = append(res.PID, p)
 		return nil
 	}
@@ -686,7 +697,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	}
 	b.WriteString("\n")
 	b.WriteString(ledgerLines(trials))
-	b.WriteString(quotaLines(trials))
+	b.WriteString(cpuLines(trials))
 	b.WriteString(calmLines(trials))
 	b.WriteString("\n![sweep](sweep.png)\n\n![setpoints](setpoints.png)\n")
 	return res, writeFile(o.Out, ReportFile, b.String())
@@ -734,10 +745,10 @@ func setpointChart(r SweepResult) chart.Chart {
 	}
 }
 
-// quotaLines tabulates, per trial, the share of the source's and target's
-// CPU quota periods throttled during the migration; "" when no trial
-// measured it (servers without a quota).
-func quotaLines(trials []Labeled) string {
+// cpuLines tabulates, per trial, the share of the source's and target's
+// CPU quota periods throttled during the migration and the share of the
+// host's CPU time stolen by the hypervisor; "" when no trial measured any.
+func cpuLines(trials []Labeled) string {
 	var b strings.Builder
 	f := func(x float64) string {
 		if math.IsNaN(x) {
@@ -746,13 +757,13 @@ func quotaLines(trials []Labeled) string {
 		return fmt.Sprintf("%.0f %%", 100*x)
 	}
 	for _, t := range trials {
-		if math.IsNaN(t.Res.SourceThrottled) && math.IsNaN(t.Res.TargetThrottled) {
+		if math.IsNaN(t.Res.SourceThrottled) && math.IsNaN(t.Res.TargetThrottled) && math.IsNaN(t.Res.HostSteal) {
 			continue
 		}
 		if b.Len() == 0 {
-			b.WriteString("\nThe servers' CPU quota during each migration: the share of its periods in which the server's cgroup was throttled (it wanted more CPU than its quota).\n\n| trial | source | target |\n|---|---|---|\n")
+			b.WriteString("\nCPU during each migration: the share of its quota periods in which each server's cgroup was throttled (it wanted more CPU than its quota), and the share of the machine's CPU time the hypervisor stole (a slowdown of the whole plant that no rate made).\n\n| trial | source throttled | target throttled | host steal |\n|---|---|---|---|\n")
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s |\n", t.Name, f(t.Res.SourceThrottled), f(t.Res.TargetThrottled))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", t.Name, f(t.Res.SourceThrottled), f(t.Res.TargetThrottled), f(t.Res.HostSteal))
 	}
 	return b.String()
 }

@@ -18,11 +18,17 @@ func TestThrottleNote(t *testing.T) {
 	if *src != 34.5 || *dst != 12 {
 		t.Fatalf("pct = %v, %v; want 34.5, 12", *src, *dst)
 	}
-	if got := throttleNote(nil, nil); got != "" {
-		t.Fatalf("throttleNote(nil, nil) = %q, want empty", got)
+	if got := throttleNote(nil, nil, nil); got != "" {
+		t.Fatalf("throttleNote(nil, nil, nil) = %q, want empty", got)
 	}
-	if got, want := throttleNote(src, nil), "; CPU quota throttled in 34 % of the source's periods, ? % of the target's"; got != want {
+	if got, want := throttleNote(src, nil, nil), "; CPU quota throttled in 34 % of the source's periods, ? % of the target's"; got != want {
 		t.Fatalf("throttleNote = %q, want %q", got, want)
+	}
+	if got, want := throttleNote(src, dst, pct(0.031)), "; CPU quota throttled in 34 % of the source's periods, 12 % of the target's; host steal 3 %"; got != want {
+		t.Fatalf("throttleNote = %q, want %q", got, want)
+	}
+	if got, want := throttleNote(nil, nil, pct(0.2)), "; host steal 20 %"; got != want {
+		t.Fatalf("throttleNote without quotas = %q, want %q", got, want)
 	}
 	b, err := json.Marshal(FixedPoint{SourceThrottledPct: src})
 	if err != nil {
@@ -33,16 +39,17 @@ func TestThrottleNote(t *testing.T) {
 	}
 }
 
-func TestQuotaLines(t *testing.T) {
+func TestCPULines(t *testing.T) {
 	nan := math.NaN()
-	none := []Labeled{{Name: "fixed-20MBps", Res: &TrialResult{SourceThrottled: nan, TargetThrottled: nan}}}
-	if got := quotaLines(none); got != "" {
-		t.Fatalf("quotaLines without measurements = %q, want empty", got)
+	none := []Labeled{{Name: "fixed-20MBps", Res: &TrialResult{SourceThrottled: nan, TargetThrottled: nan, HostSteal: nan}}}
+	if got := cpuLines(none); got != "" {
+		t.Fatalf("cpuLines without measurements = %q, want empty", got)
 	}
-	some := append(none, Labeled{Name: "pid-8ms", Res: &TrialResult{SourceThrottled: 0.344, TargetThrottled: nan}})
-	got := quotaLines(some)
-	if !strings.Contains(got, "| pid-8ms | 34 % | – |") || strings.Contains(got, "fixed-20MBps") {
-		t.Fatalf("quotaLines = %q: want pid-8ms's row only", got)
+	some := append(none, Labeled{Name: "pid-8ms", Res: &TrialResult{SourceThrottled: 0.344, TargetThrottled: nan, HostSteal: 0.12}},
+		Labeled{Name: "pid-9ms", Res: &TrialResult{SourceThrottled: nan, TargetThrottled: nan, HostSteal: 0}})
+	got := cpuLines(some)
+	if !strings.Contains(got, "| pid-8ms | 34 % | – | 12 % |") || !strings.Contains(got, "| pid-9ms | – | – | 0 % |") || strings.Contains(got, "fixed-20MBps") {
+		t.Fatalf("cpuLines = %q: want the rows of pid-8ms and pid-9ms only", got)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/sluicedb/sluice/cgroup"
 	"github.com/sluicedb/sluice/loop"
 	"github.com/sluicedb/sluice/migration"
+	"github.com/sluicedb/sluice/monitor"
 	"github.com/sluicedb/sluice/testbed"
 	"github.com/sluicedb/sluice/workload"
 )
@@ -102,6 +103,11 @@ type TrialResult struct {
 	// throttled during the migration (cgroup.CPUStat.ThrottledShare): how
 	// often the server wanted more CPU than its quota. NaN without a quota.
 	SourceThrottled, TargetThrottled float64
+	// HostSteal is the share (0–1) of the machine's CPU time the hypervisor
+	// stole during the migration (monitor.HostCPU.StealShare): a slowdown
+	// of every process that no rate caused. NaN when /proc/stat was
+	// unreadable.
+	HostSteal float64
 	Migration                        agentclient.Migration
 	Check                            workload.Check // the migrating tenant's ledger, verified on its new owner
 	runner                           *workload.Runner
@@ -331,7 +337,7 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 	if say == nil {
 		say = func(string, ...any) {}
 	}
-	res := &TrialResult{StepAt: -1, SourceThrottled: math.NaN(), TargetThrottled: math.NaN()}
+	res := &TrialResult{StepAt: -1, SourceThrottled: math.NaN(), TargetThrottled: math.NaN(), HostSteal: math.NaN()}
 	if tr.TargetCPUs != 0 {
 		from, _, err := tr.Bed.Owner(ctx, tr.Tenant)
 		if err != nil {
@@ -468,7 +474,8 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 	}
 	res.MigStart = since()
 	cpuFrom, cpuTo := cpuStat(tr.Bed.Servers[from]), cpuStat(tr.Bed.Servers[tr.To])
-	lastSay := time.Time{}
+	hostFrom, hostErr := monitor.ReadHostCPU()
+	lastSay, hostSaid := time.Time{}, hostFrom
 	m, merr := tr.Bed.Migrate(ctx, tr.Tenant, tr.To, tr.Migration, func(m agentclient.Migration) {
 		doStep()
 		if m.Progress.Controller != "" {
@@ -491,6 +498,12 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 					loopFig += fmt.Sprintf("  source CPU throttled %3.0f %%", *c)
 				}
 			}
+			if h, err := monitor.ReadHostCPU(); hostErr == nil && err == nil {
+				if st := h.StealShare(hostSaid); !math.IsNaN(st) {
+					loopFig += fmt.Sprintf("  host steal %3.0f %%", 100*st)
+				}
+				hostSaid = h
+			}
 			say("  %5.0fs %-9s %s  %6.1f MB/s (limit %6.1f)  latency %6.1f ms%s",
 				since(), p.Phase, moved, p.Rate/1e6, p.Limit/1e6, last(), loopFig)
 		}
@@ -498,6 +511,9 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 	res.MigEnd = since()
 	res.SourceThrottled = throttledSince(tr.Bed.Servers[from], cpuFrom)
 	res.TargetThrottled = throttledSince(tr.Bed.Servers[tr.To], cpuTo)
+	if h, err := monitor.ReadHostCPU(); hostErr == nil && err == nil {
+		res.HostSteal = h.StealShare(hostFrom)
+	}
 	res.Migration = m
 	res.HoldAt = res.MigEnd
 	var rec migration.Record
