@@ -108,10 +108,10 @@ type TrialResult struct {
 	// of every process that no rate caused. NaN when /proc/stat was
 	// unreadable.
 	HostSteal float64
-	Migration                        agentclient.Migration
-	Check                            workload.Check // the migrating tenant's ledger, verified on its new owner
-	runner                           *workload.Runner
-	others                           []*workload.Runner
+	Migration agentclient.Migration
+	Check     workload.Check // the migrating tenant's ledger, verified on its new owner
+	runner    *workload.Runner
+	others    []*workload.Runner
 	// transactions is runner.Transactions (a field, so a test can give a
 	// result its own).
 	transactions func(from, to time.Duration) []workload.Tx
