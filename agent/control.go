@@ -6,6 +6,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -22,8 +23,9 @@ import (
 // The control loop of a source-side migration (Slacker §4: the per-server
 // migration controller). Every step it reads the proxy's latency windows of
 // every running tenant on the source agent and on the target agent — the
-// "servers" the migration competes on — runs the migration's controller and
-// sets the migration's send throttle. The record of every step is served at
+// "servers" the migration competes on — and, when the spec names one, the
+// clients' own window (client.Control.ClientLatencyURL), runs the
+// migration's controller and sets the migration's send throttle. The record of every step is served at
 // GET /v1/migrations/{id}/series.
 
 // newController builds the controller a Control spec names. Bad specs are
@@ -40,6 +42,12 @@ func newController(spec client.Control, reserve time.Duration) (control.Controll
 	}
 	if spec.StepMs != 0 && (spec.StepMs < 100 || spec.StepMs > 60000) {
 		return nil, bad("step_ms %v outside 100..60000", spec.StepMs)
+	}
+	if u := spec.ClientLatencyURL; u != "" {
+		pu, err := url.Parse(u)
+		if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			return nil, bad("client_latency_url %q: want an http:// or https:// URL with a host", u)
+		}
 	}
 	sp := time.Duration(spec.SetpointMs * float64(time.Millisecond))
 	switch spec.Controller {
@@ -128,8 +136,8 @@ func (a *Agent) checkControl(spec *client.Control) (json.RawMessage, error) {
 	if _, err := newController(*spec, 0); err != nil {
 		return nil, err
 	}
-	if a.cfg.Proxy == "" && spec.Controller != "fixed" && spec.Controller != "interference" {
-		return nil, errf(http.StatusBadRequest, "control: the %s controller steers by the latency the proxy measures; this agent has no proxy configured", spec.Controller)
+	if a.cfg.Proxy == "" && spec.ClientLatencyURL == "" && spec.Controller != "fixed" && spec.Controller != "interference" {
+		return nil, errf(http.StatusBadRequest, "control: the %s controller steers by the latency the proxy measures; this agent has no proxy configured (or give client_latency_url)", spec.Controller)
 	}
 	b, err := json.Marshal(spec)
 	if err != nil {
@@ -170,6 +178,9 @@ func (a *Agent) startControl(ctx context.Context, cm catalog.Migration, r *run) 
 			}
 		}
 		obs.Latency = lat
+	}
+	if spec.ClientLatencyURL != "" {
+		obs.Client = &monitor.ClientLatency{URL: spec.ClientLatencyURL}
 	}
 	if spec.Controller == "interference" {
 		obs.Host = &monitor.Host{Device: spec.Device}

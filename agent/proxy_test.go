@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -137,13 +139,15 @@ func TestControlBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, ctl := range map[string]client.Control{
-		"unknown controller":   {Controller: "bangbang", MaxRate: 1e6},
-		"no max rate":          {Controller: "fixed"},
-		"pid without setpoint": {Controller: "pid", MaxRate: 1e6},
-		"pid without a proxy":  {Controller: "pid", SetpointMs: 40, MaxRate: 1e6},
-		"integral without k":   {Controller: "integral", SetpointMs: 40, MaxRate: 1e6},
-		"negative setpoint":    {Controller: "pid", SetpointMs: -1, MaxRate: 1e6},
-		"step too short":       {Controller: "fixed", MaxRate: 1e6, StepMs: 1},
+		"unknown controller":       {Controller: "bangbang", MaxRate: 1e6},
+		"no max rate":              {Controller: "fixed"},
+		"pid without setpoint":     {Controller: "pid", MaxRate: 1e6},
+		"pid without a proxy":      {Controller: "pid", SetpointMs: 40, MaxRate: 1e6},
+		"integral without k":       {Controller: "integral", SetpointMs: 40, MaxRate: 1e6},
+		"negative setpoint":        {Controller: "pid", SetpointMs: -1, MaxRate: 1e6},
+		"step too short":           {Controller: "fixed", MaxRate: 1e6, StepMs: 1},
+		"client latency not a URL": {Controller: "pid", SetpointMs: 40, MaxRate: 1e6, ClientLatencyURL: "127.0.0.1:7433"},
+		"client latency over ftp":  {Controller: "pid", SetpointMs: 40, MaxRate: 1e6, ClientLatencyURL: "ftp://127.0.0.1/"},
 	} {
 		ctl := ctl
 		_, err := a1.c.StartMigration(ctx, client.StartMigration{Tenant: tn.ID, To: "a2", Control: &ctl})
@@ -158,6 +162,53 @@ func TestControlBadInput(t *testing.T) {
 	}
 	if ms, _ := a1.c.Migrations(ctx); len(ms) != 0 {
 		t.Fatalf("refused migrations left records: %+v", ms)
+	}
+}
+
+// TestControlByClientLatency: with client_latency_url, the loop of an agent
+// without a proxy steers by the clients' window served there, and the
+// migration completes.
+func TestControlByClientLatency(t *testing.T) {
+	var reads atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reads.Add(1)
+		json.NewEncoder(w).Encode([]proxyclient.Window{{Tenant: "acme", WindowS: 3, Count: 40, MeanMS: 7.5, P95MS: 12, P99MS: 20}})
+	}))
+	defer srv.Close()
+	c1, c2 := agentPair(t)
+	a1, _ := startAgent(t, c1), startAgent(t, c2)
+	ctx := ctxT(t)
+	tn, err := a1.c.CreateTenant(ctx, client.CreateTenant{Name: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loadData(t, a1.ConnString(tn.Port, ""), 10)
+	m, err := a1.c.StartMigration(ctx, client.StartMigration{Tenant: tn.ID, To: "a2", Rate: 16 << 20,
+		Control: &client.Control{Controller: "pid", SetpointMs: 10, MaxRate: 16 << 20, Rate: 16 << 20, StepMs: 200, ClientLatencyURL: srv.URL + "/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = waitMigration(t, a1.c, m.ID, 3*time.Minute, func(client.Migration) bool { return false })
+	if m.Outcome != "committed" {
+		t.Fatalf("migration ended %s: %s", m.Outcome, m.Error)
+	}
+	pts, err := a1.c.MigrationSeries(ctx, m.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	measured := 0
+	for _, p := range pts {
+		switch p.LatencyMs {
+		case 7.5:
+			measured++
+		case -1:
+		default:
+			t.Fatalf("loop point %+v: latency is neither the clients' 7.5 ms nor missing", p)
+		}
+	}
+	t.Logf("control loop: %d steps, %d with the clients' 7.5 ms; %d reads of the window", len(pts), measured, reads.Load())
+	if measured == 0 || reads.Load() == 0 {
+		t.Fatalf("the loop never read the clients' window (%d steps, %d reads)", len(pts), reads.Load())
 	}
 }
 

@@ -113,7 +113,7 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 		wc := o.Workload
 		wc.Seed = o.Seed + uint64(to) + 10
 		req.Checkpoint = o.Checkpoint
-		r, err := Trial{Bed: bed, Tenant: tn, To: to, Workload: wc, Warmup: o.Warmup, Migration: req, Step: step, TargetCPUs: o.TargetCPUs, CalmBelow: o.calmBelow(base), Progress: say}.Run(ctx)
+		r, err := Trial{Bed: bed, Tenant: tn, To: to, Workload: wc, Warmup: o.Warmup, Migration: req, Step: step, TargetCPUs: o.TargetCPUs, CalmBelow: o.calmBelow(base), ClientLatency: o.ClientLatency, Progress: say}.Run(ctx)
 		if err != nil {
 			return r, StepRun{}, fmt.Errorf("%s: %w", name, err)
 		}

@@ -90,7 +90,12 @@ type Common struct {
 	// the server each trial's tenant moves to, the source keeping the
 	// bed's (Trial.TargetCPUs); 0 = every server the bed's.
 	TargetCPUs float64
-	Warmup     time.Duration // workload before each migration; default 20 s (the previous trial's handover backlog drains)
+	// ClientLatency has every PID trial's loop steer by the workload's own
+	// latency (queue + execution, Slacker's measure and the one the
+	// benchmarks report) next to the proxy's windows (Trial.ClientLatency);
+	// false: the proxy's only.
+	ClientLatency bool
+	Warmup        time.Duration // workload before each migration; default 20 s (the previous trial's handover backlog drains)
 	// BaselineFor is how long the workload runs without a migration to
 	// measure the baseline; default 20 s.
 	BaselineFor time.Duration
@@ -249,6 +254,10 @@ type SweepOptions struct {
 	// CompareHeadroom run every PID setpoint again with each of these
 	// headrooms (as Common.Headroom), in the same run.
 	CompareHeadroom []float64
+	// CompareLatencySource runs every PID setpoint again with the other
+	// process variable than Common.ClientLatency's (proxy only ↔ the
+	// clients' too), right after it: the two compared on the same plant.
+	CompareLatencySource bool
 }
 
 // FixedPoint is one fixed-rate migration of the sweep (JSON keys are
@@ -299,6 +308,9 @@ type PIDPoint struct {
 	MeanHorizon int `json:"mean_horizon_steps"`
 	// Ki is the trial's integral gain, per step.
 	Ki float64 `json:"ki"`
+	// LatencySource is what the trial's loop steered by: "proxy" (the
+	// proxy's windows) or "client" (the workload's own window too).
+	LatencySource string `json:"latency_source"`
 	// ErrorFloor is the trial's error floor (0 = none).
 	ErrorFloor float64 `json:"error_floor"`
 	// Headroom is the trial's headroom over what the copy moved (0 = off).
@@ -497,12 +509,12 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	}
 	var trials []Labeled
 	to := 1
-	trial := func(name string, sp float64, req agentclient.StartMigration) (*TrialResult, error) {
+	trial := func(name string, sp float64, req agentclient.StartMigration, client bool) (*TrialResult, error) {
 		say("%s: migrating %s to %s", name, tn.Name, bed.Servers[to].Name)
 		wc := o.Workload
 		wc.Seed = o.Seed + uint64(len(trials)) + 10
 		req.Checkpoint = o.Checkpoint
-		r, err := Trial{Bed: bed, Tenant: tn, To: to, Workload: wc, Warmup: o.Warmup, Migration: req, TargetCPUs: o.TargetCPUs, CalmBelow: o.calmBelow(base), Progress: say}.Run(ctx)
+		r, err := Trial{Bed: bed, Tenant: tn, To: to, Workload: wc, Warmup: o.Warmup, Migration: req, TargetCPUs: o.TargetCPUs, CalmBelow: o.calmBelow(base), ClientLatency: client, Progress: say}.Run(ctx)
 		if err != nil {
 			return r, fmt.Errorf("%s: %w", name, err)
 		}
@@ -511,7 +523,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		return r, nil
 	}
 	runFixed := func(rate float64) error {
-		r, err := trial(fmt.Sprintf("fixed-%.0fMBps", rate/1e6), 0, agentclient.StartMigration{Rate: rate})
+		r, err := trial(fmt.Sprintf("fixed-%.0fMBps", rate/1e6), 0, agentclient.StartMigration{Rate: rate}, false)
 		if err != nil {
 			return err
 		}
@@ -526,7 +538,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		res.Fixed = append(res.Fixed, p)
 		return nil
 	}
-	runPID := func(sp float64, h int, ki, reserve, floor, headroom *float64) error {
+	runPID := func(sp float64, h int, ki, reserve, floor, headroom *float64, client bool) error {
 		ctl := o.pidControl(sp)
 		ctl.MeanHorizon = h
 		if ki != nil {
@@ -565,14 +577,18 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		if len(o.CompareHeadroom) > 0 {
 			name += fmt.Sprintf("-hr%g", ctl.Headroom)
 		}
-		r, err := trial(name, sp, agentclient.StartMigration{Rate: o.MaxRate * StartFraction, Control: ctl})
+		source := latencySource(client)
+		if o.CompareLatencySource {
+			name += "-" + source
+		}
+		r, err := trial(name, sp, agentclient.StartMigration{Rate: o.MaxRate * StartFraction, Control: ctl}, client)
 		if err != nil {
 			return err
 		}
 		st := Describe(r.Latencies(r.MigStart, r.MigEnd))
 		secs := r.MigEnd - r.MigStart
 		p := PIDPoint{SetpointMs: sp, MeanLatencyMs: round(st.Mean, 2), StddevLatencyMs: round(st.Std, 2), MigrationSeconds: round(secs, 1),
-			MeanRateMBs: round(float64(r.Migration.Summary.Bytes)/1e6/secs, 2), MeanHorizon: h, Ki: gain, ErrorFloor: ctl.ErrorFloor, Headroom: ctl.Headroom, ExecutionMeanMs: round(r.ExecutionMean(r.MigStart, r.MigEnd), 2)}
+			MeanRateMBs: round(float64(r.Migration.Summary.Bytes)/1e6/secs, 2), MeanHorizon: h, Ki: gain, LatencySource: source, ErrorFloor: ctl.ErrorFloor, Headroom: ctl.Headroom, ExecutionMeanMs: round(r.ExecutionMean(r.MigStart, r.MigEnd), 2)}
 		from, to := r.BeforeHandover()
 		p.BeforeHandoverMs = round(Describe(r.Latencies(from, to)).Mean, 2)
 		p.LoopMeanMs = round(r.LoopMean(from, to), 2)
@@ -585,29 +601,32 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		p.StartExcessMsS = measured(r.StartExcessMsS(), 1)
 		p.SourceThrottledPct, p.TargetThrottledPct = pct(r.SourceThrottled), pct(r.TargetThrottled)
 		p.HostStealPct = pct(r.HostSteal)
-		say("pid %.1f ms (mean horizon %d, ki %g, error floor %g, headroom %g): latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %.1f; before the migration %.1f), %.1f s at %.1f MB/s%s; start cost %s ms·s; handover reserve %.0f ms·s, cost %.0f; ledger %d acknowledged, 0 lost",
-			sp, h, gain, ctl.ErrorFloor, ctl.Headroom, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, p.LoopMeanMs, p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct, p.HostStealPct), fp(p.StartExcessMsS), p.ReserveMsS, p.HandoverExcessMsS, r.Check.Acknowledged)
+		say("pid %.1f ms (%s latency, mean horizon %d, ki %g, error floor %g, headroom %g): latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %.1f; before the migration %.1f), %.1f s at %.1f MB/s%s; start cost %s ms·s; handover reserve %.0f ms·s, cost %.0f; ledger %d acknowledged, 0 lost",
+			sp, source, h, gain, ctl.ErrorFloor, ctl.Headroom, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, p.LoopMeanMs, p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct, p.HostStealPct), fp(p.StartExcessMsS), p.ReserveMsS, p.HandoverExcessMsS, r.Check.Acknowledged)
 		res.PID = append(res.PID, p)
 		return nil
 	}
 	// The PID loops of a setpoint: Common's, then each compared variant
 	// (sweepOrder gives their order).
 	var variants []func(sp float64) error
-	variants = append(variants, func(sp float64) error { return runPID(sp, o.MeanHorizon, nil, nil, nil, nil) })
+	variants = append(variants, func(sp float64) error { return runPID(sp, o.MeanHorizon, nil, nil, nil, nil, o.ClientLatency) })
 	for _, h := range o.CompareHorizons {
-		variants = append(variants, func(sp float64) error { return runPID(sp, h, nil, nil, nil, nil) })
+		variants = append(variants, func(sp float64) error { return runPID(sp, h, nil, nil, nil, nil, o.ClientLatency) })
 	}
 	for _, ki := range o.CompareKi {
-		variants = append(variants, func(sp float64) error { return runPID(sp, o.MeanHorizon, &ki, nil, nil, nil) })
+		variants = append(variants, func(sp float64) error { return runPID(sp, o.MeanHorizon, &ki, nil, nil, nil, o.ClientLatency) })
 	}
 	for _, r := range o.CompareReserves {
-		variants = append(variants, func(sp float64) error { return runPID(sp, o.MeanHorizon, nil, &r, nil, nil) })
+		variants = append(variants, func(sp float64) error { return runPID(sp, o.MeanHorizon, nil, &r, nil, nil, o.ClientLatency) })
 	}
 	for _, f := range o.CompareErrorFloors {
-		variants = append(variants, func(sp float64) error { return runPID(sp, o.MeanHorizon, nil, nil, &f, nil) })
+		variants = append(variants, func(sp float64) error { return runPID(sp, o.MeanHorizon, nil, nil, &f, nil, o.ClientLatency) })
 	}
 	for _, hr := range o.CompareHeadroom {
-		variants = append(variants, func(sp float64) error { return runPID(sp, o.MeanHorizon, nil, nil, nil, &hr) })
+		variants = append(variants, func(sp float64) error { return runPID(sp, o.MeanHorizon, nil, nil, nil, &hr, o.ClientLatency) })
+	}
+	if o.CompareLatencySource {
+		variants = append(variants, func(sp float64) error { return runPID(sp, o.MeanHorizon, nil, nil, nil, nil, !o.ClientLatency) })
 	}
 	for _, t := range sweepOrder(len(o.FixedRates), len(o.Setpoints), len(variants)) {
 		var err error
@@ -662,8 +681,8 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	for _, p := range res.Fixed {
 		fmt.Fprintf(&b, "| %.1f | %s | %s | %.1f | %s | %.0f | %s | %s | %s |\n", p.RateMBs, f1(p.MeanLatencyMs), f1(p.StddevLatencyMs), p.MigrationSeconds, f1(p.BeforeHandoverMs), p.FreezeMs, fp(p.StartExcessMsS), f1(p.HandoverExcessMsS), f1(p.PreMigrationMs))
 	}
-	b.WriteString("\nLatency is the workload's (Slacker: arrival queue + execution); \"execution\" leaves out the wait in the workload's own arrival queue — what the proxy measures and the loop controls.\n")
-	b.WriteString("\n| PID setpoint ms | mean horizon steps | Ki | error floor | headroom | mean latency ms | error vs setpoint | execution mean ms | error vs setpoint | stddev ms | migration s | mean rate MB/s | fixed rate's migration s at this latency | fixed rate's mean latency ms at this migration time | fixed trials faster and lower | fixed trials it was faster and lower than |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\nLatency is the workload's (Slacker: arrival queue + execution); \"execution\" leaves out the wait in the workload's own arrival queue — what the proxy measures. A loop steers by the proxy's windows (latency source \"proxy\") or by those and the workload's own window (\"client\").\n")
+	b.WriteString("\n| PID setpoint ms | latency source | mean horizon steps | Ki | error floor | headroom | mean latency ms | error vs setpoint | execution mean ms | error vs setpoint | stddev ms | migration s | mean rate MB/s | fixed rate's migration s at this latency | fixed rate's mean latency ms at this migration time | fixed trials faster and lower | fixed trials it was faster and lower than |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range res.PID {
 		eq := "outside the fixed ladder's range"
 		if s, ok := FixedSecondsAt(res.Fixed, p.MeanLatencyMs); ok {
@@ -673,7 +692,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		if l, ok := FixedLatencyAt(res.Fixed, p.MigrationSeconds); ok {
 			eqLat = fmt.Sprintf("%.1f (PID's %+.0f %%)", l, 100*(p.MeanLatencyMs-l)/l)
 		}
-		fmt.Fprintf(&b, "| %.1f | %d | %g | %g | %g | %s | %+.1f %% | %s | %+.1f %% | %s | %.1f | %.1f | %s | %s | %s | %s |\n", p.SetpointMs, p.MeanHorizon, p.Ki, p.ErrorFloor, p.Headroom, f1(p.MeanLatencyMs), 100*(p.MeanLatencyMs-p.SetpointMs)/p.SetpointMs,
+		fmt.Fprintf(&b, "| %.1f | %s | %d | %g | %g | %g | %s | %+.1f %% | %s | %+.1f %% | %s | %.1f | %.1f | %s | %s | %s | %s |\n", p.SetpointMs, p.LatencySource, p.MeanHorizon, p.Ki, p.ErrorFloor, p.Headroom, f1(p.MeanLatencyMs), 100*(p.MeanLatencyMs-p.SetpointMs)/p.SetpointMs,
 			f1(p.ExecutionMeanMs), 100*(p.ExecutionMeanMs-p.SetpointMs)/p.SetpointMs, f1(p.StddevLatencyMs), p.MigrationSeconds, p.MeanRateMBs, eq, eqLat, rates(p.BeatenByFixed), rates(p.BeatsFixed))
 	}
 	unbeaten := 0
@@ -686,13 +705,13 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		fmt.Fprintf(&b, "\nNo fixed trial migrated faster at a lower mean latency than %d of the %d PID trials (the interpolated columns assume the fixed ladder is monotonic; these two do not).\n", unbeaten, len(res.PID))
 	}
 	b.WriteString("\nBefore the handover (the loop sets the speed; the handover's freeze and the drain of the queue it builds are a fixed cost per migration, in the whole-migration figures above):\n\n")
-	b.WriteString("| PID setpoint ms | mean horizon steps | Ki | error floor | headroom | mean latency ms | error vs setpoint | loop's own mean ms | error vs setpoint | fixed rate's migration s at this latency | freeze ms | before the migration ms | steps at top speed | start cost ms·s | handover reserve / cost ms·s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| PID setpoint ms | latency source | mean horizon steps | Ki | error floor | headroom | mean latency ms | error vs setpoint | loop's own mean ms | error vs setpoint | fixed rate's migration s at this latency | freeze ms | before the migration ms | steps at top speed | start cost ms·s | handover reserve / cost ms·s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range res.PID {
 		eq := "outside the fixed ladder's range"
 		if s, ok := secondsAt(res.Fixed, func(f FixedPoint) float64 { return f.BeforeHandoverMs }, p.BeforeHandoverMs); ok {
 			eq = fmt.Sprintf("%.1f (PID %.2f× as fast)", s, s/p.MigrationSeconds)
 		}
-		fmt.Fprintf(&b, "| %.1f | %d | %g | %g | %g | %s | %+.1f %% | %s | %+.1f %% | %s | %.0f | %s | %d | %s | %.1f / %s |\n", p.SetpointMs, p.MeanHorizon, p.Ki, p.ErrorFloor, p.Headroom, f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs,
+		fmt.Fprintf(&b, "| %.1f | %s | %d | %g | %g | %g | %s | %+.1f %% | %s | %+.1f %% | %s | %.0f | %s | %d | %s | %.1f / %s |\n", p.SetpointMs, p.LatencySource, p.MeanHorizon, p.Ki, p.ErrorFloor, p.Headroom, f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs,
 			f1(p.LoopMeanMs), 100*(p.LoopMeanMs-p.SetpointMs)/p.SetpointMs, eq, p.FreezeMs, f1(p.PreMigrationMs), p.TopSpeedSteps, fp(p.StartExcessMsS), p.ReserveMsS, f1(p.HandoverExcessMsS))
 	}
 	b.WriteString("\n")
@@ -920,4 +939,12 @@ func ladderAt(fixed []FixedPoint, xOf, yOf func(FixedPoint) float64, x float64) 
 		}
 	}
 	return 0, false
+}
+
+// latencySource names a PID trial's process variable (PIDPoint.LatencySource).
+func latencySource(client bool) string {
+	if client {
+		return "client"
+	}
+	return "proxy"
 }

@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
+	"net/http"
 	"sync"
 	"time"
 
@@ -69,6 +71,12 @@ type Trial struct {
 	// keeps the target's quota after the handover until the next trial
 	// sets it again. 0: every server keeps what it has.
 	TargetCPUs float64
+	// ClientLatency, with a control spec in Migration, serves the
+	// workload's own latency window (queue + execution, Slacker's process
+	// variable) on a loopback port for the trial and has the agent's loop
+	// steer by it next to the proxy's windows
+	// (agentclient.Control.ClientLatencyURL). false: the proxy's only.
+	ClientLatency bool
 	// Progress gets a line every 2 s; nil = none.
 	Progress func(format string, args ...any)
 }
@@ -472,6 +480,17 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 		stopAll()
 		return res, err
 	}
+	if tr.ClientLatency && tr.Migration.Control != nil {
+		u, stopServe, err := serveWindow(run, tr.Tenant.Name)
+		if err != nil {
+			stopAll()
+			return res, err
+		}
+		defer stopServe()
+		ctl := *tr.Migration.Control // the caller's spec stays as it was
+		ctl.ClientLatencyURL = u
+		tr.Migration.Control = &ctl
+	}
 	res.MigStart = since()
 	cpuFrom, cpuTo := cpuStat(tr.Bed.Servers[from]), cpuStat(tr.Bed.Servers[tr.To])
 	hostFrom, hostErr := monitor.ReadHostCPU()
@@ -661,4 +680,16 @@ func Describe(xs []float64) Stats {
 		ss += (x - m) * (x - m)
 	}
 	return Stats{Mean: m, Std: math.Sqrt(ss / float64(len(xs))), N: len(xs)}
+}
+
+// serveWindow serves run's latency window (workload.Runner.Handler) on a
+// loopback port and returns its URL and a function that stops it.
+func serveWindow(run *workload.Runner, tenant string) (string, func(), error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, fmt.Errorf("experiment: serving the clients' latency: %w", err)
+	}
+	srv := &http.Server{Handler: run.Handler(tenant, workload.DefaultWindow, nil), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	return "http://" + ln.Addr().String() + "/", func() { srv.Close() }, nil
 }

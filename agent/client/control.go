@@ -71,6 +71,13 @@ type Control struct {
 	Device string `json:"device,omitempty"`
 	// StepMs is the control period, ms; default 1000 (Slacker).
 	StepMs float64 `json:"step_ms,omitempty"`
+	// ClientLatencyURL, when set, is an http(s) URL answering GET with the
+	// tenant's clients' own latency windows (a JSON array in the proxy's
+	// GET /v1/latency shape; `sluice workload --latency-listen` serves
+	// one). The loop reads it every step next to the proxy's windows and
+	// the controller steers by the worse: Slacker's latency is the
+	// client's, queue wait included, which the proxy cannot see.
+	ClientLatencyURL string `json:"client_latency_url,omitempty"`
 }
 
 // MigrationSeries returns the control loop's record of a migration (one

@@ -61,6 +61,7 @@ func TestAgentCommandsBadInput(t *testing.T) {
 		// (after the case above: flag values stick between cases)
 		{"migrate mean horizon with another controller", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--controller", "fixed", "--max-rate", "10MB/s", "--mean-horizon", "20"}, 2, "goes with --controller pid"},
 		{"migrate negative error floor", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--controller", "pid", "--setpoint", "40ms", "--max-rate", "10MB/s", "--error-floor", "-1"}, 2, "--error-floor -1"},
+		{"migrate client latency not a URL", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--controller", "pid", "--setpoint", "40ms", "--max-rate", "10MB/s", "--error-floor", "0", "--client-latency", "127.0.0.1:7433"}, 2, "--client-latency"},
 		{"tenant show unknown", []string{"tenant", "show", "4", "--agent", url}, 2, "unknown tenant 4"},
 		{"tenant start bad id", []string{"tenant", "start", "x", "--agent", url}, 2, "bad tenant id"},
 		{"tenant create bad set", []string{"tenant", "create", "--set", "novalue", "--agent", url}, 2, "key=value"},

@@ -50,6 +50,7 @@ type loopFlags struct {
 	settings                 []string
 	reserve                  string
 	checkpoint               string
+	latencySource            string
 	json                     bool
 }
 
@@ -81,6 +82,7 @@ func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB,
 	fs.Uint64Var(&f.seed, "seed", 1, "workload seed")
 	fs.StringVar(&f.checkpoint, "checkpoint", "fast", "how each migration's snapshot takes its checkpoint: fast (at once), spread (the server's own pacing, minutes by default), or a pace such as 3s (its writes spread over about that long, up to 27s)")
 	fs.StringArrayVar(&f.settings, "tenant-setting", nil, "a postgresql.conf parameter for every tenant, name=value (repeatable; over the bed's own)")
+	fs.StringVar(&f.latencySource, "latency-source", "proxy", "what the PID steers by: proxy (the proxy's windows: execution only) or client (the workload's own window too: queue wait + execution, Slacker's measure and the one the results report)")
 	fs.BoolVar(&f.json, "json", false, "print the summary as JSON")
 }
 
@@ -140,6 +142,8 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 		return testbed.Options{}, c, usagef("bench %s: --target-cpus needs servers with a CPU cap (--cpus > 0)", name)
 	case !(f.calm == 0 || f.calm >= 1) || math.IsInf(f.calm, 0):
 		return testbed.Options{}, c, usagef("bench %s: --calm %v: want 0 (no hold) or a multiple >= 1 of the baseline's median window", name, f.calm)
+	case f.latencySource != "proxy" && f.latencySource != "client":
+		return testbed.Options{}, c, usagef("bench %s: --latency-source %q: want proxy or client", name, f.latencySource)
 	case f.targetCPUs != 0 && testbed.CheckCPUs(f.targetCPUs) != nil:
 		return testbed.Options{}, c, usagef("bench %s: --target-cpus %v: want 0.01..64 cores, 0 (as --cpus) or negative (no cap)", name, f.targetCPUs)
 	}
@@ -174,7 +178,7 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 		Out: f.out, Command: "sluice " + strings.Join(os.Args[1:], " "), Size: size,
 		Workload: workload.Config{Rate: f.tps, MPL: f.mpl, Distribution: dist},
 		MaxRate:  maxRate, Kp: &kp, Ki: &ki, Kd: &kd, ErrorForm: f.errorForm, StartGrowth: f.startGrowth, ErrorFloor: f.errorFloor, Headroom: f.headroom, MeanHorizon: f.meanHorizon, HandoverReserve: reserve, Checkpoint: f.checkpoint, Seed: f.seed,
-		TargetCPUs: f.targetCPUs, Calm: f.calm,
+		TargetCPUs: f.targetCPUs, Calm: f.calm, ClientLatency: f.latencySource == "client",
 	}
 	// Progress goes to stderr, with --json too (stdout carries the JSON).
 	c.Progress = func(format string, args ...any) {
@@ -282,6 +286,7 @@ func parseFactor(s string) (float64, error) {
 func init() {
 	var f loopFlags
 	var rates, setpoints, compare, compareKi, compareReserves, compareFloors, compareHeadroom string
+	var compareSource bool
 	cmd := &cobra.Command{
 		Use:   "slack-sweep [--out DIR] [--json]",
 		Short: "Slacker Fig. 11: fixed rates vs PID setpoints, latency and migration time",
@@ -340,6 +345,7 @@ summary.json, report.md and PNG plots to --out.`,
 			if o.CompareHeadroom, err = parseNonNegList(compareHeadroom, "a headroom >= 0 (a fraction of what the copy moved; 0 = off)"); err != nil {
 				return usagef("bench slack-sweep: --compare-headroom: %v", err)
 			}
+			o.CompareLatencySource = compareSource
 			return runOnBed(cmd, &f, bo, func(ctx context.Context, bed *testbed.Bed) (any, error) {
 				return experiment.SlackSweep(ctx, bed, o)
 			})
@@ -350,6 +356,7 @@ summary.json, report.md and PNG plots to --out.`,
 	cmd.Flags().StringVar(&compareKi, "compare-ki", "", "run every PID setpoint again with each of these integral gains (per step, comma-separated), in the same run")
 	cmd.Flags().StringVar(&compareReserves, "compare-handover-reserves", "", "run every PID setpoint again with each of these handover reserves (ms·s, comma-separated; 0 = none), in the same run")
 	cmd.Flags().StringVar(&compareFloors, "compare-error-floors", "", "run every PID setpoint again with each of these error floors (fractions of the setpoint, comma-separated; 0 = none), in the same run")
+	cmd.Flags().BoolVar(&compareSource, "compare-latency-source", false, "run every PID setpoint again steering by the other latency source than --latency-source's (proxy ↔ client), in the same run")
 	cmd.Flags().StringVar(&compareHeadroom, "compare-headroom", "", "run every PID setpoint again with each of these headrooms (fractions, comma-separated; 0 = off), in the same run")
 	cmd.Flags().StringVar(&compare, "compare-mean-horizons", "", "run every PID setpoint again with each of these mean horizons (steps, comma-separated; 0 = off), in the same run")
 	cmd.Flags().StringVar(&setpoints, "setpoints", "", "PID setpoints, comma-separated: durations (20ms,40ms) or multiples of the baseline mean latency measured first (2x,3x); default 3x,4x,5x,6x")

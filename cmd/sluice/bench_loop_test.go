@@ -48,6 +48,8 @@ func TestBenchLoopUsageErrors(t *testing.T) {
 		{[]string{"bench", "step40", "--out", out, "--setpoint", "40ms", "--checkpoint", "slow"}, "--checkpoint"},
 		{[]string{"bench", "step40", "--out", out, "--handover-reserve", "lots"}, "--handover-reserve"},
 		{[]string{"bench", "step40", "--out", out, "--handover-reserve", "auto", "--error-floor", "NaN"}, "--error-floor"},
+		{[]string{"bench", "slack-sweep", "--out", out, "--headroom", "0", "--latency-source", "server"}, "--latency-source"},
+		{[]string{"bench", "step40", "--out", out, "--error-floor", "0", "--latency-source", "clients"}, "--latency-source"},
 	}
 	for _, c := range cases {
 		var stdout, errOut bytes.Buffer

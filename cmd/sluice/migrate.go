@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -48,6 +49,7 @@ func init() {
 		tenant                     int64
 		asJSON, detach             bool
 		controller, setpoint       string
+		clientLatency              string
 		maxRate                    string
 		kp, ki, kd, k, startGrowth float64
 		errorFloor, headroom       float64
@@ -155,8 +157,15 @@ Interrupting the command stops following; the migration carries on.`,
 						*g.dst = &v
 					}
 				}
-			} else if setpoint != "" || maxRate != "" || cmd.Flags().Changed("mean-horizon") || cmd.Flags().Changed("error-floor") || cmd.Flags().Changed("headroom") {
-				return usagef("migrate: --setpoint, --max-rate, --mean-horizon, --error-floor and --headroom go with --controller")
+				if clientLatency != "" {
+					u, err := url.Parse(clientLatency)
+					if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+						return usagef("migrate: --client-latency %q: want an http:// or https:// URL such as http://127.0.0.1:7433/", clientLatency)
+					}
+					ctl.ClientLatencyURL = clientLatency
+				}
+			} else if setpoint != "" || maxRate != "" || clientLatency != "" || cmd.Flags().Changed("mean-horizon") || cmd.Flags().Changed("error-floor") || cmd.Flags().Changed("headroom") {
+				return usagef("migrate: --setpoint, --max-rate, --client-latency, --mean-horizon, --error-floor and --headroom go with --controller")
 			}
 			c, err := agentClient(agentURL)
 			if err != nil {
@@ -216,6 +225,7 @@ Interrupting the command stops following; the migration carries on.`,
 	f.Float64Var(&errorFloor, "error-floor", 0, "PID: a latency window more than (1 + this)× the setpoint slows the copy as one at that level would, so a one-second stall no speed causes does not cut it to a crawl (default 0: none, Slacker)")
 	f.Float64Var(&headroom, "headroom", 0, "PID: while the copy moves less than it is allowed (bound elsewhere: the target's CPU, a disk, the network), allow at most (1 + this)× what it moved, so a cut bites at once (default 0: off)")
 	f.IntVar(&meanHorizon, "mean-horizon", control.DefaultMeanHorizon, "PID: hold the migration's mean latency (not each window's) at the setpoint, working off a shortfall or excess over this many steps, or, once the copy's time left is known, over the rest of the run (0 = off: each window against the setpoint, Slacker)")
+	f.StringVar(&clientLatency, "client-latency", "", "also steer by the clients' own latency (queue wait + execution, which the proxy cannot see): an http URL serving latency windows, e.g. the address of `sluice workload run --latency-listen`")
 	f.Float64Var(&k, "k", 0, "integral controller gain, (bytes/s) per second of latency error (sluice tune proposes one)")
 	root.AddCommand(cmd)
 }

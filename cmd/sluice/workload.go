@@ -5,6 +5,8 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -82,6 +84,7 @@ func newWorkloadRunCmd() *cobra.Command {
 		cfg              workload.Config
 		dist, ledgerPath string
 		csvPath          string
+		latencyListen    string
 		asJSON           bool
 	)
 	cmd := &cobra.Command{
@@ -113,6 +116,16 @@ func newWorkloadRunCmd() *cobra.Command {
 			r, err := workload.NewRunner(cfg)
 			if err != nil {
 				return usageError{msg: err.Error()}
+			}
+			if latencyListen != "" {
+				ln, err := net.Listen("tcp", latencyListen)
+				if err != nil {
+					return usagef("workload run: --latency-listen %q: %v", latencyListen, err)
+				}
+				srv := &http.Server{Handler: r.Handler("", workload.DefaultWindow, nil), ReadHeaderTimeout: 5 * time.Second}
+				go srv.Serve(ln)
+				defer srv.Close()
+				fmt.Fprintf(cmd.ErrOrStderr(), "workload: clients' latency window at http://%s/\n", ln.Addr())
 			}
 			var cw *csv.Writer
 			if csvPath != "" {
@@ -164,6 +177,7 @@ func newWorkloadRunCmd() *cobra.Command {
 	f.Uint64Var(&cfg.Seed, "seed", 1, "seed for arrivals and keys")
 	f.StringVar(&ledgerPath, "ledger", "", "write the acknowledged ledger ids to this file")
 	f.StringVar(&csvPath, "csv", "", "write the per-second series to this CSV file")
+	f.StringVar(&latencyListen, "latency-listen", "", "serve the clients' latency over the last 3 s (queue + execution) at http://ADDR/ for `sluice migrate --client-latency`, e.g. 127.0.0.1:7433")
 	f.BoolVar(&asJSON, "json", false, "print only the final summary, as JSON")
 	return cmd
 }
