@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -234,6 +235,16 @@ func Run(ctx context.Context, opt Options) (Result, error) {
 
 	say("migrating tenant %d to server-b, %s controller, setpoint %.1f ms, at most %s", tn.ID, opt.Controller, res.SetpointMs, units.FormatRate(opt.MaxRate))
 	ctl := &agentclient.Control{Controller: opt.Controller, SetpointMs: res.SetpointMs, MaxRate: opt.MaxRate}
+	// The loop steers by what the clients see (queue wait + execution, the
+	// latency the summary reports) next to the proxy's windows.
+	wln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return res, fmt.Errorf("demo: serving the clients' latency: %w", err)
+	}
+	wsrv := &http.Server{Handler: run.Handler(tn.Name, workload.DefaultWindow, nil), ReadHeaderTimeout: 5 * time.Second}
+	go wsrv.Serve(wln)
+	defer wsrv.Close()
+	ctl.ClientLatencyURL = "http://" + wln.Addr().String() + "/"
 	switch opt.Controller {
 	case "pid":
 		// The gains tuned on the simulator (go doc ./sim SimKp); Slacker's own

@@ -59,12 +59,16 @@ func readJSON(t *testing.T, path string) map[string]any {
 func TestSlackSweepSmall(t *testing.T) {
 	b := smallBed(t)
 	c := small(t)
+	c.ClientLatency = true // the loop reads the workload's own window too
 	res, err := SlackSweep(context.Background(), b, SweepOptions{Common: c, FixedRates: []float64{8e6}, Setpoints: []float64{50}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(res.Fixed) != 1 || len(res.PID) != 1 {
 		t.Fatalf("result %+v: want one fixed and one PID point", res)
+	}
+	if res.PID[0].LatencySource != "client" {
+		t.Fatalf("PID point %+v: want latency source client", res.PID[0])
 	}
 	for _, x := range []float64{res.Fixed[0].MeanLatencyMs, res.Fixed[0].MigrationSeconds, res.PID[0].MeanLatencyMs, res.PID[0].MigrationSeconds, res.PID[0].MeanRateMBs,
 		res.Fixed[0].BeforeHandoverMs, res.Fixed[0].FreezeMs, res.PID[0].BeforeHandoverMs, res.PID[0].LoopMeanMs, res.PID[0].FreezeMs} {

@@ -254,6 +254,9 @@ type SweepOptions struct {
 	// CompareHeadroom run every PID setpoint again with each of these
 	// headrooms (as Common.Headroom), in the same run.
 	CompareHeadroom []float64
+	// CompareStartGrowth run every PID setpoint again with each of these
+	// slow-start growths (as Common.StartGrowth), in the same run.
+	CompareStartGrowth []float64
 	// CompareLatencySource runs every PID setpoint again with the other
 	// process variable than Common.ClientLatency's (proxy only ↔ the
 	// clients' too), right after it: the two compared on the same plant.
@@ -308,6 +311,8 @@ type PIDPoint struct {
 	MeanHorizon int `json:"mean_horizon_steps"`
 	// Ki is the trial's integral gain, per step.
 	Ki float64 `json:"ki"`
+	// StartGrowth is the trial's slow-start growth per step (1 = none).
+	StartGrowth float64 `json:"start_growth"`
 	// LatencySource is what the trial's loop steered by: "proxy" (the
 	// proxy's windows) or "client" (the workload's own window too).
 	LatencySource string `json:"latency_source"`
@@ -538,20 +543,31 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		res.Fixed = append(res.Fixed, p)
 		return nil
 	}
-	runPID := func(sp float64, h int, ki, reserve, floor, headroom *float64, client bool) error {
+	// pidVariant is one loop compared at a setpoint: Common's settings but
+	// for the fields set.
+	type pidVariant struct {
+		h                                    int
+		ki, reserve, floor, headroom, growth *float64
+		client                               bool
+	}
+	runPID := func(sp float64, v pidVariant) error {
+		h, client := v.h, v.client
 		ctl := o.pidControl(sp)
 		ctl.MeanHorizon = h
-		if ki != nil {
-			ctl.Ki = ki
+		if v.ki != nil {
+			ctl.Ki = v.ki
 		}
-		if floor != nil {
-			ctl.ErrorFloor = *floor
+		if v.floor != nil {
+			ctl.ErrorFloor = *v.floor
 		}
-		if headroom != nil {
-			ctl.Headroom = *headroom
+		if v.headroom != nil {
+			ctl.Headroom = *v.headroom
 		}
-		if reserve != nil {
-			ctl.HandoverReserveMsS = reserve
+		if v.reserve != nil {
+			ctl.HandoverReserveMsS = v.reserve
+		}
+		if v.growth != nil {
+			ctl.StartGrowth = *v.growth
 		}
 		gain := control.SlackerKi // the agent's default when none is sent
 		if ctl.Ki != nil {
@@ -577,6 +593,9 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		if len(o.CompareHeadroom) > 0 {
 			name += fmt.Sprintf("-hr%g", ctl.Headroom)
 		}
+		if len(o.CompareStartGrowth) > 0 {
+			name += fmt.Sprintf("-g%g", ctl.StartGrowth)
+		}
 		source := latencySource(client)
 		if o.CompareLatencySource {
 			name += "-" + source
@@ -588,7 +607,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		st := Describe(r.Latencies(r.MigStart, r.MigEnd))
 		secs := r.MigEnd - r.MigStart
 		p := PIDPoint{SetpointMs: sp, MeanLatencyMs: round(st.Mean, 2), StddevLatencyMs: round(st.Std, 2), MigrationSeconds: round(secs, 1),
-			MeanRateMBs: round(float64(r.Migration.Summary.Bytes)/1e6/secs, 2), MeanHorizon: h, Ki: gain, LatencySource: source, ErrorFloor: ctl.ErrorFloor, Headroom: ctl.Headroom, ExecutionMeanMs: round(r.ExecutionMean(r.MigStart, r.MigEnd), 2)}
+			MeanRateMBs: round(float64(r.Migration.Summary.Bytes)/1e6/secs, 2), MeanHorizon: h, Ki: gain, LatencySource: source, StartGrowth: ctl.StartGrowth, ErrorFloor: ctl.ErrorFloor, Headroom: ctl.Headroom, ExecutionMeanMs: round(r.ExecutionMean(r.MigStart, r.MigEnd), 2)}
 		from, to := r.BeforeHandover()
 		p.BeforeHandoverMs = round(Describe(r.Latencies(from, to)).Mean, 2)
 		p.LoopMeanMs = round(r.LoopMean(from, to), 2)
@@ -601,32 +620,51 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		p.StartExcessMsS = measured(r.StartExcessMsS(), 1)
 		p.SourceThrottledPct, p.TargetThrottledPct = pct(r.SourceThrottled), pct(r.TargetThrottled)
 		p.HostStealPct = pct(r.HostSteal)
-		say("pid %.1f ms (%s latency, mean horizon %d, ki %g, error floor %g, headroom %g): latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %.1f; before the migration %.1f), %.1f s at %.1f MB/s%s; start cost %s ms·s; handover reserve %.0f ms·s, cost %.0f; ledger %d acknowledged, 0 lost",
-			sp, source, h, gain, ctl.ErrorFloor, ctl.Headroom, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, p.LoopMeanMs, p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct, p.HostStealPct), fp(p.StartExcessMsS), p.ReserveMsS, p.HandoverExcessMsS, r.Check.Acknowledged)
+		say("pid %.1f ms (%s latency, mean horizon %d, ki %g, start growth %g, error floor %g, headroom %g): latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %.1f; before the migration %.1f), %.1f s at %.1f MB/s%s; start cost %s ms·s; handover reserve %.0f ms·s, cost %.0f; ledger %d acknowledged, 0 lost",
+			sp, source, h, gain, ctl.StartGrowth, ctl.ErrorFloor, ctl.Headroom, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, p.LoopMeanMs, p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct, p.HostStealPct), fp(p.StartExcessMsS), p.ReserveMsS, p.HandoverExcessMsS, r.Check.Acknowledged)
 		res.PID = append(res.PID, p)
 		return nil
 	}
 	// The PID loops of a setpoint: Common's, then each compared variant
 	// (sweepOrder gives their order).
 	var variants []func(sp float64) error
-	variants = append(variants, func(sp float64) error { return runPID(sp, o.MeanHorizon, nil, nil, nil, nil, o.ClientLatency) })
+	loop0 := pidVariant{h: o.MeanHorizon, client: o.ClientLatency}
+	add := func(v pidVariant) { variants = append(variants, func(sp float64) error { return runPID(sp, v) }) }
+	add(loop0)
 	for _, h := range o.CompareHorizons {
-		variants = append(variants, func(sp float64) error { return runPID(sp, h, nil, nil, nil, nil, o.ClientLatency) })
+		v := loop0
+		v.h = h
+		add(v)
 	}
 	for _, ki := range o.CompareKi {
-		variants = append(variants, func(sp float64) error { return runPID(sp, o.MeanHorizon, &ki, nil, nil, nil, o.ClientLatency) })
+		v := loop0
+		v.ki = &ki
+		add(v)
 	}
 	for _, r := range o.CompareReserves {
-		variants = append(variants, func(sp float64) error { return runPID(sp, o.MeanHorizon, nil, &r, nil, nil, o.ClientLatency) })
+		v := loop0
+		v.reserve = &r
+		add(v)
 	}
 	for _, f := range o.CompareErrorFloors {
-		variants = append(variants, func(sp float64) error { return runPID(sp, o.MeanHorizon, nil, nil, &f, nil, o.ClientLatency) })
+		v := loop0
+		v.floor = &f
+		add(v)
 	}
 	for _, hr := range o.CompareHeadroom {
-		variants = append(variants, func(sp float64) error { return runPID(sp, o.MeanHorizon, nil, nil, nil, &hr, o.ClientLatency) })
+		v := loop0
+		v.headroom = &hr
+		add(v)
+	}
+	for _, g := range o.CompareStartGrowth {
+		v := loop0
+		v.growth = &g
+		add(v)
 	}
 	if o.CompareLatencySource {
-		variants = append(variants, func(sp float64) error { return runPID(sp, o.MeanHorizon, nil, nil, nil, nil, !o.ClientLatency) })
+		v := loop0
+		v.client = !o.ClientLatency
+		add(v)
 	}
 	for _, t := range sweepOrder(len(o.FixedRates), len(o.Setpoints), len(variants)) {
 		var err error
@@ -682,7 +720,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		fmt.Fprintf(&b, "| %.1f | %s | %s | %.1f | %s | %.0f | %s | %s | %s |\n", p.RateMBs, f1(p.MeanLatencyMs), f1(p.StddevLatencyMs), p.MigrationSeconds, f1(p.BeforeHandoverMs), p.FreezeMs, fp(p.StartExcessMsS), f1(p.HandoverExcessMsS), f1(p.PreMigrationMs))
 	}
 	b.WriteString("\nLatency is the workload's (Slacker: arrival queue + execution); \"execution\" leaves out the wait in the workload's own arrival queue — what the proxy measures. A loop steers by the proxy's windows (latency source \"proxy\") or by those and the workload's own window (\"client\").\n")
-	b.WriteString("\n| PID setpoint ms | latency source | mean horizon steps | Ki | error floor | headroom | mean latency ms | error vs setpoint | execution mean ms | error vs setpoint | stddev ms | migration s | mean rate MB/s | fixed rate's migration s at this latency | fixed rate's mean latency ms at this migration time | fixed trials faster and lower | fixed trials it was faster and lower than |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n| PID setpoint ms | latency source | mean horizon steps | Ki | start growth | error floor | headroom | mean latency ms | error vs setpoint | execution mean ms | error vs setpoint | stddev ms | migration s | mean rate MB/s | fixed rate's migration s at this latency | fixed rate's mean latency ms at this migration time | fixed trials faster and lower | fixed trials it was faster and lower than |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range res.PID {
 		eq := "outside the fixed ladder's range"
 		if s, ok := FixedSecondsAt(res.Fixed, p.MeanLatencyMs); ok {
@@ -692,7 +730,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		if l, ok := FixedLatencyAt(res.Fixed, p.MigrationSeconds); ok {
 			eqLat = fmt.Sprintf("%.1f (PID's %+.0f %%)", l, 100*(p.MeanLatencyMs-l)/l)
 		}
-		fmt.Fprintf(&b, "| %.1f | %s | %d | %g | %g | %g | %s | %+.1f %% | %s | %+.1f %% | %s | %.1f | %.1f | %s | %s | %s | %s |\n", p.SetpointMs, p.LatencySource, p.MeanHorizon, p.Ki, p.ErrorFloor, p.Headroom, f1(p.MeanLatencyMs), 100*(p.MeanLatencyMs-p.SetpointMs)/p.SetpointMs,
+		fmt.Fprintf(&b, "| %.1f | %s | %d | %g | %g | %g | %g | %s | %+.1f %% | %s | %+.1f %% | %s | %.1f | %.1f | %s | %s | %s | %s |\n", p.SetpointMs, p.LatencySource, p.MeanHorizon, p.Ki, p.StartGrowth, p.ErrorFloor, p.Headroom, f1(p.MeanLatencyMs), 100*(p.MeanLatencyMs-p.SetpointMs)/p.SetpointMs,
 			f1(p.ExecutionMeanMs), 100*(p.ExecutionMeanMs-p.SetpointMs)/p.SetpointMs, f1(p.StddevLatencyMs), p.MigrationSeconds, p.MeanRateMBs, eq, eqLat, rates(p.BeatenByFixed), rates(p.BeatsFixed))
 	}
 	unbeaten := 0
@@ -705,13 +743,13 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		fmt.Fprintf(&b, "\nNo fixed trial migrated faster at a lower mean latency than %d of the %d PID trials (the interpolated columns assume the fixed ladder is monotonic; these two do not).\n", unbeaten, len(res.PID))
 	}
 	b.WriteString("\nBefore the handover (the loop sets the speed; the handover's freeze and the drain of the queue it builds are a fixed cost per migration, in the whole-migration figures above):\n\n")
-	b.WriteString("| PID setpoint ms | latency source | mean horizon steps | Ki | error floor | headroom | mean latency ms | error vs setpoint | loop's own mean ms | error vs setpoint | fixed rate's migration s at this latency | freeze ms | before the migration ms | steps at top speed | start cost ms·s | handover reserve / cost ms·s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| PID setpoint ms | latency source | mean horizon steps | Ki | start growth | error floor | headroom | mean latency ms | error vs setpoint | loop's own mean ms | error vs setpoint | fixed rate's migration s at this latency | freeze ms | before the migration ms | steps at top speed | start cost ms·s | handover reserve / cost ms·s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range res.PID {
 		eq := "outside the fixed ladder's range"
 		if s, ok := secondsAt(res.Fixed, func(f FixedPoint) float64 { return f.BeforeHandoverMs }, p.BeforeHandoverMs); ok {
 			eq = fmt.Sprintf("%.1f (PID %.2f× as fast)", s, s/p.MigrationSeconds)
 		}
-		fmt.Fprintf(&b, "| %.1f | %s | %d | %g | %g | %g | %s | %+.1f %% | %s | %+.1f %% | %s | %.0f | %s | %d | %s | %.1f / %s |\n", p.SetpointMs, p.LatencySource, p.MeanHorizon, p.Ki, p.ErrorFloor, p.Headroom, f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs,
+		fmt.Fprintf(&b, "| %.1f | %s | %d | %g | %g | %g | %g | %s | %+.1f %% | %s | %+.1f %% | %s | %.0f | %s | %d | %s | %.1f / %s |\n", p.SetpointMs, p.LatencySource, p.MeanHorizon, p.Ki, p.StartGrowth, p.ErrorFloor, p.Headroom, f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs,
 			f1(p.LoopMeanMs), 100*(p.LoopMeanMs-p.SetpointMs)/p.SetpointMs, eq, p.FreezeMs, f1(p.PreMigrationMs), p.TopSpeedSteps, fp(p.StartExcessMsS), p.ReserveMsS, f1(p.HandoverExcessMsS))
 	}
 	b.WriteString("\n")

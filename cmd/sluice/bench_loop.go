@@ -82,7 +82,7 @@ func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB,
 	fs.Uint64Var(&f.seed, "seed", 1, "workload seed")
 	fs.StringVar(&f.checkpoint, "checkpoint", "fast", "how each migration's snapshot takes its checkpoint: fast (at once), spread (the server's own pacing, minutes by default), or a pace such as 3s (its writes spread over about that long, up to 27s)")
 	fs.StringArrayVar(&f.settings, "tenant-setting", nil, "a postgresql.conf parameter for every tenant, name=value (repeatable; over the bed's own)")
-	fs.StringVar(&f.latencySource, "latency-source", "proxy", "what the PID steers by: proxy (the proxy's windows: execution only) or client (the workload's own window too: queue wait + execution, Slacker's measure and the one the results report)")
+	fs.StringVar(&f.latencySource, "latency-source", "client", "what the PID steers by: client (the workload's own window next to the proxy's: queue wait + execution, Slacker's measure and the one the results report) or proxy (the proxy's windows only: execution)")
 	fs.BoolVar(&f.json, "json", false, "print the summary as JSON")
 }
 
@@ -287,6 +287,7 @@ func init() {
 	var f loopFlags
 	var rates, setpoints, compare, compareKi, compareReserves, compareFloors, compareHeadroom string
 	var compareSource bool
+	var compareGrowth string
 	cmd := &cobra.Command{
 		Use:   "slack-sweep [--out DIR] [--json]",
 		Short: "Slacker Fig. 11: fixed rates vs PID setpoints, latency and migration time",
@@ -345,6 +346,16 @@ summary.json, report.md and PNG plots to --out.`,
 			if o.CompareHeadroom, err = parseNonNegList(compareHeadroom, "a headroom >= 0 (a fraction of what the copy moved; 0 = off)"); err != nil {
 				return usagef("bench slack-sweep: --compare-headroom: %v", err)
 			}
+			growth := func(s string) (float64, error) {
+				v, err := strconv.ParseFloat(s, 64)
+				if err == nil && !(v >= 1 && v <= 4) {
+					err = fmt.Errorf("%q: want a growth per step from 1 (none) to 4", s)
+				}
+				return v, err
+			}
+			if o.CompareStartGrowth, err = parseList(compareGrowth, growth); err != nil {
+				return usagef("bench slack-sweep: --compare-start-growth: %v", err)
+			}
 			o.CompareLatencySource = compareSource
 			return runOnBed(cmd, &f, bo, func(ctx context.Context, bed *testbed.Bed) (any, error) {
 				return experiment.SlackSweep(ctx, bed, o)
@@ -356,6 +367,7 @@ summary.json, report.md and PNG plots to --out.`,
 	cmd.Flags().StringVar(&compareKi, "compare-ki", "", "run every PID setpoint again with each of these integral gains (per step, comma-separated), in the same run")
 	cmd.Flags().StringVar(&compareReserves, "compare-handover-reserves", "", "run every PID setpoint again with each of these handover reserves (ms·s, comma-separated; 0 = none), in the same run")
 	cmd.Flags().StringVar(&compareFloors, "compare-error-floors", "", "run every PID setpoint again with each of these error floors (fractions of the setpoint, comma-separated; 0 = none), in the same run")
+	cmd.Flags().StringVar(&compareGrowth, "compare-start-growth", "", "run every PID setpoint again with each of these slow-start growths (per step, comma-separated; 1 = none), in the same run")
 	cmd.Flags().BoolVar(&compareSource, "compare-latency-source", false, "run every PID setpoint again steering by the other latency source than --latency-source's (proxy ↔ client), in the same run")
 	cmd.Flags().StringVar(&compareHeadroom, "compare-headroom", "", "run every PID setpoint again with each of these headrooms (fractions, comma-separated; 0 = off), in the same run")
 	cmd.Flags().StringVar(&compare, "compare-mean-horizons", "", "run every PID setpoint again with each of these mean horizons (steps, comma-separated; 0 = off), in the same run")

@@ -17,6 +17,7 @@ func TestBenchLoopUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
+		{[]string{"bench", "slack-sweep", "--out", out, "--compare-start-growth", "1.2,0.5"}, "--compare-start-growth"},
 		{[]string{"bench", "slack-sweep", "--out", out, "--size", "10kB"}, "--size"},
 		{[]string{"bench", "slack-sweep", "--out", out, "--size", "1GB", "--fixed-rates", "5MB/s,fast"}, "--fixed-rates"},
 		{[]string{"bench", "slack-sweep", "--out", out, "--fixed-rates", "5MB/s", "--setpoints", "40ms,-5ms"}, "--setpoints"},
