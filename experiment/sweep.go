@@ -636,31 +636,18 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		v.h = h
 		add(v)
 	}
-	for _, ki := range o.CompareKi {
-		v := loop0
-		v.ki = &ki
-		add(v)
+	each := func(xs []float64, set func(v *pidVariant, x *float64)) {
+		for _, x := range xs {
+			v := loop0
+			set(&v, &x)
+			add(v)
+		}
 	}
-	for _, r := range o.CompareReserves {
-		v := loop0
-		v.reserve = &r
-		add(v)
-	}
-	for _, f := range o.CompareErrorFloors {
-		v := loop0
-		v.floor = &f
-		add(v)
-	}
-	for _, hr := range o.CompareHeadroom {
-		v := loop0
-		v.headroom = &hr
-		add(v)
-	}
-	for _, g := range o.CompareStartGrowth {
-		v := loop0
-		v.growth = &g
-		add(v)
-	}
+	each(o.CompareKi, func(v *pidVariant, x *float64) { v.ki = x })
+	each(o.CompareReserves, func(v *pidVariant, x *float64) { v.reserve = x })
+	each(o.CompareErrorFloors, func(v *pidVariant, x *float64) { v.floor = x })
+	each(o.CompareHeadroom, func(v *pidVariant, x *float64) { v.headroom = x })
+	each(o.CompareStartGrowth, func(v *pidVariant, x *float64) { v.growth = x })
 	if o.CompareLatencySource {
 		v := loop0
 		v.client = !o.ClientLatency
