@@ -88,6 +88,12 @@ func TestRunAndVerify(t *testing.T) {
 	if m := sumMs / float64(len(txs)); math.Abs(m-secs[1].MeanMs) > 1e-6 {
 		t.Fatalf("second 1's transactions' mean latency %.6f ms, its report says %.6f", m, secs[1].MeanMs)
 	}
+	// The clients' window a control loop reads (Window) over the same second
+	// holds the same transactions.
+	if w := r.Window(r.Started().Add(2*time.Second), time.Second); w.Count != secs[1].Count ||
+		math.Abs(float64(w.Mean)/float64(time.Millisecond)-secs[1].MeanMs) > 1e-3 {
+		t.Fatalf("window over second 1: %+v, want %d transactions at %.3f ms", w, secs[1].Count, secs[1].MeanMs)
+	}
 	if n := len(r.Transactions(0, time.Hour)); n != total {
 		t.Fatalf("Transactions over the run: %d, want %d", n, total)
 	}
