@@ -6,7 +6,6 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"net/url"
 	"strconv"
 	"time"
 
@@ -44,9 +43,8 @@ func newController(spec client.Control, reserve time.Duration) (control.Controll
 		return nil, bad("step_ms %v outside 100..60000", spec.StepMs)
 	}
 	if u := spec.ClientLatencyURL; u != "" {
-		pu, err := url.Parse(u)
-		if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-			return nil, bad("client_latency_url %q: want an http:// or https:// URL with a host", u)
+		if err := client.CheckClientLatencyURL(u); err != nil {
+			return nil, bad("client_latency_url %v", err)
 		}
 	}
 	sp := time.Duration(spec.SetpointMs * float64(time.Millisecond))

@@ -17,7 +17,6 @@ import (
 	"log/slog"
 	"math"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -237,14 +236,12 @@ func Run(ctx context.Context, opt Options) (Result, error) {
 	ctl := &agentclient.Control{Controller: opt.Controller, SetpointMs: res.SetpointMs, MaxRate: opt.MaxRate}
 	// The loop steers by what the clients see (queue wait + execution, the
 	// latency the summary reports) next to the proxy's windows.
-	wln, err := net.Listen("tcp", "127.0.0.1:0")
+	u, stopServe, err := run.ServeWindow("127.0.0.1:0", tn.Name)
 	if err != nil {
-		return res, fmt.Errorf("demo: serving the clients' latency: %w", err)
+		return res, fmt.Errorf("demo: %w", err)
 	}
-	wsrv := &http.Server{Handler: run.Handler(tn.Name, workload.DefaultWindow, nil), ReadHeaderTimeout: 5 * time.Second}
-	go wsrv.Serve(wln)
-	defer wsrv.Close()
-	ctl.ClientLatencyURL = "http://" + wln.Addr().String() + "/"
+	defer stopServe()
+	ctl.ClientLatencyURL = u
 	switch opt.Controller {
 	case "pid":
 		// The gains tuned on the simulator (go doc ./sim SimKp); Slacker's own

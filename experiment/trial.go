@@ -12,8 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net"
-	"net/http"
 	"sync"
 	"time"
 
@@ -481,7 +479,7 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 		return res, err
 	}
 	if tr.ClientLatency && tr.Migration.Control != nil {
-		u, stopServe, err := serveWindow(run, tr.Tenant.Name)
+		u, stopServe, err := run.ServeWindow("127.0.0.1:0", tr.Tenant.Name)
 		if err != nil {
 			stopAll()
 			return res, err
@@ -680,16 +678,4 @@ func Describe(xs []float64) Stats {
 		ss += (x - m) * (x - m)
 	}
 	return Stats{Mean: m, Std: math.Sqrt(ss / float64(len(xs))), N: len(xs)}
-}
-
-// serveWindow serves run's latency window (workload.Runner.Handler) on a
-// loopback port and returns its URL and a function that stops it.
-func serveWindow(run *workload.Runner, tenant string) (string, func(), error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, fmt.Errorf("experiment: serving the clients' latency: %w", err)
-	}
-	srv := &http.Server{Handler: run.Handler(tenant, workload.DefaultWindow, nil), ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
-	return "http://" + ln.Addr().String() + "/", func() { srv.Close() }, nil
 }

@@ -2,6 +2,8 @@ package workload
 
 import (
 	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
 	"sort"
 	"time"
@@ -89,4 +91,17 @@ func (r *Runner) Handler(tenant string, span time.Duration, now func() time.Time
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(out)
 	})
+}
+
+// ServeWindow serves r's Handler (tenant, DefaultWindow, the wall clock) on
+// addr (host:port; port 0 picks one) until stop is called, and returns the
+// URL a control loop reads it from (agent/client.Control.ClientLatencyURL).
+func (r *Runner) ServeWindow(addr, tenant string) (u string, stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("workload: serving the clients' latency on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: r.Handler(tenant, DefaultWindow, nil), ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	return "http://" + ln.Addr().String() + "/", func() { srv.Close() }, nil
 }

@@ -83,3 +83,25 @@ func TestRunnerHandler(t *testing.T) {
 		t.Fatalf("POST: %d, want 405", resp.StatusCode)
 	}
 }
+
+func TestRunnerServeWindow(t *testing.T) {
+	r := runnerWith(t, time.Now().Add(-5*time.Second), []Tx{{Arrival: 4 * time.Second, Begin: 4 * time.Second, End: 4*time.Second + 6*time.Millisecond}})
+	u, stop, err := r.ServeWindow("127.0.0.1:0", "acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ws []proxyclient.Window
+	err = json.NewDecoder(resp.Body).Decode(&ws)
+	resp.Body.Close()
+	if err != nil || len(ws) != 1 || ws[0].Tenant != "acme" || ws[0].Count != 1 || ws[0].MeanMS != 6 {
+		t.Fatalf("windows %+v, %v: want acme's one transaction at 6 ms", ws, err)
+	}
+	if _, _, err := r.ServeWindow("127.0.0.1:notaport", "acme"); err == nil {
+		t.Fatal("a bad address: want an error")
+	}
+}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 
@@ -78,6 +79,16 @@ type Control struct {
 	// the controller steers by the worse: Slacker's latency is the
 	// client's, queue wait included, which the proxy cannot see.
 	ClientLatencyURL string `json:"client_latency_url,omitempty"`
+}
+
+// CheckClientLatencyURL reports whether u can be a ClientLatencyURL: an
+// http:// or https:// URL with a host.
+func CheckClientLatencyURL(u string) error {
+	pu, err := url.Parse(u)
+	if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+		return fmt.Errorf("%q: want an http:// or https:// URL with a host, such as http://127.0.0.1:7433/", u)
+	}
+	return nil
 }
 
 // MigrationSeries returns the control loop's record of a migration (one

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/url"
 	"os"
 	"os/signal"
 	"strings"
@@ -158,9 +157,8 @@ Interrupting the command stops following; the migration carries on.`,
 					}
 				}
 				if clientLatency != "" {
-					u, err := url.Parse(clientLatency)
-					if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-						return usagef("migrate: --client-latency %q: want an http:// or https:// URL such as http://127.0.0.1:7433/", clientLatency)
+					if err := client.CheckClientLatencyURL(clientLatency); err != nil {
+						return usagef("migrate: --client-latency %v", err)
 					}
 					ctl.ClientLatencyURL = clientLatency
 				}

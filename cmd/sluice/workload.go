@@ -5,8 +5,6 @@ import (
 	"encoding/csv"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -118,14 +116,12 @@ func newWorkloadRunCmd() *cobra.Command {
 				return usageError{msg: err.Error()}
 			}
 			if latencyListen != "" {
-				ln, err := net.Listen("tcp", latencyListen)
+				u, stopServe, err := r.ServeWindow(latencyListen, "")
 				if err != nil {
-					return usagef("workload run: --latency-listen %q: %v", latencyListen, err)
+					return usagef("workload run: --latency-listen: %v", err)
 				}
-				srv := &http.Server{Handler: r.Handler("", workload.DefaultWindow, nil), ReadHeaderTimeout: 5 * time.Second}
-				go srv.Serve(ln)
-				defer srv.Close()
-				fmt.Fprintf(cmd.ErrOrStderr(), "workload: clients' latency window at http://%s/\n", ln.Addr())
+				defer stopServe()
+				fmt.Fprintf(cmd.ErrOrStderr(), "workload: clients' latency window at %s\n", u)
 			}
 			var cw *csv.Writer
 			if csvPath != "" {
