@@ -261,6 +261,31 @@ type SweepOptions struct {
 	// process variable than Common.ClientLatency's (proxy only ↔ the
 	// clients' too), right after it: the two compared on the same plant.
 	CompareLatencySource bool
+	// StealLimit, when > 0, re-runs a trial in which the host's steal over
+	// some StealSpan went above it (TrialResult.HostStealPeak; a share,
+	// 0–1), up to StealRetries times: on a shared machine a burst of
+	// stolen CPU slows the whole plant, workload included, whatever the
+	// rate, and a trial that met one measures the host. Every attempt is
+	// reported (SweepResult.DisturbedFixed, DisturbedPID); a trial still
+	// disturbed after its retries is kept, marked Disturbed. 0 = off.
+	StealLimit float64
+	// StealRetries is how many times a disturbed trial is re-run (with
+	// StealLimit); default DefaultStealRetries.
+	StealRetries int
+}
+
+// StealSpan is the stretch over which a trial's host steal peak is taken
+// (TrialResult.HostStealPeak): five of the progress lines' 2 s readings,
+// long enough that one slow reading is not a burst, short enough that a
+// burst of half a minute is not averaged away.
+const StealSpan = 10 * time.Second
+
+// DefaultStealRetries is SweepOptions.StealRetries' default.
+const DefaultStealRetries = 2
+
+// disturbed reports whether trial r met more host steal than o allows.
+func (o *SweepOptions) disturbed(r *TrialResult) bool {
+	return o.StealLimit > 0 && r.HostStealPeak > o.StealLimit
 }
 
 // FixedPoint is one fixed-rate migration of the sweep (JSON keys are
@@ -298,6 +323,13 @@ type FixedPoint struct {
 	// hypervisor stole during the migration (TrialResult.HostSteal): a
 	// slowdown of the whole plant no rate made; absent if unmeasured.
 	HostStealPct *float64 `json:"host_steal_pct,omitempty"`
+	// HostStealPeakPct is the largest share (%) stolen over any StealSpan
+	// of the migration (TrialResult.HostStealPeak); absent if unmeasured.
+	HostStealPeakPct *float64 `json:"host_steal_peak_pct,omitempty"`
+	// Disturbed says the host's steal peaked above SweepOptions.StealLimit
+	// in this trial and in every re-run it was given: the figure is the
+	// host's as much as the rate's.
+	Disturbed bool `json:"disturbed"`
 }
 
 // PIDPoint is one PID migration of the sweep.
@@ -350,10 +382,13 @@ type PIDPoint struct {
 	HandoverExcessMsS float64 `json:"handover_excess_ms_s"`
 	// StartExcessMsS: as FixedPoint's.
 	StartExcessMsS *float64 `json:"start_excess_ms_s,omitempty"`
-	// SourceThrottledPct, TargetThrottledPct, HostStealPct: as FixedPoint's.
+	// SourceThrottledPct, TargetThrottledPct, HostStealPct,
+	// HostStealPeakPct, Disturbed: as FixedPoint's.
 	SourceThrottledPct *float64 `json:"source_throttled_pct,omitempty"`
 	TargetThrottledPct *float64 `json:"target_throttled_pct,omitempty"`
 	HostStealPct       *float64 `json:"host_steal_pct,omitempty"`
+	HostStealPeakPct   *float64 `json:"host_steal_peak_pct,omitempty"`
+	Disturbed          bool     `json:"disturbed"`
 }
 
 // PreWindow is how much of a trial's warm-up, up to the migration's start,
@@ -385,9 +420,9 @@ func fp(x *float64) string {
 
 // throttleNote is the progress lines' account of the servers' CPU quota
 // and the host's steal ("; CPU quota throttled in 34 % of the source's
-// periods, 12 % of the target's; host steal 3 %"), each part left out when
-// not measured.
-func throttleNote(src, dst, steal *float64) string {
+// periods, 12 % of the target's; host steal 3 %, 10 s peak 21 %"), each
+// part left out when not measured.
+func throttleNote(src, dst, steal, peak *float64) string {
 	f := func(p *float64) string {
 		if p == nil {
 			return "? %"
@@ -400,6 +435,9 @@ func throttleNote(src, dst, steal *float64) string {
 	}
 	if steal != nil {
 		note += "; host steal " + f(steal)
+		if peak != nil {
+			note += fmt.Sprintf(", %.0f s peak %s", StealSpan.Seconds(), f(peak))
+		}
 	}
 	return note
 }
@@ -468,6 +506,11 @@ func sweepOrder(nFixed, nSP, nVariants int) []sweepTrial {
 type SweepResult struct {
 	Fixed []FixedPoint `json:"fixed"`
 	PID   []PIDPoint   `json:"pid"`
+	// DisturbedFixed and DisturbedPID are the attempts re-run because the
+	// host's steal went above SweepOptions.StealLimit, in the order run;
+	// their re-runs are in Fixed and PID.
+	DisturbedFixed []FixedPoint `json:"disturbed_fixed,omitempty"`
+	DisturbedPID   []PIDPoint   `json:"disturbed_pid,omitempty"`
 }
 
 // DefaultSetpointFactors are the PID ladder's setpoints as multiples of the
@@ -492,6 +535,15 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	}
 	if len(o.FixedRates) == 0 {
 		o.FixedRates = []float64{10e6, 20e6, 30e6, 40e6}
+	}
+	if o.StealRetries == 0 {
+		o.StealRetries = DefaultStealRetries
+	}
+	switch {
+	case !(o.StealLimit >= 0 && o.StealLimit < 1):
+		return res, fmt.Errorf("experiment: steal limit %v must be a share in [0, 1)", o.StealLimit)
+	case o.StealRetries < 0:
+		return res, fmt.Errorf("experiment: steal retries %d must be >= 0", o.StealRetries)
 	}
 	started := time.Now()
 	say := o.Progress
@@ -527,21 +579,47 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		to = 1 - to
 		return r, nil
 	}
-	runFixed := func(rate float64) error {
+	// retry says whether the trial just run (attempt 1, 2, ...) met too
+	// much host steal and has a re-run left; if so its series is renamed
+	// as that attempt's.
+	retry := func(r *TrialResult, attempt int) bool {
+		if !o.disturbed(r) || attempt > o.StealRetries {
+			return false
+		}
+		t := &trials[len(trials)-1]
+		say("%s: host steal peaked at %.0f %% over %.0f s (limit %.0f %%): disturbed, running it again (%d of %d)",
+			t.Name, 100*r.HostStealPeak, StealSpan.Seconds(), 100*o.StealLimit, attempt, o.StealRetries)
+		t.Name += fmt.Sprintf("-disturbed%d", attempt)
+		return true
+	}
+	fixedOnce := func(rate float64, attempt int) (again bool, err error) {
 		r, err := trial(fmt.Sprintf("fixed-%.0fMBps", rate/1e6), 0, agentclient.StartMigration{Rate: rate}, false)
 		if err != nil {
-			return err
+			return false, err
 		}
 		st := Describe(r.Latencies(r.MigStart, r.MigEnd))
 		bh := Describe(r.Latencies(r.BeforeHandover()))
 		p := FixedPoint{RateMBs: round(rate/1e6, 2), MeanLatencyMs: round(st.Mean, 2), StddevLatencyMs: round(st.Std, 2), MigrationSeconds: round(r.MigEnd-r.MigStart, 1),
 			BeforeHandoverMs: round(bh.Mean, 2), FreezeMs: round(r.FreezeMs, 1), PreMigrationMs: preMigration(r),
 			HandoverExcessMsS: round(handoverExcess(bed, tn.Name, r.Migration.Created), 1), StartExcessMsS: measured(r.StartExcessMsS(), 1),
-			SourceThrottledPct: pct(r.SourceThrottled), TargetThrottledPct: pct(r.TargetThrottled), HostStealPct: pct(r.HostSteal), CalmWaitS: round(r.CalmWait, 1), Calm: r.Calm}
+			SourceThrottledPct: pct(r.SourceThrottled), TargetThrottledPct: pct(r.TargetThrottled), HostStealPct: pct(r.HostSteal), HostStealPeakPct: pct(r.HostStealPeak), CalmWaitS: round(r.CalmWait, 1), Calm: r.Calm}
 		say("fixed %.1f MB/s: latency %.1f ± %.1f ms (before the handover %.1f; before the migration %.1f), %.1f s%s; start cost %s ms·s, handover cost %.0f; ledger %d acknowledged, 0 lost",
-			p.RateMBs, p.MeanLatencyMs, p.StddevLatencyMs, p.BeforeHandoverMs, p.PreMigrationMs, p.MigrationSeconds, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct, p.HostStealPct), fp(p.StartExcessMsS), p.HandoverExcessMsS, r.Check.Acknowledged)
+			p.RateMBs, p.MeanLatencyMs, p.StddevLatencyMs, p.BeforeHandoverMs, p.PreMigrationMs, p.MigrationSeconds, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct, p.HostStealPct, p.HostStealPeakPct), fp(p.StartExcessMsS), p.HandoverExcessMsS, r.Check.Acknowledged)
+		if retry(r, attempt) {
+			res.DisturbedFixed = append(res.DisturbedFixed, p)
+			return true, nil
+		}
+		p.Disturbed = o.disturbed(r)
 		res.Fixed = append(res.Fixed, p)
-		return nil
+		return false, nil
+	}
+	runFixed := func(rate float64) error {
+		for attempt := 1; ; attempt++ {
+			again, err := fixedOnce(rate, attempt)
+			if err != nil || !again {
+				return err
+			}
+		}
 	}
 	// pidVariant is one loop compared at a setpoint: Common's settings but
 	// for the fields set.
@@ -550,7 +628,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		ki, reserve, floor, headroom, growth *float64
 		client                               bool
 	}
-	runPID := func(sp float64, v pidVariant) error {
+	pidOnce := func(sp float64, v pidVariant, attempt int) (again bool, err error) {
 		h, client := v.h, v.client
 		ctl := o.pidControl(sp)
 		ctl.MeanHorizon = h
@@ -602,7 +680,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		}
 		r, err := trial(name, sp, agentclient.StartMigration{Rate: o.MaxRate * StartFraction, Control: ctl}, client)
 		if err != nil {
-			return err
+			return false, err
 		}
 		st := Describe(r.Latencies(r.MigStart, r.MigEnd))
 		secs := r.MigEnd - r.MigStart
@@ -619,11 +697,24 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		p.HandoverExcessMsS = round(handoverExcess(bed, tn.Name, r.Migration.Created), 1)
 		p.StartExcessMsS = measured(r.StartExcessMsS(), 1)
 		p.SourceThrottledPct, p.TargetThrottledPct = pct(r.SourceThrottled), pct(r.TargetThrottled)
-		p.HostStealPct = pct(r.HostSteal)
+		p.HostStealPct, p.HostStealPeakPct = pct(r.HostSteal), pct(r.HostStealPeak)
 		say("pid %.1f ms (%s latency, mean horizon %d, ki %g, start growth %g, error floor %g, headroom %g): latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %.1f; before the migration %.1f), %.1f s at %.1f MB/s%s; start cost %s ms·s; handover reserve %.0f ms·s, cost %.0f; ledger %d acknowledged, 0 lost",
-			sp, source, h, gain, ctl.StartGrowth, ctl.ErrorFloor, ctl.Headroom, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, p.LoopMeanMs, p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct, p.HostStealPct), fp(p.StartExcessMsS), p.ReserveMsS, p.HandoverExcessMsS, r.Check.Acknowledged)
+			sp, source, h, gain, ctl.StartGrowth, ctl.ErrorFloor, ctl.Headroom, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, p.LoopMeanMs, p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct, p.HostStealPct, p.HostStealPeakPct), fp(p.StartExcessMsS), p.ReserveMsS, p.HandoverExcessMsS, r.Check.Acknowledged)
+		if retry(r, attempt) {
+			res.DisturbedPID = append(res.DisturbedPID, p)
+			return true, nil
+		}
+		p.Disturbed = o.disturbed(r)
 		res.PID = append(res.PID, p)
-		return nil
+		return false, nil
+	}
+	runPID := func(sp float64, v pidVariant) error {
+		for attempt := 1; ; attempt++ {
+			again, err := pidOnce(sp, v, attempt)
+			if err != nil || !again {
+				return err
+			}
+		}
 	}
 	// The PID loops of a setpoint: Common's, then each compared variant
 	// (sweepOrder gives their order).
@@ -730,15 +821,17 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		fmt.Fprintf(&b, "\nNo fixed trial migrated faster at a lower mean latency than %d of the %d PID trials (the interpolated columns assume the fixed ladder is monotonic; these two do not).\n", unbeaten, len(res.PID))
 	}
 	b.WriteString("\nBefore the handover (the loop sets the speed; the handover's freeze and the drain of the queue it builds are a fixed cost per migration, in the whole-migration figures above):\n\n")
-	b.WriteString("| PID setpoint ms | latency source | mean horizon steps | Ki | start growth | error floor | headroom | mean latency ms | error vs setpoint | loop's own mean ms | error vs setpoint | fixed rate's migration s at this latency | freeze ms | before the migration ms | steps at top speed | start cost ms·s | handover reserve / cost ms·s |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| PID setpoint ms | latency source | mean horizon steps | Ki | start growth | error floor | headroom | mean latency ms | error vs setpoint | loop's own mean ms | error vs setpoint | fixed rate's migration s at this latency | freeze ms | before the migration ms | steps at top speed | start cost ms·s | handover reserve / cost ms·s | host steal, 10 s peak |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range res.PID {
 		eq := "outside the fixed ladder's range"
 		if s, ok := secondsAt(res.Fixed, func(f FixedPoint) float64 { return f.BeforeHandoverMs }, p.BeforeHandoverMs); ok {
 			eq = fmt.Sprintf("%.1f (PID %.2f× as fast)", s, s/p.MigrationSeconds)
 		}
-		fmt.Fprintf(&b, "| %.1f | %s | %d | %g | %g | %g | %g | %s | %+.1f %% | %s | %+.1f %% | %s | %.0f | %s | %d | %s | %.1f / %s |\n", p.SetpointMs, p.LatencySource, p.MeanHorizon, p.Ki, p.StartGrowth, p.ErrorFloor, p.Headroom, f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs,
-			f1(p.LoopMeanMs), 100*(p.LoopMeanMs-p.SetpointMs)/p.SetpointMs, eq, p.FreezeMs, f1(p.PreMigrationMs), p.TopSpeedSteps, fp(p.StartExcessMsS), p.ReserveMsS, f1(p.HandoverExcessMsS))
+		fmt.Fprintf(&b, "| %.1f | %s | %d | %g | %g | %g | %g | %s | %+.1f %% | %s | %+.1f %% | %s | %.0f | %s | %d | %s | %.1f / %s | %s |\n", p.SetpointMs, p.LatencySource, p.MeanHorizon, p.Ki, p.StartGrowth, p.ErrorFloor, p.Headroom, f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs,
+			f1(p.LoopMeanMs), 100*(p.LoopMeanMs-p.SetpointMs)/p.SetpointMs, eq, p.FreezeMs, f1(p.PreMigrationMs), p.TopSpeedSteps, fp(p.StartExcessMsS), p.ReserveMsS, f1(p.HandoverExcessMsS), stealPeak(p.HostStealPeakPct, p.Disturbed))
 	}
+	b.WriteString(withinLine(res.PID))
+	b.WriteString(disturbedLines(res, o.StealLimit))
 	b.WriteString("\n")
 	b.WriteString(ledgerLines(trials))
 	b.WriteString(cpuLines(trials))
@@ -789,6 +882,68 @@ func setpointChart(r SweepResult) chart.Chart {
 	}
 }
 
+// stealPeak is a report cell: a trial's 10 s host steal peak, marked when
+// the trial stayed disturbed through its re-runs.
+func stealPeak(peak *float64, disturbed bool) string {
+	cell := fp(peak) + " %"
+	if peak == nil {
+		cell = "–"
+	}
+	if disturbed {
+		cell += " (disturbed)"
+	}
+	return cell
+}
+
+// withinLine counts the PID trials whose mean latency before the handover
+// ended within ±10 % and ±5 % of their setpoint (Slacker's result and
+// sluice's goal), and the distinct setpoints among them; "" without PID
+// trials. Trials marked Disturbed count, as they ran.
+func withinLine(pid []PIDPoint) string {
+	if len(pid) == 0 {
+		return ""
+	}
+	n10, n5 := 0, 0
+	sps := map[float64]bool{}
+	var missed []string
+	for _, p := range pid {
+		e := math.Abs(p.BeforeHandoverMs-p.SetpointMs) / p.SetpointMs
+		switch {
+		case e <= 0.05:
+			n5++
+			fallthrough
+		case e <= 0.10:
+			n10++
+			sps[p.SetpointMs] = true
+		default:
+			missed = append(missed, fmt.Sprintf("%g ms %+.1f %%", p.SetpointMs, 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs))
+		}
+	}
+	line := fmt.Sprintf("\n%d of the %d PID trials ended within ±10 %% of their setpoint before the handover (%d distinct setpoints), %d within ±5 %%", n10, len(pid), len(sps), n5)
+	if len(missed) > 0 {
+		line += "; outside: " + strings.Join(missed, ", ")
+	}
+	return line + ".\n"
+}
+
+// disturbedLines lists the attempts re-run because the host's steal peaked
+// above limit (a share; SweepOptions.StealLimit); "" when none was.
+func disturbedLines(res SweepResult, limit float64) string {
+	if len(res.DisturbedFixed)+len(res.DisturbedPID) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nRe-run because the host's steal went above %.0f %% over some %.0f s of the migration (each re-run is in the tables above):\n\n| attempt | host steal, %.0f s peak | host steal, whole migration | mean before the handover ms | vs setpoint | migration s |\n|---|---|---|---|---|---|\n",
+		100*limit, StealSpan.Seconds(), StealSpan.Seconds())
+	for _, p := range res.DisturbedFixed {
+		fmt.Fprintf(&b, "| fixed %.1f MB/s | %s | %s | %s | – | %.1f |\n", p.RateMBs, stealPeak(p.HostStealPeakPct, false), stealPeak(p.HostStealPct, false), f1(p.BeforeHandoverMs), p.MigrationSeconds)
+	}
+	for _, p := range res.DisturbedPID {
+		fmt.Fprintf(&b, "| PID %.1f ms (%s) | %s | %s | %s | %+.1f %% | %.1f |\n", p.SetpointMs, p.LatencySource, stealPeak(p.HostStealPeakPct, false), stealPeak(p.HostStealPct, false), f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs, p.MigrationSeconds)
+	}
+	return b.String()
+}
+
 // cpuLines tabulates, per trial, the share of the source's and target's
 // CPU quota periods throttled during the migration and the share of the
 // host's CPU time stolen by the hypervisor; "" when no trial measured any.
@@ -805,9 +960,9 @@ func cpuLines(trials []Labeled) string {
 			continue
 		}
 		if b.Len() == 0 {
-			b.WriteString("\nCPU during each migration: the share of its quota periods in which each server's cgroup was throttled (it wanted more CPU than its quota), and the share of the machine's CPU time the hypervisor stole (a slowdown of the whole plant that no rate made).\n\n| trial | source throttled | target throttled | host steal |\n|---|---|---|---|\n")
+			fmt.Fprintf(&b, "\nCPU during each migration: the share of its quota periods in which each server's cgroup was throttled (it wanted more CPU than its quota), and the share of the machine's CPU time the hypervisor stole (a slowdown of the whole plant that no rate made), over the whole migration and over its worst %.0f s.\n\n| trial | source throttled | target throttled | host steal | host steal, %.0f s peak |\n|---|---|---|---|---|\n", StealSpan.Seconds(), StealSpan.Seconds())
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", t.Name, f(t.Res.SourceThrottled), f(t.Res.TargetThrottled), f(t.Res.HostSteal))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", t.Name, f(t.Res.SourceThrottled), f(t.Res.TargetThrottled), f(t.Res.HostSteal), f(t.Res.HostStealPeak))
 	}
 	return b.String()
 }

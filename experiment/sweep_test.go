@@ -18,17 +18,20 @@ func TestThrottleNote(t *testing.T) {
 	if *src != 34.5 || *dst != 12 {
 		t.Fatalf("pct = %v, %v; want 34.5, 12", *src, *dst)
 	}
-	if got := throttleNote(nil, nil, nil); got != "" {
+	if got := throttleNote(nil, nil, nil, nil); got != "" {
 		t.Fatalf("throttleNote(nil, nil, nil) = %q, want empty", got)
 	}
-	if got, want := throttleNote(src, nil, nil), "; CPU quota throttled in 34 % of the source's periods, ? % of the target's"; got != want {
+	if got, want := throttleNote(src, nil, nil, nil), "; CPU quota throttled in 34 % of the source's periods, ? % of the target's"; got != want {
 		t.Fatalf("throttleNote = %q, want %q", got, want)
 	}
-	if got, want := throttleNote(src, dst, pct(0.031)), "; CPU quota throttled in 34 % of the source's periods, 12 % of the target's; host steal 3 %"; got != want {
+	if got, want := throttleNote(src, dst, pct(0.031), nil), "; CPU quota throttled in 34 % of the source's periods, 12 % of the target's; host steal 3 %"; got != want {
 		t.Fatalf("throttleNote = %q, want %q", got, want)
 	}
-	if got, want := throttleNote(nil, nil, pct(0.2)), "; host steal 20 %"; got != want {
+	if got, want := throttleNote(nil, nil, pct(0.2), nil), "; host steal 20 %"; got != want {
 		t.Fatalf("throttleNote without quotas = %q, want %q", got, want)
+	}
+	if got, want := throttleNote(nil, nil, pct(0.05), pct(0.396)), "; host steal 5 %, 10 s peak 40 %"; got != want {
+		t.Fatalf("throttleNote with a peak = %q, want %q", got, want)
 	}
 	b, err := json.Marshal(FixedPoint{SourceThrottledPct: src})
 	if err != nil {
@@ -41,14 +44,14 @@ func TestThrottleNote(t *testing.T) {
 
 func TestCPULines(t *testing.T) {
 	nan := math.NaN()
-	none := []Labeled{{Name: "fixed-20MBps", Res: &TrialResult{SourceThrottled: nan, TargetThrottled: nan, HostSteal: nan}}}
+	none := []Labeled{{Name: "fixed-20MBps", Res: &TrialResult{SourceThrottled: nan, TargetThrottled: nan, HostSteal: nan, HostStealPeak: nan}}}
 	if got := cpuLines(none); got != "" {
 		t.Fatalf("cpuLines without measurements = %q, want empty", got)
 	}
-	some := append(none, Labeled{Name: "pid-8ms", Res: &TrialResult{SourceThrottled: 0.344, TargetThrottled: nan, HostSteal: 0.12}},
-		Labeled{Name: "pid-9ms", Res: &TrialResult{SourceThrottled: nan, TargetThrottled: nan, HostSteal: 0}})
+	some := append(none, Labeled{Name: "pid-8ms", Res: &TrialResult{SourceThrottled: 0.344, TargetThrottled: nan, HostSteal: 0.12, HostStealPeak: 0.41}},
+		Labeled{Name: "pid-9ms", Res: &TrialResult{SourceThrottled: nan, TargetThrottled: nan, HostSteal: 0, HostStealPeak: nan}})
 	got := cpuLines(some)
-	if !strings.Contains(got, "| pid-8ms | 34 % | – | 12 % |") || !strings.Contains(got, "| pid-9ms | – | – | 0 % |") || strings.Contains(got, "fixed-20MBps") {
+	if !strings.Contains(got, "| pid-8ms | 34 % | – | 12 % | 41 % |") || !strings.Contains(got, "| pid-9ms | – | – | 0 % | – |") || strings.Contains(got, "fixed-20MBps") {
 		t.Fatalf("cpuLines = %q: want the rows of pid-8ms and pid-9ms only", got)
 	}
 }
@@ -139,5 +142,62 @@ func TestCalmLines(t *testing.T) {
 	}
 	if strings.Contains(got, "c ") {
 		t.Errorf("%q names a trial that was not held", got)
+	}
+}
+
+func TestWithinLine(t *testing.T) {
+	if got := withinLine(nil); got != "" {
+		t.Fatalf("withinLine(nil) = %q, want empty", got)
+	}
+	pid := []PIDPoint{
+		{SetpointMs: 6.5, BeforeHandoverMs: 6.52}, // +0.3 %
+		{SetpointMs: 7, BeforeHandoverMs: 9.44},   // +34.9 %
+		{SetpointMs: 7.5, BeforeHandoverMs: 8.1},  // +8.0 %
+		{SetpointMs: 8, BeforeHandoverMs: 7.71},   // −3.6 %
+		{SetpointMs: 8, BeforeHandoverMs: 7.8},    // the same setpoint again
+	}
+	got := withinLine(pid)
+	want := "\n4 of the 5 PID trials ended within ±10 % of their setpoint before the handover (3 distinct setpoints), 3 within ±5 %; outside: 7 ms +34.9 %.\n"
+	if got != want {
+		t.Fatalf("withinLine =\n%q, want\n%q", got, want)
+	}
+}
+
+func TestDisturbedTrials(t *testing.T) {
+	o := SweepOptions{StealLimit: 0.25}
+	for _, c := range []struct {
+		peak float64
+		want bool
+	}{{0.40, true}, {0.25, false}, {0.1, false}, {math.NaN(), false}} {
+		if got := o.disturbed(&TrialResult{HostStealPeak: c.peak}); got != c.want {
+			t.Errorf("limit 25 %%, peak %v: disturbed %v, want %v", c.peak, got, c.want)
+		}
+	}
+	if off := (SweepOptions{}); off.disturbed(&TrialResult{HostStealPeak: 0.9}) {
+		t.Error("no limit: a trial was disturbed")
+	}
+	if got := disturbedLines(SweepResult{}, 0.25); got != "" {
+		t.Fatalf("disturbedLines with none = %q, want empty", got)
+	}
+	peak, whole := 39.6, 8.3
+	res := SweepResult{
+		DisturbedFixed: []FixedPoint{{RateMBs: 40, BeforeHandoverMs: 14.18, MigrationSeconds: 91, HostStealPeakPct: &peak, HostStealPct: &whole}},
+		DisturbedPID:   []PIDPoint{{SetpointMs: 7, LatencySource: "client", BeforeHandoverMs: 9.44, MigrationSeconds: 465.6, HostStealPeakPct: &peak}},
+	}
+	got := disturbedLines(res, 0.25)
+	for _, want := range []string{"above 25 % over some 10 s", "| fixed 40.0 MB/s | 39.6 % | 8.3 % | 14.2 | – | 91.0 |", "| PID 7.0 ms (client) | 39.6 % | – | 9.4 | +34.9 % | 465.6 |"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("disturbedLines =\n%s\nwant a line containing %q", got, want)
+		}
+	}
+	if got := stealPeak(&peak, true); got != "39.6 % (disturbed)" {
+		t.Errorf("stealPeak(39.6, disturbed) = %q", got)
+	}
+	b, err := json.Marshal(SweepResult{PID: []PIDPoint{{HostStealPeakPct: &peak}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(b); !strings.Contains(s, `"host_steal_peak_pct":39.6`) || !strings.Contains(s, `"disturbed":false`) || strings.Contains(s, "disturbed_pid") {
+		t.Errorf("JSON %s: want host_steal_peak_pct, disturbed false and no disturbed_pid list", s)
 	}
 }

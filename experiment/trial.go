@@ -114,10 +114,16 @@ type TrialResult struct {
 	// of every process that no rate caused. NaN when /proc/stat was
 	// unreadable.
 	HostSteal float64
-	Migration agentclient.Migration
-	Check     workload.Check // the migrating tenant's ledger, verified on its new owner
-	runner    *workload.Runner
-	others    []*workload.Runner
+	// HostStealPeak is the largest share (0–1) stolen over any StealSpan
+	// of the migration (monitor.StealPeak over the host's CPU read with
+	// each progress line, about every 2 s): the worst burst, which
+	// HostSteal's mean over the whole migration dilutes. NaN when
+	// unmeasured or the migration was shorter than StealSpan.
+	HostStealPeak float64
+	Migration     agentclient.Migration
+	Check         workload.Check // the migrating tenant's ledger, verified on its new owner
+	runner        *workload.Runner
+	others        []*workload.Runner
 	// transactions is runner.Transactions (a field, so a test can give a
 	// result its own).
 	transactions func(from, to time.Duration) []workload.Tx
@@ -343,7 +349,7 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 	if say == nil {
 		say = func(string, ...any) {}
 	}
-	res := &TrialResult{StepAt: -1, SourceThrottled: math.NaN(), TargetThrottled: math.NaN(), HostSteal: math.NaN()}
+	res := &TrialResult{StepAt: -1, SourceThrottled: math.NaN(), TargetThrottled: math.NaN(), HostSteal: math.NaN(), HostStealPeak: math.NaN()}
 	if tr.TargetCPUs != 0 {
 		from, _, err := tr.Bed.Owner(ctx, tr.Tenant)
 		if err != nil {
@@ -493,6 +499,7 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 	cpuFrom, cpuTo := cpuStat(tr.Bed.Servers[from]), cpuStat(tr.Bed.Servers[tr.To])
 	hostFrom, hostErr := monitor.ReadHostCPU()
 	lastSay, hostSaid := time.Time{}, hostFrom
+	hostSamples := []monitor.HostCPUSample{{At: time.Now(), CPU: hostFrom}}
 	m, merr := tr.Bed.Migrate(ctx, tr.Tenant, tr.To, tr.Migration, func(m agentclient.Migration) {
 		doStep()
 		if m.Progress.Controller != "" {
@@ -520,6 +527,7 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 					loopFig += fmt.Sprintf("  host steal %3.0f %%", 100*st)
 				}
 				hostSaid = h
+				hostSamples = append(hostSamples, monitor.HostCPUSample{At: time.Now(), CPU: h})
 			}
 			say("  %5.0fs %-9s %s  %6.1f MB/s (limit %6.1f)  latency %6.1f ms%s",
 				since(), p.Phase, moved, p.Rate/1e6, p.Limit/1e6, last(), loopFig)
@@ -530,6 +538,7 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 	res.TargetThrottled = throttledSince(tr.Bed.Servers[tr.To], cpuTo)
 	if h, err := monitor.ReadHostCPU(); hostErr == nil && err == nil {
 		res.HostSteal = h.StealShare(hostFrom)
+		res.HostStealPeak = monitor.StealPeak(append(hostSamples, monitor.HostCPUSample{At: time.Now(), CPU: h}), StealSpan)
 	}
 	res.Migration = m
 	res.HoldAt = res.MigEnd

@@ -109,7 +109,7 @@ func agentRunCLI(t *testing.T, args ...string) (code int, stdout, stderr string)
 	}
 	for _, c := range root.Commands() {
 		switch c.Name() {
-		case "agent", "tenant", "migrate", "migration":
+		case "agent", "tenant", "migrate", "migration", "workload", "bench":
 			reset(c)
 		}
 	}

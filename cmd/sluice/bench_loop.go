@@ -288,6 +288,8 @@ func init() {
 	var rates, setpoints, compare, compareKi, compareReserves, compareFloors, compareHeadroom string
 	var compareSource bool
 	var compareGrowth string
+	var stealLimit float64
+	var stealRetries int
 	cmd := &cobra.Command{
 		Use:   "slack-sweep [--out DIR] [--json]",
 		Short: "Slacker Fig. 11: fixed rates vs PID setpoints, latency and migration time",
@@ -357,6 +359,13 @@ summary.json, report.md and PNG plots to --out.`,
 				return usagef("bench slack-sweep: --compare-start-growth: %v", err)
 			}
 			o.CompareLatencySource = compareSource
+			if !(stealLimit >= 0 && stealLimit < 100) {
+				return usagef("bench slack-sweep: --steal-limit: %v: want a percentage in [0, 100) (0 = off)", stealLimit)
+			}
+			if stealRetries < 1 || stealRetries > 10 {
+				return usagef("bench slack-sweep: --steal-retries: %d: want 1 to 10", stealRetries)
+			}
+			o.StealLimit, o.StealRetries = stealLimit/100, stealRetries
 			return runOnBed(cmd, &f, bo, func(ctx context.Context, bed *testbed.Bed) (any, error) {
 				return experiment.SlackSweep(ctx, bed, o)
 			})
@@ -372,6 +381,8 @@ summary.json, report.md and PNG plots to --out.`,
 	cmd.Flags().StringVar(&compareHeadroom, "compare-headroom", "", "run every PID setpoint again with each of these headrooms (fractions, comma-separated; 0 = off), in the same run")
 	cmd.Flags().StringVar(&compare, "compare-mean-horizons", "", "run every PID setpoint again with each of these mean horizons (steps, comma-separated; 0 = off), in the same run")
 	cmd.Flags().StringVar(&setpoints, "setpoints", "", "PID setpoints, comma-separated: durations (20ms,40ms) or multiples of the baseline mean latency measured first (2x,3x); default 3x,4x,5x,6x")
+	cmd.Flags().Float64Var(&stealLimit, "steal-limit", 0, "re-run a trial in which the host's steal went above this percentage over some 10 s of its migration (a shared machine's burst slows the whole plant whatever the rate); every attempt is reported; 0 = off")
+	cmd.Flags().IntVar(&stealRetries, "steal-retries", experiment.DefaultStealRetries, "with --steal-limit: re-runs a disturbed trial gets before it is kept, marked disturbed")
 	benchCmd.AddCommand(cmd)
 }
 

@@ -65,6 +65,31 @@ func TestBenchLoopUsageErrors(t *testing.T) {
 	}
 }
 
+// TestSlackSweepStealFlags: --steal-limit and --steal-retries out of range
+// are refused in one line before anything starts (each case from the
+// flags' defaults).
+func TestSlackSweepStealFlags(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "never")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--steal-limit", "100"}, "--steal-limit"},
+		{[]string{"--steal-limit", "-1"}, "--steal-limit"},
+		{[]string{"--steal-limit", "NaN"}, "--steal-limit"},
+		{[]string{"--steal-limit", "25", "--steal-retries", "0"}, "--steal-retries"},
+		{[]string{"--steal-retries", "11"}, "--steal-retries"},
+	} {
+		code, stdout, stderr := agentRunCLI(t, append([]string{"bench", "slack-sweep", "--out", out}, c.args...)...)
+		if code != 2 || !strings.Contains(stderr, c.want) || strings.Count(stderr, "\n") != 1 || stdout != "" {
+			t.Errorf("slack-sweep %v: exit %d, stderr %q; want 2 and one line mentioning %q", c.args, code, stderr, c.want)
+		}
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("a rejected run created %s", out)
+	}
+}
+
 // The compare lists of floors, headrooms and reserves take 0 (the option
 // off, as their help says), which parseList refuses.
 func TestParseNonNegList(t *testing.T) {
