@@ -759,6 +759,9 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	for i := range res.PID {
 		res.PID[i].BeatenByFixed, res.PID[i].BeatsFixed = Dominance(res.Fixed, res.PID[i])
 	}
+	for i := range res.DisturbedPID { // against the kept fixed trials, as the reruns
+		res.DisturbedPID[i].BeatenByFixed, res.DisturbedPID[i].BeatsFixed = Dominance(res.Fixed, res.DisturbedPID[i])
+	}
 
 	// Outputs.
 	if err := writeSeries(o.Out, trials); err != nil {
