@@ -126,6 +126,11 @@ func TestStepLoadSmall(t *testing.T) {
 		if !(r.MeanLatencyBeforeMs > 0) || !(r.MigrationSeconds > 0) {
 			t.Fatalf("result %+v: a trial's figures are missing", res)
 		}
+		// /proc/stat is readable here: the host's steal is measured (its
+		// 10 s peak only when the migration lasts that long).
+		if r.HostStealPct == nil || *r.HostStealPct < 0 || *r.HostStealPct > 100 {
+			t.Errorf("trial %+v: want the host's steal measured, a percentage", r)
+		}
 	}
 	m := readJSON(t, filepath.Join(c.Out, SummaryFile))
 	for _, k := range []string{"pid", "fixed", "setpoint_ms", "baseline_ms", "baseline_after_step_ms"} {

@@ -41,6 +41,13 @@ type StepRun struct {
 	MeanLatencyAfterMs             float64 `json:"mean_latency_after_ms"`
 	MigrationSeconds               float64 `json:"migration_seconds"`
 	MeanLatencyAfterWithHandoverMs float64 `json:"mean_latency_after_with_handover_ms"`
+	// HostStealPct and HostStealPeakPct are the share (%) of the machine's
+	// CPU time the hypervisor stole over the whole migration and over its
+	// worst StealSpan (TrialResult.HostSteal, HostStealPeak): a burst in
+	// the "after" window slows the workload whatever the rate. Absent if
+	// unmeasured.
+	HostStealPct     *float64 `json:"host_steal_pct,omitempty"`
+	HostStealPeakPct *float64 `json:"host_steal_peak_pct,omitempty"`
 }
 
 // StepResult is `sluice bench step40 --json`.
@@ -130,7 +137,8 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 		if after < r.MigEnd {
 			sr.MeanLatencyAfterWithHandoverMs = round(Describe(r.Latencies(after, r.MigEnd)).Mean, 2)
 		}
-		say("%s: before the step %.1f ms, after %.1f ms (setpoint %.1f; with the handover %.1f), %.1f s", name, sr.MeanLatencyBeforeMs, sr.MeanLatencyAfterMs, o.SetpointMs, sr.MeanLatencyAfterWithHandoverMs, sr.MigrationSeconds)
+		sr.HostStealPct, sr.HostStealPeakPct = pct(r.HostSteal), pct(r.HostStealPeak)
+		say("%s: before the step %.1f ms, after %.1f ms (setpoint %.1f; with the handover %.1f), %.1f s%s", name, sr.MeanLatencyBeforeMs, sr.MeanLatencyAfterMs, o.SetpointMs, sr.MeanLatencyAfterWithHandoverMs, sr.MigrationSeconds, throttleNote(nil, nil, sr.HostStealPct, sr.HostStealPeakPct))
 		return r, sr, nil
 	}
 	pr, ps, err := run("pid", 1, agentclient.StartMigration{Rate: o.MaxRate * StartFraction, Control: o.pidControl(o.SetpointMs)})
@@ -181,12 +189,12 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 	b.WriteString(reportHeader("sluice bench step40 (Slacker Fig. 13a)", o.Command, started, o.bedNote(bed)))
 	fmt.Fprintf(&b, "Tenant: %d rows, %.0f MB; workload %.0f → %.0f transactions/s %v after the migration starts (%s keys, MPL %d); baseline mean latency %.1f ± %.1f ms, and %.1f ± %.1f ms at the stepped load without a migration.\n\n",
 		tn.Rows, float64(tn.Bytes)/1e6, o.Workload.Rate, o.Factor*o.Workload.Rate, o.StepAfter, o.Workload.Distribution, o.Workload.MPL, base.Mean, base.Std, sbase.Mean, sbase.Std)
-	fmt.Fprintf(&b, "| controller | mean latency before the step ms | after (step + %v to the handover) ms | vs setpoint %.1f ms | after, handover included ms | migration s |\n|---|---|---|---|---|---|\n", o.Settle, o.SetpointMs)
+	fmt.Fprintf(&b, "| controller | mean latency before the step ms | after (step + %v to the handover) ms | vs setpoint %.1f ms | after, handover included ms | migration s | host steal, whole / worst %.0f s |\n|---|---|---|---|---|---|---|\n", o.Settle, o.SetpointMs, StealSpan.Seconds())
 	for _, x := range []struct {
 		name string
 		r    StepRun
 	}{{"PID", res.PID}, {fmt.Sprintf("fixed %.1f MB/s", fixedRate/1e6), res.Fixed}} {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.1f |\n", x.name, f1(x.r.MeanLatencyBeforeMs), f1(x.r.MeanLatencyAfterMs), signedPct(x.r.MeanLatencyAfterMs, o.SetpointMs), f1(x.r.MeanLatencyAfterWithHandoverMs), x.r.MigrationSeconds)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.1f | %s / %s |\n", x.name, f1(x.r.MeanLatencyBeforeMs), f1(x.r.MeanLatencyAfterMs), signedPct(x.r.MeanLatencyAfterMs, o.SetpointMs), f1(x.r.MeanLatencyAfterWithHandoverMs), x.r.MigrationSeconds, stealPeak(x.r.HostStealPct, false), stealPeak(x.r.HostStealPeakPct, false))
 	}
 	b.WriteString("\n" + ledgerLines(trials) + "\n![step](step.png)\n")
 	return jsonSafe(res), writeFile(o.Out, ReportFile, b.String())
