@@ -194,7 +194,7 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 		name string
 		r    StepRun
 	}{{"PID", res.PID}, {fmt.Sprintf("fixed %.1f MB/s", fixedRate/1e6), res.Fixed}} {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.1f | %s / %s |\n", x.name, f1(x.r.MeanLatencyBeforeMs), f1(x.r.MeanLatencyAfterMs), signedPct(x.r.MeanLatencyAfterMs, o.SetpointMs), f1(x.r.MeanLatencyAfterWithHandoverMs), x.r.MigrationSeconds, stealPeak(x.r.HostStealPct, false), stealPeak(x.r.HostStealPeakPct, false))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.1f | %s / %s |\n", x.name, f1(x.r.MeanLatencyBeforeMs), f1(x.r.MeanLatencyAfterMs), signedPct(x.r.MeanLatencyAfterMs, o.SetpointMs), f1(x.r.MeanLatencyAfterWithHandoverMs), x.r.MigrationSeconds, stealCell(x.r.HostStealPct, false), stealCell(x.r.HostStealPeakPct, false))
 	}
 	b.WriteString("\n" + ledgerLines(trials) + "\n![step](step.png)\n")
 	return jsonSafe(res), writeFile(o.Out, ReportFile, b.String())

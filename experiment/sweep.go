@@ -614,12 +614,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		return false, nil
 	}
 	runFixed := func(rate float64) error {
-		for attempt := 1; ; attempt++ {
-			again, err := fixedOnce(rate, attempt)
-			if err != nil || !again {
-				return err
-			}
-		}
+		return untilUndisturbed(func(attempt int) (bool, error) { return fixedOnce(rate, attempt) })
 	}
 	// pidVariant is one loop compared at a setpoint: Common's settings but
 	// for the fields set.
@@ -709,12 +704,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		return false, nil
 	}
 	runPID := func(sp float64, v pidVariant) error {
-		for attempt := 1; ; attempt++ {
-			again, err := pidOnce(sp, v, attempt)
-			if err != nil || !again {
-				return err
-			}
-		}
+		return untilUndisturbed(func(attempt int) (bool, error) { return pidOnce(sp, v, attempt) })
 	}
 	// The PID loops of a setpoint: Common's, then each compared variant
 	// (sweepOrder gives their order).
@@ -831,7 +821,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 			eq = fmt.Sprintf("%.1f (PID %.2f× as fast)", s, s/p.MigrationSeconds)
 		}
 		fmt.Fprintf(&b, "| %.1f | %s | %d | %g | %g | %g | %g | %s | %+.1f %% | %s | %+.1f %% | %s | %.0f | %s | %d | %s | %.1f / %s | %s |\n", p.SetpointMs, p.LatencySource, p.MeanHorizon, p.Ki, p.StartGrowth, p.ErrorFloor, p.Headroom, f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs,
-			f1(p.LoopMeanMs), 100*(p.LoopMeanMs-p.SetpointMs)/p.SetpointMs, eq, p.FreezeMs, f1(p.PreMigrationMs), p.TopSpeedSteps, fp(p.StartExcessMsS), p.ReserveMsS, f1(p.HandoverExcessMsS), stealPeak(p.HostStealPeakPct, p.Disturbed))
+			f1(p.LoopMeanMs), 100*(p.LoopMeanMs-p.SetpointMs)/p.SetpointMs, eq, p.FreezeMs, f1(p.PreMigrationMs), p.TopSpeedSteps, fp(p.StartExcessMsS), p.ReserveMsS, f1(p.HandoverExcessMsS), stealCell(p.HostStealPeakPct, p.Disturbed))
 	}
 	b.WriteString(withinLine(res.PID))
 	b.WriteString(disturbedLines(res, o.StealLimit))
@@ -885,12 +875,22 @@ func setpointChart(r SweepResult) chart.Chart {
 	}
 }
 
-// stealPeak is a report cell: a trial's 10 s host steal peak, marked when
-// the trial stayed disturbed through its re-runs.
-func stealPeak(peak *float64, disturbed bool) string {
-	cell := fp(peak) + " %"
-	if peak == nil {
-		cell = "–"
+// untilUndisturbed calls once with attempt 1, 2, … while it asks to run
+// again (its trial was disturbed and has a re-run left) and fails not.
+func untilUndisturbed(once func(attempt int) (again bool, err error)) error {
+	for attempt := 1; ; attempt++ {
+		if again, err := once(attempt); err != nil || !again {
+			return err
+		}
+	}
+}
+
+// stealCell is a report cell for a host steal percentage (nil: "–"),
+// marked when the trial stayed disturbed through its re-runs.
+func stealCell(pct *float64, disturbed bool) string {
+	cell := "–"
+	if pct != nil {
+		cell = f1(*pct) + " %"
 	}
 	if disturbed {
 		cell += " (disturbed)"
@@ -939,10 +939,10 @@ func disturbedLines(res SweepResult, limit float64) string {
 	fmt.Fprintf(&b, "\nRe-run because the host's steal went above %.0f %% over some %.0f s of the migration (each re-run is in the tables above):\n\n| attempt | host steal, %.0f s peak | host steal, whole migration | mean before the handover ms | vs setpoint | migration s |\n|---|---|---|---|---|---|\n",
 		100*limit, StealSpan.Seconds(), StealSpan.Seconds())
 	for _, p := range res.DisturbedFixed {
-		fmt.Fprintf(&b, "| fixed %.1f MB/s | %s | %s | %s | – | %.1f |\n", p.RateMBs, stealPeak(p.HostStealPeakPct, false), stealPeak(p.HostStealPct, false), f1(p.BeforeHandoverMs), p.MigrationSeconds)
+		fmt.Fprintf(&b, "| fixed %.1f MB/s | %s | %s | %s | – | %.1f |\n", p.RateMBs, stealCell(p.HostStealPeakPct, false), stealCell(p.HostStealPct, false), f1(p.BeforeHandoverMs), p.MigrationSeconds)
 	}
 	for _, p := range res.DisturbedPID {
-		fmt.Fprintf(&b, "| PID %.1f ms (%s) | %s | %s | %s | %+.1f %% | %.1f |\n", p.SetpointMs, p.LatencySource, stealPeak(p.HostStealPeakPct, false), stealPeak(p.HostStealPct, false), f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs, p.MigrationSeconds)
+		fmt.Fprintf(&b, "| PID %.1f ms (%s) | %s | %s | %s | %+.1f %% | %.1f |\n", p.SetpointMs, p.LatencySource, stealCell(p.HostStealPeakPct, false), stealCell(p.HostStealPct, false), f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs, p.MigrationSeconds)
 	}
 	return b.String()
 }

@@ -190,8 +190,8 @@ func TestDisturbedTrials(t *testing.T) {
 			t.Errorf("disturbedLines =\n%s\nwant a line containing %q", got, want)
 		}
 	}
-	if got := stealPeak(&peak, true); got != "39.6 % (disturbed)" {
-		t.Errorf("stealPeak(39.6, disturbed) = %q", got)
+	if got := stealCell(&peak, true); got != "39.6 % (disturbed)" {
+		t.Errorf("stealCell(39.6, disturbed) = %q", got)
 	}
 	b, err := json.Marshal(SweepResult{PID: []PIDPoint{{HostStealPeakPct: &peak}}})
 	if err != nil {

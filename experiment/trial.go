@@ -498,8 +498,8 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 	res.MigStart = since()
 	cpuFrom, cpuTo := cpuStat(tr.Bed.Servers[from]), cpuStat(tr.Bed.Servers[tr.To])
 	hostFrom, hostErr := monitor.ReadHostCPU()
-	lastSay, hostSaid := time.Time{}, hostFrom
-	hostSamples := []monitor.HostCPUSample{{At: time.Now(), CPU: hostFrom}}
+	lastSay := time.Time{}
+	hostSamples := []monitor.HostCPUSample{{At: time.Now(), CPU: hostFrom}} // one per progress line
 	m, merr := tr.Bed.Migrate(ctx, tr.Tenant, tr.To, tr.Migration, func(m agentclient.Migration) {
 		doStep()
 		if m.Progress.Controller != "" {
@@ -523,10 +523,9 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 				}
 			}
 			if h, err := monitor.ReadHostCPU(); hostErr == nil && err == nil {
-				if st := h.StealShare(hostSaid); !math.IsNaN(st) {
+				if st := h.StealShare(hostSamples[len(hostSamples)-1].CPU); !math.IsNaN(st) {
 					loopFig += fmt.Sprintf("  host steal %3.0f %%", 100*st)
 				}
-				hostSaid = h
 				hostSamples = append(hostSamples, monitor.HostCPUSample{At: time.Now(), CPU: h})
 			}
 			say("  %5.0fs %-9s %s  %6.1f MB/s (limit %6.1f)  latency %6.1f ms%s",
