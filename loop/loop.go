@@ -64,8 +64,12 @@ type Loop struct {
 	// In phases "catch-up" and "warm" (which waits for the lag again after
 	// its copy) the loop then guarantees progress: when the lag
 	// has not shrunk over CatchUpPatience steps, it raises a floor under
-	// the controller's rate by CatchUpBoost (from at least MinCatchUpFloor)
-	// and keeps it until the handover. A controller holding the latency
+	// the controller's rate to CatchUpBoost times the mean rate in force
+	// over those steps (or the floor already set, or MinCatchUpFloor,
+	// whichever is more) and keeps it until the handover. The mean, not
+	// the decision of the step that notices: a controller leaving a pause
+	// ramps fast, and one such step (24.8 MB/s after three at 0) once set
+	// a floor of 37 MB/s for a lag that ~5 MB/s drained. A controller holding the latency
 	// at its setpoint may allow less than the source writes WAL — then the
 	// WAL relay falls behind for ever (a step40 run with the rate stuck at
 	// 2.35 MB/s under +40 % load: lag at 250 MB for 5 minutes). Slacker's
@@ -78,8 +82,9 @@ type Loop struct {
 		start  time.Time
 		copyAt time.Time // first step that saw bytes moved
 		series []Point
-		floor  float64 // catch-up rate floor, bytes/s (0 = none)
-		lags   []int64 // catch-up lag at recent steps, oldest first
+		floor  float64   // catch-up rate floor, bytes/s (0 = none)
+		lags   []int64   // catch-up lag at recent steps, oldest first
+		rates  []float64 // rate in force from each of lags' steps to the next, bytes/s
 		// the previous step's copy progress, for control.Observation.Moved
 		lastAt    time.Time
 		lastPhase string
@@ -205,7 +210,7 @@ func (l *Loop) catchUpFloor(phase string, rate float64) float64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if phase != "catch-up" && phase != "warm" {
-		l.mu.floor, l.mu.lags = 0, l.mu.lags[:0]
+		l.mu.floor, l.mu.lags, l.mu.rates = 0, l.mu.lags[:0], l.mu.rates[:0]
 		return 0
 	}
 	lag := l.Lag()
@@ -215,13 +220,26 @@ func (l *Loop) catchUpFloor(phase string, rate float64) float64 {
 	l.mu.lags = append(l.mu.lags, lag)
 	if len(l.mu.lags) > CatchUpPatience {
 		if oldest := l.mu.lags[0]; lag >= oldest {
-			l.mu.floor = max(l.mu.floor, rate, MinCatchUpFloor) * CatchUpBoost
-			l.mu.lags = l.mu.lags[:0]
-		} else {
-			l.mu.lags = l.mu.lags[1:]
+			l.mu.floor = max(l.mu.floor, mean(l.mu.rates), MinCatchUpFloor) * CatchUpBoost
+			l.mu.lags, l.mu.rates = l.mu.lags[:0], l.mu.rates[:0]
+			return l.mu.floor
 		}
+		l.mu.lags, l.mu.rates = l.mu.lags[1:], l.mu.rates[1:]
 	}
+	l.mu.rates = append(l.mu.rates, max(rate, l.mu.floor))
 	return l.mu.floor
+}
+
+// mean returns the mean of xs (0 if none).
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	var sum float64
+	for _, x := range xs {
+		sum += x
+	}
+	return sum / float64(len(xs))
 }
 
 // Run steps every Period until ctx ends. each, if not nil, sees every point.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -221,6 +222,67 @@ func TestCatchUpFloor(t *testing.T) {
 	l.Step(context.Background(), t0.Add(2*time.Hour))
 	if r := send.rates[len(send.rates)-1]; r != 1e6 {
 		t.Fatalf("after catch-up and warm: rate %v, want the controller's 1e6", r)
+	}
+}
+
+// rateScript decides the rates of its script, one a step (then the last).
+type rateScript struct {
+	rates []float64
+	k     int
+}
+
+func (r *rateScript) Name() string { return "rate-script" }
+func (r *rateScript) Next(control.Observation) control.Decision {
+	x := r.rates[min(r.k, len(r.rates)-1)]
+	r.k++
+	return control.Decision{Rate: x, Prefetch: x}
+}
+
+// TestCatchUpFloorMeanRate: the floor rises from the mean rate in force over
+// the steps the lag did not shrink, not from the decision of the step that
+// notices: a controller that paused (0 B/s) and then ramps to 24 MB/s gets a
+// floor of 1.5 x its window's mean, and a window the controller ran at 10
+// MB/s without draining the lag raises the floor to 15 MB/s.
+func TestCatchUpFloorMeanRate(t *testing.T) {
+	cases := []struct {
+		name  string
+		rates []float64 // the controller's, one a step
+		want  float64   // the floor after the window (step CatchUpPatience)
+	}{
+		// steps 0..4 are the window (from each step's lag to the next);
+		// step 5 sees the lag unchanged and decides 24 MB/s
+		{"pause then ramp", []float64{12e6, 10e6, 0, 0, 0, 24e6, 1e6}, (22e6 / 5) * CatchUpBoost},
+		{"steady, lag not draining", []float64{10e6, 10e6, 10e6, 10e6, 10e6, 10e6, 1e6}, 10e6 * CatchUpBoost},
+		{"paused throughout", []float64{0, 0, 0, 0, 0, 0, 0}, MinCatchUpFloor * CatchUpBoost},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			send := &setter{}
+			l := &Loop{
+				Controller: &rateScript{rates: c.rates},
+				Observe: func(_ context.Context, at time.Time) control.Observation {
+					return control.Observation{At: at, Signals: []control.Signal{{Name: "src", Mean: 30 * time.Millisecond}}}
+				},
+				Send:   send,
+				Status: func() (string, int64) { return "catch-up", 1 },
+				Lag:    func() int64 { return 500 << 20 },
+			}
+			t0 := time.Unix(1000, 0)
+			for k := range c.rates {
+				l.Step(context.Background(), t0.Add(time.Duration(k)*time.Second))
+			}
+			for k := range CatchUpPatience {
+				if send.rates[k] != c.rates[k] {
+					t.Fatalf("step %d: rate %v before any floor, want the controller's %v", k, send.rates[k], c.rates[k])
+				}
+			}
+			if got := send.rates[CatchUpPatience]; got != max(c.want, c.rates[CatchUpPatience]) {
+				t.Fatalf("step %d: rate %v, want max(floor %v, controller %v)", CatchUpPatience, got, c.want, c.rates[CatchUpPatience])
+			}
+			if got := send.rates[CatchUpPatience+1]; math.Abs(got-c.want) > 1e-6 {
+				t.Fatalf("step %d: rate %v, want the floor %v (controller %v)", CatchUpPatience+1, got, c.want, c.rates[CatchUpPatience+1])
+			}
+		})
 	}
 }
 
