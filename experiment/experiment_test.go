@@ -13,6 +13,7 @@ import (
 	agentclient "github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/internal/testbin"
 	"github.com/sluicedb/sluice/loop"
+	"github.com/sluicedb/sluice/monitor"
 	"github.com/sluicedb/sluice/testbed"
 	"github.com/sluicedb/sluice/workload"
 )
@@ -56,29 +57,55 @@ func readJSON(t *testing.T, path string) map[string]any {
 	return m
 }
 
+// TestSlackSweepSmall runs a fixed and a PID trial on real PostgreSQL, each
+// meeting a (simulated) steal burst in every attempt: the first attempt's
+// migration is aborted (--steal-abort) and rolled back with its ledger
+// checked on the source, which the second attempt then migrates from; the
+// second runs to its end and is kept, marked disturbed.
 func TestSlackSweepSmall(t *testing.T) {
 	b := smallBed(t)
 	c := small(t)
 	c.ClientLatency = true // the loop reads the workload's own window too
-	res, err := SlackSweep(context.Background(), b, SweepOptions{Common: c, FixedRates: []float64{8e6}, Setpoints: []float64{50}})
+	burst := func([]monitor.HostCPUSample, time.Duration) float64 { return 0.5 }
+	res, err := SlackSweep(context.Background(), b, SweepOptions{Common: c, FixedRates: []float64{4e6}, Setpoints: []float64{50},
+		StealLimit: 0.25, StealRetries: 1, StealAbort: true, stealPeak: burst})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(res.Fixed) != 1 || len(res.PID) != 1 {
 		t.Fatalf("result %+v: want one fixed and one PID point", res)
 	}
+	if len(res.DisturbedFixed) != 1 || len(res.DisturbedPID) != 1 || !res.DisturbedFixed[0].Aborted || !res.DisturbedPID[0].Aborted {
+		t.Fatalf("disturbed attempts %+v, %+v: want one aborted of each", res.DisturbedFixed, res.DisturbedPID)
+	}
+	if !res.Fixed[0].Disturbed || res.Fixed[0].Aborted || !res.PID[0].Disturbed || res.PID[0].Aborted {
+		t.Fatalf("kept trials %+v, %+v: want both run to the end, marked disturbed", res.Fixed[0], res.PID[0])
+	}
+	// Two migrations committed (0 → 1, then 1 → 0); the aborted ones moved nothing.
+	if owner, _, err := b.Owner(context.Background(), testbed.Tenant{Name: "sweep"}); err != nil || owner != 0 {
+		t.Fatalf("tenant on server %d (%v) after the sweep, want 0", owner, err)
+	}
+	if res.PID[0].LoopMeanMs == nil {
+		t.Fatalf("PID point %+v: no loop mean", res.PID[0])
+	}
 	if res.PID[0].LatencySource != "client" {
 		t.Fatalf("PID point %+v: want latency source client", res.PID[0])
 	}
 	for _, x := range []float64{res.Fixed[0].MeanLatencyMs, res.Fixed[0].MigrationSeconds, res.PID[0].MeanLatencyMs, res.PID[0].MigrationSeconds, res.PID[0].MeanRateMBs,
-		res.Fixed[0].BeforeHandoverMs, res.Fixed[0].FreezeMs, res.PID[0].BeforeHandoverMs, res.PID[0].LoopMeanMs, res.PID[0].FreezeMs} {
+		res.Fixed[0].BeforeHandoverMs, res.Fixed[0].FreezeMs, res.PID[0].BeforeHandoverMs, *res.PID[0].LoopMeanMs, res.PID[0].FreezeMs} {
 		if !(x > 0) {
 			t.Fatalf("result %+v: a figure is not positive", res)
 		}
 	}
 	m := readJSON(t, filepath.Join(c.Out, SummaryFile))
-	if len(m) != 2 || m["fixed"] == nil || m["pid"] == nil {
-		t.Fatalf("summary keys %v: want exactly fixed and pid", m)
+	if len(m) != 4 || m["fixed"] == nil || m["pid"] == nil || m["disturbed_fixed"] == nil || m["disturbed_pid"] == nil {
+		t.Fatalf("summary keys %v: want exactly fixed, pid, disturbed_fixed and disturbed_pid", m)
+	}
+	if d, ok := m["disturbed_pid"].([]any); !ok || len(d) != 1 || d[0].(map[string]any)["aborted"] != true {
+		t.Fatalf("summary's disturbed_pid %v: want one attempt marked aborted", m["disturbed_pid"])
+	}
+	if rep, err := os.ReadFile(filepath.Join(c.Out, ReportFile)); err != nil || strings.Count(string(rep), "(aborted)") != 2 {
+		t.Errorf("report: %v; want both disturbed attempts marked (aborted):\n%s", err, rep)
 	}
 	for _, f := range []string{SeriesFile, ReportFile, "sweep.png", "setpoints.png", "pid-50ms.png"} {
 		if st, err := os.Stat(filepath.Join(c.Out, f)); err != nil || st.Size() == 0 {

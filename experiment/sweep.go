@@ -13,6 +13,7 @@ import (
 	agentclient "github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/control"
 	"github.com/sluicedb/sluice/internal/chart"
+	"github.com/sluicedb/sluice/monitor"
 	"github.com/sluicedb/sluice/testbed"
 	"github.com/sluicedb/sluice/workload"
 )
@@ -272,6 +273,14 @@ type SweepOptions struct {
 	// StealRetries is how many times a disturbed trial is re-run (with
 	// StealLimit); default DefaultStealRetries.
 	StealRetries int
+	// StealAbort, with StealLimit, aborts a trial's migration as soon as
+	// its steal goes above the limit (Trial.AbortAboveSteal) when the
+	// trial has a re-run left, instead of letting it crawl to its end:
+	// the attempt is reported with its figures up to the abort, marked
+	// Aborted, and the tenant, still on its source, migrates again.
+	StealAbort bool
+
+	stealPeak func([]monitor.HostCPUSample, time.Duration) float64 // Trial.stealPeak, for a test
 }
 
 // StealSpan is the stretch over which a trial's host steal peak is taken
@@ -330,6 +339,9 @@ type FixedPoint struct {
 	// in this trial and in every re-run it was given: the figure is the
 	// host's as much as the rate's.
 	Disturbed bool `json:"disturbed"`
+	// Aborted marks a disturbed attempt whose migration was aborted
+	// (SweepOptions.StealAbort): its figures stop at the abort.
+	Aborted bool `json:"aborted,omitempty"`
 }
 
 // PIDPoint is one PID migration of the sweep.
@@ -357,10 +369,11 @@ type PIDPoint struct {
 	ExecutionMeanMs float64 `json:"execution_mean_latency_ms"`
 	// BeforeHandoverMs is the mean latency before the handover, while the
 	// loop sets the speed (TrialResult.BeforeHandover); LoopMeanMs the mean
-	// of the loop's own process variable then (the proxy's window mean);
-	// FreezeMs the handover's freeze.
-	BeforeHandoverMs float64 `json:"mean_latency_before_handover_ms"`
-	LoopMeanMs       float64 `json:"loop_mean_latency_ms"`
+	// of the loop's own process variable then (the proxy's window mean;
+	// null when the loop recorded none: a migration aborted before its
+	// first step); FreezeMs the handover's freeze.
+	BeforeHandoverMs float64  `json:"mean_latency_before_handover_ms"`
+	LoopMeanMs       *float64 `json:"loop_mean_latency_ms"`
 	FreezeMs         float64 `json:"freeze_ms"`
 	PreMigrationMs   float64 `json:"mean_latency_pre_migration_ms"` // as FixedPoint's
 	CalmWaitS        float64 `json:"calm_wait_s"`                   // as FixedPoint's
@@ -383,12 +396,13 @@ type PIDPoint struct {
 	// StartExcessMsS: as FixedPoint's.
 	StartExcessMsS *float64 `json:"start_excess_ms_s,omitempty"`
 	// SourceThrottledPct, TargetThrottledPct, HostStealPct,
-	// HostStealPeakPct, Disturbed: as FixedPoint's.
+	// HostStealPeakPct, Disturbed, Aborted: as FixedPoint's.
 	SourceThrottledPct *float64 `json:"source_throttled_pct,omitempty"`
 	TargetThrottledPct *float64 `json:"target_throttled_pct,omitempty"`
 	HostStealPct       *float64 `json:"host_steal_pct,omitempty"`
 	HostStealPeakPct   *float64 `json:"host_steal_peak_pct,omitempty"`
 	Disturbed          bool     `json:"disturbed"`
+	Aborted            bool     `json:"aborted,omitempty"`
 }
 
 // PreWindow is how much of a trial's warm-up, up to the migration's start,
@@ -408,6 +422,15 @@ func measured(x float64, d int) *float64 {
 	}
 	v := round(x, d)
 	return &v
+}
+
+// offCell formats how far a measured figure is from setpoint sp, in %
+// ("–" when it is absent).
+func offCell(x *float64, sp float64) string {
+	if x == nil {
+		return "–"
+	}
+	return fmt.Sprintf("%+.1f %%", 100*(*x-sp)/sp)
 }
 
 // fp formats a measured figure to 0.1, "–" when it is absent.
@@ -544,6 +567,8 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		return res, fmt.Errorf("experiment: steal limit %v must be a share in [0, 1)", o.StealLimit)
 	case o.StealRetries < 0:
 		return res, fmt.Errorf("experiment: steal retries %d must be >= 0", o.StealRetries)
+	case o.StealAbort && o.StealLimit == 0:
+		return res, fmt.Errorf("experiment: a steal abort needs a steal limit")
 	}
 	started := time.Now()
 	say := o.Progress
@@ -566,24 +591,34 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	}
 	var trials []Labeled
 	to := 1
-	trial := func(name string, sp float64, req agentclient.StartMigration, client bool) (*TrialResult, error) {
+	// abortAt is the steal share at which attempt's migration is aborted
+	// (Trial.AbortAboveSteal): the limit while a re-run is left.
+	abortAt := func(attempt int) float64 {
+		if o.StealAbort && attempt <= o.StealRetries {
+			return o.StealLimit
+		}
+		return 0
+	}
+	trial := func(name string, sp float64, req agentclient.StartMigration, client bool, abort float64) (*TrialResult, error) {
 		say("%s: migrating %s to %s", name, tn.Name, bed.Servers[to].Name)
 		wc := o.Workload
 		wc.Seed = o.Seed + uint64(len(trials)) + 10
 		req.Checkpoint = o.Checkpoint
-		r, err := Trial{Bed: bed, Tenant: tn, To: to, Workload: wc, Warmup: o.Warmup, Migration: req, TargetCPUs: o.TargetCPUs, CalmBelow: o.calmBelow(base), ClientLatency: client, Progress: say}.Run(ctx)
+		r, err := Trial{Bed: bed, Tenant: tn, To: to, Workload: wc, Warmup: o.Warmup, Migration: req, TargetCPUs: o.TargetCPUs, CalmBelow: o.calmBelow(base), ClientLatency: client, AbortAboveSteal: abort, Progress: say, stealPeak: o.stealPeak}.Run(ctx)
 		if err != nil {
 			return r, fmt.Errorf("%s: %w", name, err)
 		}
 		trials = append(trials, Labeled{Name: name, SetpointMs: sp, Res: r})
-		to = 1 - to
+		if !r.Aborted { // an aborted migration left the tenant where it was
+			to = 1 - to
+		}
 		return r, nil
 	}
 	// retry says whether the trial just run (attempt 1, 2, ...) met too
 	// much host steal and has a re-run left; if so its series is renamed
 	// as that attempt's.
 	retry := func(r *TrialResult, attempt int) bool {
-		if !o.disturbed(r) || attempt > o.StealRetries {
+		if !(r.Aborted || o.disturbed(r)) || attempt > o.StealRetries {
 			return false
 		}
 		t := &trials[len(trials)-1]
@@ -593,7 +628,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		return true
 	}
 	fixedOnce := func(rate float64, attempt int) (again bool, err error) {
-		r, err := trial(fmt.Sprintf("fixed-%.0fMBps", rate/1e6), 0, agentclient.StartMigration{Rate: rate}, false)
+		r, err := trial(fmt.Sprintf("fixed-%.0fMBps", rate/1e6), 0, agentclient.StartMigration{Rate: rate}, false, abortAt(attempt))
 		if err != nil {
 			return false, err
 		}
@@ -602,7 +637,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		p := FixedPoint{RateMBs: round(rate/1e6, 2), MeanLatencyMs: round(st.Mean, 2), StddevLatencyMs: round(st.Std, 2), MigrationSeconds: round(r.MigEnd-r.MigStart, 1),
 			BeforeHandoverMs: round(bh.Mean, 2), FreezeMs: round(r.FreezeMs, 1), PreMigrationMs: preMigration(r),
 			HandoverExcessMsS: round(handoverExcess(bed, tn.Name, r.Migration.Created), 1), StartExcessMsS: measured(r.StartExcessMsS(), 1),
-			SourceThrottledPct: pct(r.SourceThrottled), TargetThrottledPct: pct(r.TargetThrottled), HostStealPct: pct(r.HostSteal), HostStealPeakPct: pct(r.HostStealPeak), CalmWaitS: round(r.CalmWait, 1), Calm: r.Calm}
+			SourceThrottledPct: pct(r.SourceThrottled), TargetThrottledPct: pct(r.TargetThrottled), HostStealPct: pct(r.HostSteal), HostStealPeakPct: pct(r.HostStealPeak), CalmWaitS: round(r.CalmWait, 1), Calm: r.Calm, Aborted: r.Aborted}
 		say("fixed %.1f MB/s: latency %.1f ± %.1f ms (before the handover %.1f; before the migration %.1f), %.1f s%s; start cost %s ms·s, handover cost %.0f; ledger %d acknowledged, 0 lost",
 			p.RateMBs, p.MeanLatencyMs, p.StddevLatencyMs, p.BeforeHandoverMs, p.PreMigrationMs, p.MigrationSeconds, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct, p.HostStealPct, p.HostStealPeakPct), fp(p.StartExcessMsS), p.HandoverExcessMsS, r.Check.Acknowledged)
 		if retry(r, attempt) {
@@ -673,7 +708,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		if o.CompareLatencySource {
 			name += "-" + source
 		}
-		r, err := trial(name, sp, agentclient.StartMigration{Rate: o.MaxRate * StartFraction, Control: ctl}, client)
+		r, err := trial(name, sp, agentclient.StartMigration{Rate: o.MaxRate * StartFraction, Control: ctl}, client, abortAt(attempt))
 		if err != nil {
 			return false, err
 		}
@@ -683,7 +718,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 			MeanRateMBs: round(float64(r.Migration.Summary.Bytes)/1e6/secs, 2), MeanHorizon: h, Ki: gain, LatencySource: source, StartGrowth: ctl.StartGrowth, ErrorFloor: ctl.ErrorFloor, Headroom: ctl.Headroom, ExecutionMeanMs: round(r.ExecutionMean(r.MigStart, r.MigEnd), 2)}
 		from, to := r.BeforeHandover()
 		p.BeforeHandoverMs = round(Describe(r.Latencies(from, to)).Mean, 2)
-		p.LoopMeanMs = round(r.LoopMean(from, to), 2)
+		p.LoopMeanMs = measured(r.LoopMean(from, to), 2)
 		p.TopSpeedSteps = r.StepsAtRate(from, to, o.MaxRate)
 		p.FreezeMs = round(r.FreezeMs, 1)
 		p.PreMigrationMs = preMigration(r)
@@ -693,8 +728,9 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		p.StartExcessMsS = measured(r.StartExcessMsS(), 1)
 		p.SourceThrottledPct, p.TargetThrottledPct = pct(r.SourceThrottled), pct(r.TargetThrottled)
 		p.HostStealPct, p.HostStealPeakPct = pct(r.HostSteal), pct(r.HostStealPeak)
+		p.Aborted = r.Aborted
 		say("pid %.1f ms (%s latency, mean horizon %d, ki %g, start growth %g, error floor %g, headroom %g): latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %.1f; before the migration %.1f), %.1f s at %.1f MB/s%s; start cost %s ms·s; handover reserve %.0f ms·s, cost %.0f; ledger %d acknowledged, 0 lost",
-			sp, source, h, gain, ctl.StartGrowth, ctl.ErrorFloor, ctl.Headroom, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, p.LoopMeanMs, p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct, p.HostStealPct, p.HostStealPeakPct), fp(p.StartExcessMsS), p.ReserveMsS, p.HandoverExcessMsS, r.Check.Acknowledged)
+			sp, source, h, gain, ctl.StartGrowth, ctl.ErrorFloor, ctl.Headroom, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, fp(p.LoopMeanMs), p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct, p.HostStealPct, p.HostStealPeakPct), fp(p.StartExcessMsS), p.ReserveMsS, p.HandoverExcessMsS, r.Check.Acknowledged)
 		if retry(r, attempt) {
 			res.DisturbedPID = append(res.DisturbedPID, p)
 			return true, nil
@@ -820,8 +856,8 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		if s, ok := secondsAt(res.Fixed, func(f FixedPoint) float64 { return f.BeforeHandoverMs }, p.BeforeHandoverMs); ok {
 			eq = fmt.Sprintf("%.1f (PID %.2f× as fast)", s, s/p.MigrationSeconds)
 		}
-		fmt.Fprintf(&b, "| %.1f | %s | %d | %g | %g | %g | %g | %s | %+.1f %% | %s | %+.1f %% | %s | %.0f | %s | %d | %s | %.1f / %s | %s |\n", p.SetpointMs, p.LatencySource, p.MeanHorizon, p.Ki, p.StartGrowth, p.ErrorFloor, p.Headroom, f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs,
-			f1(p.LoopMeanMs), 100*(p.LoopMeanMs-p.SetpointMs)/p.SetpointMs, eq, p.FreezeMs, f1(p.PreMigrationMs), p.TopSpeedSteps, fp(p.StartExcessMsS), p.ReserveMsS, f1(p.HandoverExcessMsS), stealCell(p.HostStealPeakPct, p.Disturbed))
+		fmt.Fprintf(&b, "| %.1f | %s | %d | %g | %g | %g | %g | %s | %+.1f %% | %s | %s | %s | %.0f | %s | %d | %s | %.1f / %s | %s |\n", p.SetpointMs, p.LatencySource, p.MeanHorizon, p.Ki, p.StartGrowth, p.ErrorFloor, p.Headroom, f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs,
+			fp(p.LoopMeanMs), offCell(p.LoopMeanMs, p.SetpointMs), eq, p.FreezeMs, f1(p.PreMigrationMs), p.TopSpeedSteps, fp(p.StartExcessMsS), p.ReserveMsS, f1(p.HandoverExcessMsS), stealCell(p.HostStealPeakPct, p.Disturbed))
 	}
 	b.WriteString(withinLine(res.PID))
 	b.WriteString(disturbedLines(res, o.StealLimit))
@@ -938,11 +974,17 @@ func disturbedLines(res SweepResult, limit float64) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nRe-run because the host's steal went above %.0f %% over some %.0f s of the migration (each re-run is in the tables above):\n\n| attempt | host steal, %.0f s peak | host steal, whole migration | mean before the handover ms | vs setpoint | migration s |\n|---|---|---|---|---|---|\n",
 		100*limit, StealSpan.Seconds(), StealSpan.Seconds())
+	secs := func(s float64, aborted bool) string {
+		if aborted {
+			return fmt.Sprintf("%.1f (aborted)", s)
+		}
+		return fmt.Sprintf("%.1f", s)
+	}
 	for _, p := range res.DisturbedFixed {
-		fmt.Fprintf(&b, "| fixed %.1f MB/s | %s | %s | %s | – | %.1f |\n", p.RateMBs, stealCell(p.HostStealPeakPct, false), stealCell(p.HostStealPct, false), f1(p.BeforeHandoverMs), p.MigrationSeconds)
+		fmt.Fprintf(&b, "| fixed %.1f MB/s | %s | %s | %s | – | %s |\n", p.RateMBs, stealCell(p.HostStealPeakPct, false), stealCell(p.HostStealPct, false), f1(p.BeforeHandoverMs), secs(p.MigrationSeconds, p.Aborted))
 	}
 	for _, p := range res.DisturbedPID {
-		fmt.Fprintf(&b, "| PID %.1f ms (%s) | %s | %s | %s | %+.1f %% | %.1f |\n", p.SetpointMs, p.LatencySource, stealCell(p.HostStealPeakPct, false), stealCell(p.HostStealPct, false), f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs, p.MigrationSeconds)
+		fmt.Fprintf(&b, "| PID %.1f ms (%s) | %s | %s | %s | %+.1f %% | %s |\n", p.SetpointMs, p.LatencySource, stealCell(p.HostStealPeakPct, false), stealCell(p.HostStealPct, false), f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs, secs(p.MigrationSeconds, p.Aborted))
 	}
 	return b.String()
 }

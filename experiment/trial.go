@@ -75,8 +75,19 @@ type Trial struct {
 	// steer by it next to the proxy's windows
 	// (agentclient.Control.ClientLatencyURL). false: the proxy's only.
 	ClientLatency bool
+	// AbortAboveSteal, when > 0, aborts the migration as soon as the
+	// host's steal over some StealSpan of it goes above this share (0–1):
+	// the migration rolls back, the tenant keeps serving on its source,
+	// the ledger is checked there, and the result is marked Aborted (its
+	// figures cover the migration up to the abort). An abort the source
+	// refuses (past the route switch) lets the migration finish. 0 = never.
+	AbortAboveSteal float64
 	// Progress gets a line every 2 s; nil = none.
 	Progress func(format string, args ...any)
+
+	// stealPeak, if set, replaces monitor.StealPeak for AbortAboveSteal and
+	// HostStealPeak (a test's way to meet a burst on a host that has none).
+	stealPeak func(samples []monitor.HostCPUSample, span time.Duration) float64
 }
 
 // Background is another tenant's workload during a trial.
@@ -120,10 +131,13 @@ type TrialResult struct {
 	// HostSteal's mean over the whole migration dilutes. NaN when
 	// unmeasured or the migration was shorter than StealSpan.
 	HostStealPeak float64
-	Migration     agentclient.Migration
-	Check         workload.Check // the migrating tenant's ledger, verified on its new owner
-	runner        *workload.Runner
-	others        []*workload.Runner
+	// Aborted is set when the trial aborted its migration for host steal
+	// (Trial.AbortAboveSteal): the tenant stayed on its source.
+	Aborted   bool
+	Migration agentclient.Migration
+	Check     workload.Check // the migrating tenant's ledger, verified on its new owner (its source after an abort)
+	runner    *workload.Runner
+	others    []*workload.Runner
 	// transactions is runner.Transactions (a field, so a test can give a
 	// result its own).
 	transactions func(from, to time.Duration) []workload.Tx
@@ -336,8 +350,9 @@ func (r *TrialResult) OtherLatencies(i int, from, to float64) []float64 {
 	return r.others[i].Latencies(int(math.Floor(from)), int(math.Ceil(to)))
 }
 
-// Run performs the trial. The migration must commit and the ledger must
-// check exactly, or it is an error (the result holds what was recorded).
+// Run performs the trial. The migration must commit (or abort for
+// AbortAboveSteal) and the ledger must check exactly, or it is an error
+// (the result holds what was recorded).
 func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 	if tr.Warmup == 0 {
 		tr.Warmup = 10 * time.Second
@@ -500,6 +515,11 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 	hostFrom, hostErr := monitor.ReadHostCPU()
 	lastSay := time.Time{}
 	hostSamples := []monitor.HostCPUSample{{At: time.Now(), CPU: hostFrom}} // one per progress line
+	peakOf := tr.stealPeak
+	if peakOf == nil {
+		peakOf = monitor.StealPeak
+	}
+	abortAsked := false
 	m, merr := tr.Bed.Migrate(ctx, tr.Tenant, tr.To, tr.Migration, func(m agentclient.Migration) {
 		doStep()
 		if m.Progress.Controller != "" {
@@ -530,14 +550,25 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 			}
 			say("  %5.0fs %-9s %s  %6.1f MB/s (limit %6.1f)  latency %6.1f ms%s",
 				since(), p.Phase, moved, p.Rate/1e6, p.Limit/1e6, last(), loopFig)
+			if pk := peakOf(hostSamples, StealSpan); tr.AbortAboveSteal > 0 && !abortAsked && !m.Done && pk > tr.AbortAboveSteal {
+				abortAsked = true
+				say("  host steal %.0f %% over %.0f s (limit %.0f %%): aborting the migration", 100*pk, StealSpan.Seconds(), 100*tr.AbortAboveSteal)
+				if _, err := tr.Bed.Servers[from].Client.AbortMigration(ctx, m.ID); err != nil {
+					say("  the abort was refused (%v); the migration goes on", err)
+				}
+			}
 		}
 	})
+	if merr != nil && abortAsked && m.Done && m.Outcome == "aborted" {
+		res.Aborted, merr = true, nil
+		say("  aborted: the tenant stays on %s", tr.Bed.Servers[from].Name)
+	}
 	res.MigEnd = since()
 	res.SourceThrottled = throttledSince(tr.Bed.Servers[from], cpuFrom)
 	res.TargetThrottled = throttledSince(tr.Bed.Servers[tr.To], cpuTo)
 	if h, err := monitor.ReadHostCPU(); hostErr == nil && err == nil {
 		res.HostSteal = h.StealShare(hostFrom)
-		res.HostStealPeak = monitor.StealPeak(append(hostSamples, monitor.HostCPUSample{At: time.Now(), CPU: h}), StealSpan)
+		res.HostStealPeak = peakOf(append(hostSamples, monitor.HostCPUSample{At: time.Now(), CPU: h}), StealSpan)
 	}
 	res.Migration = m
 	res.HoldAt = res.MigEnd
@@ -584,7 +615,7 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 		return res, err
 	}
 	if !res.Check.OK() {
-		return res, fmt.Errorf("experiment: %d acknowledged writes missing, %d duplicated after migration %s", res.Check.Missing, res.Check.Duplicated, m.ID)
+		return res, fmt.Errorf("experiment: %d acknowledged writes missing, %d duplicated after migration %s (%s)", res.Check.Missing, res.Check.Duplicated, m.ID, m.Outcome)
 	}
 	return res, nil
 }

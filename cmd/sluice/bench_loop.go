@@ -290,6 +290,7 @@ func init() {
 	var compareGrowth string
 	var stealLimit float64
 	var stealRetries int
+	var stealAbort bool
 	cmd := &cobra.Command{
 		Use:   "slack-sweep [--out DIR] [--json]",
 		Short: "Slacker Fig. 11: fixed rates vs PID setpoints, latency and migration time",
@@ -365,7 +366,10 @@ summary.json, report.md and PNG plots to --out.`,
 			if stealRetries < 1 || stealRetries > 10 {
 				return usagef("bench slack-sweep: --steal-retries: %d: want 1 to 10", stealRetries)
 			}
-			o.StealLimit, o.StealRetries = stealLimit/100, stealRetries
+			if stealAbort && stealLimit == 0 {
+				return usagef("bench slack-sweep: --steal-abort needs --steal-limit")
+			}
+			o.StealLimit, o.StealRetries, o.StealAbort = stealLimit/100, stealRetries, stealAbort
 			return runOnBed(cmd, &f, bo, func(ctx context.Context, bed *testbed.Bed) (any, error) {
 				return experiment.SlackSweep(ctx, bed, o)
 			})
@@ -383,6 +387,7 @@ summary.json, report.md and PNG plots to --out.`,
 	cmd.Flags().StringVar(&setpoints, "setpoints", "", "PID setpoints, comma-separated: durations (20ms,40ms) or multiples of the baseline mean latency measured first (2x,3x); default 3x,4x,5x,6x")
 	cmd.Flags().Float64Var(&stealLimit, "steal-limit", 0, "re-run a trial in which the host's steal went above this percentage over some 10 s of its migration (a shared machine's burst slows the whole plant whatever the rate); every attempt is reported; 0 = off")
 	cmd.Flags().IntVar(&stealRetries, "steal-retries", experiment.DefaultStealRetries, "with --steal-limit: re-runs a disturbed trial gets before it is kept, marked disturbed")
+	cmd.Flags().BoolVar(&stealAbort, "steal-abort", false, "with --steal-limit: abort a trial's migration (roll back, tenant stays on its source) as soon as its steal goes above the limit, while it has a re-run left, instead of letting it finish")
 	benchCmd.AddCommand(cmd)
 }
 

@@ -65,8 +65,8 @@ func TestBenchLoopUsageErrors(t *testing.T) {
 	}
 }
 
-// TestSlackSweepStealFlags: --steal-limit and --steal-retries out of range
-// are refused in one line before anything starts (each case from the
+// TestSlackSweepStealFlags: --steal-limit and --steal-retries out of range,
+// and --steal-abort without a limit, are refused in one line before anything starts (each case from the
 // flags' defaults).
 func TestSlackSweepStealFlags(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "never")
@@ -79,6 +79,7 @@ func TestSlackSweepStealFlags(t *testing.T) {
 		{[]string{"--steal-limit", "NaN"}, "--steal-limit"},
 		{[]string{"--steal-limit", "25", "--steal-retries", "0"}, "--steal-retries"},
 		{[]string{"--steal-retries", "11"}, "--steal-retries"},
+		{[]string{"--steal-abort"}, "--steal-abort needs --steal-limit"},
 	} {
 		code, stdout, stderr := agentRunCLI(t, append([]string{"bench", "slack-sweep", "--out", out}, c.args...)...)
 		if code != 2 || !strings.Contains(stderr, c.want) || strings.Count(stderr, "\n") != 1 || stdout != "" {
