@@ -3,6 +3,8 @@ package experiment
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -111,6 +113,40 @@ func TestSlackSweepSmall(t *testing.T) {
 		if st, err := os.Stat(filepath.Join(c.Out, f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
 		}
+	}
+}
+
+// TestSlackSweepStopped: a sweep interrupted in its second trial still
+// writes the first trial's figures, says in its report that it stopped, and
+// returns the interruption.
+func TestSlackSweepStopped(t *testing.T) {
+	b := smallBed(t)
+	c := small(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c.Progress = func(format string, args ...any) {
+		t.Logf(format, args...)
+		if strings.HasPrefix(format, "%s: migrating") && strings.HasPrefix(fmt.Sprint(args[0]), "pid-") {
+			cancel() // the PID trial is starting
+		}
+	}
+	res, err := SlackSweep(ctx, b, SweepOptions{Common: c, FixedRates: []float64{8e6}, Setpoints: []float64{50}})
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "stopped after 1 finished trials") {
+		t.Fatalf("err %v: want the interruption, after 1 finished trial", err)
+	}
+	if len(res.Fixed) != 1 || len(res.PID) != 0 {
+		t.Fatalf("result %+v: want the fixed trial only", res)
+	}
+	m := readJSON(t, filepath.Join(c.Out, SummaryFile))
+	if f, ok := m["fixed"].([]any); !ok || len(f) != 1 {
+		t.Fatalf("summary %v: want the one fixed trial", m)
+	}
+	rep, err := os.ReadFile(filepath.Join(c.Out, ReportFile))
+	if err != nil || !strings.Contains(string(rep), "**Stopped** before its end") || !strings.Contains(string(rep), "1 of the 2 trials finished") {
+		t.Fatalf("report (%v) does not say it stopped after 1 of 2 trials:\n%s", err, rep)
+	}
+	if owner, _, err := b.Owner(context.Background(), testbed.Tenant{Name: "sweep"}); err != nil || owner != 1 {
+		t.Fatalf("tenant on server %d (%v), want 1: the interrupted migration rolled back", owner, err)
 	}
 }
 

@@ -374,10 +374,10 @@ type PIDPoint struct {
 	// first step); FreezeMs the handover's freeze.
 	BeforeHandoverMs float64  `json:"mean_latency_before_handover_ms"`
 	LoopMeanMs       *float64 `json:"loop_mean_latency_ms"`
-	FreezeMs         float64 `json:"freeze_ms"`
-	PreMigrationMs   float64 `json:"mean_latency_pre_migration_ms"` // as FixedPoint's
-	CalmWaitS        float64 `json:"calm_wait_s"`                   // as FixedPoint's
-	Calm             bool    `json:"calm"`                          // as FixedPoint's
+	FreezeMs         float64  `json:"freeze_ms"`
+	PreMigrationMs   float64  `json:"mean_latency_pre_migration_ms"` // as FixedPoint's
+	CalmWaitS        float64  `json:"calm_wait_s"`                   // as FixedPoint's
+	Calm             bool     `json:"calm"`                          // as FixedPoint's
 	// TopSpeedSteps counts the loop's steps before the handover at the
 	// controller's top speed (SweepOptions.MaxRate): many of them and a
 	// loop mean under the setpoint mean the setpoint was out of reach.
@@ -729,7 +729,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		p.SourceThrottledPct, p.TargetThrottledPct = pct(r.SourceThrottled), pct(r.TargetThrottled)
 		p.HostStealPct, p.HostStealPeakPct = pct(r.HostSteal), pct(r.HostStealPeak)
 		p.Aborted = r.Aborted
-		say("pid %.1f ms (%s latency, mean horizon %d, ki %g, start growth %g, error floor %g, headroom %g): latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %.1f; before the migration %.1f), %.1f s at %.1f MB/s%s; start cost %s ms·s; handover reserve %.0f ms·s, cost %.0f; ledger %d acknowledged, 0 lost",
+		say("pid %.1f ms (%s latency, mean horizon %d, ki %g, start growth %g, error floor %g, headroom %g): latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %s; before the migration %.1f), %.1f s at %.1f MB/s%s; start cost %s ms·s; handover reserve %.0f ms·s, cost %.0f; ledger %d acknowledged, 0 lost",
 			sp, source, h, gain, ctl.StartGrowth, ctl.ErrorFloor, ctl.Headroom, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, fp(p.LoopMeanMs), p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct, p.HostStealPct, p.HostStealPeakPct), fp(p.StartExcessMsS), p.ReserveMsS, p.HandoverExcessMsS, r.Check.Acknowledged)
 		if retry(r, attempt) {
 			res.DisturbedPID = append(res.DisturbedPID, p)
@@ -770,12 +770,21 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		v.client = !o.ClientLatency
 		add(v)
 	}
-	for _, t := range sweepOrder(len(o.FixedRates), len(o.Setpoints), len(variants)) {
+	// An interrupted sweep (ctx done) still writes what its finished
+	// trials measured, says so in the report, and returns ctx's error.
+	order := sweepOrder(len(o.FixedRates), len(o.Setpoints), len(variants))
+	var stopped error
+	for _, t := range order {
 		var err error
 		if t.Variant < 0 {
 			err = runFixed(o.FixedRates[t.Index])
 		} else {
 			err = variants[t.Variant](o.Setpoints[t.Index])
+		}
+		if err != nil && ctx.Err() != nil && len(res.Fixed)+len(res.PID) > 0 {
+			stopped = err
+			say("stopped: writing what the %d finished trials measured", len(res.Fixed)+len(res.PID))
+			break
 		}
 		if err != nil {
 			return res, err
@@ -819,6 +828,9 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	}
 	var b strings.Builder
 	b.WriteString(reportHeader("sluice bench slack-sweep (Slacker Fig. 11)", o.Command, started, o.bedNote(bed)))
+	if stopped != nil {
+		fmt.Fprintf(&b, "**Stopped** before its end (%v): %d of the %d trials finished; the trial under way when it stopped is in no figure.\n\n", stopped, len(res.Fixed)+len(res.PID), len(order))
+	}
 	fmt.Fprintf(&b, "Tenant: %d rows, %.0f MB; workload %.0f transactions/s (%s keys, MPL %d); baseline mean latency %.1f ± %.1f ms (3 s windows: p90 %.1f ms); PID max rate %.0f MB/s.\n\n",
 		tn.Rows, float64(tn.Bytes)/1e6, o.Workload.Rate, o.Workload.Distribution, o.Workload.MPL, base.Mean, base.Std, base.Window90, o.MaxRate/1e6)
 	b.WriteString("Fixed and PID trials alternate in pairs (fixed 1, PID 1, PID 2, fixed 2, fixed 3, ...), and a setpoint's compared loops run in reverse order on every other setpoint, so each ladder and each loop migrates both ways as often; \"before the migration\" is each trial's mean over the last 10 s of its warm-up.\n\n")
@@ -866,7 +878,13 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	b.WriteString(cpuLines(trials))
 	b.WriteString(calmLines(trials))
 	b.WriteString("\n![sweep](sweep.png)\n\n![setpoints](setpoints.png)\n")
-	return res, writeFile(o.Out, ReportFile, b.String())
+	if err := writeFile(o.Out, ReportFile, b.String()); err != nil {
+		return res, err
+	}
+	if stopped != nil {
+		return res, fmt.Errorf("experiment: stopped after %d finished trials (their report is in %s): %w", len(res.Fixed)+len(res.PID), o.Out, stopped)
+	}
+	return res, nil
 }
 
 // sweepChart plots mean latency against migration time for both ladders
