@@ -550,7 +550,10 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 			}
 			say("  %5.0fs %-9s %s  %6.1f MB/s (limit %6.1f)  latency %6.1f ms%s",
 				since(), p.Phase, moved, p.Rate/1e6, p.Limit/1e6, last(), loopFig)
-			if pk := peakOf(hostSamples, StealSpan); tr.AbortAboveSteal > 0 && !abortAsked && !m.Done && pk > tr.AbortAboveSteal {
+			if tr.AbortAboveSteal <= 0 || abortAsked || m.Done {
+				return
+			}
+			if pk := peakOf(hostSamples, StealSpan); pk > tr.AbortAboveSteal {
 				abortAsked = true
 				say("  host steal %.0f %% over %.0f s (limit %.0f %%): aborting the migration", 100*pk, StealSpan.Seconds(), 100*tr.AbortAboveSteal)
 				if _, err := tr.Bed.Servers[from].Client.AbortMigration(ctx, m.ID); err != nil {
