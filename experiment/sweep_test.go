@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	agentclient "github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/loop"
 	"github.com/sluicedb/sluice/workload"
 )
 
@@ -199,5 +201,23 @@ func TestDisturbedTrials(t *testing.T) {
 	}
 	if s := string(b); !strings.Contains(s, `"host_steal_peak_pct":39.6`) || !strings.Contains(s, `"disturbed":false`) || strings.Contains(s, "disturbed_pid") {
 		t.Errorf("JSON %s: want host_steal_peak_pct, disturbed false and no disturbed_pid list", s)
+	}
+}
+
+// TestMovedBytes: a committed migration's bytes are its summary's; an
+// aborted one's (its summary counts none before the snapshot finished) are
+// the most the loop saw the snapshot move.
+func TestMovedBytes(t *testing.T) {
+	series := []loop.Point{{Phase: "snapshot", Bytes: 100}, {Phase: "snapshot", Bytes: 700}, {Phase: "catch-up", Bytes: 900}}
+	committed := TrialResult{Migration: agentclient.Migration{Summary: &agentclient.Summary{Bytes: 5000}}, Loop: series}
+	if got := committed.MovedBytes(); got != 5000 {
+		t.Errorf("committed: %d, want the summary's 5000", got)
+	}
+	aborted := TrialResult{Aborted: true, Migration: agentclient.Migration{Summary: &agentclient.Summary{}}, Loop: series}
+	if got := aborted.MovedBytes(); got != 700 {
+		t.Errorf("aborted in its snapshot: %d, want the loop's 700", got)
+	}
+	if got := (&TrialResult{Aborted: true}).MovedBytes(); got != 0 {
+		t.Errorf("aborted without summary or loop: %d, want 0", got)
 	}
 }

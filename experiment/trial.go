@@ -176,6 +176,26 @@ func (r *TrialResult) BeforeHandover() (from, to float64) {
 	return r.MigStart, math.Max(math.Floor(r.HoldAt), math.Ceil(r.MigStart))
 }
 
+// MovedBytes is what the migration copied (bytes): its summary's count
+// once it committed; for one aborted before its snapshot finished (whose
+// summary counts no bytes), the most the loop's steps saw the snapshot's
+// stream move (loop.CopyPhase) — 0 without a loop.
+func (r *TrialResult) MovedBytes() int64 {
+	var n int64
+	if s := r.Migration.Summary; s != nil {
+		n = s.Bytes
+	}
+	if !r.Aborted {
+		return n
+	}
+	for _, p := range r.Loop {
+		if p.Phase == loop.CopyPhase {
+			n = max(n, p.Bytes)
+		}
+	}
+	return n
+}
+
 // LoopMean is the mean of the control loop's process variable (the latency
 // it steered by, ms) over its steps in workload seconds [from, to); NaN when
 // no step had a measurement.
