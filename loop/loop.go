@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/control"
+	"github.com/sluicedb/sluice/internal/stats"
 )
 
 // RateSetter is what applies a rate: *throttle.Limiter satisfies it.
@@ -69,12 +70,13 @@ type Loop struct {
 	// whichever is more) and keeps it until the handover. The mean, not
 	// the decision of the step that notices: a controller leaving a pause
 	// ramps fast, and one such step (24.8 MB/s after three at 0) once set
-	// a floor of 37 MB/s for a lag that ~5 MB/s drained. A controller holding the latency
-	// at its setpoint may allow less than the source writes WAL — then the
-	// WAL relay falls behind for ever (a step40 run with the rate stuck at
-	// 2.35 MB/s under +40 % load: lag at 250 MB for 5 minutes). Slacker's
-	// deltas converge only if the copy outruns the writes; the floor trades
-	// latency above the setpoint for a migration that ends.
+	// a floor of 37 MB/s for a lag that ~5 MB/s drained. A controller
+	// holding the latency at its setpoint may allow less than the source
+	// writes WAL — then the WAL relay falls behind for ever (a step40 run
+	// with the rate stuck at 2.35 MB/s under +40 % load: lag at 250 MB for
+	// 5 minutes). Slacker's deltas converge only if the copy outruns the
+	// writes; the floor trades latency above the setpoint for a migration
+	// that ends.
 	Lag func() int64
 
 	mu struct {
@@ -220,7 +222,7 @@ func (l *Loop) catchUpFloor(phase string, rate float64) float64 {
 	l.mu.lags = append(l.mu.lags, lag)
 	if len(l.mu.lags) > CatchUpPatience {
 		if oldest := l.mu.lags[0]; lag >= oldest {
-			l.mu.floor = max(l.mu.floor, mean(l.mu.rates), MinCatchUpFloor) * CatchUpBoost
+			l.mu.floor = max(l.mu.floor, stats.Mean(l.mu.rates), MinCatchUpFloor) * CatchUpBoost
 			l.mu.lags, l.mu.rates = l.mu.lags[:0], l.mu.rates[:0]
 			return l.mu.floor
 		}
@@ -228,18 +230,6 @@ func (l *Loop) catchUpFloor(phase string, rate float64) float64 {
 	}
 	l.mu.rates = append(l.mu.rates, max(rate, l.mu.floor))
 	return l.mu.floor
-}
-
-// mean returns the mean of xs (0 if none).
-func mean(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	var sum float64
-	for _, x := range xs {
-		sum += x
-	}
-	return sum / float64(len(xs))
 }
 
 // Run steps every Period until ctx ends. each, if not nil, sees every point.

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicedb/sluice/internal/stats"
 )
 
 // Config describes a run. Zero fields take the defaults noted.
@@ -422,7 +424,7 @@ func (r *Runner) report(start time.Time, each func(Second), stop <-chan struct{}
 		s := Second{T: t, Count: len(b.lat), Errors: b.errors, Rate: r.Rate(), QueueLen: len(r.queue)}
 		if len(b.lat) > 0 {
 			sort.Float64s(b.lat)
-			s.MeanMs = mean(b.lat)
+			s.MeanMs = stats.Mean(b.lat)
 			s.P50Ms, s.P95Ms, s.P99Ms = Quantile(b.lat, 0.5), Quantile(b.lat, 0.95), Quantile(b.lat, 0.99)
 			s.QueueMs = b.queue / float64(len(b.lat))
 		}
@@ -471,18 +473,10 @@ func (r *Runner) summary(elapsed time.Duration) Summary {
 		s.ThroughputTPS = float64(len(all)) / elapsed.Seconds()
 	}
 	if len(all) > 0 {
-		s.MeanMs = mean(all)
+		s.MeanMs = stats.Mean(all)
 		s.P50Ms, s.P95Ms, s.P99Ms = Quantile(all, 0.5), Quantile(all, 0.95), Quantile(all, 0.99)
 	}
 	return s
-}
-
-func mean(xs []float64) float64 {
-	s := 0.0
-	for _, x := range xs {
-		s += x
-	}
-	return s / float64(len(xs))
 }
 
 // Quantile is the q-th quantile (0..1) of sorted xs by the nearest-rank

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/sluicedb/sluice/internal/stats"
 	proxyclient "github.com/sluicedb/sluice/proxy/client"
 )
 
@@ -58,7 +59,7 @@ func (r *Runner) Window(at time.Time, span time.Duration) Window {
 		return w
 	}
 	sort.Float64s(lat)
-	w.Mean = time.Duration(mean(lat))
+	w.Mean = time.Duration(stats.Mean(lat))
 	w.P95, w.P99 = time.Duration(Quantile(lat, 0.95)), time.Duration(Quantile(lat, 0.99))
 	w.Queue = time.Duration(queue / float64(len(lat)))
 	return w

@@ -66,8 +66,8 @@ func TestBenchLoopUsageErrors(t *testing.T) {
 }
 
 // TestSlackSweepStealFlags: --steal-limit and --steal-retries out of range,
-// and --steal-abort without a limit, are refused in one line before anything starts (each case from the
-// flags' defaults).
+// and --steal-abort without a limit, are refused in one line before
+// anything starts (each case from the flags' defaults).
 func TestSlackSweepStealFlags(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "never")
 	for _, c := range []struct {

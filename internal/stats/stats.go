@@ -17,3 +17,15 @@ func Median(xs []float64) float64 {
 	}
 	return s[len(s)/2]
 }
+
+// Mean is the arithmetic mean of xs; 0 for none.
+func Mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	var sum float64
+	for _, x := range xs {
+		sum += x
+	}
+	return sum / float64(len(xs))
+}

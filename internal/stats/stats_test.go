@@ -25,3 +25,19 @@ func TestMedian(t *testing.T) {
 		}
 	}
 }
+
+func TestMean(t *testing.T) {
+	for _, c := range []struct {
+		xs   []float64
+		want float64
+	}{
+		{nil, 0},
+		{[]float64{7}, 7},
+		{[]float64{1, 2, 6}, 3},
+		{[]float64{-5, 10}, 2.5},
+	} {
+		if got := Mean(c.xs); got != c.want {
+			t.Errorf("Mean(%v) = %v, want %v", c.xs, got, c.want)
+		}
+	}
+}
