@@ -78,6 +78,7 @@ func newController(spec client.Control, reserve time.Duration) (control.Controll
 			}
 		}
 		p.StartGrowth = spec.StartGrowth
+		p.RearmGrowth = spec.RearmGrowth
 		p.ErrorFloor = spec.ErrorFloor
 		p.Headroom = spec.Headroom
 		p.MeanHorizon, p.MeanBand = spec.MeanHorizon, spec.MeanBand

@@ -74,6 +74,22 @@ type PIDParams struct {
 	// pushed past its setpoint on average (without the bound, a sweep ran
 	// 14–36 % over its setpoints on the loop's own measure).
 	StartGrowth float64
+	// RearmGrowth, when > 1, changes how the slow start rearms after a
+	// pause (StartRearm steps under the exit level once it has ended): the
+	// output grows by RearmGrowth a step instead of StartGrowth, up to the
+	// rate that last held the latency near the working setpoint (an
+	// average of the output in force at the law's steps whose error was
+	// within ±HeldBand) or half the peak, whichever is more, instead of
+	// half the peak alone. A burst no rate caused (host CPU steal on the
+	// testbed: 20–40 % for 10–20 s) pauses the copy; when it passes, the
+	// slack is back where it was, and the copy returns to the rate that
+	// used it in a few steps. Without it the copy climbed back at ×1.12 a
+	// step to half a peak that was itself an overshoot, then at the law's
+	// ~2.5 MB/s a step: a slack-sweep trial (2026-11-26 09:10 UTC, 8 ms)
+	// spent 20 s of a 98 s copy and most of its 34 s catch-up at 3–5 ms
+	// latency and 5–25 MB/s after such pauses, where 50–57 MB/s had held 8
+	// ms. 0 or 1: StartGrowth up to half the peak (as before).
+	RearmGrowth float64
 	// StartExit places the level that ends the slow start between the
 	// first latency measured (L0, the server before the migration loads it)
 	// and the setpoint: L0 + StartExit·(Setpoint − L0); (0, 1]. Default (0)
@@ -170,6 +186,15 @@ const DefaultMeanBand = 0.5
 // level make the PID grow geometrically again (PIDParams.StartGrowth).
 const StartRearm = 3
 
+// HeldBand is the error (normalised, either sign) within which a step of
+// the law counts its output towards the rate that holds the setpoint
+// (PIDParams.RearmGrowth).
+const HeldBand = 0.25
+
+// heldWeight is the weight of each counted step in that rate's moving
+// average: about the last ten such steps.
+const heldWeight = 0.1
+
 // StartFloor is the least output a slow start grows from (fraction of
 // MaxRate): an Initial of 0 would otherwise never grow.
 const StartFloor = 0.01
@@ -231,6 +256,8 @@ func (p PIDParams) Validate() error {
 		return fmt.Errorf("control: pid: unknown error form %q (want linear or hybrid)", p.Error)
 	case !finite(p.StartGrowth) || p.StartGrowth < 0 || p.StartGrowth > 4:
 		return fmt.Errorf("control: pid: start growth must be in [0, 4] (per step; 0 or 1 = none), got %v", p.StartGrowth)
+	case !finite(p.RearmGrowth) || p.RearmGrowth < 0 || p.RearmGrowth > 4:
+		return fmt.Errorf("control: pid: rearm growth must be in [0, 4] (per step; 0 or 1 = the slow start's), got %v", p.RearmGrowth)
 	case !finite(p.StartExit) || p.StartExit < 0 || p.StartExit > 1:
 		return fmt.Errorf("control: pid: start exit must be a fraction of the setpoint in (0, 1], got %v", p.StartExit)
 	case p.MeanHorizon < 0 || p.MeanHorizon > 3600:
@@ -272,7 +299,10 @@ func (p PIDParams) Validate() error {
 //	after it has grown u once, L0 the least usable PV before that growth, or
 //	u = 1; a PV at or above that level before the first growth is a step of
 //	the law, the slow start going on; again from the StartRearm-th consecutive
-//	step under that level while u < peak/2, up to peak/2):
+//	step under that level while u < peak/2, up to peak/2 — with RearmGrowth
+//	g > 1, while u < max(peak/2, held), up to that, growing by g; held is
+//	the moving average (weight heldWeight) of u(k−1) over the law's steps
+//	after the slow start with |e(k)| <= HeldBand):
 //	u(k) = max(the law's u(k) below, min(1, max(u(k−1), StartFloor) · StartGrowth))
 //	Δu    = Kp·(e(k) − e(k−1)) + Ki·e(k) + Kd·(e(k) − 2e(k−1) + e(k−2))
 //	u(k)  = clamp(u(k−1) + Δu, 0, 1)
@@ -296,6 +326,7 @@ type PID struct {
 	grew     bool    // the slow start has grown the output at least once
 	below    int     // consecutive steps under exitAt since the slow start ended
 	peak     float64 // highest output so far
+	held     float64 // moving average of the output at law steps within HeldBand; 0 = none yet
 	owed     float64 // MeanHorizon's balance D, ns·steps (> 0: the run is under its setpoint)
 	left     float64 // steps the run has left (Observation.Remaining); 0 = never told
 	lastAt   time.Time
@@ -380,13 +411,17 @@ func (c *PID) Next(obs Observation) Decision {
 		case !c.starting:
 			c.below++
 		}
-		if under && (c.starting || c.below >= StartRearm && c.u < c.peak/2) {
+		ceil, growth := c.peak/2, c.p.StartGrowth // a rearm's bound and step
+		if c.p.RearmGrowth > 1 && !c.starting {
+			ceil, growth = max(ceil, c.held), c.p.RearmGrowth
+		}
+		if under && (c.starting || c.below >= StartRearm && c.u < ceil) {
 			// Whichever climbs faster: the geometric step, or the law's
 			// own (from near zero, after a pause, the law's is larger).
-			c.u = max(law, min(1, max(c.u, StartFloor)*c.p.StartGrowth))
+			c.u = max(law, min(1, max(c.u, StartFloor)*growth))
 			c.grew = c.grew || c.starting
 			if !c.starting {
-				c.u = min(c.u, max(c.peak/2, law))
+				c.u = min(c.u, max(ceil, law))
 			}
 			c.u, spNote = c.track(c.u, prev, obs.Moved, spNote)
 			c.peak = max(c.peak, c.u)
@@ -395,6 +430,12 @@ func (c *PID) Next(obs Observation) Decision {
 			return Decision{Rate: r, Prefetch: r,
 				Reason: fmt.Sprintf("pid slow start pv=%v(%s)%s u=%.3f", pv.Round(10*time.Microsecond), who, spNote, c.u)}
 		}
+	}
+	if math.Abs(e) <= HeldBand && !c.starting {
+		if c.held == 0 {
+			c.held = prev
+		}
+		c.held += heldWeight * (prev - c.held)
 	}
 	c.u, spNote = c.track(law, prev, obs.Moved, spNote)
 	c.peak = max(c.peak, c.u)

@@ -64,6 +64,10 @@ type Common struct {
 	// StartGrowth is the PID's slow-start growth per step (> 1; 1 = none);
 	// default DefaultStartGrowth.
 	StartGrowth float64
+	// RearmGrowth is the PID's growth per step back to the rate that held
+	// the setpoint after a pause (control.PIDParams.RearmGrowth); 0 =
+	// DefaultRearmGrowth, 1 = the slow start's, to half the peak.
+	RearmGrowth float64
 	// MeanHorizon is the PID's mean-latency horizon in steps
 	// (control.PIDParams.MeanHorizon); 0 = off.
 	MeanHorizon int
@@ -185,6 +189,10 @@ func (c *Common) pidControl(sp float64) *agentclient.Control {
 	if ctl.StartGrowth == 0 {
 		ctl.StartGrowth = DefaultStartGrowth
 	}
+	ctl.RearmGrowth = c.RearmGrowth
+	if ctl.RearmGrowth == 0 {
+		ctl.RearmGrowth = DefaultRearmGrowth
+	}
 	if ctl.Kp == nil && ctl.Ki == nil && ctl.Kd == nil {
 		kp, ki := DefaultKp, DefaultKi
 		ctl.Kp, ctl.Ki = &kp, &ki
@@ -211,6 +219,13 @@ var (
 	// start fraction to full speed in 13 steps, where the linear law's ramp
 	// took the whole of a 1 GB migration (docs/benchmarks.md).
 	DefaultStartGrowth = 1.12
+	// DefaultRearmGrowth is the PID's climb back after a pause, ×1.5 per
+	// step to the rate that held the setpoint (control.PIDParams.RearmGrowth):
+	// on the control package's burst plant (TestPIDRearmBursts) it took
+	// 0.6–3 % fewer steps than the old rearm at a mean latency 0.2–0.5 % higher; on the
+	// testbed the old one's slow climbs cost a slack-sweep trial ~20 s
+	// (2026-11-26, docs/benchmarks.md).
+	DefaultRearmGrowth = 1.5
 	// DefaultMeanHorizon is the PID's mean-latency horizon in the
 	// benchmarks, steps (control.PIDParams.MeanHorizon); 0 = off.
 	DefaultMeanHorizon = control.DefaultMeanHorizon
@@ -258,6 +273,9 @@ type SweepOptions struct {
 	// CompareStartGrowth run every PID setpoint again with each of these
 	// slow-start growths (as Common.StartGrowth), in the same run.
 	CompareStartGrowth []float64
+	// CompareRearmGrowth run every PID setpoint again with each of these
+	// rearm growths (as Common.RearmGrowth), in the same run.
+	CompareRearmGrowth []float64
 	// CompareLatencySource runs every PID setpoint again with the other
 	// process variable than Common.ClientLatency's (proxy only ↔ the
 	// clients' too), right after it: the two compared on the same plant.
@@ -357,6 +375,9 @@ type PIDPoint struct {
 	Ki float64 `json:"ki"`
 	// StartGrowth is the trial's slow-start growth per step (1 = none).
 	StartGrowth float64 `json:"start_growth"`
+	// RearmGrowth is the trial's growth back to the held rate after a
+	// pause (1 = the slow start's, to half the peak).
+	RearmGrowth float64 `json:"rearm_growth"`
 	// LatencySource is what the trial's loop steered by: "proxy" (the
 	// proxy's windows) or "client" (the workload's own window too).
 	LatencySource string `json:"latency_source"`
@@ -654,9 +675,9 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	// pidVariant is one loop compared at a setpoint: Common's settings but
 	// for the fields set.
 	type pidVariant struct {
-		h                                    int
-		ki, reserve, floor, headroom, growth *float64
-		client                               bool
+		h                                           int
+		ki, reserve, floor, headroom, growth, rearm *float64
+		client                                      bool
 	}
 	pidOnce := func(sp float64, v pidVariant, attempt int) (again bool, err error) {
 		h, client := v.h, v.client
@@ -676,6 +697,9 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		}
 		if v.growth != nil {
 			ctl.StartGrowth = *v.growth
+		}
+		if v.rearm != nil {
+			ctl.RearmGrowth = *v.rearm
 		}
 		gain := control.SlackerKi // the agent's default when none is sent
 		if ctl.Ki != nil {
@@ -704,6 +728,9 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		if len(o.CompareStartGrowth) > 0 {
 			name += fmt.Sprintf("-g%g", ctl.StartGrowth)
 		}
+		if len(o.CompareRearmGrowth) > 0 {
+			name += fmt.Sprintf("-rg%g", ctl.RearmGrowth)
+		}
 		source := latencySource(client)
 		if o.CompareLatencySource {
 			name += "-" + source
@@ -715,7 +742,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		st := Describe(r.Latencies(r.MigStart, r.MigEnd))
 		secs := r.MigEnd - r.MigStart
 		p := PIDPoint{SetpointMs: sp, MeanLatencyMs: round(st.Mean, 2), StddevLatencyMs: round(st.Std, 2), MigrationSeconds: round(secs, 1),
-			MeanRateMBs: round(float64(r.MovedBytes())/1e6/secs, 2), MeanHorizon: h, Ki: gain, LatencySource: source, StartGrowth: ctl.StartGrowth, ErrorFloor: ctl.ErrorFloor, Headroom: ctl.Headroom, ExecutionMeanMs: round(r.ExecutionMean(r.MigStart, r.MigEnd), 2)}
+			MeanRateMBs: round(float64(r.MovedBytes())/1e6/secs, 2), MeanHorizon: h, Ki: gain, LatencySource: source, StartGrowth: ctl.StartGrowth, RearmGrowth: ctl.RearmGrowth, ErrorFloor: ctl.ErrorFloor, Headroom: ctl.Headroom, ExecutionMeanMs: round(r.ExecutionMean(r.MigStart, r.MigEnd), 2)}
 		from, to := r.BeforeHandover()
 		p.BeforeHandoverMs = round(Describe(r.Latencies(from, to)).Mean, 2)
 		p.LoopMeanMs = measured(r.LoopMean(from, to), 2)
@@ -765,6 +792,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	each(o.CompareErrorFloors, func(v *pidVariant, x *float64) { v.floor = x })
 	each(o.CompareHeadroom, func(v *pidVariant, x *float64) { v.headroom = x })
 	each(o.CompareStartGrowth, func(v *pidVariant, x *float64) { v.growth = x })
+	each(o.CompareRearmGrowth, func(v *pidVariant, x *float64) { v.rearm = x })
 	if o.CompareLatencySource {
 		v := loop0
 		v.client = !o.ClientLatency

@@ -38,6 +38,11 @@ type Control struct {
 	// multiplied by it every step until the latency is half-way from its
 	// first measurement to the setpoint (control.PIDParams.StartGrowth).
 	StartGrowth float64 `json:"start_growth,omitempty"`
+	// RearmGrowth, when > 1, makes the PID climb back after a pause by
+	// this factor a step to the rate that last held the setpoint
+	// (control.PIDParams.RearmGrowth); 0 = the slow start's growth, to half
+	// the peak.
+	RearmGrowth float64 `json:"rearm_growth,omitempty"`
 	// ErrorFloor, when > 0, bounds the PID's normalised error from below:
 	// a window more than (1 + ErrorFloor)× the setpoint slows the migration
 	// as one at that level would (control.PIDParams.ErrorFloor); 0 = none.

@@ -31,6 +31,7 @@ type loopFlags struct {
 	out, size, maxRate, keys string
 	errorForm                string
 	startGrowth              float64
+	rearmGrowth              float64
 	errorFloor               float64
 	headroom                 float64
 	meanHorizon              int
@@ -77,6 +78,7 @@ func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB,
 	fs.Float64Var(&f.errorFloor, "error-floor", experiment.DefaultErrorFloor, "PID error floor: a latency window more than (1 + this)× the setpoint slows the copy as one at that level would, so a stall no speed causes does not cut it to a crawl (0 = none, Slacker)")
 	fs.Float64Var(&f.headroom, "headroom", experiment.DefaultHeadroom, "PID: while the copy moves less than it is allowed (bound elsewhere: the target's CPU, a disk), allow at most (1 + this)× what it moved, so a cut bites at once (0 = off, Slacker)")
 	fs.Float64Var(&f.startGrowth, "start-growth", experiment.DefaultStartGrowth, "PID slow start: rate × this per step until the latency is half-way to the setpoint (1 = none, Slacker)")
+	fs.Float64Var(&f.rearmGrowth, "rearm-growth", experiment.DefaultRearmGrowth, "PID after a pause: rate × this per step back to the rate that held the setpoint (1 = the slow start's growth, to half the peak)")
 	fs.IntVar(&f.meanHorizon, "mean-horizon", experiment.DefaultMeanHorizon, "PID: hold the migration's mean latency (not each window's) at the setpoint, working off a shortfall or excess over this many steps, or, once the copy's time left is known, over the rest of the run (0 = off, Slacker)")
 	fs.StringVar(&f.reserve, "handover-reserve", "auto", "PID with a mean horizon: the handover's expected cost to the clients, ms·s, spent under the setpoint beforehand; auto = the median of the proxy's last measured handovers of the tenant, 0 = none")
 	fs.Uint64Var(&f.seed, "seed", 1, "workload seed")
@@ -128,6 +130,8 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 		return testbed.Options{}, c, usagef("bench %s: PID gains must be non-negative and --ki positive", name)
 	case !(f.startGrowth >= 1 && f.startGrowth <= 4):
 		return testbed.Options{}, c, usagef("bench %s: --start-growth %v: want 1 (none) to 4", name, f.startGrowth)
+	case !(f.rearmGrowth >= 1 && f.rearmGrowth <= 4):
+		return testbed.Options{}, c, usagef("bench %s: --rearm-growth %v: want 1 (the slow start's) to 4", name, f.rearmGrowth)
 	case f.meanHorizon < 0 || f.meanHorizon > 3600:
 		return testbed.Options{}, c, usagef("bench %s: --mean-horizon %d: want 0 (off) to 3600 steps", name, f.meanHorizon)
 	case f.errorForm != "linear" && f.errorForm != "hybrid":
@@ -177,7 +181,7 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 	c = experiment.Common{
 		Out: f.out, Command: "sluice " + strings.Join(os.Args[1:], " "), Size: size,
 		Workload: workload.Config{Rate: f.tps, MPL: f.mpl, Distribution: dist},
-		MaxRate:  maxRate, Kp: &kp, Ki: &ki, Kd: &kd, ErrorForm: f.errorForm, StartGrowth: f.startGrowth, ErrorFloor: f.errorFloor, Headroom: f.headroom, MeanHorizon: f.meanHorizon, HandoverReserve: reserve, Checkpoint: f.checkpoint, Seed: f.seed,
+		MaxRate:  maxRate, Kp: &kp, Ki: &ki, Kd: &kd, ErrorForm: f.errorForm, StartGrowth: f.startGrowth, RearmGrowth: f.rearmGrowth, ErrorFloor: f.errorFloor, Headroom: f.headroom, MeanHorizon: f.meanHorizon, HandoverReserve: reserve, Checkpoint: f.checkpoint, Seed: f.seed,
 		TargetCPUs: f.targetCPUs, Calm: f.calm, ClientLatency: f.latencySource == "client",
 	}
 	// Progress goes to stderr, with --json too (stdout carries the JSON).
@@ -287,7 +291,7 @@ func init() {
 	var f loopFlags
 	var rates, setpoints, compare, compareKi, compareReserves, compareFloors, compareHeadroom string
 	var compareSource bool
-	var compareGrowth string
+	var compareGrowth, compareRearm string
 	var stealLimit float64
 	var stealRetries int
 	var stealAbort bool
@@ -359,6 +363,9 @@ summary.json, report.md and PNG plots to --out.`,
 			if o.CompareStartGrowth, err = parseList(compareGrowth, growth); err != nil {
 				return usagef("bench slack-sweep: --compare-start-growth: %v", err)
 			}
+			if o.CompareRearmGrowth, err = parseList(compareRearm, growth); err != nil {
+				return usagef("bench slack-sweep: --compare-rearm-growth: %v", err)
+			}
 			o.CompareLatencySource = compareSource
 			if !(stealLimit >= 0 && stealLimit < 100) {
 				return usagef("bench slack-sweep: --steal-limit: %v: want a percentage in [0, 100) (0 = off)", stealLimit)
@@ -380,6 +387,7 @@ summary.json, report.md and PNG plots to --out.`,
 	cmd.Flags().StringVar(&compareKi, "compare-ki", "", "run every PID setpoint again with each of these integral gains (per step, comma-separated), in the same run")
 	cmd.Flags().StringVar(&compareReserves, "compare-handover-reserves", "", "run every PID setpoint again with each of these handover reserves (ms·s, comma-separated; 0 = none), in the same run")
 	cmd.Flags().StringVar(&compareFloors, "compare-error-floors", "", "run every PID setpoint again with each of these error floors (fractions of the setpoint, comma-separated; 0 = none), in the same run")
+	cmd.Flags().StringVar(&compareRearm, "compare-rearm-growth", "", "run every PID setpoint again with each of these rearm growths (per step, comma-separated; 1 = the slow start's, to half the peak), in the same run")
 	cmd.Flags().StringVar(&compareGrowth, "compare-start-growth", "", "run every PID setpoint again with each of these slow-start growths (per step, comma-separated; 1 = none), in the same run")
 	cmd.Flags().BoolVar(&compareSource, "compare-latency-source", false, "run every PID setpoint again steering by the other latency source than --latency-source's (proxy ↔ client), in the same run")
 	cmd.Flags().StringVar(&compareHeadroom, "compare-headroom", "", "run every PID setpoint again with each of these headrooms (fractions, comma-separated; 0 = off), in the same run")

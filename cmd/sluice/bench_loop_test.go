@@ -18,7 +18,9 @@ func TestBenchLoopUsageErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"bench", "slack-sweep", "--out", out, "--compare-start-growth", "1.2,0.5"}, "--compare-start-growth"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--size", "10kB"}, "--size"},
+		{[]string{"bench", "slack-sweep", "--out", out, "--compare-start-growth", "", "--compare-rearm-growth", "1.5,0"}, "--compare-rearm-growth"},
+		{[]string{"bench", "slack-sweep", "--out", out, "--compare-rearm-growth", "", "--rearm-growth", "0.5"}, "--rearm-growth"},
+		{[]string{"bench", "slack-sweep", "--out", out, "--rearm-growth", "1.5", "--size", "10kB"}, "--size"},
 		{[]string{"bench", "slack-sweep", "--out", out, "--size", "1GB", "--fixed-rates", "5MB/s,fast"}, "--fixed-rates"},
 		{[]string{"bench", "slack-sweep", "--out", out, "--fixed-rates", "5MB/s", "--setpoints", "40ms,-5ms"}, "--setpoints"},
 		{[]string{"bench", "slack-sweep", "--out", out, "--setpoints", "2x,40ms"}, "--setpoints"},
