@@ -70,7 +70,7 @@ func TestSlackSweepSmall(t *testing.T) {
 	c.ClientLatency = true // the loop reads the workload's own window too
 	burst := func([]monitor.HostCPUSample, time.Duration) float64 { return 0.5 }
 	res, err := SlackSweep(context.Background(), b, SweepOptions{Common: c, FixedRates: []float64{4e6}, Setpoints: []float64{50},
-		StealLimit: 0.25, StealRetries: 1, StealAbort: true, stealPeak: burst})
+		StealGuard: StealGuard{StealLimit: 0.25, StealRetries: 1, StealAbort: true, stealPeak: burst}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,10 @@ func TestMultitenantSmall(t *testing.T) {
 
 // TestStepLoadSmall runs step40's logic on a small tenant: both trials, the
 // stepped load's baseline (measured at Factor × the rate, so with more
-// transactions), and the summary's keys.
+// transactions), and the summary's keys. A simulated steal burst in every
+// attempt (StealGuard, one re-run, aborting) aborts the first PID and the
+// first fixed migration — each rolled back, its ledger checked on the
+// source — and each re-run goes to its end, kept and marked disturbed.
 func TestStepLoadSmall(t *testing.T) {
 	b := smallBed(t)
 	c := small(t)
@@ -178,9 +181,25 @@ func TestStepLoadSmall(t *testing.T) {
 	// baseline long enough to hold whole 3 s windows (else it is never
 	// "settled" and is measured three times).
 	c.Size, c.BaselineFor = 40e6, 6*time.Second
-	res, err := StepLoad(context.Background(), b, StepOptions{Common: c, SetpointMs: 50, StepAfter: 2 * time.Second, Settle: time.Second})
+	burst := func([]monitor.HostCPUSample, time.Duration) float64 { return 0.5 }
+	res, err := StepLoad(context.Background(), b, StepOptions{Common: c, SetpointMs: 50, StepAfter: 2 * time.Second, Settle: time.Second,
+		StealGuard: StealGuard{StealLimit: 0.25, StealRetries: 1, StealAbort: true, stealPeak: burst}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(res.Disturbed) != 2 || res.Disturbed[0].Controller != "pid" || res.Disturbed[1].Controller != "fixed" || !res.Disturbed[0].Aborted || !res.Disturbed[1].Aborted {
+		t.Fatalf("disturbed attempts %+v: want the first PID and the first fixed attempt, both aborted", res.Disturbed)
+	}
+	if !res.PID.Disturbed || !res.Fixed.Disturbed || res.PID.Aborted || res.Fixed.Aborted {
+		t.Errorf("kept trials %+v / %+v: want both run to their end and marked disturbed", res.PID, res.Fixed)
+	}
+	// The PID moved it to server 1, the fixed rate back: the aborted
+	// attempts left it where it was.
+	if owner, _, err := b.Owner(context.Background(), testbed.Tenant{Name: "step"}); err != nil || owner != 0 {
+		t.Errorf("tenant on server %d (%v) after the trials, want 0", owner, err)
+	}
+	if rep, err := os.ReadFile(filepath.Join(c.Out, ReportFile)); err != nil || !strings.Contains(string(rep), "(aborted)") || !strings.Contains(string(rep), "(disturbed)") {
+		t.Errorf("report (%v) does not list the aborted attempts and the disturbed trials:\n%s", err, rep)
 	}
 	if !(res.BaselineMs > 0) || !(res.BaselineAfterStepMs > 0) || res.SetpointMs != 50 {
 		t.Fatalf("result %+v: want both baselines measured and the setpoint given", res)
@@ -196,7 +215,7 @@ func TestStepLoadSmall(t *testing.T) {
 		}
 	}
 	m := readJSON(t, filepath.Join(c.Out, SummaryFile))
-	for _, k := range []string{"pid", "fixed", "setpoint_ms", "baseline_ms", "baseline_after_step_ms"} {
+	for _, k := range []string{"pid", "fixed", "setpoint_ms", "baseline_ms", "baseline_after_step_ms", "disturbed"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("summary has no %q: %v", k, m)
 		}

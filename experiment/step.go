@@ -25,6 +25,10 @@ type StepOptions struct {
 	Factor float64
 	// Settle is how long after the step the "after" window starts; default 10 s.
 	Settle time.Duration
+	// StealGuard re-runs (and with StealAbort aborts) a trial that met a
+	// host steal burst: the PID's until it is undisturbed or out of
+	// re-runs, then the fixed rate's, of the kept PID trial's speed.
+	StealGuard
 }
 
 // StepRun is one controller's figures (JSON keys are `sluice bench step40
@@ -48,6 +52,19 @@ type StepRun struct {
 	// unmeasured.
 	HostStealPct     *float64 `json:"host_steal_pct,omitempty"`
 	HostStealPeakPct *float64 `json:"host_steal_peak_pct,omitempty"`
+	// Disturbed says the host's steal peaked above StealGuard.StealLimit
+	// in this trial, kept because it had no re-run left; Aborted, in
+	// StepResult.Disturbed, that the attempt was aborted (its figures run
+	// to the abort, the tenant stayed on its source).
+	Disturbed bool `json:"disturbed,omitempty"`
+	Aborted   bool `json:"aborted,omitempty"`
+}
+
+// StepAttempt is an attempt re-run because the host's steal went above
+// StealGuard.StealLimit.
+type StepAttempt struct {
+	Controller string `json:"controller"` // "pid" or "fixed"
+	StepRun
 }
 
 // StepResult is `sluice bench step40 --json`.
@@ -63,6 +80,8 @@ type StepResult struct {
 	SetpointMs          float64 `json:"setpoint_ms"`
 	BaselineMs          float64 `json:"baseline_ms"`
 	BaselineAfterStepMs float64 `json:"baseline_after_step_ms"`
+	// Disturbed are the attempts re-run (StealGuard), in the order run.
+	Disturbed []StepAttempt `json:"disturbed,omitempty"`
 }
 
 // StepLoad runs the PID at a setpoint while the arrival rate steps up
@@ -86,6 +105,9 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 	}
 	if o.Factor <= 0 || o.StepAfter < 0 || o.SetpointMs < 0 {
 		return res, fmt.Errorf("experiment: step factor %v, step after %v, setpoint %v ms: want positive values", o.Factor, o.StepAfter, o.SetpointMs)
+	}
+	if err := o.StealGuard.check(); err != nil {
+		return res, err
 	}
 	started := time.Now()
 	say := o.Progress
@@ -115,12 +137,12 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 	}
 
 	step := &Step{At: o.Warmup + o.StepAfter, Factor: o.Factor}
-	run := func(name string, to int, req agentclient.StartMigration) (*TrialResult, StepRun, error) {
+	once := func(name string, to int, req agentclient.StartMigration, abort float64) (*TrialResult, StepRun, error) {
 		say("%s: migrating %s to %s", name, tn.Name, bed.Servers[to].Name)
 		wc := o.Workload
 		wc.Seed = o.Seed + uint64(to) + 10
 		req.Checkpoint = o.Checkpoint
-		r, err := Trial{Bed: bed, Tenant: tn, To: to, Workload: wc, Warmup: o.Warmup, Migration: req, Step: step, TargetCPUs: o.TargetCPUs, CalmBelow: o.calmBelow(base), ClientLatency: o.ClientLatency, Progress: say}.Run(ctx)
+		r, err := Trial{Bed: bed, Tenant: tn, To: to, Workload: wc, Warmup: o.Warmup, Migration: req, Step: step, TargetCPUs: o.TargetCPUs, CalmBelow: o.calmBelow(base), ClientLatency: o.ClientLatency, AbortAboveSteal: abort, Progress: say, stealPeak: o.stealPeak}.Run(ctx)
 		if err != nil {
 			return r, StepRun{}, fmt.Errorf("%s: %w", name, err)
 		}
@@ -138,8 +160,24 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 			sr.MeanLatencyAfterWithHandoverMs = round(Describe(r.Latencies(after, r.MigEnd)).Mean, 2)
 		}
 		sr.HostStealPct, sr.HostStealPeakPct = pct(r.HostSteal), pct(r.HostStealPeak)
+		sr.Aborted = r.Aborted
 		say("%s: before the step %.1f ms, after %.1f ms (setpoint %.1f; with the handover %.1f), %.1f s%s", name, sr.MeanLatencyBeforeMs, sr.MeanLatencyAfterMs, o.SetpointMs, sr.MeanLatencyAfterWithHandoverMs, sr.MigrationSeconds, throttleNote(nil, nil, sr.HostStealPct, sr.HostStealPeakPct))
 		return r, sr, nil
+	}
+	// run is once until the trial is undisturbed or out of re-runs; an
+	// aborted attempt left the tenant on its source, so every attempt
+	// migrates the same way.
+	run := func(name string, to int, req agentclient.StartMigration) (*TrialResult, StepRun, error) {
+		for attempt := 1; ; attempt++ {
+			r, sr, err := once(name, to, req, o.abortAt(attempt))
+			if err != nil || !o.again(r, attempt) {
+				sr.Disturbed = err == nil && o.disturbed(r)
+				return r, sr, err
+			}
+			say("%s: host steal peaked at %.0f %% over %.0f s (limit %.0f %%): disturbed, running it again (%d of %d)",
+				name, 100*r.HostStealPeak, StealSpan.Seconds(), 100*o.StealLimit, attempt, o.StealRetries)
+			res.Disturbed = append(res.Disturbed, StepAttempt{Controller: strings.SplitN(name, "-", 2)[0], StepRun: sr})
+		}
 	}
 	pr, ps, err := run("pid", 1, agentclient.StartMigration{Rate: o.MaxRate * StartFraction, Control: o.pidControl(o.SetpointMs)})
 	if err != nil {
@@ -194,8 +232,12 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 		name string
 		r    StepRun
 	}{{"PID", res.PID}, {fmt.Sprintf("fixed %.1f MB/s", fixedRate/1e6), res.Fixed}} {
+		if x.r.Disturbed {
+			x.name += " (disturbed)"
+		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.1f | %s / %s |\n", x.name, f1(x.r.MeanLatencyBeforeMs), f1(x.r.MeanLatencyAfterMs), signedPct(x.r.MeanLatencyAfterMs, o.SetpointMs), f1(x.r.MeanLatencyAfterWithHandoverMs), x.r.MigrationSeconds, stealCell(x.r.HostStealPct, false), stealCell(x.r.HostStealPeakPct, false))
 	}
+	b.WriteString(stepDisturbedLines(res, o.SetpointMs, o.StealLimit))
 	b.WriteString("\n" + ledgerLines(trials) + "\n![step](step.png)\n")
 	return jsonSafe(res), writeFile(o.Out, ReportFile, b.String())
 }
@@ -239,7 +281,12 @@ func jsonSafe(r StepResult) StepResult {
 			*x = -1
 		}
 	}
-	for _, s := range []*StepRun{&r.PID, &r.Fixed} {
+	r.Disturbed = append([]StepAttempt(nil), r.Disturbed...)
+	runs := []*StepRun{&r.PID, &r.Fixed}
+	for i := range r.Disturbed {
+		runs = append(runs, &r.Disturbed[i].StepRun)
+	}
+	for _, s := range runs {
 		fix(&s.MeanLatencyBeforeMs)
 		fix(&s.MeanLatencyAfterMs)
 		fix(&s.MeanLatencyAfterWithHandoverMs)
@@ -269,4 +316,23 @@ func signedPct(x, sp float64) string {
 		return "–"
 	}
 	return fmt.Sprintf("%+.0f %%", 100*(x-sp)/sp)
+}
+
+// stepDisturbedLines lists the attempts re-run because the host's steal
+// peaked above limit (a share); "" when none was.
+func stepDisturbedLines(res StepResult, sp, limit float64) string {
+	if len(res.Disturbed) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nRe-run because the host's steal went above %.0f %% over some %.0f s of the migration (the kept attempts are in the table above):\n\n| attempt | host steal, worst %.0f s | before the step ms | after ms | vs setpoint | migration s |\n|---|---|---|---|---|---|\n",
+		100*limit, StealSpan.Seconds(), StealSpan.Seconds())
+	for _, a := range res.Disturbed {
+		secs := fmt.Sprintf("%.1f", a.MigrationSeconds)
+		if a.Aborted {
+			secs += " (aborted)"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", a.Controller, stealCell(a.HostStealPeakPct, false), f1(a.MeanLatencyBeforeMs), f1(a.MeanLatencyAfterMs), signedPct(a.MeanLatencyAfterMs, sp), secs)
+	}
+	return b.String()
 }

@@ -13,7 +13,6 @@ import (
 	agentclient "github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/control"
 	"github.com/sluicedb/sluice/internal/chart"
-	"github.com/sluicedb/sluice/monitor"
 	"github.com/sluicedb/sluice/testbed"
 	"github.com/sluicedb/sluice/workload"
 )
@@ -280,39 +279,7 @@ type SweepOptions struct {
 	// process variable than Common.ClientLatency's (proxy only ↔ the
 	// clients' too), right after it: the two compared on the same plant.
 	CompareLatencySource bool
-	// StealLimit, when > 0, re-runs a trial in which the host's steal over
-	// some StealSpan went above it (TrialResult.HostStealPeak; a share,
-	// 0–1), up to StealRetries times: on a shared machine a burst of
-	// stolen CPU slows the whole plant, workload included, whatever the
-	// rate, and a trial that met one measures the host. Every attempt is
-	// reported (SweepResult.DisturbedFixed, DisturbedPID); a trial still
-	// disturbed after its retries is kept, marked Disturbed. 0 = off.
-	StealLimit float64
-	// StealRetries is how many times a disturbed trial is re-run (with
-	// StealLimit); default DefaultStealRetries.
-	StealRetries int
-	// StealAbort, with StealLimit, aborts a trial's migration as soon as
-	// its steal goes above the limit (Trial.AbortAboveSteal) when the
-	// trial has a re-run left, instead of letting it crawl to its end:
-	// the attempt is reported with its figures up to the abort, marked
-	// Aborted, and the tenant, still on its source, migrates again.
-	StealAbort bool
-
-	stealPeak func([]monitor.HostCPUSample, time.Duration) float64 // Trial.stealPeak, for a test
-}
-
-// StealSpan is the stretch over which a trial's host steal peak is taken
-// (TrialResult.HostStealPeak): five of the progress lines' 2 s readings,
-// long enough that one slow reading is not a burst, short enough that a
-// burst of half a minute is not averaged away.
-const StealSpan = 10 * time.Second
-
-// DefaultStealRetries is SweepOptions.StealRetries' default.
-const DefaultStealRetries = 2
-
-// disturbed reports whether trial r met more host steal than o allows.
-func (o *SweepOptions) disturbed(r *TrialResult) bool {
-	return o.StealLimit > 0 && r.HostStealPeak > o.StealLimit
+	StealGuard
 }
 
 // FixedPoint is one fixed-rate migration of the sweep (JSON keys are
@@ -580,16 +547,8 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	if len(o.FixedRates) == 0 {
 		o.FixedRates = []float64{10e6, 20e6, 30e6, 40e6}
 	}
-	if o.StealRetries == 0 {
-		o.StealRetries = DefaultStealRetries
-	}
-	switch {
-	case !(o.StealLimit >= 0 && o.StealLimit < 1):
-		return res, fmt.Errorf("experiment: steal limit %v must be a share in [0, 1)", o.StealLimit)
-	case o.StealRetries < 0:
-		return res, fmt.Errorf("experiment: steal retries %d must be >= 0", o.StealRetries)
-	case o.StealAbort && o.StealLimit == 0:
-		return res, fmt.Errorf("experiment: a steal abort needs a steal limit")
+	if err := o.StealGuard.check(); err != nil {
+		return res, err
 	}
 	started := time.Now()
 	say := o.Progress
@@ -612,14 +571,6 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	}
 	var trials []Labeled
 	to := 1
-	// abortAt is the steal share at which attempt's migration is aborted
-	// (Trial.AbortAboveSteal): the limit while a re-run is left.
-	abortAt := func(attempt int) float64 {
-		if o.StealAbort && attempt <= o.StealRetries {
-			return o.StealLimit
-		}
-		return 0
-	}
 	trial := func(name string, sp float64, req agentclient.StartMigration, client bool, abort float64) (*TrialResult, error) {
 		say("%s: migrating %s to %s", name, tn.Name, bed.Servers[to].Name)
 		wc := o.Workload
@@ -639,7 +590,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	// much host steal and has a re-run left; if so its series is renamed
 	// as that attempt's.
 	retry := func(r *TrialResult, attempt int) bool {
-		if !(r.Aborted || o.disturbed(r)) || attempt > o.StealRetries {
+		if !o.again(r, attempt) {
 			return false
 		}
 		t := &trials[len(trials)-1]
@@ -649,7 +600,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		return true
 	}
 	fixedOnce := func(rate float64, attempt int) (again bool, err error) {
-		r, err := trial(fmt.Sprintf("fixed-%.0fMBps", rate/1e6), 0, agentclient.StartMigration{Rate: rate}, false, abortAt(attempt))
+		r, err := trial(fmt.Sprintf("fixed-%.0fMBps", rate/1e6), 0, agentclient.StartMigration{Rate: rate}, false, o.abortAt(attempt))
 		if err != nil {
 			return false, err
 		}
@@ -735,7 +686,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		if o.CompareLatencySource {
 			name += "-" + source
 		}
-		r, err := trial(name, sp, agentclient.StartMigration{Rate: o.MaxRate * StartFraction, Control: ctl}, client, abortAt(attempt))
+		r, err := trial(name, sp, agentclient.StartMigration{Rate: o.MaxRate * StartFraction, Control: ctl}, client, o.abortAt(attempt))
 		if err != nil {
 			return false, err
 		}
@@ -756,8 +707,8 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		p.SourceThrottledPct, p.TargetThrottledPct = pct(r.SourceThrottled), pct(r.TargetThrottled)
 		p.HostStealPct, p.HostStealPeakPct = pct(r.HostSteal), pct(r.HostStealPeak)
 		p.Aborted = r.Aborted
-		say("pid %.1f ms (%s latency, mean horizon %d, ki %g, start growth %g, error floor %g, headroom %g): latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %s; before the migration %.1f), %.1f s at %.1f MB/s%s; start cost %s ms·s; handover reserve %.0f ms·s, cost %.0f; ledger %d acknowledged, 0 lost",
-			sp, source, h, gain, ctl.StartGrowth, ctl.ErrorFloor, ctl.Headroom, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, fp(p.LoopMeanMs), p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct, p.HostStealPct, p.HostStealPeakPct), fp(p.StartExcessMsS), p.ReserveMsS, p.HandoverExcessMsS, r.Check.Acknowledged)
+		say("pid %.1f ms (%s latency, mean horizon %d, ki %g, start growth %g, rearm growth %g, error floor %g, headroom %g): latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %s; before the migration %.1f), %.1f s at %.1f MB/s%s; start cost %s ms·s; handover reserve %.0f ms·s, cost %.0f; ledger %d acknowledged, 0 lost",
+			sp, source, h, gain, ctl.StartGrowth, ctl.RearmGrowth, ctl.ErrorFloor, ctl.Headroom, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, fp(p.LoopMeanMs), p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct, p.HostStealPct, p.HostStealPeakPct), fp(p.StartExcessMsS), p.ReserveMsS, p.HandoverExcessMsS, r.Check.Acknowledged)
 		if retry(r, attempt) {
 			res.DisturbedPID = append(res.DisturbedPID, p)
 			return true, nil
@@ -867,7 +818,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		fmt.Fprintf(&b, "| %.1f | %s | %s | %.1f | %s | %.0f | %s | %s | %s |\n", p.RateMBs, f1(p.MeanLatencyMs), f1(p.StddevLatencyMs), p.MigrationSeconds, f1(p.BeforeHandoverMs), p.FreezeMs, fp(p.StartExcessMsS), f1(p.HandoverExcessMsS), f1(p.PreMigrationMs))
 	}
 	b.WriteString("\nLatency is the workload's (Slacker: arrival queue + execution); \"execution\" leaves out the wait in the workload's own arrival queue — what the proxy measures. A loop steers by the proxy's windows (latency source \"proxy\") or by those and the workload's own window (\"client\").\n")
-	b.WriteString("\n| PID setpoint ms | latency source | mean horizon steps | Ki | start growth | error floor | headroom | mean latency ms | error vs setpoint | execution mean ms | error vs setpoint | stddev ms | migration s | mean rate MB/s | fixed rate's migration s at this latency | fixed rate's mean latency ms at this migration time | fixed trials faster and lower | fixed trials it was faster and lower than |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n| PID setpoint ms | latency source | mean horizon steps | Ki | start growth | rearm growth | error floor | headroom | mean latency ms | error vs setpoint | execution mean ms | error vs setpoint | stddev ms | migration s | mean rate MB/s | fixed rate's migration s at this latency | fixed rate's mean latency ms at this migration time | fixed trials faster and lower | fixed trials it was faster and lower than |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range res.PID {
 		eq := "outside the fixed ladder's range"
 		if s, ok := FixedSecondsAt(res.Fixed, p.MeanLatencyMs); ok {
@@ -877,7 +828,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		if l, ok := FixedLatencyAt(res.Fixed, p.MigrationSeconds); ok {
 			eqLat = fmt.Sprintf("%.1f (PID's %+.0f %%)", l, 100*(p.MeanLatencyMs-l)/l)
 		}
-		fmt.Fprintf(&b, "| %.1f | %s | %d | %g | %g | %g | %g | %s | %+.1f %% | %s | %+.1f %% | %s | %.1f | %.1f | %s | %s | %s | %s |\n", p.SetpointMs, p.LatencySource, p.MeanHorizon, p.Ki, p.StartGrowth, p.ErrorFloor, p.Headroom, f1(p.MeanLatencyMs), 100*(p.MeanLatencyMs-p.SetpointMs)/p.SetpointMs,
+		fmt.Fprintf(&b, "| %.1f | %s | %d | %g | %g | %g | %g | %g | %s | %+.1f %% | %s | %+.1f %% | %s | %.1f | %.1f | %s | %s | %s | %s |\n", p.SetpointMs, p.LatencySource, p.MeanHorizon, p.Ki, p.StartGrowth, p.RearmGrowth, p.ErrorFloor, p.Headroom, f1(p.MeanLatencyMs), 100*(p.MeanLatencyMs-p.SetpointMs)/p.SetpointMs,
 			f1(p.ExecutionMeanMs), 100*(p.ExecutionMeanMs-p.SetpointMs)/p.SetpointMs, f1(p.StddevLatencyMs), p.MigrationSeconds, p.MeanRateMBs, eq, eqLat, rates(p.BeatenByFixed), rates(p.BeatsFixed))
 	}
 	unbeaten := 0
@@ -890,13 +841,13 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		fmt.Fprintf(&b, "\nNo fixed trial migrated faster at a lower mean latency than %d of the %d PID trials (the interpolated columns assume the fixed ladder is monotonic; these two do not).\n", unbeaten, len(res.PID))
 	}
 	b.WriteString("\nBefore the handover (the loop sets the speed; the handover's freeze and the drain of the queue it builds are a fixed cost per migration, in the whole-migration figures above):\n\n")
-	b.WriteString("| PID setpoint ms | latency source | mean horizon steps | Ki | start growth | error floor | headroom | mean latency ms | error vs setpoint | loop's own mean ms | error vs setpoint | fixed rate's migration s at this latency | freeze ms | before the migration ms | steps at top speed | start cost ms·s | handover reserve / cost ms·s | host steal, 10 s peak |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| PID setpoint ms | latency source | mean horizon steps | Ki | start growth | rearm growth | error floor | headroom | mean latency ms | error vs setpoint | loop's own mean ms | error vs setpoint | fixed rate's migration s at this latency | freeze ms | before the migration ms | steps at top speed | start cost ms·s | handover reserve / cost ms·s | host steal, 10 s peak |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range res.PID {
 		eq := "outside the fixed ladder's range"
 		if s, ok := secondsAt(res.Fixed, func(f FixedPoint) float64 { return f.BeforeHandoverMs }, p.BeforeHandoverMs); ok {
 			eq = fmt.Sprintf("%.1f (PID %.2f× as fast)", s, s/p.MigrationSeconds)
 		}
-		fmt.Fprintf(&b, "| %.1f | %s | %d | %g | %g | %g | %g | %s | %+.1f %% | %s | %s | %s | %.0f | %s | %d | %s | %.1f / %s | %s |\n", p.SetpointMs, p.LatencySource, p.MeanHorizon, p.Ki, p.StartGrowth, p.ErrorFloor, p.Headroom, f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs,
+		fmt.Fprintf(&b, "| %.1f | %s | %d | %g | %g | %g | %g | %g | %s | %+.1f %% | %s | %s | %s | %.0f | %s | %d | %s | %.1f / %s | %s |\n", p.SetpointMs, p.LatencySource, p.MeanHorizon, p.Ki, p.StartGrowth, p.RearmGrowth, p.ErrorFloor, p.Headroom, f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs,
 			fp(p.LoopMeanMs), offCell(p.LoopMeanMs, p.SetpointMs), eq, p.FreezeMs, f1(p.PreMigrationMs), p.TopSpeedSteps, fp(p.StartExcessMsS), p.ReserveMsS, f1(p.HandoverExcessMsS), stealCell(p.HostStealPeakPct, p.Disturbed))
 	}
 	b.WriteString(withinLine(res.PID))

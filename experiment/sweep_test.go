@@ -166,7 +166,7 @@ func TestWithinLine(t *testing.T) {
 }
 
 func TestDisturbedTrials(t *testing.T) {
-	o := SweepOptions{StealLimit: 0.25}
+	o := SweepOptions{StealGuard: StealGuard{StealLimit: 0.25}}
 	for _, c := range []struct {
 		peak float64
 		want bool

@@ -63,14 +63,22 @@ type Loop struct {
 	Remaining func() time.Duration
 	// Lag, if set, reports the standby's replay lag in bytes (< 0 unknown).
 	// In phases "catch-up" and "warm" (which waits for the lag again after
-	// its copy) the loop then guarantees progress: when the lag
-	// has not shrunk over CatchUpPatience steps, it raises a floor under
-	// the controller's rate to CatchUpBoost times the mean rate in force
-	// over those steps (or the floor already set, or MinCatchUpFloor,
-	// whichever is more) and keeps it until the handover. The mean, not
-	// the decision of the step that notices: a controller leaving a pause
-	// ramps fast, and one such step (24.8 MB/s after three at 0) once set
-	// a floor of 37 MB/s for a lag that ~5 MB/s drained. A controller
+	// its copy) the loop then guarantees progress: when, at the pace it
+	// shrank over the last CatchUpPatience steps, the lag would take more
+	// than CatchUpDrain to drain (or it did not shrink), it raises a floor
+	// under the controller's rate and keeps it until the handover. The
+	// floor is the rate that drains the lag in CatchUpDrain — the WAL's
+	// own rate, estimated as the mean rate in force over those steps less
+	// the pace the lag shrank at, plus the lag ÷ CatchUpDrain — or
+	// CatchUpBoost times the mean rate in force (or the floor already set,
+	// or MinCatchUpFloor), whichever is more. The mean, not the decision
+	// of the step that notices: a controller leaving a pause ramps fast,
+	// and one such step (24.8 MB/s after three at 0) once set a floor of
+	// 37 MB/s for a lag that ~5 MB/s drained. And a pace, not only
+	// whether it shrank: a PID at its setpoint held a catch-up at 1.4–4
+	// MB/s for 28 s while its 290 MB lag shrank by ~0.3 MB/s (a
+	// slack-sweep trial, 2026-11-26 10:55 UTC), where the fixed rate of
+	// its comparison drained one that size in 9 s. A controller
 	// holding the latency at its setpoint may allow less than the source
 	// writes WAL — then the WAL relay falls behind for ever (a step40 run
 	// with the rate stuck at 2.35 MB/s under +40 % load: lag at 250 MB for
@@ -96,9 +104,10 @@ type Loop struct {
 
 // Catch-up progress guarantee (Loop.Lag).
 const (
-	CatchUpPatience = 5       // steps the lag may fail to shrink before the floor rises
-	CatchUpBoost    = 1.5     // factor the floor rises by
-	MinCatchUpFloor = 1 << 20 // bytes/s, the least floor once one is needed
+	CatchUpPatience = 5                // steps over which the lag's pace is judged
+	CatchUpDrain    = 20 * time.Second // the longest the lag may take to drain at that pace
+	CatchUpBoost    = 1.5              // factor the floor rises by, at least
+	MinCatchUpFloor = 1 << 20          // bytes/s, the least floor once one is needed
 )
 
 // ErrSettling is the signal error of the steps Settle hides from the
@@ -221,8 +230,16 @@ func (l *Loop) catchUpFloor(phase string, rate float64) float64 {
 	}
 	l.mu.lags = append(l.mu.lags, lag)
 	if len(l.mu.lags) > CatchUpPatience {
-		if oldest := l.mu.lags[0]; lag >= oldest {
-			l.mu.floor = max(l.mu.floor, stats.Mean(l.mu.rates), MinCatchUpFloor) * CatchUpBoost
+		period := l.Period
+		if period <= 0 {
+			period = DefaultPeriod
+		}
+		// pace: bytes/s the lag shrank by over the window (< 0: it grew)
+		pace := float64(l.mu.lags[0]-lag) / (CatchUpPatience * period.Seconds())
+		if pace*CatchUpDrain.Seconds() < float64(lag) {
+			mean := stats.Mean(l.mu.rates)
+			drain := max(mean-pace, 0) + float64(lag)/CatchUpDrain.Seconds()
+			l.mu.floor = max(max(l.mu.floor, mean, MinCatchUpFloor)*CatchUpBoost, drain)
 			l.mu.lags, l.mu.rates = l.mu.lags[:0], l.mu.rates[:0]
 			return l.mu.floor
 		}

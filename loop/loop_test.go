@@ -239,25 +239,40 @@ func (r *rateScript) Next(control.Observation) control.Decision {
 }
 
 // TestCatchUpFloorMeanRate: the floor rises from the mean rate in force over
-// the steps the lag did not shrink, not from the decision of the step that
-// notices: a controller that paused (0 B/s) and then ramps to 24 MB/s gets a
-// floor of 1.5 x its window's mean, and a window the controller ran at 10
-// MB/s without draining the lag raises the floor to 15 MB/s.
+// the window, not from the decision of the step that notices (a controller
+// that paused and then ramps to 24 MB/s), to at least the rate that drains
+// the lag in CatchUpDrain at the WAL rate the window showed (the mean rate
+// in force less the pace the lag shrank at). A lag that shrinks, but too
+// slowly to drain in CatchUpDrain, raises it too; one that drains in time
+// does not.
 func TestCatchUpFloorMeanRate(t *testing.T) {
+	const mib = 1 << 20
+	drainIn := CatchUpDrain.Seconds()
 	cases := []struct {
 		name  string
-		rates []float64 // the controller's, one a step
-		want  float64   // the floor after the window (step CatchUpPatience)
+		rates []float64         // the controller's, one a step
+		lag   func(k int) int64 // the lag at step k
+		want  float64           // the floor after the window (step CatchUpPatience); 0 = none
 	}{
 		// steps 0..4 are the window (from each step's lag to the next);
-		// step 5 sees the lag unchanged and decides 24 MB/s
-		{"pause then ramp", []float64{12e6, 10e6, 0, 0, 0, 24e6, 1e6}, (22e6 / 5) * CatchUpBoost},
-		{"steady, lag not draining", []float64{10e6, 10e6, 10e6, 10e6, 10e6, 10e6, 1e6}, 10e6 * CatchUpBoost},
-		{"paused throughout", []float64{0, 0, 0, 0, 0, 0, 0}, MinCatchUpFloor * CatchUpBoost},
+		// step 5 sees the lag and decides
+		{"pause then ramp", []float64{12e6, 10e6, 0, 0, 0, 24e6, 1e6}, func(int) int64 { return 20 * mib },
+			max(22e6/5*CatchUpBoost, 22e6/5+20*mib/drainIn)},
+		{"steady, lag not draining", []float64{10e6, 10e6, 10e6, 10e6, 10e6, 10e6, 1e6}, func(int) int64 { return 500 * mib },
+			10e6 + 500*mib/drainIn},
+		{"paused throughout", []float64{0, 0, 0, 0, 0, 0, 0}, func(int) int64 { return 10 * mib },
+			MinCatchUpFloor * CatchUpBoost},
+		// 290 MiB shrinking by 0.3 MiB a step at 2 MB/s: ~1000 s to drain
+		{"shrinking too slowly", []float64{2e6, 2e6, 2e6, 2e6, 2e6, 2e6, 2e6}, func(k int) int64 { return 290*mib - int64(k)*3*mib/10 },
+			(2e6 - 0.3*mib) + (290*mib-5*3*mib/10)/drainIn},
+		// 100 MiB shrinking by 8 MiB a step: drains in ~12 s
+		{"draining in time", []float64{10e6, 10e6, 10e6, 10e6, 10e6, 10e6, 10e6}, func(k int) int64 { return 100*mib - int64(k)*8*mib },
+			0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			send := &setter{}
+			k := 0
 			l := &Loop{
 				Controller: &rateScript{rates: c.rates},
 				Observe: func(_ context.Context, at time.Time) control.Observation {
@@ -265,7 +280,7 @@ func TestCatchUpFloorMeanRate(t *testing.T) {
 				},
 				Send:   send,
 				Status: func() (string, int64) { return "catch-up", 1 },
-				Lag:    func() int64 { return 500 << 20 },
+				Lag:    func() int64 { k++; return c.lag(k - 1) },
 			}
 			t0 := time.Unix(1000, 0)
 			for k := range c.rates {
@@ -276,11 +291,11 @@ func TestCatchUpFloorMeanRate(t *testing.T) {
 					t.Fatalf("step %d: rate %v before any floor, want the controller's %v", k, send.rates[k], c.rates[k])
 				}
 			}
-			if got := send.rates[CatchUpPatience]; got != max(c.want, c.rates[CatchUpPatience]) {
+			if got := send.rates[CatchUpPatience]; math.Abs(got-max(c.want, c.rates[CatchUpPatience])) > 1e-6 {
 				t.Fatalf("step %d: rate %v, want max(floor %v, controller %v)", CatchUpPatience, got, c.want, c.rates[CatchUpPatience])
 			}
-			if got := send.rates[CatchUpPatience+1]; math.Abs(got-c.want) > 1e-6 {
-				t.Fatalf("step %d: rate %v, want the floor %v (controller %v)", CatchUpPatience+1, got, c.want, c.rates[CatchUpPatience+1])
+			if got := send.rates[CatchUpPatience+1]; math.Abs(got-max(c.want, c.rates[CatchUpPatience+1])) > 1e-6 {
+				t.Fatalf("step %d: rate %v, want max(floor %v, controller %v)", CatchUpPatience+1, got, c.want, c.rates[CatchUpPatience+1])
 			}
 		})
 	}

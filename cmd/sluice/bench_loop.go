@@ -292,9 +292,7 @@ func init() {
 	var rates, setpoints, compare, compareKi, compareReserves, compareFloors, compareHeadroom string
 	var compareSource bool
 	var compareGrowth, compareRearm string
-	var stealLimit float64
-	var stealRetries int
-	var stealAbort bool
+	var steal stealFlags
 	cmd := &cobra.Command{
 		Use:   "slack-sweep [--out DIR] [--json]",
 		Short: "Slacker Fig. 11: fixed rates vs PID setpoints, latency and migration time",
@@ -367,16 +365,9 @@ summary.json, report.md and PNG plots to --out.`,
 				return usagef("bench slack-sweep: --compare-rearm-growth: %v", err)
 			}
 			o.CompareLatencySource = compareSource
-			if !(stealLimit >= 0 && stealLimit < 100) {
-				return usagef("bench slack-sweep: --steal-limit: %v: want a percentage in [0, 100) (0 = off)", stealLimit)
+			if o.StealGuard, err = steal.parse("slack-sweep"); err != nil {
+				return err
 			}
-			if stealRetries < 1 || stealRetries > 10 {
-				return usagef("bench slack-sweep: --steal-retries: %d: want 1 to 10", stealRetries)
-			}
-			if stealAbort && stealLimit == 0 {
-				return usagef("bench slack-sweep: --steal-abort needs --steal-limit")
-			}
-			o.StealLimit, o.StealRetries, o.StealAbort = stealLimit/100, stealRetries, stealAbort
 			return runOnBed(cmd, &f, bo, func(ctx context.Context, bed *testbed.Bed) (any, error) {
 				return experiment.SlackSweep(ctx, bed, o)
 			})
@@ -393,16 +384,42 @@ summary.json, report.md and PNG plots to --out.`,
 	cmd.Flags().StringVar(&compareHeadroom, "compare-headroom", "", "run every PID setpoint again with each of these headrooms (fractions, comma-separated; 0 = off), in the same run")
 	cmd.Flags().StringVar(&compare, "compare-mean-horizons", "", "run every PID setpoint again with each of these mean horizons (steps, comma-separated; 0 = off), in the same run")
 	cmd.Flags().StringVar(&setpoints, "setpoints", "", "PID setpoints, comma-separated: durations (20ms,40ms) or multiples of the baseline mean latency measured first (2x,3x); default 3x,4x,5x,6x")
-	cmd.Flags().Float64Var(&stealLimit, "steal-limit", 0, "re-run a trial in which the host's steal went above this percentage over some 10 s of its migration (a shared machine's burst slows the whole plant whatever the rate); every attempt is reported; 0 = off")
-	cmd.Flags().IntVar(&stealRetries, "steal-retries", experiment.DefaultStealRetries, "with --steal-limit: re-runs a disturbed trial gets before it is kept, marked disturbed")
-	cmd.Flags().BoolVar(&stealAbort, "steal-abort", false, "with --steal-limit: abort a trial's migration (roll back, tenant stays on its source) as soon as its steal goes above the limit, while it has a re-run left, instead of letting it finish")
+	steal.register(cmd.Flags())
 	benchCmd.AddCommand(cmd)
+}
+
+// stealFlags are the host-steal guard's flags (experiment.StealGuard) of
+// slack-sweep and step40.
+type stealFlags struct {
+	limit   float64 // percent
+	retries int
+	abort   bool
+}
+
+func (s *stealFlags) register(fs *pflag.FlagSet) {
+	fs.Float64Var(&s.limit, "steal-limit", 0, "re-run a trial in which the host's steal went above this percentage over some 10 s of its migration (a shared machine's burst slows the whole plant whatever the rate); every attempt is reported; 0 = off")
+	fs.IntVar(&s.retries, "steal-retries", experiment.DefaultStealRetries, "with --steal-limit: re-runs a disturbed trial gets before it is kept, marked disturbed")
+	fs.BoolVar(&s.abort, "steal-abort", false, "with --steal-limit: abort a trial's migration (roll back, tenant stays on its source) as soon as its steal goes above the limit, while it has a re-run left, instead of letting it finish")
+}
+
+// parse checks the flags of bench name and returns the guard they set.
+func (s *stealFlags) parse(name string) (experiment.StealGuard, error) {
+	switch {
+	case !(s.limit >= 0 && s.limit < 100):
+		return experiment.StealGuard{}, usagef("bench %s: --steal-limit: %v: want a percentage in [0, 100) (0 = off)", name, s.limit)
+	case s.retries < 1 || s.retries > 10:
+		return experiment.StealGuard{}, usagef("bench %s: --steal-retries: %d: want 1 to 10", name, s.retries)
+	case s.abort && s.limit == 0:
+		return experiment.StealGuard{}, usagef("bench %s: --steal-abort needs --steal-limit", name)
+	}
+	return experiment.StealGuard{StealLimit: s.limit / 100, StealRetries: s.retries, StealAbort: s.abort}, nil
 }
 
 func init() {
 	var f loopFlags
 	var setpoint, after string
 	var factor float64
+	var steal stealFlags
 	cmd := &cobra.Command{
 		Use:   "step40 [--out DIR] [--json]",
 		Short: "Slacker Fig. 13a: +40% arrivals during the migration, PID vs the fixed rate of equal speed",
@@ -435,6 +452,9 @@ summary.json, report.md and step.png to --out.`,
 			if !(factor > 0) || math.IsInf(factor, 0) {
 				return usagef("bench step40: --factor must be a positive number")
 			}
+			if o.StealGuard, err = steal.parse("step40"); err != nil {
+				return err
+			}
 			// --tps is the stepped load: by default the other scenarios'
 			// load, which the bed carries with slack.
 			o.Workload.Rate = f.tps / factor
@@ -449,6 +469,7 @@ summary.json, report.md and step.png to --out.`,
 	cmd.Flags().Float64Var(&factor, "factor", 1.4, "arrival rate multiplier at the step")
 	tps := cmd.Flags().Lookup("tps")
 	tps.Usage = "workload arrivals per second after the step (Poisson); before it, this ÷ --factor"
+	steal.register(cmd.Flags())
 	benchCmd.AddCommand(cmd)
 }
 

@@ -67,7 +67,7 @@ func TestBenchLoopUsageErrors(t *testing.T) {
 	}
 }
 
-// TestSlackSweepStealFlags: --steal-limit and --steal-retries out of range,
+// TestSlackSweepStealFlags: slack-sweep's and step40's --steal-limit and --steal-retries out of range,
 // and --steal-abort without a limit, are refused in one line before
 // anything starts (each case from the flags' defaults).
 func TestSlackSweepStealFlags(t *testing.T) {
@@ -83,9 +83,11 @@ func TestSlackSweepStealFlags(t *testing.T) {
 		{[]string{"--steal-retries", "11"}, "--steal-retries"},
 		{[]string{"--steal-abort"}, "--steal-abort needs --steal-limit"},
 	} {
-		code, stdout, stderr := agentRunCLI(t, append([]string{"bench", "slack-sweep", "--out", out}, c.args...)...)
-		if code != 2 || !strings.Contains(stderr, c.want) || strings.Count(stderr, "\n") != 1 || stdout != "" {
-			t.Errorf("slack-sweep %v: exit %d, stderr %q; want 2 and one line mentioning %q", c.args, code, stderr, c.want)
+		for _, bench := range []string{"slack-sweep", "step40"} {
+			code, stdout, stderr := agentRunCLI(t, append([]string{"bench", bench, "--out", out}, c.args...)...)
+			if code != 2 || !strings.Contains(stderr, c.want) || !strings.Contains(stderr, bench) || strings.Count(stderr, "\n") != 1 || stdout != "" {
+				t.Errorf("%s %v: exit %d, stderr %q; want 2 and one line mentioning %q", bench, c.args, code, stderr, c.want)
+			}
 		}
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
