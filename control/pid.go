@@ -88,7 +88,8 @@ type PIDParams struct {
 	// ~2.5 MB/s a step: a slack-sweep trial (2026-11-26 09:10 UTC, 8 ms)
 	// spent 20 s of a 98 s copy and most of its 34 s catch-up at 3–5 ms
 	// latency and 5–25 MB/s after such pauses, where 50–57 MB/s had held 8
-	// ms. 0 or 1: StartGrowth up to half the peak (as before).
+	// ms. 0 or 1: StartGrowth up to half the peak (as before). Needs a
+	// slow start (StartGrowth > 1): without one nothing rearms.
 	RearmGrowth float64
 	// StartExit places the level that ends the slow start between the
 	// first latency measured (L0, the server before the migration loads it)
@@ -258,6 +259,8 @@ func (p PIDParams) Validate() error {
 		return fmt.Errorf("control: pid: start growth must be in [0, 4] (per step; 0 or 1 = none), got %v", p.StartGrowth)
 	case !finite(p.RearmGrowth) || p.RearmGrowth < 0 || p.RearmGrowth > 4:
 		return fmt.Errorf("control: pid: rearm growth must be in [0, 4] (per step; 0 or 1 = the slow start's), got %v", p.RearmGrowth)
+	case p.RearmGrowth > 1 && !(p.StartGrowth > 1):
+		return fmt.Errorf("control: pid: rearm growth %v needs a slow start (start growth > 1), got start growth %v", p.RearmGrowth, p.StartGrowth)
 	case !finite(p.StartExit) || p.StartExit < 0 || p.StartExit > 1:
 		return fmt.Errorf("control: pid: start exit must be a fraction of the setpoint in (0, 1], got %v", p.StartExit)
 	case p.MeanHorizon < 0 || p.MeanHorizon > 3600:

@@ -192,6 +192,9 @@ func (c *Common) pidControl(sp float64) *agentclient.Control {
 	if ctl.RearmGrowth == 0 {
 		ctl.RearmGrowth = DefaultRearmGrowth
 	}
+	if !(ctl.StartGrowth > 1) {
+		ctl.RearmGrowth = 0 // no slow start, nothing to rearm
+	}
 	if ctl.Kp == nil && ctl.Ki == nil && ctl.Kd == nil {
 		kp, ki := DefaultKp, DefaultKi
 		ctl.Kp, ctl.Ki = &kp, &ki
