@@ -23,15 +23,26 @@ func stallCopy(t *testing.T, seed int64, floor, stallP float64, stallLat time.Du
 	if err != nil {
 		t.Fatal(err)
 	}
-	const size = 6000e6
-	moved, rate := 0.0, 0.25*160e6
+	rate := 0.25 * 160e6
+	return windowedCopy(t, c, 6000e6, rate, p.latency(0, rate)[0], func(k int, r float64) time.Duration { return p.latency(k, r)[0] })
+}
+
+// windowedCopy copies size bytes under controller c, one step a second:
+// step k moves the rate decided at the step before (rate0 at the first),
+// the controller sees the mean latency of the last 3 steps (a 3 s window)
+// and the time the copy has left at that rate, and latency(k, r) is step
+// k's latency after the controller decided rate r (lat0 is step 0's). It
+// returns the steps the copy took and the mean of those steps' own
+// latencies, ms (the clients' view, not the window's).
+func windowedCopy(t *testing.T, c Controller, size, rate0 float64, lat0 time.Duration, latency func(k int, r float64) time.Duration) (steps int, meanMs float64) {
+	t.Helper()
+	moved, rate, lat := 0.0, rate0, lat0
 	var hist []time.Duration
-	lat := p.latency(0, rate)[0]
 	var sum float64
 	at := time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)
 	for k := 0; moved < size; k++ {
 		if k == 5000 {
-			t.Fatalf("seed %d floor %v: the copy did not end in %d steps", seed, floor, k)
+			t.Fatalf("%s: the copy did not end in %d steps", c.Name(), k)
 		}
 		moved += rate
 		hist = append(hist, lat)
@@ -49,7 +60,7 @@ func stallCopy(t *testing.T, seed int64, floor, stallP float64, stallLat time.Du
 		rate = c.Next(obs).Rate
 		sum += ms(lat)
 		steps++
-		lat = p.latency(k+1, rate)[0]
+		lat = latency(k+1, rate)
 	}
 	return steps, sum / float64(steps)
 }

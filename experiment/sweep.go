@@ -224,7 +224,7 @@ var (
 	// DefaultRearmGrowth is the PID's climb back after a pause, ×1.5 per
 	// step to the rate that held the setpoint (control.PIDParams.RearmGrowth):
 	// on the control package's burst plant (TestPIDRearmBursts) it took
-	// 0.6–3 % fewer steps than the old rearm at a mean latency 0.2–0.5 % higher; on the
+	// 0.6–3 % fewer steps than the old rearm at a mean latency 0.3–0.5 % higher; on the
 	// testbed the old one's slow climbs cost a slack-sweep trial ~20 s
 	// (2026-11-26, docs/benchmarks.md).
 	DefaultRearmGrowth = 1.5
