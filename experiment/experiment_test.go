@@ -276,6 +276,24 @@ func TestRateBetween(t *testing.T) {
 	if got := rateBetween(&TrialResult{}, 0, 10); got != 0 {
 		t.Errorf("no record: %v", got)
 	}
+	// The fixed rate of equal speed: the 20 s before a step at 40 s; a PID
+	// paused through them (bytes flat from 20 s) gets its whole pre-step
+	// copy's mean instead.
+	r.StepAt = 40
+	if got, whole := equalSpeed(r); math.Abs(got-5e6) > 1 || whole {
+		t.Errorf("equal speed before a step at 40 s = %v (whole %v), want 5e6 over the window", got, whole)
+	}
+	for i := range r.Loop {
+		if r.Loop[i].T > 20 && r.Loop[i].Phase == "snapshot" {
+			r.Loop[i].Bytes = 10e6
+		}
+	}
+	if got, whole := equalSpeed(r); math.Abs(got-10e6/30) > 1 || !whole {
+		t.Errorf("equal speed after a paused window = %v (whole %v), want the copy's mean 10 MB over 30 s", got, whole)
+	}
+	if got, _ := equalSpeed(&TrialResult{StepAt: 40}); got != 0 {
+		t.Errorf("equal speed with no record = %v, want 0", got)
+	}
 }
 
 // TestWindowMeans: each window pools the transactions of its seconds (a

@@ -187,12 +187,12 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 	if pr.StepAt < 0 || pr.StepAt >= pr.MigEnd {
 		return jsonSafe(res), fmt.Errorf("experiment: the PID's migration ended at %.0f s, before the step at %v: use a larger --size or an earlier --step-after", pr.MigEnd, step.At)
 	}
-	// The fixed rate of equal speed: the PID's mean rate over the
-	// RateWindow before the step, where it has found its rate (the ramp from
-	// its initial rate at the start would make the fixed run gentler).
-	fixedRate := rateBetween(pr, pr.StepAt-rateWindow, pr.StepAt)
+	fixedRate, whole := equalSpeed(pr)
 	if !(fixedRate > 0) {
 		return res, fmt.Errorf("experiment: the PID moved no bytes before the step")
+	}
+	if whole {
+		say("the PID was paused through the %.0f s before the step: the fixed rate is its mean over its whole copy before the step, %.1f MB/s", rateWindow, fixedRate/1e6)
 	}
 	fr, fs, err := run(fmt.Sprintf("fixed-%.1fMBps", fixedRate/1e6), 0, agentclient.StartMigration{Rate: fixedRate})
 	if err != nil {
@@ -240,6 +240,19 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 	b.WriteString(stepDisturbedLines(res, o.SetpointMs, o.StealLimit))
 	b.WriteString("\n" + ledgerLines(trials) + "\n![step](step.png)\n")
 	return jsonSafe(res), writeFile(o.Out, ReportFile, b.String())
+}
+
+// equalSpeed is the fixed rate of equal speed to PID trial r: its mean
+// snapshot rate over the rateWindow before the step, where it has found its
+// rate (the ramp from its initial rate at the start would make the fixed run
+// gentler) — or, when it moved nothing then (paused through a burst), over
+// its whole copy before the step, and whole is true. 0 when it moved nothing
+// before the step at all.
+func equalSpeed(r *TrialResult) (rate float64, whole bool) {
+	if v := rateBetween(r, r.StepAt-rateWindow, r.StepAt); v > 0 {
+		return v, false
+	}
+	return rateBetween(r, r.MigStart, r.StepAt), true
 }
 
 // rateWindow is how far before the step the fixed rate of equal speed is

@@ -78,7 +78,7 @@ type Loop struct {
 	// whether it shrank: a PID at its setpoint held a catch-up at 1.4–4
 	// MB/s for 28 s while its 290 MB lag shrank by ~0.3 MB/s (a
 	// slack-sweep trial, 2026-11-26 10:55 UTC), where the fixed rate of
-	// its comparison drained one that size in 9 s. A controller
+	// its comparison, 35 MB/s, drains one that size in ~9 s. A controller
 	// holding the latency at its setpoint may allow less than the source
 	// writes WAL — then the WAL relay falls behind for ever (a step40 run
 	// with the rate stuck at 2.35 MB/s under +40 % load: lag at 250 MB for
