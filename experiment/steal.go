@@ -65,6 +65,13 @@ func (g *StealGuard) again(r *TrialResult, attempt int) bool {
 	return (r.Aborted || g.disturbed(r)) && attempt <= g.StealRetries
 }
 
+// rerunNote is the progress line of trial name's attempt (r) that runs
+// again.
+func (g *StealGuard) rerunNote(name string, r *TrialResult, attempt int) string {
+	return fmt.Sprintf("%s: host steal peaked at %.0f %% over %.0f s (limit %.0f %%): disturbed, running it again (%d of %d)",
+		name, 100*r.HostStealPeak, StealSpan.Seconds(), 100*g.StealLimit, attempt, g.StealRetries)
+}
+
 // abortAt is the steal share at which attempt's migration is aborted
 // (Trial.AbortAboveSteal): the limit while a re-run is left, 0 otherwise.
 func (g *StealGuard) abortAt(attempt int) float64 {

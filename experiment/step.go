@@ -174,8 +174,7 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 				sr.Disturbed = err == nil && o.disturbed(r)
 				return r, sr, err
 			}
-			say("%s: host steal peaked at %.0f %% over %.0f s (limit %.0f %%): disturbed, running it again (%d of %d)",
-				name, 100*r.HostStealPeak, StealSpan.Seconds(), 100*o.StealLimit, attempt, o.StealRetries)
+			say("%s", o.rerunNote(name, r, attempt))
 			res.Disturbed = append(res.Disturbed, StepAttempt{Controller: strings.SplitN(name, "-", 2)[0], StepRun: sr})
 		}
 	}

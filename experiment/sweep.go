@@ -597,8 +597,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 			return false
 		}
 		t := &trials[len(trials)-1]
-		say("%s: host steal peaked at %.0f %% over %.0f s (limit %.0f %%): disturbed, running it again (%d of %d)",
-			t.Name, 100*r.HostStealPeak, StealSpan.Seconds(), 100*o.StealLimit, attempt, o.StealRetries)
+		say("%s", o.rerunNote(t.Name, r, attempt))
 		t.Name += fmt.Sprintf("-disturbed%d", attempt)
 		return true
 	}
