@@ -99,6 +99,19 @@ type PIDParams struct {
 	// pipe. (A fraction of the setpoint alone would end it at once for a
 	// setpoint near the idle latency.)
 	StartExit float64
+	// StartBackoff, when > 0, takes back the slow start's last steps of
+	// growth when it ends: the output at its exit is at most what it was
+	// StartBackoff steps before (the law's, when that is lower). The exit
+	// is judged on a window that shows the latency of rates a few steps
+	// old — a 3 s window mean, plus the time the server takes to feel a
+	// rate — so by the time it crosses the exit level the output has grown
+	// past the rate that put it there: on the testbed (2026-11-26 11:40
+	// UTC) a slow start at ×1.12 a step saw 3.5 ms at 83 MB/s and exited
+	// at 117, three steps later, and its clients spent 16 s at 12–30 ms
+	// while the law cut back. TCP halves its window on a loss for the same
+	// reason: the pipe held more than the signal said. Steps, in [0,
+	// MaxStartBackoff]; 0 = none (the law runs on from the output reached).
+	StartBackoff int
 	// MeanHorizon, when > 0, makes the setpoint a contract on the mean of
 	// the process variable over the whole run (Slacker's measure: the mean
 	// latency during the migration) rather than on each window. The law
@@ -200,6 +213,9 @@ const heldWeight = 0.1
 // MaxRate): an Initial of 0 would otherwise never grow.
 const StartFloor = 0.01
 
+// MaxStartBackoff bounds PIDParams.StartBackoff (steps).
+const MaxStartBackoff = 8
+
 // DefaultStartExit is StartExit's default.
 const DefaultStartExit = 0.5
 
@@ -261,6 +277,10 @@ func (p PIDParams) Validate() error {
 		return fmt.Errorf("control: pid: rearm growth must be in [0, 4] (per step; 0 or 1 = the slow start's), got %v", p.RearmGrowth)
 	case p.RearmGrowth > 1 && !(p.StartGrowth > 1):
 		return fmt.Errorf("control: pid: rearm growth %v needs a slow start (start growth > 1), got start growth %v", p.RearmGrowth, p.StartGrowth)
+	case p.StartBackoff < 0 || p.StartBackoff > MaxStartBackoff:
+		return fmt.Errorf("control: pid: start backoff must be in [0, %d] steps, got %d", MaxStartBackoff, p.StartBackoff)
+	case p.StartBackoff > 0 && !(p.StartGrowth > 1):
+		return fmt.Errorf("control: pid: start backoff %d needs a slow start (start growth > 1), got start growth %v", p.StartBackoff, p.StartGrowth)
 	case !finite(p.StartExit) || p.StartExit < 0 || p.StartExit > 1:
 		return fmt.Errorf("control: pid: start exit must be a fraction of the setpoint in (0, 1], got %v", p.StartExit)
 	case p.MeanHorizon < 0 || p.MeanHorizon > 3600:
@@ -309,6 +329,8 @@ func (p PIDParams) Validate() error {
 //	u(k) = max(the law's u(k) below, min(1, max(u(k−1), StartFloor) · StartGrowth))
 //	Δu    = Kp·(e(k) − e(k−1)) + Ki·e(k) + Kd·(e(k) − 2e(k−1) + e(k−2))
 //	u(k)  = clamp(u(k−1) + Δu, 0, 1)
+//	        (StartBackoff n > 0, at the step whose PV ends the slow start:
+//	         u(k) = min(u(k), u(k−n)))
 //	Headroom h > 0, when Moved < (1 − TrackSlack)·u(k−1)·MaxRate:
 //	u(k)  = min(u(k), (1 + h)·Moved/MaxRate)        // the copy is bound elsewhere
 //	Rate  = Prefetch = u(k) · MaxRate               // u = 0 means paused
@@ -320,18 +342,20 @@ func (p PIDParams) Validate() error {
 // most MeanBand.) Gains are per step; call Next once per control step.
 type PID struct {
 	p        PIDParams
-	u        float64 // output, fraction of MaxRate
-	e1, e2   float64 // errors at k−1 and k−2
-	primed   bool    // e1, e2 hold real errors
-	starting bool    // in the slow start (PIDParams.StartGrowth)
-	exitAt   float64 // the slow start's exit level, ns; 0 until the first usable step
-	l0       float64 // the latency exitAt was placed from, ns
-	grew     bool    // the slow start has grown the output at least once
-	below    int     // consecutive steps under exitAt since the slow start ended
-	peak     float64 // highest output so far
-	held     float64 // moving average of the output at law steps within HeldBand; 0 = none yet
-	owed     float64 // MeanHorizon's balance D, ns·steps (> 0: the run is under its setpoint)
-	left     float64 // steps the run has left (Observation.Remaining); 0 = never told
+	u        float64                  // output, fraction of MaxRate
+	e1, e2   float64                  // errors at k−1 and k−2
+	primed   bool                     // e1, e2 hold real errors
+	starting bool                     // in the slow start (PIDParams.StartGrowth)
+	exitAt   float64                  // the slow start's exit level, ns; 0 until the first usable step
+	l0       float64                  // the latency exitAt was placed from, ns
+	grew     bool                     // the slow start has grown the output at least once
+	below    int                      // consecutive steps under exitAt since the slow start ended
+	peak     float64                  // highest output so far
+	held     float64                  // moving average of the output at law steps within HeldBand; 0 = none yet
+	past     [MaxStartBackoff]float64 // outputs of the last steps, past[n%len] = u after step n
+	steps    int                      // steps taken (Next calls)
+	owed     float64                  // MeanHorizon's balance D, ns·steps (> 0: the run is under its setpoint)
+	left     float64                  // steps the run has left (Observation.Remaining); 0 = never told
 	lastAt   time.Time
 }
 
@@ -363,6 +387,22 @@ func (c *PID) Params() PIDParams { return c.p }
 
 // Next implements Controller.
 func (c *PID) Next(obs Observation) Decision {
+	d := c.next(obs)
+	c.past[c.steps%MaxStartBackoff] = c.u
+	c.steps++
+	return d
+}
+
+// ago returns the output in force n steps before the one now ending:
+// ago(1) is u(k−1). Before the first steps, the initial output.
+func (c *PID) ago(n int) float64 {
+	if n > c.steps {
+		return c.p.Initial
+	}
+	return c.past[(c.steps-n)%MaxStartBackoff]
+}
+
+func (c *PID) next(obs Observation) Decision {
 	c.countdown(obs)
 	if obs.Settling {
 		return c.settle(obs)
@@ -395,6 +435,7 @@ func (c *PID) Next(obs Observation) Decision {
 	prev := c.u // the output in force during the step that ends now
 	du := c.p.Kp*(e-c.e1) + c.p.Ki*e + c.p.Kd*(e-2*c.e1+c.e2)
 	law := clamp(c.u+du, 0, 1)
+	exitNote := "" // the slow start's backoff, when this step ends it
 	if c.p.StartGrowth > 1 {
 		if c.starting && !c.grew && (c.exitAt == 0 || float64(pv) < c.l0) {
 			// L0 is the least latency seen before the output first grew:
@@ -410,6 +451,10 @@ func (c *PID) Next(obs Observation) Decision {
 			// The latency rose before the output did, so not because of
 			// it: the law runs this step and the slow start waits.
 		case !under:
+			if c.starting && c.p.StartBackoff > 0 && float64(pv) >= c.exitAt {
+				law = min(law, c.ago(c.p.StartBackoff))
+				exitNote = fmt.Sprintf(" backoff=%d", c.p.StartBackoff)
+			}
 			c.starting, c.below = false, 0
 		case !c.starting:
 			c.below++
@@ -447,7 +492,7 @@ func (c *PID) Next(obs Observation) Decision {
 	return Decision{
 		Rate:     r,
 		Prefetch: r,
-		Reason:   fmt.Sprintf("pid pv=%v(%s)%s e=%+.3f du=%+.4f u=%.3f", pv.Round(10*time.Microsecond), who, spNote, e, du, c.u),
+		Reason:   fmt.Sprintf("pid pv=%v(%s)%s e=%+.3f du=%+.4f%s u=%.3f", pv.Round(10*time.Microsecond), who, spNote, e, du, exitNote, c.u),
 	}
 }
 

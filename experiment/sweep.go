@@ -67,6 +67,10 @@ type Common struct {
 	// the setpoint after a pause (control.PIDParams.RearmGrowth); 0 =
 	// DefaultRearmGrowth, 1 = the slow start's, to half the peak.
 	RearmGrowth float64
+	// StartBackoff is how many steps of growth the PID's slow start takes
+	// back when it ends (control.PIDParams.StartBackoff); 0 =
+	// DefaultStartBackoff, -1 = none.
+	StartBackoff int
 	// MeanHorizon is the PID's mean-latency horizon in steps
 	// (control.PIDParams.MeanHorizon); 0 = off.
 	MeanHorizon int
@@ -192,8 +196,15 @@ func (c *Common) pidControl(sp float64) *agentclient.Control {
 	if ctl.RearmGrowth == 0 {
 		ctl.RearmGrowth = DefaultRearmGrowth
 	}
+	ctl.StartBackoff = c.StartBackoff
+	switch ctl.StartBackoff {
+	case 0:
+		ctl.StartBackoff = DefaultStartBackoff
+	case -1:
+		ctl.StartBackoff = 0
+	}
 	if !(ctl.StartGrowth > 1) {
-		ctl.RearmGrowth = 0 // no slow start, nothing to rearm
+		ctl.RearmGrowth, ctl.StartBackoff = 0, 0 // no slow start, nothing to rearm or take back
 	}
 	if ctl.Kp == nil && ctl.Ki == nil && ctl.Kd == nil {
 		kp, ki := DefaultKp, DefaultKi
@@ -228,6 +239,14 @@ var (
 	// testbed the old one's slow climbs cost a slack-sweep trial ~20 s
 	// (2026-11-26, docs/benchmarks.md).
 	DefaultRearmGrowth = 1.5
+	// DefaultStartBackoff is how many steps of growth the PID's slow
+	// start takes back when it ends (control.PIDParams.StartBackoff): the
+	// testbed's latency showed a rate about three steps late (3.5 ms at 83
+	// MB/s, then the exit at 117, 2026-11-26 11:40 UTC). On the control
+	// package's plants it changed the steps and means by under 1 %
+	// (TestPIDStartBackoff), whose queues have no backlog to drain after
+	// an overshoot; the testbed's clients queue.
+	DefaultStartBackoff = 3
 	// DefaultMeanHorizon is the PID's mean-latency horizon in the
 	// benchmarks, steps (control.PIDParams.MeanHorizon); 0 = off.
 	DefaultMeanHorizon = control.DefaultMeanHorizon
@@ -348,6 +367,9 @@ type PIDPoint struct {
 	// RearmGrowth is the trial's growth back to the held rate after a
 	// pause (1 = the slow start's, to half the peak).
 	RearmGrowth float64 `json:"rearm_growth"`
+	// StartBackoff is how many steps of growth the trial's slow start
+	// took back when it ended (0 = none).
+	StartBackoff int `json:"start_backoff"`
 	// LatencySource is what the trial's loop steered by: "proxy" (the
 	// proxy's windows) or "client" (the workload's own window too).
 	LatencySource string `json:"latency_source"`
@@ -695,7 +717,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		st := Describe(r.Latencies(r.MigStart, r.MigEnd))
 		secs := r.MigEnd - r.MigStart
 		p := PIDPoint{SetpointMs: sp, MeanLatencyMs: round(st.Mean, 2), StddevLatencyMs: round(st.Std, 2), MigrationSeconds: round(secs, 1),
-			MeanRateMBs: round(float64(r.MovedBytes())/1e6/secs, 2), MeanHorizon: h, Ki: gain, LatencySource: source, StartGrowth: ctl.StartGrowth, RearmGrowth: ctl.RearmGrowth, ErrorFloor: ctl.ErrorFloor, Headroom: ctl.Headroom, ExecutionMeanMs: round(r.ExecutionMean(r.MigStart, r.MigEnd), 2)}
+			MeanRateMBs: round(float64(r.MovedBytes())/1e6/secs, 2), MeanHorizon: h, Ki: gain, LatencySource: source, StartGrowth: ctl.StartGrowth, RearmGrowth: ctl.RearmGrowth, StartBackoff: ctl.StartBackoff, ErrorFloor: ctl.ErrorFloor, Headroom: ctl.Headroom, ExecutionMeanMs: round(r.ExecutionMean(r.MigStart, r.MigEnd), 2)}
 		from, to := r.BeforeHandover()
 		p.BeforeHandoverMs = round(Describe(r.Latencies(from, to)).Mean, 2)
 		p.LoopMeanMs = measured(r.LoopMean(from, to), 2)
@@ -709,8 +731,8 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		p.SourceThrottledPct, p.TargetThrottledPct = pct(r.SourceThrottled), pct(r.TargetThrottled)
 		p.HostStealPct, p.HostStealPeakPct = pct(r.HostSteal), pct(r.HostStealPeak)
 		p.Aborted = r.Aborted
-		say("pid %.1f ms (%s latency, mean horizon %d, ki %g, start growth %g, rearm growth %g, error floor %g, headroom %g): latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %s; before the migration %.1f), %.1f s at %.1f MB/s%s; start cost %s ms·s; handover reserve %.0f ms·s, cost %.0f; ledger %d acknowledged, 0 lost",
-			sp, source, h, gain, ctl.StartGrowth, ctl.RearmGrowth, ctl.ErrorFloor, ctl.Headroom, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, fp(p.LoopMeanMs), p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct, p.HostStealPct, p.HostStealPeakPct), fp(p.StartExcessMsS), p.ReserveMsS, p.HandoverExcessMsS, r.Check.Acknowledged)
+		say("pid %.1f ms (%s latency, mean horizon %d, ki %g, start growth %g, backoff %d, rearm growth %g, error floor %g, headroom %g): latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %s; before the migration %.1f), %.1f s at %.1f MB/s%s; start cost %s ms·s; handover reserve %.0f ms·s, cost %.0f; ledger %d acknowledged, 0 lost",
+			sp, source, h, gain, ctl.StartGrowth, ctl.StartBackoff, ctl.RearmGrowth, ctl.ErrorFloor, ctl.Headroom, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, fp(p.LoopMeanMs), p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct, p.HostStealPct, p.HostStealPeakPct), fp(p.StartExcessMsS), p.ReserveMsS, p.HandoverExcessMsS, r.Check.Acknowledged)
 		if retry(r, attempt) {
 			res.DisturbedPID = append(res.DisturbedPID, p)
 			return true, nil
@@ -820,7 +842,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		fmt.Fprintf(&b, "| %.1f | %s | %s | %.1f | %s | %.0f | %s | %s | %s |\n", p.RateMBs, f1(p.MeanLatencyMs), f1(p.StddevLatencyMs), p.MigrationSeconds, f1(p.BeforeHandoverMs), p.FreezeMs, fp(p.StartExcessMsS), f1(p.HandoverExcessMsS), f1(p.PreMigrationMs))
 	}
 	b.WriteString("\nLatency is the workload's (Slacker: arrival queue + execution); \"execution\" leaves out the wait in the workload's own arrival queue — what the proxy measures. A loop steers by the proxy's windows (latency source \"proxy\") or by those and the workload's own window (\"client\").\n")
-	b.WriteString("\n| PID setpoint ms | latency source | mean horizon steps | Ki | start growth | rearm growth | error floor | headroom | mean latency ms | error vs setpoint | execution mean ms | error vs setpoint | stddev ms | migration s | mean rate MB/s | fixed rate's migration s at this latency | fixed rate's mean latency ms at this migration time | fixed trials faster and lower | fixed trials it was faster and lower than |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("\n| PID setpoint ms | latency source | mean horizon steps | Ki | start growth / backoff | rearm growth | error floor | headroom | mean latency ms | error vs setpoint | execution mean ms | error vs setpoint | stddev ms | migration s | mean rate MB/s | fixed rate's migration s at this latency | fixed rate's mean latency ms at this migration time | fixed trials faster and lower | fixed trials it was faster and lower than |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range res.PID {
 		eq := "outside the fixed ladder's range"
 		if s, ok := FixedSecondsAt(res.Fixed, p.MeanLatencyMs); ok {
@@ -830,7 +852,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		if l, ok := FixedLatencyAt(res.Fixed, p.MigrationSeconds); ok {
 			eqLat = fmt.Sprintf("%.1f (PID's %+.0f %%)", l, 100*(p.MeanLatencyMs-l)/l)
 		}
-		fmt.Fprintf(&b, "| %.1f | %s | %d | %g | %g | %g | %g | %g | %s | %+.1f %% | %s | %+.1f %% | %s | %.1f | %.1f | %s | %s | %s | %s |\n", p.SetpointMs, p.LatencySource, p.MeanHorizon, p.Ki, p.StartGrowth, p.RearmGrowth, p.ErrorFloor, p.Headroom, f1(p.MeanLatencyMs), 100*(p.MeanLatencyMs-p.SetpointMs)/p.SetpointMs,
+		fmt.Fprintf(&b, "| %.1f | %s | %d | %g | %g / %d | %g | %g | %g | %s | %+.1f %% | %s | %+.1f %% | %s | %.1f | %.1f | %s | %s | %s | %s |\n", p.SetpointMs, p.LatencySource, p.MeanHorizon, p.Ki, p.StartGrowth, p.StartBackoff, p.RearmGrowth, p.ErrorFloor, p.Headroom, f1(p.MeanLatencyMs), 100*(p.MeanLatencyMs-p.SetpointMs)/p.SetpointMs,
 			f1(p.ExecutionMeanMs), 100*(p.ExecutionMeanMs-p.SetpointMs)/p.SetpointMs, f1(p.StddevLatencyMs), p.MigrationSeconds, p.MeanRateMBs, eq, eqLat, rates(p.BeatenByFixed), rates(p.BeatsFixed))
 	}
 	unbeaten := 0
@@ -843,13 +865,13 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		fmt.Fprintf(&b, "\nNo fixed trial migrated faster at a lower mean latency than %d of the %d PID trials (the interpolated columns assume the fixed ladder is monotonic; these two do not).\n", unbeaten, len(res.PID))
 	}
 	b.WriteString("\nBefore the handover (the loop sets the speed; the handover's freeze and the drain of the queue it builds are a fixed cost per migration, in the whole-migration figures above):\n\n")
-	b.WriteString("| PID setpoint ms | latency source | mean horizon steps | Ki | start growth | rearm growth | error floor | headroom | mean latency ms | error vs setpoint | loop's own mean ms | error vs setpoint | fixed rate's migration s at this latency | freeze ms | before the migration ms | steps at top speed | start cost ms·s | handover reserve / cost ms·s | host steal, 10 s peak |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| PID setpoint ms | latency source | mean horizon steps | Ki | start growth / backoff | rearm growth | error floor | headroom | mean latency ms | error vs setpoint | loop's own mean ms | error vs setpoint | fixed rate's migration s at this latency | freeze ms | before the migration ms | steps at top speed | start cost ms·s | handover reserve / cost ms·s | host steal, 10 s peak |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range res.PID {
 		eq := "outside the fixed ladder's range"
 		if s, ok := secondsAt(res.Fixed, func(f FixedPoint) float64 { return f.BeforeHandoverMs }, p.BeforeHandoverMs); ok {
 			eq = fmt.Sprintf("%.1f (PID %.2f× as fast)", s, s/p.MigrationSeconds)
 		}
-		fmt.Fprintf(&b, "| %.1f | %s | %d | %g | %g | %g | %g | %g | %s | %+.1f %% | %s | %s | %s | %.0f | %s | %d | %s | %.1f / %s | %s |\n", p.SetpointMs, p.LatencySource, p.MeanHorizon, p.Ki, p.StartGrowth, p.RearmGrowth, p.ErrorFloor, p.Headroom, f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs,
+		fmt.Fprintf(&b, "| %.1f | %s | %d | %g | %g / %d | %g | %g | %g | %s | %+.1f %% | %s | %s | %s | %.0f | %s | %d | %s | %.1f / %s | %s |\n", p.SetpointMs, p.LatencySource, p.MeanHorizon, p.Ki, p.StartGrowth, p.StartBackoff, p.RearmGrowth, p.ErrorFloor, p.Headroom, f1(p.BeforeHandoverMs), 100*(p.BeforeHandoverMs-p.SetpointMs)/p.SetpointMs,
 			fp(p.LoopMeanMs), offCell(p.LoopMeanMs, p.SetpointMs), eq, p.FreezeMs, f1(p.PreMigrationMs), p.TopSpeedSteps, fp(p.StartExcessMsS), p.ReserveMsS, f1(p.HandoverExcessMsS), stealCell(p.HostStealPeakPct, p.Disturbed))
 	}
 	b.WriteString(withinLine(res.PID))

@@ -342,3 +342,67 @@ func TestStepMeasuresMoved(t *testing.T) {
 		}
 	}
 }
+
+// TestCatchUpEntryFloor: catch-up starts with a floor at the mean rate the
+// controller decided over the copy's last CatchUpEntry steps — a lag that
+// drains in time does not lower it, warm keeps it, the handover drops it —
+// and a catch-up with no copy before it (none measured) starts without one.
+func TestCatchUpEntryFloor(t *testing.T) {
+	// 14 copy steps: the first four (40 MB/s) fall out of the mean.
+	copyRates := []float64{40e6, 40e6, 40e6, 40e6, 10e6, 20e6, 30e6, 0, 50e6, 60e6, 20e6, 30e6, 40e6, 50e6}
+	var rates []float64
+	rates = append(rates, copyRates...)
+	for range 6 {
+		rates = append(rates, 2e6) // the controller in catch-up
+	}
+	phases := make([]string, len(rates)+2)
+	for k := range phases {
+		switch {
+		case k < len(copyRates):
+			phases[k] = CopyPhase
+		case k < len(rates):
+			phases[k] = "catch-up"
+		case k == len(rates):
+			phases[k] = "warm"
+		default:
+			phases[k] = "handover"
+		}
+	}
+	k := 0
+	send := &setter{}
+	l := &Loop{
+		Controller: &rateScript{rates: rates},
+		Observe:    func(_ context.Context, at time.Time) control.Observation { return control.Observation{At: at} },
+		Send:       send,
+		Status:     func() (string, int64) { return phases[k], int64(k) },
+		Lag:        func() int64 { return int64(max(200e6-50e6*float64(max(k-len(copyRates), 0)), 0)) }, // drains in 4 s
+	}
+	t0 := time.Unix(1000, 0)
+	for k = range phases {
+		l.Step(context.Background(), t0.Add(time.Duration(k)*time.Second))
+	}
+	const entry = 31e6 // mean of the last 10 copy decisions
+	for i, r := range send.rates {
+		want := rates[min(i, len(rates)-1)]
+		if i >= len(copyRates) && i <= len(rates) { // catch-up and warm
+			want = max(want, entry)
+		}
+		if r != want {
+			t.Errorf("step %d (%s): rate %v, want %v", i, phases[i], r, want)
+		}
+	}
+
+	// Catch-up without a copy step before it: the controller's rate.
+	send = &setter{}
+	l = &Loop{
+		Controller: &rateScript{rates: []float64{2e6}},
+		Observe:    func(_ context.Context, at time.Time) control.Observation { return control.Observation{At: at} },
+		Send:       send,
+		Status:     func() (string, int64) { return "catch-up", 0 },
+		Lag:        func() int64 { return 100 },
+	}
+	l.Step(context.Background(), t0)
+	if send.rates[0] != 2e6 {
+		t.Errorf("catch-up with no copy before it: rate %v, want the controller's 2e6", send.rates[0])
+	}
+}

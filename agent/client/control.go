@@ -43,6 +43,11 @@ type Control struct {
 	// (control.PIDParams.RearmGrowth); 0 = the slow start's growth, to half
 	// the peak.
 	RearmGrowth float64 `json:"rearm_growth,omitempty"`
+	// StartBackoff, when > 0, takes back that many steps of the slow
+	// start's growth when it ends: the rate returns to what it was that
+	// many steps before, since the latency that ended it is a few steps
+	// old (control.PIDParams.StartBackoff); 0 = none. Needs start_growth.
+	StartBackoff int `json:"start_backoff,omitempty"`
 	// ErrorFloor, when > 0, bounds the PID's normalised error from below:
 	// a window more than (1 + ErrorFloor)× the setpoint slows the migration
 	// as one at that level would (control.PIDParams.ErrorFloor); 0 = none.

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/sluicedb/sluice/control"
 	"github.com/sluicedb/sluice/experiment"
 	"github.com/sluicedb/sluice/internal/units"
 	"github.com/sluicedb/sluice/snapshot"
@@ -32,6 +33,7 @@ type loopFlags struct {
 	errorForm                string
 	startGrowth              float64
 	rearmGrowth              float64
+	startBackoff             int
 	errorFloor               float64
 	headroom                 float64
 	meanHorizon              int
@@ -79,6 +81,7 @@ func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB,
 	fs.Float64Var(&f.headroom, "headroom", experiment.DefaultHeadroom, "PID: while the copy moves less than it is allowed (bound elsewhere: the target's CPU, a disk), allow at most (1 + this)× what it moved, so a cut bites at once (0 = off, Slacker)")
 	fs.Float64Var(&f.startGrowth, "start-growth", experiment.DefaultStartGrowth, "PID slow start: rate × this per step until the latency is half-way to the setpoint (1 = none, Slacker)")
 	fs.Float64Var(&f.rearmGrowth, "rearm-growth", experiment.DefaultRearmGrowth, "PID after a pause: rate × this per step back to the rate that held the setpoint (1 = the slow start's growth, to half the peak)")
+	fs.IntVar(&f.startBackoff, "start-backoff", experiment.DefaultStartBackoff, "PID: when the slow start ends, take back this many steps of its growth (the latency that ends it is a few steps old; 0 = none)")
 	fs.IntVar(&f.meanHorizon, "mean-horizon", experiment.DefaultMeanHorizon, "PID: hold the migration's mean latency (not each window's) at the setpoint, working off a shortfall or excess over this many steps, or, once the copy's time left is known, over the rest of the run (0 = off, Slacker)")
 	fs.StringVar(&f.reserve, "handover-reserve", "auto", "PID with a mean horizon: the handover's expected cost to the clients, ms·s, spent under the setpoint beforehand; auto = the median of the proxy's last measured handovers of the tenant, 0 = none")
 	fs.Uint64Var(&f.seed, "seed", 1, "workload seed")
@@ -132,6 +135,8 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 		return testbed.Options{}, c, usagef("bench %s: --start-growth %v: want 1 (none) to 4", name, f.startGrowth)
 	case !(f.rearmGrowth >= 1 && f.rearmGrowth <= 4):
 		return testbed.Options{}, c, usagef("bench %s: --rearm-growth %v: want 1 (the slow start's) to 4", name, f.rearmGrowth)
+	case f.startBackoff < 0 || f.startBackoff > control.MaxStartBackoff:
+		return testbed.Options{}, c, usagef("bench %s: --start-backoff %d: want 0 (none) to %d steps", name, f.startBackoff, control.MaxStartBackoff)
 	case f.meanHorizon < 0 || f.meanHorizon > 3600:
 		return testbed.Options{}, c, usagef("bench %s: --mean-horizon %d: want 0 (off) to 3600 steps", name, f.meanHorizon)
 	case f.errorForm != "linear" && f.errorForm != "hybrid":
@@ -178,10 +183,14 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 		return bo, c, usagef("bench %s: %v", name, err)
 	}
 	kp, ki, kd := f.kp, f.ki, f.kd
+	backoff := f.startBackoff
+	if backoff == 0 {
+		backoff = -1 // Common's zero is the default
+	}
 	c = experiment.Common{
 		Out: f.out, Command: "sluice " + strings.Join(os.Args[1:], " "), Size: size,
 		Workload: workload.Config{Rate: f.tps, MPL: f.mpl, Distribution: dist},
-		MaxRate:  maxRate, Kp: &kp, Ki: &ki, Kd: &kd, ErrorForm: f.errorForm, StartGrowth: f.startGrowth, RearmGrowth: f.rearmGrowth, ErrorFloor: f.errorFloor, Headroom: f.headroom, MeanHorizon: f.meanHorizon, HandoverReserve: reserve, Checkpoint: f.checkpoint, Seed: f.seed,
+		MaxRate:  maxRate, Kp: &kp, Ki: &ki, Kd: &kd, ErrorForm: f.errorForm, StartGrowth: f.startGrowth, RearmGrowth: f.rearmGrowth, StartBackoff: backoff, ErrorFloor: f.errorFloor, Headroom: f.headroom, MeanHorizon: f.meanHorizon, HandoverReserve: reserve, Checkpoint: f.checkpoint, Seed: f.seed,
 		TargetCPUs: f.targetCPUs, Calm: f.calm, ClientLatency: f.latencySource == "client",
 	}
 	// Progress goes to stderr, with --json too (stdout carries the JSON).
