@@ -69,23 +69,30 @@ func TestSlackSweepSmall(t *testing.T) {
 	c := small(t)
 	c.ClientLatency = true // the loop reads the workload's own window too
 	burst := func([]monitor.HostCPUSample, time.Duration) float64 { return 0.5 }
-	res, err := SlackSweep(context.Background(), b, SweepOptions{Common: c, FixedRates: []float64{4e6}, Setpoints: []float64{50},
+	res, err := SlackSweep(context.Background(), b, SweepOptions{Common: c, FixedRates: []float64{4e6}, Setpoints: []float64{50}, Paired: true,
 		StealGuard: StealGuard{StealLimit: 0.25, StealRetries: 1, StealAbort: true, stealPeak: burst}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Fixed) != 1 || len(res.PID) != 1 {
-		t.Fatalf("result %+v: want one fixed and one PID point", res)
+	// The ladder's fixed trial, the PID's, then the fixed trial paired
+	// with it at its copy rate (Paired), each after an aborted attempt.
+	if len(res.Fixed) != 2 || len(res.PID) != 1 {
+		t.Fatalf("result %+v: want two fixed points (the ladder's, the pair's) and one PID point", res)
 	}
-	if len(res.DisturbedFixed) != 1 || len(res.DisturbedPID) != 1 || !res.DisturbedFixed[0].Aborted || !res.DisturbedPID[0].Aborted {
-		t.Fatalf("disturbed attempts %+v, %+v: want one aborted of each", res.DisturbedFixed, res.DisturbedPID)
+	if len(res.DisturbedFixed) != 2 || len(res.DisturbedPID) != 1 || !res.DisturbedFixed[0].Aborted || !res.DisturbedFixed[1].Aborted || !res.DisturbedPID[0].Aborted {
+		t.Fatalf("disturbed attempts %+v, %+v: want every first attempt aborted", res.DisturbedFixed, res.DisturbedPID)
 	}
 	if !res.Fixed[0].Disturbed || res.Fixed[0].Aborted || !res.PID[0].Disturbed || res.PID[0].Aborted {
 		t.Fatalf("kept trials %+v, %+v: want both run to the end, marked disturbed", res.Fixed[0], res.PID[0])
 	}
-	// Two migrations committed (0 → 1, then 1 → 0); the aborted ones moved nothing.
-	if owner, _, err := b.Owner(context.Background(), testbed.Tenant{Name: "sweep"}); err != nil || owner != 0 {
-		t.Fatalf("tenant on server %d (%v) after the sweep, want 0", owner, err)
+	pair := res.PID[0].PairFixed
+	if !(res.PID[0].CopyRateMBs > 0) || pair == nil || pair.PairOfMs != 50 || res.Fixed[1].PairOfMs != 50 || res.Fixed[0].PairOfMs != 0 ||
+		math.Abs(pair.RateMBs-res.PID[0].CopyRateMBs) > 0.01 || !(pair.MigrationSeconds > 0) {
+		t.Fatalf("PID point %+v, pair %+v: want a fixed trial at the PID's copy rate, marked as its pair", res.PID[0], pair)
+	}
+	// Three migrations committed (0 → 1, 1 → 0, 0 → 1); the aborted ones moved nothing.
+	if owner, _, err := b.Owner(context.Background(), testbed.Tenant{Name: "sweep"}); err != nil || owner != 1 {
+		t.Fatalf("tenant on server %d (%v) after the sweep, want 1", owner, err)
 	}
 	if res.PID[0].LoopMeanMs == nil {
 		t.Fatalf("PID point %+v: no loop mean", res.PID[0])
@@ -106,8 +113,8 @@ func TestSlackSweepSmall(t *testing.T) {
 	if d, ok := m["disturbed_pid"].([]any); !ok || len(d) != 1 || d[0].(map[string]any)["aborted"] != true {
 		t.Fatalf("summary's disturbed_pid %v: want one attempt marked aborted", m["disturbed_pid"])
 	}
-	if rep, err := os.ReadFile(filepath.Join(c.Out, ReportFile)); err != nil || strings.Count(string(rep), "(aborted)") != 2 {
-		t.Errorf("report: %v; want both disturbed attempts marked (aborted):\n%s", err, rep)
+	if rep, err := os.ReadFile(filepath.Join(c.Out, ReportFile)); err != nil || strings.Count(string(rep), "(aborted)") != 3 || !strings.Contains(string(rep), "against the fixed trial run right after it") {
+		t.Errorf("report: %v; want the three disturbed attempts marked (aborted) and the pair's table:\n%s", err, rep)
 	}
 	for _, f := range []string{SeriesFile, ReportFile, "sweep.png", "setpoints.png", "pid-50ms.png"} {
 		if st, err := os.Stat(filepath.Join(c.Out, f)); err != nil || st.Size() == 0 {

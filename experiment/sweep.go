@@ -13,6 +13,7 @@ import (
 	agentclient "github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/control"
 	"github.com/sluicedb/sluice/internal/chart"
+	"github.com/sluicedb/sluice/loop"
 	"github.com/sluicedb/sluice/testbed"
 	"github.com/sluicedb/sluice/workload"
 )
@@ -301,6 +302,13 @@ type SweepOptions struct {
 	// process variable than Common.ClientLatency's (proxy only ↔ the
 	// clients' too), right after it: the two compared on the same plant.
 	CompareLatencySource bool
+	// Paired runs, right after each kept trial of Common's PID loop, a
+	// fixed-rate trial at that trial's copy rate (PIDPoint.CopyRateMBs):
+	// the two meet the plant minutes apart, where the ladder's trial at
+	// a like latency may be a quarter of an hour away on a host whose
+	// noise drifts. Its figures are in the PID point's pair_fixed and
+	// with the ladder's fixed trials.
+	Paired bool
 	StealGuard
 }
 
@@ -349,6 +357,9 @@ type FixedPoint struct {
 	// Aborted marks a disturbed attempt whose migration was aborted
 	// (SweepOptions.StealAbort): its figures stop at the abort.
 	Aborted bool `json:"aborted,omitempty"`
+	// PairOfMs is the setpoint (ms) of the PID trial this one was run at
+	// the copy rate of (SweepOptions.Paired); 0 = a ladder trial.
+	PairOfMs float64 `json:"pair_of_setpoint_ms,omitempty"`
 }
 
 // PIDPoint is one PID migration of the sweep.
@@ -358,6 +369,14 @@ type PIDPoint struct {
 	StddevLatencyMs  float64 `json:"stddev_latency_ms"`
 	MigrationSeconds float64 `json:"migration_seconds"`
 	MeanRateMBs      float64 `json:"mean_rate_mb_s"`
+	// CopyRateMBs is the hot copy's own rate: the bytes it moved over the
+	// time from its first byte to its last (mean_rate_mb_s divides by the
+	// whole migration: start-up, catch-up and handover too); 0 when the
+	// loop recorded too little of it.
+	CopyRateMBs float64 `json:"copy_rate_mb_s"`
+	// PairFixed is the fixed-rate trial run right after this one at its
+	// copy rate (SweepOptions.Paired); nil without one.
+	PairFixed *FixedPoint `json:"pair_fixed,omitempty"`
 	// MeanHorizon is the trial's mean-latency horizon, steps (0 = off).
 	MeanHorizon int `json:"mean_horizon_steps"`
 	// Ki is the trial's integral gain, per step.
@@ -623,8 +642,12 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		t.Name += fmt.Sprintf("-disturbed%d", attempt)
 		return true
 	}
-	fixedOnce := func(rate float64, attempt int) (again bool, err error) {
-		r, err := trial(fmt.Sprintf("fixed-%.0fMBps", rate/1e6), 0, agentclient.StartMigration{Rate: rate}, false, o.abortAt(attempt))
+	fixedOnce := func(rate, pairOf float64, attempt int) (again bool, err error) {
+		name := fmt.Sprintf("fixed-%.0fMBps", rate/1e6)
+		if pairOf > 0 {
+			name = fmt.Sprintf("fixed-%.1fMBps-pair-%gms", rate/1e6, pairOf)
+		}
+		r, err := trial(name, 0, agentclient.StartMigration{Rate: rate}, false, o.abortAt(attempt))
 		if err != nil {
 			return false, err
 		}
@@ -633,7 +656,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		p := FixedPoint{RateMBs: round(rate/1e6, 2), MeanLatencyMs: round(st.Mean, 2), StddevLatencyMs: round(st.Std, 2), MigrationSeconds: round(r.MigEnd-r.MigStart, 1),
 			BeforeHandoverMs: round(bh.Mean, 2), FreezeMs: round(r.FreezeMs, 1), PreMigrationMs: preMigration(r),
 			HandoverExcessMsS: round(handoverExcess(bed, tn.Name, r.Migration.Created), 1), StartExcessMsS: measured(r.StartExcessMsS(), 1),
-			SourceThrottledPct: pct(r.SourceThrottled), TargetThrottledPct: pct(r.TargetThrottled), HostStealPct: pct(r.HostSteal), HostStealPeakPct: pct(r.HostStealPeak), CalmWaitS: round(r.CalmWait, 1), Calm: r.Calm, Aborted: r.Aborted}
+			SourceThrottledPct: pct(r.SourceThrottled), TargetThrottledPct: pct(r.TargetThrottled), HostStealPct: pct(r.HostSteal), HostStealPeakPct: pct(r.HostStealPeak), CalmWaitS: round(r.CalmWait, 1), Calm: r.Calm, Aborted: r.Aborted, PairOfMs: pairOf}
 		say("fixed %.1f MB/s: latency %.1f ± %.1f ms (before the handover %.1f; before the migration %.1f), %.1f s%s; start cost %s ms·s, handover cost %.0f; ledger %d acknowledged, 0 lost",
 			p.RateMBs, p.MeanLatencyMs, p.StddevLatencyMs, p.BeforeHandoverMs, p.PreMigrationMs, p.MigrationSeconds, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct, p.HostStealPct, p.HostStealPeakPct), fp(p.StartExcessMsS), p.HandoverExcessMsS, r.Check.Acknowledged)
 		if retry(r, attempt) {
@@ -644,8 +667,8 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		res.Fixed = append(res.Fixed, p)
 		return false, nil
 	}
-	runFixed := func(rate float64) error {
-		return untilUndisturbed(func(attempt int) (bool, error) { return fixedOnce(rate, attempt) })
+	runFixed := func(rate, pairOf float64) error {
+		return untilUndisturbed(func(attempt int) (bool, error) { return fixedOnce(rate, pairOf, attempt) })
 	}
 	// pidVariant is one loop compared at a setpoint: Common's settings but
 	// for the fields set.
@@ -717,7 +740,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		st := Describe(r.Latencies(r.MigStart, r.MigEnd))
 		secs := r.MigEnd - r.MigStart
 		p := PIDPoint{SetpointMs: sp, MeanLatencyMs: round(st.Mean, 2), StddevLatencyMs: round(st.Std, 2), MigrationSeconds: round(secs, 1),
-			MeanRateMBs: round(float64(r.MovedBytes())/1e6/secs, 2), MeanHorizon: h, Ki: gain, LatencySource: source, StartGrowth: ctl.StartGrowth, RearmGrowth: ctl.RearmGrowth, StartBackoff: ctl.StartBackoff, ErrorFloor: ctl.ErrorFloor, Headroom: ctl.Headroom, ExecutionMeanMs: round(r.ExecutionMean(r.MigStart, r.MigEnd), 2)}
+			MeanRateMBs: round(float64(r.MovedBytes())/1e6/secs, 2), CopyRateMBs: round(copyRate(r)/1e6, 2), MeanHorizon: h, Ki: gain, LatencySource: source, StartGrowth: ctl.StartGrowth, RearmGrowth: ctl.RearmGrowth, StartBackoff: ctl.StartBackoff, ErrorFloor: ctl.ErrorFloor, Headroom: ctl.Headroom, ExecutionMeanMs: round(r.ExecutionMean(r.MigStart, r.MigEnd), 2)}
 		from, to := r.BeforeHandover()
 		p.BeforeHandoverMs = round(Describe(r.Latencies(from, to)).Mean, 2)
 		p.LoopMeanMs = measured(r.LoopMean(from, to), 2)
@@ -750,6 +773,30 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	loop0 := pidVariant{h: o.MeanHorizon, client: o.ClientLatency}
 	add := func(v pidVariant) { variants = append(variants, func(sp float64) error { return runPID(sp, v) }) }
 	add(loop0)
+	if o.Paired {
+		pid := variants[0]
+		variants[0] = func(sp float64) error {
+			if err := pid(sp); err != nil {
+				return err
+			}
+			k := len(res.PID) - 1
+			if k < 0 || res.PID[k].SetpointMs != sp {
+				return nil
+			}
+			rate := res.PID[k].CopyRateMBs * 1e6
+			if rate <= 0 {
+				say("pid %.1f ms: its copy rate was not measured: no paired fixed trial", sp)
+				return nil
+			}
+			say("pid %.1f ms: its copy ran at %.1f MB/s; the fixed trial at that rate next", sp, rate/1e6)
+			if err := runFixed(rate, sp); err != nil {
+				return err
+			}
+			f := res.Fixed[len(res.Fixed)-1]
+			res.PID[k].PairFixed = &f
+			return nil
+		}
+	}
 	for _, h := range o.CompareHorizons {
 		v := loop0
 		v.h = h
@@ -780,7 +827,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	for _, t := range order {
 		var err error
 		if t.Variant < 0 {
-			err = runFixed(o.FixedRates[t.Index])
+			err = runFixed(o.FixedRates[t.Index], 0)
 		} else {
 			err = variants[t.Variant](o.Setpoints[t.Index])
 		}
@@ -875,6 +922,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 			fp(p.LoopMeanMs), offCell(p.LoopMeanMs, p.SetpointMs), eq, p.FreezeMs, f1(p.PreMigrationMs), p.TopSpeedSteps, fp(p.StartExcessMsS), p.ReserveMsS, f1(p.HandoverExcessMsS), stealCell(p.HostStealPeakPct, p.Disturbed))
 	}
 	b.WriteString(withinLine(res.PID))
+	b.WriteString(pairLines(res.PID))
 	b.WriteString(disturbedLines(res, o.StealLimit))
 	b.WriteString("\n")
 	b.WriteString(ledgerLines(trials))
@@ -1193,4 +1241,86 @@ func latencySource(client bool) string {
 		return "client"
 	}
 	return "proxy"
+}
+
+// copyRate is the hot copy's own rate, bytes/s: the bytes the loop's
+// snapshot-phase points saw moved, over the time from the last point
+// before the first byte (or the first point with bytes) to the last point
+// with bytes; 0 when fewer than two such points exist.
+func copyRate(r *TrialResult) float64 {
+	var from, to *loop.Point
+	var zero *loop.Point // the latest snapshot point before the first byte
+	for i := range r.Loop {
+		p := &r.Loop[i]
+		if p.Phase != loop.CopyPhase {
+			continue
+		}
+		if p.Bytes <= 0 {
+			if from == nil {
+				zero = p
+			}
+			continue
+		}
+		if from == nil {
+			from = p
+			if zero != nil {
+				from = zero
+			}
+		}
+		to = p
+	}
+	if from == nil || to == nil || to.T <= from.T {
+		return 0
+	}
+	return float64(to.Bytes-from.Bytes) / (to.T - from.T)
+}
+
+// pairLines is the report's table of PID trials against the fixed trials
+// run right after them at their copy rates (SweepOptions.Paired), with a
+// count of the pairs the PID won; "" when there are none.
+func pairLines(pid []PIDPoint) string {
+	var b strings.Builder
+	var n, won, lower int
+	for _, p := range pid {
+		f := p.PairFixed
+		if f == nil {
+			continue
+		}
+		if n == 0 {
+			b.WriteString("\nEach PID trial against the fixed trial run right after it at its copy rate (`--paired`):\n\n")
+			b.WriteString("| PID setpoint ms | PID mean latency ms | PID migration s | PID copy rate MB/s | fixed trial's mean latency ms | fixed trial's migration s | PID's latency against it | PID's time against it | which did better | host steal, 10 s peak: PID / fixed |\n|---|---|---|---|---|---|---|---|---|---|\n")
+		}
+		n++
+		verdict := PairVerdict(p.MeanLatencyMs, p.MigrationSeconds, f.MeanLatencyMs, f.MigrationSeconds)
+		if p.MeanLatencyMs <= f.MeanLatencyMs {
+			lower++
+			if p.MigrationSeconds <= f.MigrationSeconds {
+				won++
+			}
+		}
+		fmt.Fprintf(&b, "| %.1f | %s | %.1f | %.1f | %s | %.1f | %+.0f %% | %+.0f %% | %s | %s / %s |\n", p.SetpointMs, f1(p.MeanLatencyMs), p.MigrationSeconds, p.CopyRateMBs,
+			f1(f.MeanLatencyMs), f.MigrationSeconds, 100*(p.MeanLatencyMs-f.MeanLatencyMs)/f.MeanLatencyMs, 100*(p.MigrationSeconds-f.MigrationSeconds)/f.MigrationSeconds, verdict,
+			stealCell(p.HostStealPeakPct, p.Disturbed), stealCell(f.HostStealPeakPct, f.Disturbed))
+	}
+	if n == 0 {
+		return ""
+	}
+	fmt.Fprintf(&b, "\nThe PID was at a lower or equal mean latency than its paired fixed trial in %d of %d pairs, and lower or equal and as fast or faster in %d.\n", lower, n, won)
+	return b.String()
+}
+
+// PairVerdict says which of a PID trial (latency ms, seconds) and the
+// fixed trial at its copy rate did better: one lower and no slower did
+// better; otherwise each won on one count.
+func PairVerdict(pidMs, pidS, fixedMs, fixedS float64) string {
+	switch {
+	case pidMs <= fixedMs && pidS <= fixedS:
+		return "PID: lower and faster"
+	case fixedMs <= pidMs && fixedS <= pidS:
+		return "fixed: lower and faster"
+	case pidMs < fixedMs:
+		return "PID lower, fixed faster"
+	default:
+		return "PID faster, fixed lower"
+	}
 }

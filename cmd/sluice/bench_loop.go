@@ -299,7 +299,7 @@ func parseFactor(s string) (float64, error) {
 func init() {
 	var f loopFlags
 	var rates, setpoints, compare, compareKi, compareReserves, compareFloors, compareHeadroom string
-	var compareSource bool
+	var compareSource, paired bool
 	var compareGrowth, compareRearm string
 	var steal stealFlags
 	cmd := &cobra.Command{
@@ -374,6 +374,7 @@ summary.json, report.md and PNG plots to --out.`,
 				return usagef("bench slack-sweep: --compare-rearm-growth: %v", err)
 			}
 			o.CompareLatencySource = compareSource
+			o.Paired = paired
 			if o.StealGuard, err = steal.parse("slack-sweep"); err != nil {
 				return err
 			}
@@ -389,6 +390,7 @@ summary.json, report.md and PNG plots to --out.`,
 	cmd.Flags().StringVar(&compareFloors, "compare-error-floors", "", "run every PID setpoint again with each of these error floors (fractions of the setpoint, comma-separated; 0 = none), in the same run")
 	cmd.Flags().StringVar(&compareRearm, "compare-rearm-growth", "", "run every PID setpoint again with each of these rearm growths (per step, comma-separated; 1 = the slow start's, to half the peak), in the same run")
 	cmd.Flags().StringVar(&compareGrowth, "compare-start-growth", "", "run every PID setpoint again with each of these slow-start growths (per step, comma-separated; 1 = none), in the same run")
+	cmd.Flags().BoolVar(&paired, "paired", false, "after each PID trial, a fixed-rate trial at that trial's copy rate, run right after it (the pair meets the same plant; reported side by side)")
 	cmd.Flags().BoolVar(&compareSource, "compare-latency-source", false, "run every PID setpoint again steering by the other latency source than --latency-source's (proxy ↔ client), in the same run")
 	cmd.Flags().StringVar(&compareHeadroom, "compare-headroom", "", "run every PID setpoint again with each of these headrooms (fractions, comma-separated; 0 = off), in the same run")
 	cmd.Flags().StringVar(&compare, "compare-mean-horizons", "", "run every PID setpoint again with each of these mean horizons (steps, comma-separated; 0 = off), in the same run")

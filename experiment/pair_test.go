@@ -1,0 +1,68 @@
+package experiment
+
+import (
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/sluicedb/sluice/loop"
+)
+
+// TestCopyRate: the copy's own rate runs from the last snapshot point
+// before its first byte to its last point with bytes; the start-up before
+// it and catch-up after it do not count.
+func TestCopyRate(t *testing.T) {
+	r := &TrialResult{MigStart: 10}
+	for s := 11; s <= 30; s++ { // start-up: no bytes until 20 s
+		r.Loop = append(r.Loop, loop.Point{T: float64(s), Phase: loop.CopyPhase, Bytes: max(0, int64(s-20)*4e6)})
+	}
+	r.Loop = append(r.Loop, loop.Point{T: 31, Phase: "catch-up"}, loop.Point{T: 40, Phase: "warm", Bytes: 1e9})
+	if got := copyRate(r); math.Abs(got-4e6) > 1 {
+		t.Errorf("copy rate %v, want 4e6 (40 MB over 20..30 s)", got)
+	}
+	if got := rateBetween(r, 0, 40); !(got < 3e6) {
+		t.Errorf("rate from the migration's start %v: want it below the copy's own (start-up counted)", got)
+	}
+	if got := copyRate(&TrialResult{Loop: []loop.Point{{T: 1, Phase: loop.CopyPhase, Bytes: 5}}}); got != 0 {
+		t.Errorf("one point: copy rate %v, want 0", got)
+	}
+	if got := copyRate(&TrialResult{}); got != 0 {
+		t.Errorf("no record: copy rate %v, want 0", got)
+	}
+}
+
+// TestPairLines: each PID trial with a paired fixed trial gets a row and a
+// verdict; trials without one none; the count line says how many the PID won.
+func TestPairLines(t *testing.T) {
+	if s := pairLines([]PIDPoint{{SetpointMs: 7}}); s != "" {
+		t.Errorf("no pairs: %q, want nothing", s)
+	}
+	pid := []PIDPoint{
+		{SetpointMs: 7, MeanLatencyMs: 7.1, MigrationSeconds: 80, CopyRateMBs: 40, PairFixed: &FixedPoint{RateMBs: 40, MeanLatencyMs: 9, MigrationSeconds: 85}},
+		{SetpointMs: 8, MeanLatencyMs: 8.2, MigrationSeconds: 90, CopyRateMBs: 45, PairFixed: &FixedPoint{RateMBs: 45, MeanLatencyMs: 7, MigrationSeconds: 80}},
+		{SetpointMs: 9, MeanLatencyMs: 9.1, MigrationSeconds: 60},
+	}
+	s := pairLines(pid)
+	for _, want := range []string{"| 7.0 | 7.1 | 80.0 | 40.0 | 9.0 | 85.0 | -21 % | -6 % | PID: lower and faster |", "| 8.0 | 8.2 | 90.0 | 45.0 | 7.0 | 80.0 | +17 % | +12 % | fixed: lower and faster |", "in 1 of 2 pairs, and lower or equal and as fast or faster in 1."} {
+		if !strings.Contains(s, want) {
+			t.Errorf("pair lines lack %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "\n| 9.0 |") {
+		t.Errorf("a PID trial without a pair got a row:\n%s", s)
+	}
+	for _, c := range []struct {
+		pm, ps, fm, fs float64
+		want           string
+	}{
+		{7, 80, 8, 90, "PID: lower and faster"},
+		{9, 95, 8, 90, "fixed: lower and faster"},
+		{7, 95, 8, 90, "PID lower, fixed faster"},
+		{9, 80, 8, 90, "PID faster, fixed lower"},
+		{8, 90, 8, 90, "PID: lower and faster"}, // a tie is the PID's: "at least as fast"
+	} {
+		if got := PairVerdict(c.pm, c.ps, c.fm, c.fs); got != c.want {
+			t.Errorf("PairVerdict(%v, %v, %v, %v) = %q, want %q", c.pm, c.ps, c.fm, c.fs, got, c.want)
+		}
+	}
+}
