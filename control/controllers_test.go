@@ -242,7 +242,7 @@ func TestParamsValidate(t *testing.T) {
 		{"pid rearm > 4", func() error { p := okPID; p.StartGrowth, p.RearmGrowth = 1.12, 5; return p.Validate() }(), true},
 		{"pid backoff without slow start", func() error { p := okPID; p.StartBackoff = 3; return p.Validate() }(), true},
 		{"pid backoff with slow start", func() error { p := okPID; p.StartGrowth, p.StartBackoff = 1.12, 3; return p.Validate() }(), false},
-		{"pid backoff > max", func() error { p := okPID; p.StartGrowth, p.StartBackoff = 1.12, MaxStartBackoff + 1; return p.Validate() }(), true},
+		{"pid backoff > max", func() error { p := okPID; p.StartGrowth, p.StartBackoff = 1.12, MaxStartBackoff+1; return p.Validate() }(), true},
 		{"pid backoff < 0", func() error { p := okPID; p.StartGrowth, p.StartBackoff = 1.12, -1; return p.Validate() }(), true},
 		{"integral ok", okInt.Validate(), false},
 		{"integral default needs K", DefaultIntegralParams().Validate(), true},
