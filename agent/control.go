@@ -80,6 +80,7 @@ func newController(spec client.Control, reserve time.Duration) (control.Controll
 		p.StartGrowth = spec.StartGrowth
 		p.RearmGrowth = spec.RearmGrowth
 		p.StartBackoff = spec.StartBackoff
+		p.IdleFloor = spec.IdleFloor
 		p.ErrorFloor = spec.ErrorFloor
 		p.Headroom = spec.Headroom
 		p.MeanHorizon, p.MeanBand = spec.MeanHorizon, spec.MeanBand

@@ -138,6 +138,19 @@ type PIDParams struct {
 	// MeanBand bounds the working setpoint of MeanHorizon, a fraction of
 	// the setpoint in (0, 1); 0 = DefaultMeanBand.
 	MeanBand float64
+	// IdleFloor, when > 0 and the slow start has placed its L0 (the
+	// server's latency before the migration loads it) under the setpoint,
+	// keeps MeanHorizon's working setpoint at or above L0 + IdleFloor·
+	// (Setpoint − L0): a run that owes latency repays it no lower than
+	// that. Near L0 the latency no longer follows the rate down, so
+	// repaying there costs the copy nearly all its speed for little
+	// latency: on the testbed (2026-11-26 13:54 UTC) a 7 ms loop whose
+	// start met 28 ms windows held its working setpoint at 3.5 ms — the
+	// plant's idle latency — for 150 s at 10–25 MB/s, and still ended 13 %
+	// over. On the burst plant at a setpoint 1.3× its idle latency,
+	// 0.5 took 8 % fewer steps at a mean 0.6 % higher
+	// (TestPIDIdleFloor). Fraction in [0, 1); 0 = none.
+	IdleFloor float64
 	// Reserve is the latency above the setpoint the run's clients are
 	// expected to see after its last step — a handover's freeze and the new
 	// server's drain, which no step controls — summed over 1-step windows:
@@ -277,6 +290,8 @@ func (p PIDParams) Validate() error {
 		return fmt.Errorf("control: pid: rearm growth must be in [0, 4] (per step; 0 or 1 = the slow start's), got %v", p.RearmGrowth)
 	case p.RearmGrowth > 1 && !(p.StartGrowth > 1):
 		return fmt.Errorf("control: pid: rearm growth %v needs a slow start (start growth > 1), got start growth %v", p.RearmGrowth, p.StartGrowth)
+	case !finite(p.IdleFloor) || p.IdleFloor < 0 || p.IdleFloor >= 1:
+		return fmt.Errorf("control: pid: idle floor must be a fraction in [0, 1), got %v", p.IdleFloor)
 	case p.StartBackoff < 0 || p.StartBackoff > MaxStartBackoff:
 		return fmt.Errorf("control: pid: start backoff must be in [0, %d] steps, got %d", MaxStartBackoff, p.StartBackoff)
 	case p.StartBackoff > 0 && !(p.StartGrowth > 1):
@@ -313,6 +328,8 @@ func (p PIDParams) Validate() error {
 //	        D(0)  = −Reserve
 //	        D(k)  = clamp(D(k−1) + Setpoint − PV(k), ±MeanBand·Setpoint·h(k))
 //	        SP(k) = Setpoint + D(k)/h(k)          // the run's mean PV → Setpoint
+//	        (IdleFloor f > 0, L0 known and < Setpoint:
+//	         SP(k) = max(SP(k), L0 + f·(Setpoint − L0)))
 //	e(k)  = (SP(k) − PV(k)) / SP(k)               // > 0: room to go faster
 //	        (ErrorHybrid, when PV(k) < SP(k):
 //	         e(k) = min(SP(k)/PV(k) − 1, HybridErrorCap))
@@ -417,6 +434,9 @@ func (c *PID) next(obs Observation) Decision {
 	if c.p.MeanHorizon > 0 {
 		h := c.account(pv)
 		spk = sp + c.owed/h
+		if c.p.IdleFloor > 0 && c.l0 > 0 && c.l0 < sp {
+			spk = max(spk, c.l0+c.p.IdleFloor*(sp-c.l0))
+		}
 		spNote = fmt.Sprintf(" sp=%v", time.Duration(spk).Round(10*time.Microsecond))
 		if c.left > 0 {
 			spNote += fmt.Sprintf(" h=%.0f", h)

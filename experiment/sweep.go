@@ -72,6 +72,10 @@ type Common struct {
 	// back when it ends (control.PIDParams.StartBackoff); 0 =
 	// DefaultStartBackoff, -1 = none.
 	StartBackoff int
+	// IdleFloor is the lowest the PID's mean contract repays at, a
+	// fraction of the way from the idle latency to the setpoint
+	// (control.PIDParams.IdleFloor); 0 = DefaultIdleFloor, < 0 = none.
+	IdleFloor float64
 	// MeanHorizon is the PID's mean-latency horizon in steps
 	// (control.PIDParams.MeanHorizon); 0 = off.
 	MeanHorizon int
@@ -204,6 +208,13 @@ func (c *Common) pidControl(sp float64) *agentclient.Control {
 	case -1:
 		ctl.StartBackoff = 0
 	}
+	ctl.IdleFloor = c.IdleFloor
+	switch {
+	case ctl.IdleFloor == 0:
+		ctl.IdleFloor = DefaultIdleFloor
+	case ctl.IdleFloor < 0:
+		ctl.IdleFloor = 0
+	}
 	if !(ctl.StartGrowth > 1) {
 		ctl.RearmGrowth, ctl.StartBackoff = 0, 0 // no slow start, nothing to rearm or take back
 	}
@@ -248,6 +259,11 @@ var (
 	// (TestPIDStartBackoff), whose queues have no backlog to drain after
 	// an overshoot; the testbed's clients queue.
 	DefaultStartBackoff = 3
+	// DefaultIdleFloor keeps the PID's mean contract repaying no lower
+	// than half-way from the idle latency to the setpoint
+	// (control.PIDParams.IdleFloor): a 7 ms trial (2026-11-26 13:54 UTC)
+	// otherwise crawled for 150 s at its plant's idle latency.
+	DefaultIdleFloor = 0.5
 	// DefaultMeanHorizon is the PID's mean-latency horizon in the
 	// benchmarks, steps (control.PIDParams.MeanHorizon); 0 = off.
 	DefaultMeanHorizon = control.DefaultMeanHorizon
@@ -389,6 +405,9 @@ type PIDPoint struct {
 	// StartBackoff is how many steps of growth the trial's slow start
 	// took back when it ended (0 = none).
 	StartBackoff int `json:"start_backoff"`
+	// IdleFloor is the trial's idle floor under its mean contract's
+	// working setpoint (0 = none).
+	IdleFloor float64 `json:"idle_floor"`
 	// LatencySource is what the trial's loop steered by: "proxy" (the
 	// proxy's windows) or "client" (the workload's own window too).
 	LatencySource string `json:"latency_source"`
@@ -740,7 +759,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		st := Describe(r.Latencies(r.MigStart, r.MigEnd))
 		secs := r.MigEnd - r.MigStart
 		p := PIDPoint{SetpointMs: sp, MeanLatencyMs: round(st.Mean, 2), StddevLatencyMs: round(st.Std, 2), MigrationSeconds: round(secs, 1),
-			MeanRateMBs: round(float64(r.MovedBytes())/1e6/secs, 2), CopyRateMBs: round(copyRate(r)/1e6, 2), MeanHorizon: h, Ki: gain, LatencySource: source, StartGrowth: ctl.StartGrowth, RearmGrowth: ctl.RearmGrowth, StartBackoff: ctl.StartBackoff, ErrorFloor: ctl.ErrorFloor, Headroom: ctl.Headroom, ExecutionMeanMs: round(r.ExecutionMean(r.MigStart, r.MigEnd), 2)}
+			MeanRateMBs: round(float64(r.MovedBytes())/1e6/secs, 2), CopyRateMBs: round(copyRate(r)/1e6, 2), MeanHorizon: h, Ki: gain, LatencySource: source, StartGrowth: ctl.StartGrowth, RearmGrowth: ctl.RearmGrowth, StartBackoff: ctl.StartBackoff, IdleFloor: ctl.IdleFloor, ErrorFloor: ctl.ErrorFloor, Headroom: ctl.Headroom, ExecutionMeanMs: round(r.ExecutionMean(r.MigStart, r.MigEnd), 2)}
 		from, to := r.BeforeHandover()
 		p.BeforeHandoverMs = round(Describe(r.Latencies(from, to)).Mean, 2)
 		p.LoopMeanMs = measured(r.LoopMean(from, to), 2)
@@ -754,8 +773,8 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		p.SourceThrottledPct, p.TargetThrottledPct = pct(r.SourceThrottled), pct(r.TargetThrottled)
 		p.HostStealPct, p.HostStealPeakPct = pct(r.HostSteal), pct(r.HostStealPeak)
 		p.Aborted = r.Aborted
-		say("pid %.1f ms (%s latency, mean horizon %d, ki %g, start growth %g, backoff %d, rearm growth %g, error floor %g, headroom %g): latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %s; before the migration %.1f), %.1f s at %.1f MB/s%s; start cost %s ms·s; handover reserve %.0f ms·s, cost %.0f; ledger %d acknowledged, 0 lost",
-			sp, source, h, gain, ctl.StartGrowth, ctl.StartBackoff, ctl.RearmGrowth, ctl.ErrorFloor, ctl.Headroom, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, fp(p.LoopMeanMs), p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct, p.HostStealPct, p.HostStealPeakPct), fp(p.StartExcessMsS), p.ReserveMsS, p.HandoverExcessMsS, r.Check.Acknowledged)
+		say("pid %.1f ms (%s latency, mean horizon %d, ki %g, start growth %g, backoff %d, rearm growth %g, idle floor %g, error floor %g, headroom %g): latency %.1f ± %.1f ms (execution %.1f; before the handover %.1f, loop %s; before the migration %.1f), %.1f s at %.1f MB/s%s; start cost %s ms·s; handover reserve %.0f ms·s, cost %.0f; ledger %d acknowledged, 0 lost",
+			sp, source, h, gain, ctl.StartGrowth, ctl.StartBackoff, ctl.RearmGrowth, ctl.IdleFloor, ctl.ErrorFloor, ctl.Headroom, p.MeanLatencyMs, p.StddevLatencyMs, p.ExecutionMeanMs, p.BeforeHandoverMs, fp(p.LoopMeanMs), p.PreMigrationMs, p.MigrationSeconds, p.MeanRateMBs, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct, p.HostStealPct, p.HostStealPeakPct), fp(p.StartExcessMsS), p.ReserveMsS, p.HandoverExcessMsS, r.Check.Acknowledged)
 		if retry(r, attempt) {
 			res.DisturbedPID = append(res.DisturbedPID, p)
 			return true, nil

@@ -48,6 +48,12 @@ type Control struct {
 	// many steps before, since the latency that ended it is a few steps
 	// old (control.PIDParams.StartBackoff); 0 = none. Needs start_growth.
 	StartBackoff int `json:"start_backoff,omitempty"`
+	// IdleFloor, when > 0, keeps the mean contract's working setpoint at
+	// or above L0 + idle_floor·(setpoint − L0), L0 the latency the slow
+	// start measured before the migration loaded the server: a run that
+	// owes latency does not repay it at the idle latency, where the copy
+	// would crawl (control.PIDParams.IdleFloor); 0 = none.
+	IdleFloor float64 `json:"idle_floor,omitempty"`
 	// ErrorFloor, when > 0, bounds the PID's normalised error from below:
 	// a window more than (1 + ErrorFloor)× the setpoint slows the migration
 	// as one at that level would (control.PIDParams.ErrorFloor); 0 = none.

@@ -34,6 +34,7 @@ type loopFlags struct {
 	startGrowth              float64
 	rearmGrowth              float64
 	startBackoff             int
+	idleFloor                float64
 	errorFloor               float64
 	headroom                 float64
 	meanHorizon              int
@@ -82,6 +83,7 @@ func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB,
 	fs.Float64Var(&f.startGrowth, "start-growth", experiment.DefaultStartGrowth, "PID slow start: rate × this per step until the latency is half-way to the setpoint (1 = none, Slacker)")
 	fs.Float64Var(&f.rearmGrowth, "rearm-growth", experiment.DefaultRearmGrowth, "PID after a pause: rate × this per step back to the rate that held the setpoint (1 = the slow start's growth, to half the peak)")
 	fs.IntVar(&f.startBackoff, "start-backoff", experiment.DefaultStartBackoff, "PID: when the slow start ends, take back this many steps of its growth (the latency that ends it is a few steps old; 0 = none)")
+	fs.Float64Var(&f.idleFloor, "idle-floor", experiment.DefaultIdleFloor, "PID with a mean horizon: repay latency owed no lower than this fraction of the way from the idle latency (measured before the copy loads the server) to the setpoint, where the copy would crawl (0 = none: down to half the setpoint)")
 	fs.IntVar(&f.meanHorizon, "mean-horizon", experiment.DefaultMeanHorizon, "PID: hold the migration's mean latency (not each window's) at the setpoint, working off a shortfall or excess over this many steps, or, once the copy's time left is known, over the rest of the run (0 = off, Slacker)")
 	fs.StringVar(&f.reserve, "handover-reserve", "auto", "PID with a mean horizon: the handover's expected cost to the clients, ms·s, spent under the setpoint beforehand; auto = the median of the proxy's last measured handovers of the tenant, 0 = none")
 	fs.Uint64Var(&f.seed, "seed", 1, "workload seed")
@@ -137,6 +139,8 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 		return testbed.Options{}, c, usagef("bench %s: --rearm-growth %v: want 1 (the slow start's) to 4", name, f.rearmGrowth)
 	case f.startBackoff < 0 || f.startBackoff > control.MaxStartBackoff:
 		return testbed.Options{}, c, usagef("bench %s: --start-backoff %d: want 0 (none) to %d steps", name, f.startBackoff, control.MaxStartBackoff)
+	case !(f.idleFloor >= 0 && f.idleFloor < 1):
+		return testbed.Options{}, c, usagef("bench %s: --idle-floor %v: want a fraction in [0, 1) (0 = none)", name, f.idleFloor)
 	case f.meanHorizon < 0 || f.meanHorizon > 3600:
 		return testbed.Options{}, c, usagef("bench %s: --mean-horizon %d: want 0 (off) to 3600 steps", name, f.meanHorizon)
 	case f.errorForm != "linear" && f.errorForm != "hybrid":
@@ -183,14 +187,17 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 		return bo, c, usagef("bench %s: %v", name, err)
 	}
 	kp, ki, kd := f.kp, f.ki, f.kd
-	backoff := f.startBackoff
+	backoff, idle := f.startBackoff, f.idleFloor
 	if backoff == 0 {
 		backoff = -1 // Common's zero is the default
+	}
+	if idle == 0 {
+		idle = -1
 	}
 	c = experiment.Common{
 		Out: f.out, Command: "sluice " + strings.Join(os.Args[1:], " "), Size: size,
 		Workload: workload.Config{Rate: f.tps, MPL: f.mpl, Distribution: dist},
-		MaxRate:  maxRate, Kp: &kp, Ki: &ki, Kd: &kd, ErrorForm: f.errorForm, StartGrowth: f.startGrowth, RearmGrowth: f.rearmGrowth, StartBackoff: backoff, ErrorFloor: f.errorFloor, Headroom: f.headroom, MeanHorizon: f.meanHorizon, HandoverReserve: reserve, Checkpoint: f.checkpoint, Seed: f.seed,
+		MaxRate:  maxRate, Kp: &kp, Ki: &ki, Kd: &kd, ErrorForm: f.errorForm, StartGrowth: f.startGrowth, RearmGrowth: f.rearmGrowth, StartBackoff: backoff, IdleFloor: idle, ErrorFloor: f.errorFloor, Headroom: f.headroom, MeanHorizon: f.meanHorizon, HandoverReserve: reserve, Checkpoint: f.checkpoint, Seed: f.seed,
 		TargetCPUs: f.targetCPUs, Calm: f.calm, ClientLatency: f.latencySource == "client",
 	}
 	// Progress goes to stderr, with --json too (stdout carries the JSON).

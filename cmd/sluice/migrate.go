@@ -52,6 +52,7 @@ func init() {
 		maxRate                                 string
 		kp, ki, kd, k, startGrowth, rearmGrowth float64
 		startBackoff                            int
+		idleFloor                               float64
 		errorFloor, headroom                    float64
 		meanHorizon                             int
 	)
@@ -130,6 +131,12 @@ Interrupting the command stops following; the migration carries on.`,
 						return usagef("migrate: --start-backoff %d: want 0 (none) to %d steps", startBackoff, control.MaxStartBackoff)
 					}
 					ctl.StartBackoff = startBackoff
+				}
+				if cmd.Flags().Changed("idle-floor") {
+					if !(idleFloor >= 0 && idleFloor < 1) {
+						return usagef("migrate: --idle-floor %v: want a fraction in [0, 1) (0 = none)", idleFloor)
+					}
+					ctl.IdleFloor = idleFloor
 				}
 				for _, o := range []struct {
 					name, want string
@@ -235,6 +242,7 @@ Interrupting the command stops following; the migration carries on.`,
 	f.Float64Var(&startGrowth, "start-growth", 0, "PID slow start: rate × this per step until the latency is half-way to the setpoint (default none)")
 	f.Float64Var(&rearmGrowth, "rearm-growth", 0, "PID with a slow start: after a pause, rate × this per step back to the rate that last held the setpoint (default: the slow start's growth, to half the peak)")
 	f.IntVar(&startBackoff, "start-backoff", 0, "PID with a slow start: when it ends, take back this many steps of its growth, since the latency that ended it is a few steps old (default 0: none)")
+	f.Float64Var(&idleFloor, "idle-floor", 0, "PID with a slow start and a mean horizon: repay latency owed no lower than this fraction of the way from the idle latency to the setpoint, where the copy would crawl (default 0: none, down to half the setpoint)")
 	f.Float64Var(&errorFloor, "error-floor", 0, "PID: a latency window more than (1 + this)× the setpoint slows the copy as one at that level would, so a one-second stall no speed causes does not cut it to a crawl (default 0: none, Slacker)")
 	f.Float64Var(&headroom, "headroom", 0, "PID: while the copy moves less than it is allowed (bound elsewhere: the target's CPU, a disk, the network), allow at most (1 + this)× what it moved, so a cut bites at once (default 0: off)")
 	f.IntVar(&meanHorizon, "mean-horizon", control.DefaultMeanHorizon, "PID: hold the migration's mean latency (not each window's) at the setpoint, working off a shortfall or excess over this many steps, or, once the copy's time left is known, over the rest of the run (0 = off: each window against the setpoint, Slacker)")
