@@ -11,20 +11,13 @@ import (
 // it was StartBackoff steps before; without a backoff the law runs on from
 // the output reached. Later steps are the law's from there.
 func TestPIDStartBackoffExit(t *testing.T) {
-	at := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
 	run := func(n int) []float64 {
-		c, err := NewPID(PIDParams{Setpoint: 8 * time.Millisecond, MaxRate: 100e6, Kp: 0.02, Ki: 0.04, Initial: 0.3,
-			StartGrowth: 1.12, StartBackoff: n})
-		if err != nil {
-			t.Fatal(err)
-		}
 		// L0 = 3 ms, exit at 5.5 ms: five steps of growth, then 9 ms.
 		lats := []time.Duration{3, 3, 3, 3, 3, 9, 9}
-		var us []float64
-		for k, l := range lats {
-			c.Next(Observation{At: at.Add(time.Duration(k) * time.Second), Signals: []Signal{{Name: "s", Mean: l * time.Millisecond, Count: 100}}})
-			us = append(us, c.u)
+		for k := range lats {
+			lats[k] *= time.Millisecond
 		}
+		us, _ := scriptedPID(t, PIDParams{Setpoint: 8 * time.Millisecond, Initial: 0.3, StartBackoff: n}, lats)
 		return us
 	}
 	none, back := run(0), run(3)

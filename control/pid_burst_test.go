@@ -101,13 +101,7 @@ func TestPIDRearmBursts(t *testing.T) {
 // held the setpoint and stops there; without it, by StartGrowth to half the
 // peak.
 func TestPIDRearmToHeld(t *testing.T) {
-	at := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
 	run := func(g float64) []float64 {
-		c, err := NewPID(PIDParams{Setpoint: 8 * time.Millisecond, MaxRate: 100e6, Kp: 0.02, Ki: 0.04, Initial: 0.6,
-			StartGrowth: 1.12, RearmGrowth: g})
-		if err != nil {
-			t.Fatal(err)
-		}
 		var lats []time.Duration
 		// The slow start grows u once (0.6 → 0.672, the peak) and ends at
 		// the first window at the setpoint.
@@ -121,11 +115,7 @@ func TestPIDRearmToHeld(t *testing.T) {
 		for range 14 {
 			lats = append(lats, 3*time.Millisecond) // it passed
 		}
-		var us []float64
-		for k, l := range lats {
-			c.Next(Observation{At: at.Add(time.Duration(k) * time.Second), Signals: []Signal{{Name: "s", Mean: l, Count: 100}}})
-			us = append(us, c.u)
-		}
+		us, _ := scriptedPID(t, PIDParams{Setpoint: 8 * time.Millisecond, Initial: 0.6, RearmGrowth: g}, lats)
 		return us
 	}
 	old, rearm := run(0), run(1.5)
@@ -149,4 +139,27 @@ func TestPIDRearmToHeld(t *testing.T) {
 	if old[33] >= held*0.99 {
 		t.Errorf("without rearm growth the output reached %.3f in six steps: the case does not tell the two apart", old[33])
 	}
+}
+
+// scriptedPID runs a PID with parameters p (the benchmarks' gains, Kp 0.02
+// and Ki 0.04, MaxRate 100 MB/s, slow start ×1.12, unless set) over one
+// window per second at the latencies lats, and returns its output after
+// each step and its last decision.
+func scriptedPID(t *testing.T, p PIDParams, lats []time.Duration) ([]float64, Decision) {
+	t.Helper()
+	if p.MaxRate == 0 {
+		p.MaxRate, p.Kp, p.Ki, p.StartGrowth = 100e6, 0.02, 0.04, 1.12
+	}
+	c, err := NewPID(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
+	var us []float64
+	var d Decision
+	for k, l := range lats {
+		d = c.Next(Observation{At: at.Add(time.Duration(k) * time.Second), Signals: []Signal{{Name: "s", Mean: l, Count: 100}}})
+		us = append(us, c.u)
+	}
+	return us, d
 }

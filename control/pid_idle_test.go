@@ -11,22 +11,13 @@ import (
 // A run that owes latency repays it no lower than IdleFloor of the way from
 // L0 to the setpoint; without the floor, down to MeanBand's edge.
 func TestPIDIdleFloorBound(t *testing.T) {
-	at := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
 	last := func(f float64) string {
-		c, err := NewPID(PIDParams{Setpoint: 8 * time.Millisecond, MaxRate: 100e6, Kp: 0.02, Ki: 0.04, Initial: 0.3,
-			StartGrowth: 1.12, MeanHorizon: 20, IdleFloor: f})
-		if err != nil {
-			t.Fatal(err)
-		}
 		// L0 = 3 ms; then 40 ms windows: the balance owed reaches the band.
-		var d Decision
-		for k := range 40 {
-			l := 40 * time.Millisecond
-			if k == 0 {
-				l = 3 * time.Millisecond
-			}
-			d = c.Next(Observation{At: at.Add(time.Duration(k) * time.Second), Signals: []Signal{{Name: "s", Mean: l, Count: 100}}})
+		lats := []time.Duration{3 * time.Millisecond}
+		for range 39 {
+			lats = append(lats, 40*time.Millisecond)
 		}
+		_, d := scriptedPID(t, PIDParams{Setpoint: 8 * time.Millisecond, Initial: 0.3, MeanHorizon: 20, IdleFloor: f}, lats)
 		return d.Reason
 	}
 	if r := last(0); !strings.Contains(r, " sp=4ms ") {
