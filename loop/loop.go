@@ -94,7 +94,12 @@ type Loop struct {
 	// rate too. Without it a PID at its setpoint drained a 140 MB lag in
 	// 28 s at 1–19 MB/s after a copy at 46 MB/s (a slack-sweep trial,
 	// 2026-11-26 11:50 UTC), a quarter of its migration, with the clients'
-	// latency no lower for it.
+	// latency no lower for it. It has a cost: relaying the lag reads back
+	// WAL written minutes before and costs the source more CPU per byte
+	// than the copy (a 7 ms trial, 2026-11-26 13:36 UTC: the source's quota
+	// throttled in 34–71 % of periods through its catch-up at 24 MB/s,
+	// 3–30 % through its copy at like rates), which a fixed-rate migration
+	// pays alike.
 	Lag func() int64
 
 	mu struct {
