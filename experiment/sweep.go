@@ -256,7 +256,7 @@ var (
 	// testbed's latency showed a rate about three steps late (3.5 ms at 83
 	// MB/s, then the exit at 117, 2026-11-26 11:40 UTC). On the control
 	// package's plants it changed the steps and means by under 1 %
-	// (TestPIDStartBackoff), whose queues have no backlog to drain after
+	// (TestPIDStartBackoffPlants), whose queues have no backlog to drain after
 	// an overshoot; the testbed's clients queue.
 	DefaultStartBackoff = 3
 	// DefaultIdleFloor keeps the PID's mean contract repaying no lower

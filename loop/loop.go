@@ -110,8 +110,7 @@ type Loop struct {
 		floor  float64   // catch-up rate floor, bytes/s (0 = none)
 		lags   []int64   // catch-up lag at recent steps, oldest first
 		rates  []float64 // rate in force from each of lags' steps to the next, bytes/s
-		copied []float64 // rate decided at the copy's last steps (CatchUpEntry), bytes/s
-		inCU   bool      // the previous step was in catch-up or warm
+		copied []float64 // rate decided at the copy's last steps (CatchUpEntry), bytes/s; emptied when catch-up takes them
 		// the previous step's copy progress, for control.Observation.Moved
 		lastAt    time.Time
 		lastPhase string
@@ -239,7 +238,7 @@ func (l *Loop) catchUpFloor(phase string, rate float64) float64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if phase != "catch-up" && phase != "warm" {
-		l.mu.floor, l.mu.lags, l.mu.rates, l.mu.inCU = 0, l.mu.lags[:0], l.mu.rates[:0], false
+		l.mu.floor, l.mu.lags, l.mu.rates = 0, l.mu.lags[:0], l.mu.rates[:0]
 		if phase == CopyPhase {
 			l.mu.copied = append(l.mu.copied, rate)
 			if len(l.mu.copied) > CatchUpEntry {
@@ -248,12 +247,9 @@ func (l *Loop) catchUpFloor(phase string, rate float64) float64 {
 		}
 		return 0
 	}
-	if !l.mu.inCU {
-		l.mu.inCU = true
-		if len(l.mu.copied) > 0 {
-			l.mu.floor = stats.Mean(l.mu.copied)
-			l.mu.copied = l.mu.copied[:0]
-		}
+	if len(l.mu.copied) > 0 { // catch-up's first step after a copy
+		l.mu.floor = stats.Mean(l.mu.copied)
+		l.mu.copied = l.mu.copied[:0]
 	}
 	lag := l.Lag()
 	if lag < 0 {
