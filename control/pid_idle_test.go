@@ -34,22 +34,8 @@ func TestPIDIdleFloorBound(t *testing.T) {
 // run by under 1 %. Measured 2026-11-26: 6 ms 185.0 → 169.9 steps at 6.13 →
 // 6.17 ms; 10 ms 69.8 → 69.9 steps at 10.03 ms both.
 func TestPIDIdleFloor(t *testing.T) {
-	const seeds, size = 20, 3.2e9
-	avg := func(sp time.Duration, f float64) (steps, mean float64) {
-		for s := int64(1); s <= seeds; s++ {
-			c, err := NewPID(PIDParams{Setpoint: sp, MaxRate: 120e6, Kp: 0.02, Ki: 0.04, Initial: 0.25,
-				StartGrowth: 1.12, MeanHorizon: DefaultMeanHorizon, RearmGrowth: 1.5, StartBackoff: 3, IdleFloor: f})
-			if err != nil {
-				t.Fatal(err)
-			}
-			n, m := burstCopy(t, s, c, size)
-			steps += float64(n) / seeds
-			mean += m / seeds
-		}
-		return
-	}
-	s0, m0 := avg(6*time.Millisecond, 0)
-	s1, m1 := avg(6*time.Millisecond, 0.5)
+	s0, m0 := benchPIDBursts(t, 6*time.Millisecond, 0)
+	s1, m1 := benchPIDBursts(t, 6*time.Millisecond, 0.5)
 	t.Logf("6 ms: no idle floor %.1f steps at %.2f ms; floor 0.5 %.1f steps at %.2f ms", s0, m0, s1, m1)
 	if !(s1 < 0.95*s0) {
 		t.Errorf("6 ms: the idle floor took %.1f steps against %.1f: want at least 5 %% fewer", s1, s0)
@@ -57,8 +43,8 @@ func TestPIDIdleFloor(t *testing.T) {
 	if e := m1/6 - 1; math.Abs(e) > 0.05 {
 		t.Errorf("6 ms: mean %.2f ms with the floor, %+.1f%% off: want within ±5%%", m1, 100*e)
 	}
-	s0, m0 = avg(10*time.Millisecond, 0)
-	s1, m1 = avg(10*time.Millisecond, 0.5)
+	s0, m0 = benchPIDBursts(t, 10*time.Millisecond, 0)
+	s1, m1 = benchPIDBursts(t, 10*time.Millisecond, 0.5)
 	t.Logf("10 ms: no idle floor %.1f steps at %.2f ms; floor 0.5 %.1f steps at %.2f ms", s0, m0, s1, m1)
 	if math.Abs(s1/s0-1) > 0.01 || math.Abs(m1/m0-1) > 0.01 {
 		t.Errorf("10 ms: the idle floor moved the run by more than 1 %%")
@@ -72,20 +58,7 @@ func TestPIDIdleFloor(t *testing.T) {
 // the gap further. Measured 2026-11-26: 6 ms 0.91× the fixed rate's steps
 // without the floor, 0.86× with it; 7, 8, 10 ms 0.96, 0.97, 1.00× with it.
 func TestPIDIdleFloorAgainstFixed(t *testing.T) {
-	const seeds, size = 20, 3.2e9
-	pidRun := func(sp time.Duration, f float64) (steps, mean float64) {
-		for s := int64(1); s <= seeds; s++ {
-			c, err := NewPID(PIDParams{Setpoint: sp, MaxRate: 120e6, Kp: 0.02, Ki: 0.04, Initial: 0.25,
-				StartGrowth: 1.12, MeanHorizon: DefaultMeanHorizon, RearmGrowth: 1.5, StartBackoff: 3, IdleFloor: f})
-			if err != nil {
-				t.Fatal(err)
-			}
-			n, m := burstCopy(t, s, c, size)
-			steps += float64(n) / seeds
-			mean += m / seeds
-		}
-		return
-	}
+	const seeds, size = burstSeeds, burstSize
 	// fixedSteps is the steps of the fixed rate whose mean latency over
 	// the seeds equals mean (bisection on the rate).
 	fixedSteps := func(mean float64) float64 {
@@ -118,7 +91,7 @@ func TestPIDIdleFloorAgainstFixed(t *testing.T) {
 			if f == 0 && sp != 6*time.Millisecond {
 				continue
 			}
-			s, m := pidRun(sp, f)
+			s, m := benchPIDBursts(t, sp, f)
 			fs := fixedSteps(m)
 			t.Logf("setpoint %v, idle floor %g: PID %.1f steps at %.2f ms; the fixed rate of that mean %.1f steps (PID %.2f×)", sp, f, s, m, fs, s/fs)
 			if f == 0.5 && s > fs {
@@ -132,4 +105,26 @@ func TestPIDIdleFloorAgainstFixed(t *testing.T) {
 	if !(ratio[0.5] < ratio[0]) {
 		t.Errorf("6 ms: PID/fixed steps %.3f with the idle floor, %.3f without: want the floor's lower", ratio[0.5], ratio[0])
 	}
+}
+
+// The burst plant's comparisons: this many seeds, a copy this size (bytes).
+const burstSeeds, burstSize = 20, 3.2e9
+
+// benchPIDBursts is the mean over burstSeeds seeds of the steps and the
+// clients' mean latency (ms) of a burstSize copy on the burst plant under
+// the benchmarks' PID (rearm ×1.5, start backoff 3) at setpoint sp with
+// idle floor f.
+func benchPIDBursts(t *testing.T, sp time.Duration, f float64) (steps, mean float64) {
+	t.Helper()
+	for s := int64(1); s <= burstSeeds; s++ {
+		c, err := NewPID(PIDParams{Setpoint: sp, MaxRate: 120e6, Kp: 0.02, Ki: 0.04, Initial: 0.25,
+			StartGrowth: 1.12, MeanHorizon: DefaultMeanHorizon, RearmGrowth: 1.5, StartBackoff: 3, IdleFloor: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, m := burstCopy(t, s, c, burstSize)
+		steps += float64(n) / burstSeeds
+		mean += m / burstSeeds
+	}
+	return steps, mean
 }
