@@ -58,32 +58,8 @@ func TestPIDIdleFloor(t *testing.T) {
 // the gap further. Measured 2026-11-26: 6 ms 0.91× the fixed rate's steps
 // without the floor, 0.86× with it; 7, 8, 10 ms 0.96, 0.97, 1.00× with it.
 func TestPIDIdleFloorAgainstFixed(t *testing.T) {
-	const seeds, size = burstSeeds, burstSize
-	// fixedSteps is the steps of the fixed rate whose mean latency over
-	// the seeds equals mean (bisection on the rate).
 	fixedSteps := func(mean float64) float64 {
-		lo, hi := 1e6, 100e6
-		var steps float64
-		for range 25 {
-			mid := (lo + hi) / 2
-			var m float64
-			steps = 0
-			for s := int64(1); s <= seeds; s++ {
-				c, err := NewFixed(mid)
-				if err != nil {
-					t.Fatal(err)
-				}
-				n, ms := burstCopy(t, s, c, size)
-				steps += float64(n) / seeds
-				m += ms / seeds
-			}
-			if m > mean {
-				hi = mid
-			} else {
-				lo = mid
-			}
-		}
-		return steps
+		return fixedStepsAt(t, burstSeeds, mean, func(seed int64, c Controller) (int, float64) { return burstCopy(t, seed, c, burstSize) })
 	}
 	ratio := map[float64]float64{}
 	for _, f := range []float64{0, 0.5} {
@@ -107,6 +83,14 @@ func TestPIDIdleFloorAgainstFixed(t *testing.T) {
 	}
 }
 
+// benchPIDParams are the benchmarks' PID at setpoint sp: Kp 0.02, Ki 0.04,
+// from a quarter of 120 MB/s, slow start ×1.12 with backoff 3, rearm ×1.5,
+// mean horizon 20, idle floor 0.5.
+func benchPIDParams(sp time.Duration) PIDParams {
+	return PIDParams{Setpoint: sp, MaxRate: 120e6, Kp: 0.02, Ki: 0.04, Initial: 0.25,
+		StartGrowth: 1.12, MeanHorizon: DefaultMeanHorizon, RearmGrowth: 1.5, StartBackoff: 3, IdleFloor: 0.5}
+}
+
 // The burst plant's comparisons: this many seeds, a copy this size (bytes).
 const burstSeeds, burstSize = 20, 3.2e9
 
@@ -117,8 +101,9 @@ const burstSeeds, burstSize = 20, 3.2e9
 func benchPIDBursts(t *testing.T, sp time.Duration, f float64) (steps, mean float64) {
 	t.Helper()
 	for s := int64(1); s <= burstSeeds; s++ {
-		c, err := NewPID(PIDParams{Setpoint: sp, MaxRate: 120e6, Kp: 0.02, Ki: 0.04, Initial: 0.25,
-			StartGrowth: 1.12, MeanHorizon: DefaultMeanHorizon, RearmGrowth: 1.5, StartBackoff: 3, IdleFloor: f})
+		p := benchPIDParams(sp)
+		p.IdleFloor = f
+		c, err := NewPID(p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -127,4 +112,34 @@ func benchPIDBursts(t *testing.T, sp time.Duration, f float64) (steps, mean floa
 		mean += m / burstSeeds
 	}
 	return steps, mean
+}
+
+// fixedStepsAt is the mean steps, over seeds 1..seeds, of the fixed rate
+// whose clients' mean latency over those seeds equals mean (ms), found by
+// bisection on the rate between 1 and 100 MB/s; run copies under a
+// controller on one seed's plant and returns its steps and mean latency.
+func fixedStepsAt(t *testing.T, seeds int64, mean float64, run func(seed int64, c Controller) (steps int, meanMs float64)) float64 {
+	t.Helper()
+	lo, hi := 1e6, 100e6
+	var steps float64
+	for range 25 {
+		mid := (lo + hi) / 2
+		var m float64
+		steps = 0
+		for s := int64(1); s <= seeds; s++ {
+			c, err := NewFixed(mid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, ms := run(s, c)
+			steps += float64(n) / float64(seeds)
+			m += ms / float64(seeds)
+		}
+		if m > mean {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return steps
 }

@@ -32,7 +32,8 @@ func TestCopyRate(t *testing.T) {
 }
 
 // TestPairLines: each PID trial with a paired fixed trial gets a row and a
-// verdict; trials without one none; the count line says how many the PID won.
+// verdict; trials without one none; the count line says how many the PID won,
+// the next the medians and the sign test's tails.
 func TestPairLines(t *testing.T) {
 	if s := pairLines([]PIDPoint{{SetpointMs: 7}}); s != "" {
 		t.Errorf("no pairs: %q, want nothing", s)
@@ -43,7 +44,8 @@ func TestPairLines(t *testing.T) {
 		{SetpointMs: 9, MeanLatencyMs: 9.1, MigrationSeconds: 60},
 	}
 	s := pairLines(pid)
-	for _, want := range []string{"| 7.0 | 7.1 | 80.0 | 40.0 | 9.0 | 85.0 | -21 % | -6 % | PID: lower and faster |", "| 8.0 | 8.2 | 90.0 | 45.0 | 7.0 | 80.0 | +17 % | +12 % | fixed: lower and faster |", "in 1 of 2 pairs, and lower or equal and as fast or faster in 1."} {
+	for _, want := range []string{"| 7.0 | 7.1 | 80.0 | 40.0 | 9.0 | 85.0 | -21 % | -6 % | PID: lower and faster |", "| 8.0 | 8.2 | 90.0 | 45.0 | 7.0 | 80.0 | +17 % | +12 % | fixed: lower and faster |", "in 1 of 2 pairs, and lower or equal and as fast or faster in 1.",
+		"Over the 2 pairs the PID's mean latency was the fixed trial's -2 % (median; -21 to +17 %) and its migration time +3 % (median; -6 to ", "1 or more lower pairs of 2 would come with chance 0.750"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("pair lines lack %q:\n%s", want, s)
 		}

@@ -13,6 +13,7 @@ import (
 	agentclient "github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/control"
 	"github.com/sluicedb/sluice/internal/chart"
+	"github.com/sluicedb/sluice/internal/stats"
 	"github.com/sluicedb/sluice/loop"
 	"github.com/sluicedb/sluice/testbed"
 	"github.com/sluicedb/sluice/workload"
@@ -325,6 +326,12 @@ type SweepOptions struct {
 	// noise drifts. Its figures are in the PID point's pair_fixed and
 	// with the ladder's fixed trials.
 	Paired bool
+	// Rounds runs the whole order of trials (both ladders, the compared
+	// loops and the pairs) this many times in one run, on one loaded
+	// tenant; 0 or 1 = once. Round k ≥ 2's trials are named with "-rk". Each
+	// round of odd length moves the tenant the other way than the last, so
+	// over two rounds a trial of each slot migrates in both directions.
+	Rounds int
 	StealGuard
 }
 
@@ -576,6 +583,28 @@ func sweepOrder(nFixed, nSP, nVariants int) []sweepTrial {
 	return out
 }
 
+// MaxRounds bounds SweepOptions.Rounds.
+const MaxRounds = 50
+
+// repeatOrder is a sweep's order for rounds rounds (SweepOptions.Rounds)
+// of round.
+func repeatOrder(round []sweepTrial, rounds int) []sweepTrial {
+	var out []sweepTrial
+	for range max(1, rounds) {
+		out = append(out, round...)
+	}
+	return out
+}
+
+// roundSuffix ends the names of round k's trials (from 1): none for the
+// first, "-rk" after it.
+func roundSuffix(k int) string {
+	if k <= 1 {
+		return ""
+	}
+	return fmt.Sprintf("-r%d", k)
+}
+
 // SweepResult is `sluice bench slack-sweep --json`.
 type SweepResult struct {
 	Fixed []FixedPoint `json:"fixed"`
@@ -613,6 +642,9 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	if err := o.StealGuard.check(); err != nil {
 		return res, err
 	}
+	if o.Rounds < 0 || o.Rounds > MaxRounds {
+		return res, fmt.Errorf("experiment: %d rounds: want 1 to %d (0 = 1)", o.Rounds, MaxRounds)
+	}
 	started := time.Now()
 	say := o.Progress
 	tn, err := bed.CreateTenant(ctx, 0, "sweep", o.Size, o.Seed+1)
@@ -634,6 +666,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	}
 	var trials []Labeled
 	to := 1
+	suffix := "" // the round's, on every trial's name ("-r2", ...)
 	trial := func(name string, sp float64, req agentclient.StartMigration, client bool, abort float64) (*TrialResult, error) {
 		say("%s: migrating %s to %s", name, tn.Name, bed.Servers[to].Name)
 		wc := o.Workload
@@ -666,6 +699,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		if pairOf > 0 {
 			name = fmt.Sprintf("fixed-%.1fMBps-pair-%gms", rate/1e6, pairOf)
 		}
+		name += suffix
 		r, err := trial(name, 0, agentclient.StartMigration{Rate: rate}, false, o.abortAt(attempt))
 		if err != nil {
 			return false, err
@@ -752,6 +786,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		if o.CompareLatencySource {
 			name += "-" + source
 		}
+		name += suffix
 		r, err := trial(name, sp, agentclient.StartMigration{Rate: o.MaxRate * StartFraction, Control: ctl}, client, o.abortAt(attempt))
 		if err != nil {
 			return false, err
@@ -841,9 +876,11 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	}
 	// An interrupted sweep (ctx done) still writes what its finished
 	// trials measured, says so in the report, and returns ctx's error.
-	order := sweepOrder(len(o.FixedRates), len(o.Setpoints), len(variants))
+	round := sweepOrder(len(o.FixedRates), len(o.Setpoints), len(variants))
+	order := repeatOrder(round, o.Rounds)
 	var stopped error
-	for _, t := range order {
+	for i, t := range order {
+		suffix = roundSuffix(i/len(round) + 1)
 		var err error
 		if t.Variant < 0 {
 			err = runFixed(o.FixedRates[t.Index], 0)
@@ -1300,11 +1337,14 @@ func copyRate(r *TrialResult) float64 {
 func pairLines(pid []PIDPoint) string {
 	var b strings.Builder
 	var n, won, lower int
+	var dLat, dTime []float64 // PID against its pair, %
 	for _, p := range pid {
 		f := p.PairFixed
 		if f == nil {
 			continue
 		}
+		dLat = append(dLat, 100*(p.MeanLatencyMs-f.MeanLatencyMs)/f.MeanLatencyMs)
+		dTime = append(dTime, 100*(p.MigrationSeconds-f.MigrationSeconds)/f.MigrationSeconds)
 		if n == 0 {
 			b.WriteString("\nEach PID trial against the fixed trial run right after it at its copy rate (`--paired`):\n\n")
 			b.WriteString("| PID setpoint ms | PID mean latency ms | PID migration s | PID copy rate MB/s | fixed trial's mean latency ms | fixed trial's migration s | PID's latency against it | PID's time against it | which did better | host steal, 10 s peak: PID / fixed |\n|---|---|---|---|---|---|---|---|---|---|\n")
@@ -1325,6 +1365,10 @@ func pairLines(pid []PIDPoint) string {
 		return ""
 	}
 	fmt.Fprintf(&b, "\nThe PID was at a lower or equal mean latency than its paired fixed trial in %d of %d pairs, and lower or equal and as fast or faster in %d.\n", lower, n, won)
+	if n > 1 {
+		fmt.Fprintf(&b, "Over the %d pairs the PID's mean latency was the fixed trial's %+.0f %% (median; %+.0f to %+.0f %%) and its migration time %+.0f %% (median; %+.0f to %+.0f %%). Sign test: were the PID no lower than the fixed rate at its speed (each pair a coin flip at best), %d or more lower pairs of %d would come with chance %.3f; were it no higher, %d or more higher pairs of %d with chance %.3f.\n",
+			n, stats.Median(dLat), slices.Min(dLat), slices.Max(dLat), stats.Median(dTime), slices.Min(dTime), slices.Max(dTime), lower, n, stats.SignTail(lower, n), n-lower, n, stats.SignTail(n-lower, n))
+	}
 	return b.String()
 }
 

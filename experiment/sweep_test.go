@@ -86,6 +86,39 @@ func TestSweepOrder(t *testing.T) {
 	}
 }
 
+// TestRepeatOrder: rounds repeat the order; with pairs (each trial of loop 0
+// followed by a fixed trial at its copy rate, one more migration), a round
+// of one fixed rate and two setpoints has an odd number of migrations, so over
+// two rounds the PID trials and their pairs each migrate both ways as often.
+func TestRepeatOrder(t *testing.T) {
+	round := sweepOrder(1, 2, 1)
+	order := repeatOrder(round, 2)
+	if len(order) != 2*len(round) || !slices.Equal(order[:len(round)], round) || !slices.Equal(order[len(round):], round) {
+		t.Fatalf("repeatOrder(%v, 2) = %v: want the round twice", round, order)
+	}
+	if got := repeatOrder(round, 0); !slices.Equal(got, round) {
+		t.Fatalf("repeatOrder(%v, 0) = %v: want the round once", round, got)
+	}
+	var pidWays, pairWays [2]int // migrations to server 1, to server 0
+	to := 1
+	for _, tr := range order {
+		if tr.Variant == 0 {
+			pidWays[to]++
+			to = 1 - to
+			pairWays[to]++ // the pair
+		}
+		to = 1 - to
+	}
+	if pidWays[0] != pidWays[1] || pairWays[0] != pairWays[1] {
+		t.Fatalf("two paired rounds: PID trials %v, pairs %v to servers (1, 0): want each both ways as often", pidWays, pairWays)
+	}
+	for k, want := range map[int]string{0: "", 1: "", 2: "-r2", 12: "-r12"} {
+		if got := roundSuffix(k); got != want {
+			t.Errorf("roundSuffix(%d) = %q, want %q", k, got, want)
+		}
+	}
+}
+
 // TestDominance: on a non-monotonic ladder a PID trial is beaten by the
 // fixed trials faster and lower than it, beats those slower and higher,
 // and a tie on either figure counts for neither.

@@ -308,6 +308,7 @@ func init() {
 	var rates, setpoints, compare, compareKi, compareReserves, compareFloors, compareHeadroom string
 	var compareSource, paired bool
 	var compareGrowth, compareRearm string
+	var rounds int
 	var steal stealFlags
 	cmd := &cobra.Command{
 		Use:   "slack-sweep [--out DIR] [--json]",
@@ -382,6 +383,10 @@ summary.json, report.md and PNG plots to --out.`,
 			}
 			o.CompareLatencySource = compareSource
 			o.Paired = paired
+			if rounds < 1 || rounds > experiment.MaxRounds {
+				return usagef("bench slack-sweep: --rounds %d: want 1 to %d", rounds, experiment.MaxRounds)
+			}
+			o.Rounds = rounds
 			if o.StealGuard, err = steal.parse("slack-sweep"); err != nil {
 				return err
 			}
@@ -398,6 +403,7 @@ summary.json, report.md and PNG plots to --out.`,
 	cmd.Flags().StringVar(&compareRearm, "compare-rearm-growth", "", "run every PID setpoint again with each of these rearm growths (per step, comma-separated; 1 = the slow start's, to half the peak), in the same run")
 	cmd.Flags().StringVar(&compareGrowth, "compare-start-growth", "", "run every PID setpoint again with each of these slow-start growths (per step, comma-separated; 1 = none), in the same run")
 	cmd.Flags().BoolVar(&paired, "paired", false, "after each PID trial, a fixed-rate trial at that trial's copy rate, run right after it (the pair meets the same plant; reported side by side)")
+	cmd.Flags().IntVar(&rounds, "rounds", 1, "run the whole order of trials (both ladders, compared loops, pairs) this many times on the one loaded tenant; with --paired the pairs of every round are summed up together")
 	cmd.Flags().BoolVar(&compareSource, "compare-latency-source", false, "run every PID setpoint again steering by the other latency source than --latency-source's (proxy ↔ client), in the same run")
 	cmd.Flags().StringVar(&compareHeadroom, "compare-headroom", "", "run every PID setpoint again with each of these headrooms (fractions, comma-separated; 0 = off), in the same run")
 	cmd.Flags().StringVar(&compare, "compare-mean-horizons", "", "run every PID setpoint again with each of these mean horizons (steps, comma-separated; 0 = off), in the same run")

@@ -1,0 +1,89 @@
+package control
+
+import (
+	"math"
+	"math/rand"
+	"testing"
+	"time"
+)
+
+// steadyPlant is a queue (latency L0/(1 − r/C)) with log-normal noise of
+// spread sigma on each second's mean — nothing moves it but the rate — or,
+// with a wave period P > 0 steps, a workload whose load swings: for P/2
+// steps the server has 0.8 of its capacity at 1.25× its idle latency, for the
+// next P/2 1.2 of it at 0.8×, from a phase drawn from the seed.
+type steadyPlant struct {
+	sigma  float64
+	period int
+	phase  int
+	noise  *rand.Rand
+}
+
+func (p *steadyPlant) latency(k int, r float64) time.Duration {
+	l0, c := 3e-3, 100e6
+	if p.period > 0 {
+		if ((k+p.phase)/(p.period/2))%2 == 0 {
+			l0, c = 1.25*l0, 0.8*c
+		} else {
+			l0, c = 0.8*l0, 1.2*c
+		}
+	}
+	s := l0 / math.Max(1-r/c, 0.02)
+	s *= math.Exp(p.sigma*p.noise.NormFloat64() - p.sigma*p.sigma/2) // mean 1
+	return time.Duration(s * float64(time.Second))
+}
+
+// What the PID costs where nothing moves the plant but the rate, and what it
+// gains where a load swings. Against the fixed rate of equal mean latency
+// (fixedStepsAt, 20 seeds, through a 3 s window), the benchmarks' PID takes
+// more steps on a steady plant: a rate that moves around the one that holds
+// the setpoint costs the clients more latency, at one mean speed, than that
+// rate held (the latency is convex in the rate), and the loop spends its
+// first steps finding it. A swing of the load helps it only when slow
+// against the loop's response (tens of steps): then it copies in the light
+// half and holds back in the busy one, where a fixed rate pays the busy
+// half's latency at full speed. Measured 2026-11-26, PID ÷ fixed steps at 6
+// / 8 ms, 3.2 GB: noise 0.3 1.02 / 1.03, noise 0.6 1.03 / 1.05, a swing of
+// period 20 s 1.04 / 1.07, 40 s 1.04 / 1.17; 9.6 GB and a swing of 240 s:
+// 0.87 / 0.87 (at 120 s about even: 0.98 / 1.01). The bounds below hold
+// those figures.
+func TestPIDSteadyPlantCost(t *testing.T) {
+	const seeds = 20
+	for _, c := range []struct {
+		sigma  float64
+		period int
+		size   float64 // bytes
+		bound  float64 // PID ÷ fixed steps, at most
+	}{
+		{0.3, 0, burstSize, 1.05},
+		{0.6, 0, burstSize, 1.07},
+		{0.3, 20, burstSize, 1.10},
+		{0.3, 40, burstSize, 1.20},
+		{0.3, 240, 3 * burstSize, 0.92},
+	} {
+		run := func(seed int64, ctl Controller) (int, float64) {
+			p := &steadyPlant{sigma: c.sigma, period: c.period, noise: rand.New(rand.NewSource(seed))}
+			if c.period > 0 {
+				p.phase = int(seed*7) % c.period
+			}
+			return windowedCopy(t, ctl, c.size, 0, p.latency(0, 0), p.latency)
+		}
+		for _, sp := range []time.Duration{6 * time.Millisecond, 8 * time.Millisecond} {
+			var steps, mean float64
+			for s := int64(1); s <= seeds; s++ {
+				pid, err := NewPID(benchPIDParams(sp))
+				if err != nil {
+					t.Fatal(err)
+				}
+				n, m := run(s, pid)
+				steps += float64(n) / seeds
+				mean += m / seeds
+			}
+			fs := fixedStepsAt(t, seeds, mean, run)
+			t.Logf("noise %.1f, swing period %d, %.1f GB, setpoint %v: PID %.1f steps at %.2f ms; the fixed rate of that mean %.1f steps (PID %.3f×)", c.sigma, c.period, c.size/1e9, sp, steps, mean, fs, steps/fs)
+			if steps > c.bound*fs {
+				t.Errorf("noise %.1f, swing period %d, setpoint %v: PID %.1f steps, %.2f× the fixed rate's %.1f: want at most %.2f×", c.sigma, c.period, sp, steps, steps/fs, fs, c.bound)
+			}
+		}
+	}
+}
