@@ -52,6 +52,10 @@ type run struct {
 	loop        *loop.Loop         // the control loop, when the migration has one
 	spec        *client.Control    // its spec
 	reserve     time.Duration      // the PID's handover reserve (as given or learned)
+	// sent is the most the snapshot's stream had sent in any attempt,
+	// bytes: what an aborted migration moved, which its record no longer
+	// holds once the rollback has reset the snapshot.
+	sent int64
 	// checkpointing is the checkpoint a snapshot's backup start is waiting
 	// for ("paced 3s"); "" when none is (migration.LocalSource.OnBackupStart).
 	checkpointing string
@@ -371,6 +375,9 @@ func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *migratio
 			Progress: func(p migration.Progress) {
 				r.mu.Lock()
 				r.prog = p
+				if p.Phase == migration.PhaseSnapshot {
+					r.sent = max(r.sent, p.BytesDone)
+				}
 				r.mu.Unlock()
 			},
 			Abort: r.abort,
@@ -396,7 +403,7 @@ func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *migratio
 				continue
 			}
 			if !errors.Is(err, migration.ErrStuck) {
-				a.finish(cm, final, err)
+				a.finish(cm, final, err, r.sentBytes())
 				return
 			}
 			// Stuck: a roll-forward or rollback step keeps failing (e.g. the
@@ -405,7 +412,7 @@ func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *migratio
 			rec = final
 			select {
 			case <-ctx.Done():
-				a.finish(cm, final, ctx.Err())
+				a.finish(cm, final, ctx.Err(), r.sentBytes())
 				return
 			case <-time.After(StuckRetry):
 			}
@@ -437,9 +444,18 @@ func (a *Agent) persist(rec migration.Record) error {
 	})
 }
 
+// sentBytes is run.sent.
+func (r *run) sentBytes() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sent
+}
+
 // finish records how a driver ended: done (the tenant moved), rolled back
-// (it serves here again) or interrupted (resumed at the next start).
-func (a *Agent) finish(cm catalog.Migration, rec migration.Record, err error) {
+// (it serves here again) or interrupted (resumed at the next start). sent is
+// what the snapshot's stream had sent (run.sent; 0 = unknown), kept with a
+// rolled-back migration.
+func (a *Agent) finish(cm catalog.Migration, rec migration.Record, err error, sent int64) {
 	var outcome string
 	var state catalog.State
 	switch {
@@ -462,6 +478,9 @@ func (a *Agent) finish(cm catalog.Migration, rec migration.Record, err error) {
 			return err
 		}
 		m.Done, m.Outcome, m.Error, m.Record = true, outcome, rec.Error, b
+		if outcome == "aborted" {
+			m.Moved = sent
+		}
 		if err := tx.PutMigration(m); err != nil {
 			return err
 		}
@@ -505,7 +524,7 @@ func (a *Agent) resumeMigrations(ctx context.Context) {
 			continue
 		}
 		if rec.Phase.Terminal() {
-			a.finish(cm, rec, nil)
+			a.finish(cm, rec, nil, 0)
 			continue
 		}
 		src, err := a.source(tn)
@@ -550,7 +569,7 @@ func (a *Agent) migrationView(m catalog.Migration) client.Migration {
 		Done: m.Done, Outcome: m.Outcome, Error: m.Error, Record: m.Record, Created: m.Created, Updated: m.Updated}
 	var rec migration.Record
 	json.Unmarshal(m.Record, &rec)
-	v.Progress = client.Progress{Phase: string(rec.Phase), LagBytes: rec.LagBytes, ETASeconds: -1, Limit: m.Rate, Bytes: rec.SnapshotBytes + rec.CopyBytes}
+	v.Progress = client.Progress{Phase: string(rec.Phase), LagBytes: rec.LagBytes, ETASeconds: -1, Limit: m.Rate, Bytes: max(rec.SnapshotBytes+rec.CopyBytes, m.Moved)}
 	if r := a.mig.get(m.ID); r != nil {
 		controlView(r, &v.Progress)
 		r.mu.Lock()
@@ -585,7 +604,7 @@ func (a *Agent) migrationView(m catalog.Migration) client.Migration {
 		v.Progress.Elapsed = time.Since(r.started).Seconds()
 	}
 	if m.Done {
-		s := &client.Summary{Outcome: m.Outcome, Bytes: rec.SnapshotBytes + rec.CopyBytes}
+		s := &client.Summary{Outcome: m.Outcome, Bytes: max(rec.SnapshotBytes+rec.CopyBytes, m.Moved)}
 		if !rec.Finished.IsZero() {
 			s.Seconds = rec.Finished.Sub(rec.Created).Seconds()
 		}

@@ -319,7 +319,8 @@ func TestMigrationBadInput(t *testing.T) {
 }
 
 // TestAbortMigration: an operator abort during the snapshot rolls back; the
-// source keeps every write and the target keeps nothing.
+// source keeps every write and the target keeps nothing; the summary says
+// what had moved.
 func TestAbortMigration(t *testing.T) {
 	c1, c2 := agentPair(t)
 	a1, a2 := startAgent(t, c1), startAgent(t, c2)
@@ -348,6 +349,11 @@ func TestAbortMigration(t *testing.T) {
 	<-wdone
 	if m.Outcome != "aborted" {
 		t.Fatalf("aborted migration ended %+v", m)
+	}
+	// Its summary keeps what the snapshot had sent (the rollback reset
+	// the record's count).
+	if m.Summary == nil || m.Summary.Bytes <= 0 || m.Summary.Seconds <= 0 {
+		t.Fatalf("aborted migration's summary %+v: want the bytes it had sent and its time", m.Summary)
 	}
 	if cur, _ := a1.c.Tenant(ctx, tn.ID); cur.State != "running" || !cur.Alive {
 		t.Fatalf("source after abort: %+v", cur)

@@ -90,8 +90,11 @@ type Migration struct {
 	Outcome    string          `json:"outcome,omitempty"`
 	Error      string          `json:"error,omitempty"`
 	Record     json.RawMessage `json:"record,omitempty"` // the migration package's Record
-	Created    time.Time       `json:"created"`
-	Updated    time.Time       `json:"updated"`
+	// Moved is what an aborted migration had sent before its rollback
+	// (its Record's counts are reset with the snapshot), bytes; 0 otherwise.
+	Moved   int64     `json:"moved_bytes,omitempty"`
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
 }
 
 // Catalog is an open catalog file.

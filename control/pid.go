@@ -495,8 +495,12 @@ func (c *PID) next(obs Observation) Decision {
 			c.peak = max(c.peak, c.u)
 			c.e2, c.e1 = c.e1, e
 			r := c.u * c.p.MaxRate
+			phase := "slow start"
+			if !c.starting {
+				phase = "rearm" // the slow start's growth again, after it ended
+			}
 			return Decision{Rate: r, Prefetch: r,
-				Reason: fmt.Sprintf("pid slow start pv=%v(%s)%s u=%.3f", pv.Round(10*time.Microsecond), who, spNote, c.u)}
+				Reason: fmt.Sprintf("pid %s pv=%v(%s)%s u=%.3f", phase, pv.Round(10*time.Microsecond), who, spNote, c.u)}
 		}
 	}
 	if math.Abs(e) <= HeldBand && !c.starting {

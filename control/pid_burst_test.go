@@ -3,6 +3,7 @@ package control
 import (
 	"math"
 	"math/rand"
+	"strings"
 	"testing"
 	"time"
 )
@@ -101,22 +102,30 @@ func TestPIDRearmBursts(t *testing.T) {
 // held the setpoint and stops there; without it, by StartGrowth to half the
 // peak.
 func TestPIDRearmToHeld(t *testing.T) {
+	var lats []time.Duration
+	// The slow start grows u once (0.6 → 0.672, the peak) and ends at
+	// the first window at the setpoint.
+	lats = append(lats, 3*time.Millisecond)
+	for range 15 {
+		lats = append(lats, 8*time.Millisecond) // at the setpoint: held → the output in force
+	}
+	for range 12 {
+		lats = append(lats, 40*time.Millisecond) // a burst: the law pauses the copy
+	}
+	for range 14 {
+		lats = append(lats, 3*time.Millisecond) // it passed
+	}
 	run := func(g float64) []float64 {
-		var lats []time.Duration
-		// The slow start grows u once (0.6 → 0.672, the peak) and ends at
-		// the first window at the setpoint.
-		lats = append(lats, 3*time.Millisecond)
-		for range 15 {
-			lats = append(lats, 8*time.Millisecond) // at the setpoint: held → the output in force
-		}
-		for range 12 {
-			lats = append(lats, 40*time.Millisecond) // a burst: the law pauses the copy
-		}
-		for range 14 {
-			lats = append(lats, 3*time.Millisecond) // it passed
-		}
 		us, _ := scriptedPID(t, PIDParams{Setpoint: 8 * time.Millisecond, Initial: 0.6, RearmGrowth: g}, lats)
 		return us
+	}
+	// The first step grows in the slow start, the third after the burst in
+	// a rearm; each decision says which.
+	if _, d := scriptedPID(t, PIDParams{Setpoint: 8 * time.Millisecond, Initial: 0.6, RearmGrowth: 1.5}, lats[:1]); !strings.HasPrefix(d.Reason, "pid slow start ") {
+		t.Errorf("first step's reason %q: want the slow start's", d.Reason)
+	}
+	if _, d := scriptedPID(t, PIDParams{Setpoint: 8 * time.Millisecond, Initial: 0.6, RearmGrowth: 1.5}, lats[:31]); !strings.HasPrefix(d.Reason, "pid rearm ") {
+		t.Errorf("third step after the burst: reason %q, want a rearm's", d.Reason)
 	}
 	old, rearm := run(0), run(1.5)
 	held := old[15] // the output at the setpoint, the same in both runs until the burst

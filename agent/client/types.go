@@ -104,7 +104,9 @@ type Migration struct {
 
 // Summary is a finished migration's figures.
 type Summary struct {
-	Outcome    string  `json:"outcome"`
+	Outcome string `json:"outcome"`
+	// Bytes is what the snapshot and the copy moved; for an aborted
+	// migration, what its snapshot had sent before the rollback.
 	Bytes      int64   `json:"bytes"`
 	Seconds    float64 `json:"seconds"`
 	FreezeMS   float64 `json:"freeze_ms"`   // writes held at handover (live) — the client-visible pause

@@ -392,7 +392,7 @@ func printMigrate(w io.Writer, asJSON bool, r migrateResult) error {
 	case "running":
 		fmt.Fprintf(w, "migration %s running: tenant %d to %s\n", r.ID, r.Tenant, r.To)
 	default:
-		fmt.Fprintf(w, "migration %s %s: tenant %d stays on %s: %s\n", r.ID, r.Outcome, r.Tenant, r.From, r.Error)
+		fmt.Fprintf(w, "migration %s %s after %s in %.1f s: tenant %d stays on %s: %s\n", r.ID, r.Outcome, units.FormatBytes(float64(r.Bytes)), r.Seconds, r.Tenant, r.From, r.Error)
 	}
 	return nil
 }
