@@ -33,7 +33,8 @@ func TestCopyRate(t *testing.T) {
 
 // TestPairLines: each PID trial with a paired fixed trial gets a row and a
 // verdict; trials without one none; the count line says how many the PID won,
-// the next the medians and the sign test's tails.
+// the next the medians and the sign test's tails over the pairs in which
+// neither trial was kept disturbed.
 func TestPairLines(t *testing.T) {
 	if s := pairLines([]PIDPoint{{SetpointMs: 7}}); s != "" {
 		t.Errorf("no pairs: %q, want nothing", s)
@@ -42,16 +43,17 @@ func TestPairLines(t *testing.T) {
 		{SetpointMs: 7, MeanLatencyMs: 7.1, MigrationSeconds: 80, CopyRateMBs: 40, PairFixed: &FixedPoint{RateMBs: 40, MeanLatencyMs: 9, MigrationSeconds: 85}},
 		{SetpointMs: 8, MeanLatencyMs: 8.2, MigrationSeconds: 90, CopyRateMBs: 45, PairFixed: &FixedPoint{RateMBs: 45, MeanLatencyMs: 7, MigrationSeconds: 80}},
 		{SetpointMs: 9, MeanLatencyMs: 9.1, MigrationSeconds: 60},
+		{SetpointMs: 9, MeanLatencyMs: 9.1, MigrationSeconds: 60, CopyRateMBs: 50, Disturbed: true, PairFixed: &FixedPoint{RateMBs: 50, MeanLatencyMs: 20, MigrationSeconds: 61}},
 	}
 	s := pairLines(pid)
-	for _, want := range []string{"| 7.0 | 7.1 | 80.0 | 40.0 | 9.0 | 85.0 | -21 % | -6 % | PID: lower and faster |", "| 8.0 | 8.2 | 90.0 | 45.0 | 7.0 | 80.0 | +17 % | +12 % | fixed: lower and faster |", "in 1 of 2 pairs, and lower or equal and as fast or faster in 1.",
-		"Over the 2 pairs the PID's mean latency was the fixed trial's -2 % (median; -21 to +17 %) and its migration time +3 % (median; -6 to ", "1 or more lower pairs of 2 would come with chance 0.750"} {
+	for _, want := range []string{"| 7.0 | 7.1 | 80.0 | 40.0 | 9.0 | 85.0 | -21 % | -6 % | PID: lower and faster |", "| 8.0 | 8.2 | 90.0 | 45.0 | 7.0 | 80.0 | +17 % | +12 % | fixed: lower and faster |", "in 2 of 3 pairs, and lower or equal and as fast or faster in 2.", "| 9.0 | 9.1 | 60.0 | 50.0 | 20.0 | 61.0 | -54 % | -2 % | PID: lower and faster | – (disturbed) / – |",
+		"Over the 2 pairs in which neither trial was kept disturbed (the last column says which were), the PID's mean latency was the fixed trial's -2 % (median; -21 to +17 %) and its migration time +3 % (median; -6 to ", "1 or more lower pairs of 2 would come with chance 0.750"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("pair lines lack %q:\n%s", want, s)
 		}
 	}
-	if strings.Contains(s, "\n| 9.0 |") {
-		t.Errorf("a PID trial without a pair got a row:\n%s", s)
+	if strings.Count(s, "\n| 9.0 |") != 1 {
+		t.Errorf("want one row at 9 ms (the PID trial without a pair gets none):\n%s", s)
 	}
 	for _, c := range []struct {
 		pm, ps, fm, fs float64

@@ -1336,15 +1336,21 @@ func copyRate(r *TrialResult) float64 {
 // count of the pairs the PID won; "" when there are none.
 func pairLines(pid []PIDPoint) string {
 	var b strings.Builder
-	var n, won, lower int
-	var dLat, dTime []float64 // PID against its pair, %
+	var n, won, lower, calm, calmLower int
+	var dLat, dTime []float64 // PID against its pair, %, the undisturbed pairs'
 	for _, p := range pid {
 		f := p.PairFixed
 		if f == nil {
 			continue
 		}
-		dLat = append(dLat, 100*(p.MeanLatencyMs-f.MeanLatencyMs)/f.MeanLatencyMs)
-		dTime = append(dTime, 100*(p.MigrationSeconds-f.MigrationSeconds)/f.MigrationSeconds)
+		if !p.Disturbed && !f.Disturbed {
+			calm++
+			if p.MeanLatencyMs <= f.MeanLatencyMs {
+				calmLower++
+			}
+			dLat = append(dLat, 100*(p.MeanLatencyMs-f.MeanLatencyMs)/f.MeanLatencyMs)
+			dTime = append(dTime, 100*(p.MigrationSeconds-f.MigrationSeconds)/f.MigrationSeconds)
+		}
 		if n == 0 {
 			b.WriteString("\nEach PID trial against the fixed trial run right after it at its copy rate (`--paired`):\n\n")
 			b.WriteString("| PID setpoint ms | PID mean latency ms | PID migration s | PID copy rate MB/s | fixed trial's mean latency ms | fixed trial's migration s | PID's latency against it | PID's time against it | which did better | host steal, 10 s peak: PID / fixed |\n|---|---|---|---|---|---|---|---|---|---|\n")
@@ -1365,9 +1371,9 @@ func pairLines(pid []PIDPoint) string {
 		return ""
 	}
 	fmt.Fprintf(&b, "\nThe PID was at a lower or equal mean latency than its paired fixed trial in %d of %d pairs, and lower or equal and as fast or faster in %d.\n", lower, n, won)
-	if n > 1 {
-		fmt.Fprintf(&b, "Over the %d pairs the PID's mean latency was the fixed trial's %+.0f %% (median; %+.0f to %+.0f %%) and its migration time %+.0f %% (median; %+.0f to %+.0f %%). Sign test: were the PID no lower than the fixed rate at its speed (each pair a coin flip at best), %d or more lower pairs of %d would come with chance %.3f; were it no higher, %d or more higher pairs of %d with chance %.3f.\n",
-			n, stats.Median(dLat), slices.Min(dLat), slices.Max(dLat), stats.Median(dTime), slices.Min(dTime), slices.Max(dTime), lower, n, stats.SignTail(lower, n), n-lower, n, stats.SignTail(n-lower, n))
+	if calm > 1 {
+		fmt.Fprintf(&b, "Over the %d pairs in which neither trial was kept disturbed (the last column says which were), the PID's mean latency was the fixed trial's %+.0f %% (median; %+.0f to %+.0f %%) and its migration time %+.0f %% (median; %+.0f to %+.0f %%). Sign test: were the PID no lower than the fixed rate at its speed (each pair a coin flip at best), %d or more lower pairs of %d would come with chance %.3f; were it no higher, %d or more higher pairs of %d with chance %.3f.\n",
+			calm, stats.Median(dLat), slices.Min(dLat), slices.Max(dLat), stats.Median(dTime), slices.Min(dTime), slices.Max(dTime), calmLower, calm, stats.SignTail(calmLower, calm), calm-calmLower, calm, stats.SignTail(calm-calmLower, calm))
 	}
 	return b.String()
 }
