@@ -86,7 +86,7 @@ func TestSlackSweepSmall(t *testing.T) {
 		t.Fatalf("kept trials %+v, %+v: want both run to the end, marked disturbed", res.Fixed[0], res.PID[0])
 	}
 	pair := res.PID[0].PairFixed
-	if !(res.PID[0].CopyRateMBs > 0) || pair == nil || pair.PairOfMs != 50 || res.Fixed[1].PairOfMs != 50 || res.Fixed[0].PairOfMs != 0 ||
+	if !(res.PID[0].CopyRateMBs > 0) || pair == nil || res.PID[0].PairFirst != "pid" || pair.PairOfMs != 50 || res.Fixed[1].PairOfMs != 50 || res.Fixed[0].PairOfMs != 0 ||
 		math.Abs(pair.RateMBs-res.PID[0].CopyRateMBs) > 0.01 || !(pair.MigrationSeconds > 0) {
 		t.Fatalf("PID point %+v, pair %+v: want a fixed trial at the PID's copy rate, marked as its pair", res.PID[0], pair)
 	}
@@ -113,7 +113,7 @@ func TestSlackSweepSmall(t *testing.T) {
 	if d, ok := m["disturbed_pid"].([]any); !ok || len(d) != 1 || d[0].(map[string]any)["aborted"] != true {
 		t.Fatalf("summary's disturbed_pid %v: want one attempt marked aborted", m["disturbed_pid"])
 	}
-	if rep, err := os.ReadFile(filepath.Join(c.Out, ReportFile)); err != nil || strings.Count(string(rep), "(aborted)") != 3 || !strings.Contains(string(rep), "against the fixed trial run right after it") {
+	if rep, err := os.ReadFile(filepath.Join(c.Out, ReportFile)); err != nil || strings.Count(string(rep), "(aborted)") != 3 || !strings.Contains(string(rep), "against its paired fixed trial") {
 		t.Errorf("report: %v; want the three disturbed attempts marked (aborted) and the pair's table:\n%s", err, rep)
 	}
 	for _, f := range []string{SeriesFile, ReportFile, "sweep.png", "setpoints.png", "pid-50ms.png"} {

@@ -41,12 +41,13 @@ func TestPairLines(t *testing.T) {
 	}
 	pid := []PIDPoint{
 		{SetpointMs: 7, MeanLatencyMs: 7.1, MigrationSeconds: 80, CopyRateMBs: 40, PairFixed: &FixedPoint{RateMBs: 40, MeanLatencyMs: 9, MigrationSeconds: 85}},
-		{SetpointMs: 8, MeanLatencyMs: 8.2, MigrationSeconds: 90, CopyRateMBs: 45, PairFixed: &FixedPoint{RateMBs: 45, MeanLatencyMs: 7, MigrationSeconds: 80}},
+		{SetpointMs: 8, MeanLatencyMs: 8.2, MigrationSeconds: 90, CopyRateMBs: 45, PairFirst: "fixed", PairFixed: &FixedPoint{RateMBs: 44, MeanLatencyMs: 7, MigrationSeconds: 80}},
 		{SetpointMs: 9, MeanLatencyMs: 9.1, MigrationSeconds: 60},
 		{SetpointMs: 9, MeanLatencyMs: 9.1, MigrationSeconds: 60, CopyRateMBs: 50, Disturbed: true, PairFixed: &FixedPoint{RateMBs: 50, MeanLatencyMs: 20, MigrationSeconds: 61}},
 	}
 	s := pairLines(pid)
-	for _, want := range []string{"| 7.0 | 7.1 | 80.0 | 40.0 | 9.0 | 85.0 | -21 % | -6 % | PID: lower and faster |", "| 8.0 | 8.2 | 90.0 | 45.0 | 7.0 | 80.0 | +17 % | +12 % | fixed: lower and faster |", "in 2 of 3 pairs, and lower or equal and as fast or faster in 2.", "| 9.0 | 9.1 | 60.0 | 50.0 | 20.0 | 61.0 | -54 % | -2 % | PID: lower and faster | – (disturbed) / – |",
+	for _, want := range []string{"| 7.0 | pid | 7.1 | 80.0 | 40.0 | 40.0 | 9.0 | 85.0 | -21 % | -6 % | PID: lower and faster |", "| 8.0 | fixed | 8.2 | 90.0 | 45.0 | 44.0 | 7.0 | 80.0 | +17 % | +12 % | fixed: lower and faster |", "in 2 of 3 pairs, and lower or equal and as fast or faster in 2.", "| 9.0 | pid | 9.1 | 60.0 | 50.0 | 50.0 | 20.0 | 61.0 | -54 % | -2 % | PID: lower and faster | – (disturbed) / – |",
+		"By order: the PID lower in 1 of the 1 such pairs it ran first in, and in 0 of the 1 in which the fixed trial ran first.",
 		"Over the 2 pairs in which neither trial was kept disturbed (the last column says which were), the PID's mean latency was the fixed trial's -2 % (median; -21 to +17 %) and its migration time +3 % (median; -6 to ", "1 or more lower pairs of 2 would come with chance 0.750"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("pair lines lack %q:\n%s", want, s)
@@ -54,6 +55,14 @@ func TestPairLines(t *testing.T) {
 	}
 	if strings.Count(s, "\n| 9.0 |") != 1 {
 		t.Errorf("want one row at 9 ms (the PID trial without a pair gets none):\n%s", s)
+	}
+	for n, want := range map[int]bool{1: false, 2: true, 3: false, 4: true} {
+		if got := PairFixedFirst(n, 40e6); got != want {
+			t.Errorf("PairFixedFirst(%d, 40 MB/s) = %v, want %v", n, got, want)
+		}
+	}
+	if PairFixedFirst(2, 0) {
+		t.Errorf("PairFixedFirst(2, 0): the fixed trial first with no copy rate to run it at")
 	}
 	for _, c := range []struct {
 		pm, ps, fm, fs float64

@@ -319,12 +319,16 @@ type SweepOptions struct {
 	// process variable than Common.ClientLatency's (proxy only ↔ the
 	// clients' too), right after it: the two compared on the same plant.
 	CompareLatencySource bool
-	// Paired runs, right after each kept trial of Common's PID loop, a
-	// fixed-rate trial at that trial's copy rate (PIDPoint.CopyRateMBs):
-	// the two meet the plant minutes apart, where the ladder's trial at
-	// a like latency may be a quarter of an hour away on a host whose
-	// noise drifts. Its figures are in the PID point's pair_fixed and
-	// with the ladder's fixed trials.
+	// Paired runs, next to each kept trial of Common's PID loop, a
+	// fixed-rate trial at its copy rate (PIDPoint.CopyRateMBs): the two
+	// meet the plant minutes apart, where the ladder's trial at a like
+	// latency may be a quarter of an hour away on a host whose noise
+	// drifts. The order alternates per setpoint (PairFixedFirst): the
+	// first pair runs the PID first and the fixed trial at its copy rate
+	// after it, the second the fixed trial first, at the copy rate of the
+	// setpoint's last PID trial, and so on — so that neither loop always
+	// meets the plant the other has just left. Its figures are in the PID
+	// point's pair_fixed and pair_first and with the ladder's fixed trials.
 	Paired bool
 	// Rounds runs the whole order of trials (both ladders, the compared
 	// loops and the pairs) this many times in one run, on one loaded
@@ -397,9 +401,13 @@ type PIDPoint struct {
 	// whole migration: start-up, catch-up and handover too); 0 when the
 	// loop recorded too little of it.
 	CopyRateMBs float64 `json:"copy_rate_mb_s"`
-	// PairFixed is the fixed-rate trial run right after this one at its
-	// copy rate (SweepOptions.Paired); nil without one.
+	// PairFixed is the fixed-rate trial paired with this one
+	// (SweepOptions.Paired): run right after it at its copy rate, or, when
+	// PairFirst is "fixed", right before it at the copy rate of the last
+	// PID trial at this setpoint; nil without one.
 	PairFixed *FixedPoint `json:"pair_fixed,omitempty"`
+	// PairFirst says which trial of the pair ran first: "pid" or "fixed".
+	PairFirst string `json:"pair_first,omitempty"`
 	// MeanHorizon is the trial's mean-latency horizon, steps (0 = off).
 	MeanHorizon int `json:"mean_horizon_steps"`
 	// Ki is the trial's integral gain, per step.
@@ -829,7 +837,27 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	add(loop0)
 	if o.Paired {
 		pid := variants[0]
+		lastRate := map[float64]float64{} // setpoint → its last kept PID trial's copy rate, bytes/s
+		pairs := map[float64]int{}        // setpoint → pairs run
 		variants[0] = func(sp float64) error {
+			pairs[sp]++
+			if rate := lastRate[sp]; PairFixedFirst(pairs[sp], rate) {
+				say("pid %.1f ms: the fixed trial first this time, at the copy rate of the last PID trial at this setpoint, %.1f MB/s", sp, rate/1e6)
+				if err := runFixed(rate, sp); err != nil {
+					return err
+				}
+				f := res.Fixed[len(res.Fixed)-1]
+				if err := pid(sp); err != nil {
+					return err
+				}
+				if k := len(res.PID) - 1; k >= 0 && res.PID[k].SetpointMs == sp {
+					res.PID[k].PairFixed, res.PID[k].PairFirst = &f, "fixed"
+					if r := res.PID[k].CopyRateMBs; r > 0 {
+						lastRate[sp] = r * 1e6
+					}
+				}
+				return nil
+			}
 			if err := pid(sp); err != nil {
 				return err
 			}
@@ -842,12 +870,13 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 				say("pid %.1f ms: its copy rate was not measured: no paired fixed trial", sp)
 				return nil
 			}
+			lastRate[sp] = rate
 			say("pid %.1f ms: its copy ran at %.1f MB/s; the fixed trial at that rate next", sp, rate/1e6)
 			if err := runFixed(rate, sp); err != nil {
 				return err
 			}
 			f := res.Fixed[len(res.Fixed)-1]
-			res.PID[k].PairFixed = &f
+			res.PID[k].PairFixed, res.PID[k].PairFirst = &f, "pid"
 			return nil
 		}
 	}
@@ -1337,7 +1366,8 @@ func copyRate(r *TrialResult) float64 {
 func pairLines(pid []PIDPoint) string {
 	var b strings.Builder
 	var n, won, lower, calm, calmLower int
-	var dLat, dTime []float64 // PID against its pair, %, the undisturbed pairs'
+	var firstN, firstLower [2]int // clean pairs by which ran first (0 PID, 1 fixed), and the PID lower among them
+	var dLat, dTime []float64     // PID against its pair, %, the undisturbed pairs'
 	for _, p := range pid {
 		f := p.PairFixed
 		if f == nil {
@@ -1345,15 +1375,21 @@ func pairLines(pid []PIDPoint) string {
 		}
 		if !p.Disturbed && !f.Disturbed {
 			calm++
+			first := 0
+			if p.PairFirst == "fixed" {
+				first = 1
+			}
+			firstN[first]++
 			if p.MeanLatencyMs <= f.MeanLatencyMs {
 				calmLower++
+				firstLower[first]++
 			}
 			dLat = append(dLat, 100*(p.MeanLatencyMs-f.MeanLatencyMs)/f.MeanLatencyMs)
 			dTime = append(dTime, 100*(p.MigrationSeconds-f.MigrationSeconds)/f.MigrationSeconds)
 		}
 		if n == 0 {
-			b.WriteString("\nEach PID trial against the fixed trial run right after it at its copy rate (`--paired`):\n\n")
-			b.WriteString("| PID setpoint ms | PID mean latency ms | PID migration s | PID copy rate MB/s | fixed trial's mean latency ms | fixed trial's migration s | PID's latency against it | PID's time against it | which did better | host steal, 10 s peak: PID / fixed |\n|---|---|---|---|---|---|---|---|---|---|\n")
+			b.WriteString("\nEach PID trial against its paired fixed trial (`--paired`: run right after it at its copy rate, or, every second pair at a setpoint, right before it at the copy rate of the setpoint's last PID trial):\n\n")
+			b.WriteString("| PID setpoint ms | ran first | PID mean latency ms | PID migration s | PID copy rate MB/s | fixed rate MB/s | fixed trial's mean latency ms | fixed trial's migration s | PID's latency against it | PID's time against it | which did better | host steal, 10 s peak: PID / fixed |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		}
 		n++
 		verdict := PairVerdict(p.MeanLatencyMs, p.MigrationSeconds, f.MeanLatencyMs, f.MigrationSeconds)
@@ -1363,8 +1399,12 @@ func pairLines(pid []PIDPoint) string {
 				won++
 			}
 		}
-		fmt.Fprintf(&b, "| %.1f | %s | %.1f | %.1f | %s | %.1f | %+.0f %% | %+.0f %% | %s | %s / %s |\n", p.SetpointMs, f1(p.MeanLatencyMs), p.MigrationSeconds, p.CopyRateMBs,
-			f1(f.MeanLatencyMs), f.MigrationSeconds, 100*(p.MeanLatencyMs-f.MeanLatencyMs)/f.MeanLatencyMs, 100*(p.MigrationSeconds-f.MigrationSeconds)/f.MigrationSeconds, verdict,
+		first := p.PairFirst
+		if first == "" {
+			first = "pid"
+		}
+		fmt.Fprintf(&b, "| %.1f | %s | %s | %.1f | %.1f | %.1f | %s | %.1f | %+.0f %% | %+.0f %% | %s | %s / %s |\n", p.SetpointMs, first, f1(p.MeanLatencyMs), p.MigrationSeconds, p.CopyRateMBs,
+			f.RateMBs, f1(f.MeanLatencyMs), f.MigrationSeconds, 100*(p.MeanLatencyMs-f.MeanLatencyMs)/f.MeanLatencyMs, 100*(p.MigrationSeconds-f.MigrationSeconds)/f.MigrationSeconds, verdict,
 			stealCell(p.HostStealPeakPct, p.Disturbed), stealCell(f.HostStealPeakPct, f.Disturbed))
 	}
 	if n == 0 {
@@ -1374,8 +1414,16 @@ func pairLines(pid []PIDPoint) string {
 	if calm > 1 {
 		fmt.Fprintf(&b, "Over the %d pairs in which neither trial was kept disturbed (the last column says which were), the PID's mean latency was the fixed trial's %+.0f %% (median; %+.0f to %+.0f %%) and its migration time %+.0f %% (median; %+.0f to %+.0f %%). Sign test: were the PID no lower than the fixed rate at its speed (each pair a coin flip at best), %d or more lower pairs of %d would come with chance %.3f; were it no higher, %d or more higher pairs of %d with chance %.3f.\n",
 			calm, stats.Median(dLat), slices.Min(dLat), slices.Max(dLat), stats.Median(dTime), slices.Min(dTime), slices.Max(dTime), calmLower, calm, stats.SignTail(calmLower, calm), calm-calmLower, calm, stats.SignTail(calm-calmLower, calm))
+		fmt.Fprintf(&b, "By order: the PID lower in %d of the %d such pairs it ran first in, and in %d of the %d in which the fixed trial ran first.\n", firstLower[0], firstN[0], firstLower[1], firstN[1])
 	}
 	return b.String()
+}
+
+// PairFixedFirst says whether the n-th pair at a setpoint (from 1) runs its
+// fixed trial first: every second pair does, once a PID trial at that
+// setpoint has given a copy rate (lastRate, bytes/s; 0 = none yet).
+func PairFixedFirst(n int, lastRate float64) bool {
+	return n%2 == 0 && lastRate > 0
 }
 
 // PairVerdict says which of a PID trial (latency ms, seconds) and the
