@@ -1365,7 +1365,7 @@ func copyRate(r *TrialResult) float64 {
 // count of the pairs the PID won; "" when there are none.
 func pairLines(pid []PIDPoint) string {
 	var b strings.Builder
-	var n, won, lower, calm, calmLower int
+	var n, won, lower int
 	var firstN, firstLower [2]int // clean pairs by which ran first (0 PID, 1 fixed), and the PID lower among them
 	var dLat, dTime []float64     // PID against its pair, %, the undisturbed pairs'
 	for _, p := range pid {
@@ -1374,14 +1374,12 @@ func pairLines(pid []PIDPoint) string {
 			continue
 		}
 		if !p.Disturbed && !f.Disturbed {
-			calm++
 			first := 0
 			if p.PairFirst == "fixed" {
 				first = 1
 			}
 			firstN[first]++
 			if p.MeanLatencyMs <= f.MeanLatencyMs {
-				calmLower++
 				firstLower[first]++
 			}
 			dLat = append(dLat, 100*(p.MeanLatencyMs-f.MeanLatencyMs)/f.MeanLatencyMs)
@@ -1411,7 +1409,7 @@ func pairLines(pid []PIDPoint) string {
 		return ""
 	}
 	fmt.Fprintf(&b, "\nThe PID was at a lower or equal mean latency than its paired fixed trial in %d of %d pairs, and lower or equal and as fast or faster in %d.\n", lower, n, won)
-	if calm > 1 {
+	if calm, calmLower := firstN[0]+firstN[1], firstLower[0]+firstLower[1]; calm > 1 {
 		fmt.Fprintf(&b, "Over the %d pairs in which neither trial was kept disturbed (the last column says which were), the PID's mean latency was the fixed trial's %+.0f %% (median; %+.0f to %+.0f %%) and its migration time %+.0f %% (median; %+.0f to %+.0f %%). Sign test: were the PID no lower than the fixed rate at its speed (each pair a coin flip at best), %d or more lower pairs of %d would come with chance %.3f; were it no higher, %d or more higher pairs of %d with chance %.3f.\n",
 			calm, stats.Median(dLat), slices.Min(dLat), slices.Max(dLat), stats.Median(dTime), slices.Min(dTime), slices.Max(dTime), calmLower, calm, stats.SignTail(calmLower, calm), calm-calmLower, calm, stats.SignTail(calm-calmLower, calm))
 		fmt.Fprintf(&b, "By order: the PID lower in %d of the %d such pairs it ran first in, and in %d of the %d in which the fixed trial ran first.\n", firstLower[0], firstN[0], firstLower[1], firstN[1])
