@@ -11,18 +11,21 @@ import (
 // spread sigma on each second's mean — nothing moves it but the rate — or,
 // with a wave period P > 0 steps, a workload whose load swings: for P/2
 // steps the server has 0.8 of its capacity at 1.25× its idle latency, for the
-// next P/2 1.2 of it at 0.8×, from a phase drawn from the seed.
+// next P/2 1.2 of it at 0.8×, from a phase drawn from the seed; or, with
+// easeAt E > 0 steps, a load that eases once: the busy half's plant until
+// step E, the light half's from then on.
 type steadyPlant struct {
 	sigma  float64
 	period int
 	phase  int
+	easeAt int
 	noise  *rand.Rand
 }
 
 func (p *steadyPlant) latency(k int, r float64) time.Duration {
 	l0, c := 3e-3, 100e6
-	if p.period > 0 {
-		if ((k+p.phase)/(p.period/2))%2 == 0 {
+	if p.period > 0 || p.easeAt > 0 {
+		if busy := k < p.easeAt || p.easeAt == 0 && ((k+p.phase)/(p.period/2))%2 == 0; busy {
 			l0, c = 1.25*l0, 0.8*c
 		} else {
 			l0, c = 0.8*l0, 1.2*c
@@ -86,6 +89,48 @@ func TestPIDSteadyPlantCost(t *testing.T) {
 			if steps > c.bound*fs {
 				t.Errorf("noise %.1f, swing period %d, setpoint %v: PID %.1f steps, %.2f× the fixed rate's %.1f: want at most %.2f×", c.sigma, c.period, sp, steps, steps/fs, fs, c.bound)
 			}
+		}
+	}
+}
+
+// Where the PID's mean contract ends under its setpoint: a load that eases
+// 30 s into a 3.2 GB copy (idle latency 3.75 → 2.4 ms, capacity 80 → 120
+// MB/s). After the ease the law climbs at most Ki·MaxRate a step (the linear
+// error is at most 1) and a rearm stops at the rate that held the busy
+// plant, so a short copy ends with latency in hand — the undershoot the
+// testbed's short copies showed (docs/benchmarks.md, rounds 29 and 30).
+// Measured 2026-11-26 over 20 seeds, the clients' mean against the setpoint
+// at 6 / 8 / 10 ms: −6 / −10 / −13 %, where the same plant without the ease
+// is within 1 %. The bounds hold those figures: a change that spends the
+// late slack should tighten them; one that makes the undershoot worse fails.
+func TestPIDLateSlack(t *testing.T) {
+	const seeds = 20
+	for _, c := range []struct {
+		sp     time.Duration
+		easeAt int
+		lo, hi float64 // clients' mean ÷ setpoint
+	}{
+		{6 * time.Millisecond, 0, 0.98, 1.02},
+		{10 * time.Millisecond, 0, 0.98, 1.02},
+		{6 * time.Millisecond, 30, 0.92, 1.02},
+		{8 * time.Millisecond, 30, 0.88, 1.02},
+		{10 * time.Millisecond, 30, 0.85, 1.02},
+	} {
+		var steps, mean float64
+		for s := int64(1); s <= seeds; s++ {
+			p := &steadyPlant{sigma: 0.3, easeAt: c.easeAt, noise: rand.New(rand.NewSource(s))}
+			pid, err := NewPID(benchPIDParams(c.sp))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, m := windowedCopy(t, pid, burstSize, 0, p.latency(0, 0), p.latency)
+			steps += float64(n) / seeds
+			mean += m / seeds
+		}
+		ratio := mean / ms(c.sp)
+		t.Logf("setpoint %v, load eases at step %d: %.1f steps, clients' mean %.2f ms (%+.1f %%)", c.sp, c.easeAt, steps, mean, 100*(ratio-1))
+		if ratio < c.lo || ratio > c.hi {
+			t.Errorf("setpoint %v, load eases at step %d: clients' mean %.2f ms, %.3f× the setpoint: want %.2f–%.2f×", c.sp, c.easeAt, mean, ratio, c.lo, c.hi)
 		}
 	}
 }
