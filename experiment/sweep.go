@@ -1373,11 +1373,11 @@ func pairLines(pid []PIDPoint) string {
 		if f == nil {
 			continue
 		}
+		first, ranFirst := 0, "pid" // which ran first: index into firstN, and the table's cell
+		if p.PairFirst == "fixed" {
+			first, ranFirst = 1, "fixed"
+		}
 		if !p.Disturbed && !f.Disturbed {
-			first := 0
-			if p.PairFirst == "fixed" {
-				first = 1
-			}
 			firstN[first]++
 			if p.MeanLatencyMs <= f.MeanLatencyMs {
 				firstLower[first]++
@@ -1397,11 +1397,7 @@ func pairLines(pid []PIDPoint) string {
 				won++
 			}
 		}
-		first := p.PairFirst
-		if first == "" {
-			first = "pid"
-		}
-		fmt.Fprintf(&b, "| %.1f | %s | %s | %.1f | %.1f | %.1f | %s | %.1f | %+.0f %% | %+.0f %% | %s | %s / %s |\n", p.SetpointMs, first, f1(p.MeanLatencyMs), p.MigrationSeconds, p.CopyRateMBs,
+		fmt.Fprintf(&b, "| %.1f | %s | %s | %.1f | %.1f | %.1f | %s | %.1f | %+.0f %% | %+.0f %% | %s | %s / %s |\n", p.SetpointMs, ranFirst, f1(p.MeanLatencyMs), p.MigrationSeconds, p.CopyRateMBs,
 			f.RateMBs, f1(f.MeanLatencyMs), f.MigrationSeconds, 100*(p.MeanLatencyMs-f.MeanLatencyMs)/f.MeanLatencyMs, 100*(p.MigrationSeconds-f.MigrationSeconds)/f.MigrationSeconds, verdict,
 			stealCell(p.HostStealPeakPct, p.Disturbed), stealCell(f.HostStealPeakPct, f.Disturbed))
 	}
