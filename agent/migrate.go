@@ -374,6 +374,12 @@ func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *migratio
 			},
 			Progress: func(p migration.Progress) {
 				r.mu.Lock()
+				switch {
+				case p.Warning != "" && r.prog.Warning == "":
+					a.log.Warn("catch-up", "migration", rec.ID, "warning", p.Warning)
+				case p.Warning == "" && r.prog.Warning != "" && p.Phase == migration.PhaseCatchUp:
+					a.log.Info("catch-up converging again", "migration", rec.ID, "lag_bytes", p.LagBytes, "eta", p.ETA.Round(time.Second))
+				}
 				r.prog = p
 				if p.Phase == migration.PhaseSnapshot {
 					r.sent = max(r.sent, p.BytesDone)
@@ -592,7 +598,7 @@ func (a *Agent) migrationView(m catalog.Migration) client.Migration {
 		if p.LagBytes != 0 {
 			v.Progress.LagBytes = p.LagBytes
 		}
-		v.Progress.Action = p.Action
+		v.Progress.Action, v.Progress.Warning = p.Action, p.Warning
 		if ckpt != "" && p.Phase == migration.PhaseSnapshot {
 			v.Progress.Action = "checkpoint " + ckpt
 		}

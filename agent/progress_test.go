@@ -40,4 +40,12 @@ func TestProgressShowsCheckpoint(t *testing.T) {
 	if got := action(); got != "wait-catch-up" {
 		t.Errorf("in catch-up: action %q, want the driver's", got)
 	}
+	r.prog.Warning, r.prog.ETA = "catch-up is not converging", 0
+	if p := a.migrationView(cm).Progress; p.Warning != "catch-up is not converging" || p.ETASeconds != -1 {
+		t.Errorf("a stalled catch-up: warning %q, ETA %v s; want the driver's warning and no ETA", p.Warning, p.ETASeconds)
+	}
+	r.prog.Warning, r.prog.ETA = "", 90*time.Second
+	if p := a.migrationView(cm).Progress; p.Warning != "" || p.ETASeconds != 90 {
+		t.Errorf("a draining catch-up: warning %q, ETA %v s; want none and 90 s", p.Warning, p.ETASeconds)
+	}
 }

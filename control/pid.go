@@ -209,6 +209,11 @@ const AfterCopySteps = 5
 // half the setpoint of it.
 const DefaultMeanBand = 0.5
 
+// LawReason starts the Reason of a PID step where its law set the rate: not
+// a hold, not the slow start nor its rearm. The first such step ends the
+// slow start.
+const LawReason = "pid pv="
+
 // StartRearm is how many consecutive steps under the slow start's exit
 // level make the PID grow geometrically again (PIDParams.StartGrowth).
 const StartRearm = 3
@@ -516,7 +521,7 @@ func (c *PID) next(obs Observation) Decision {
 	return Decision{
 		Rate:     r,
 		Prefetch: r,
-		Reason:   fmt.Sprintf("pid pv=%v(%s)%s e=%+.3f du=%+.4f%s u=%.3f", pv.Round(10*time.Microsecond), who, spNote, e, du, exitNote, c.u),
+		Reason:   fmt.Sprintf(LawReason+"%v(%s)%s e=%+.3f du=%+.4f%s u=%.3f", pv.Round(10*time.Microsecond), who, spNote, e, du, exitNote, c.u),
 	}
 }
 

@@ -273,6 +273,9 @@ func Run(ctx context.Context, opt Options) (Result, error) {
 		}
 		say("%-9s %9s %-12s %12s  ETA %5s  lag %-9s  latency %6.1f ms (setpoint %.1f)", p.Phase, units.FormatBytes(float64(p.Bytes)),
 			of, units.FormatRate(p.Rate), eta(p.ETASeconds), lagText(p.LagBytes), lat, res.SetpointMs)
+		if p.Warning != "" {
+			say("warning: %s", p.Warning)
+		}
 	}
 	migEnd := time.Now()
 	if m.Outcome != "committed" {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	agentclient "github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/control"
 	"github.com/sluicedb/sluice/internal/testbin"
 	"github.com/sluicedb/sluice/loop"
 	"github.com/sluicedb/sluice/monitor"
@@ -283,20 +284,43 @@ func TestRateBetween(t *testing.T) {
 	if got := rateBetween(&TrialResult{}, 0, 10); got != 0 {
 		t.Errorf("no record: %v", got)
 	}
-	// The fixed rate of equal speed: the 20 s before a step at 40 s; a PID
-	// paused through them (bytes flat from 20 s) gets its whole pre-step
-	// copy's mean instead.
+	// The fixed rate of equal speed: with no law step recorded (a slow
+	// start to the step), the 20 s before a step at 40 s.
 	r.StepAt = 40
-	if got, whole := equalSpeed(r); math.Abs(got-5e6) > 1 || whole {
-		t.Errorf("equal speed before a step at 40 s = %v (whole %v), want 5e6 over the window", got, whole)
+	if got, from := equalSpeed(r); math.Abs(got-5e6) > 1 || from != 20 {
+		t.Errorf("equal speed before a step at 40 s = %v from %v s, want 5e6 from 20 s", got, from)
 	}
+	// The slow start ends at 15 s (the first law step): from there, at
+	// 1 MB/s for 5 s then 5 MB/s for 20 s.
+	for i := range r.Loop {
+		switch {
+		case r.Loop[i].T < 15:
+			r.Loop[i].Reason = "pid slow start pv=3ms u=0.1"
+		case r.Loop[i].T <= 40:
+			r.Loop[i].Reason = control.LawReason + "4ms e=+0.1 u=0.2"
+		}
+	}
+	if got, from := equalSpeed(r); math.Abs(got-105e6/25) > 1 || from != 15 {
+		t.Errorf("equal speed from the slow start's end = %v from %v s, want 105 MB over 25 s from 15 s", got, from)
+	}
+	// A law step later than 20 s before the step does not shorten the window.
+	for i := range r.Loop {
+		if r.Loop[i].T < 30 {
+			r.Loop[i].Reason = "pid slow start"
+		}
+	}
+	if got, from := equalSpeed(r); math.Abs(got-5e6) > 1 || from != 20 {
+		t.Errorf("equal speed with a late law step = %v from %v s, want 5e6 from 20 s", got, from)
+	}
+	// A PID paused through the window (bytes flat from 20 s) gets its whole
+	// pre-step copy's mean instead.
 	for i := range r.Loop {
 		if r.Loop[i].T > 20 && r.Loop[i].Phase == "snapshot" {
 			r.Loop[i].Bytes = 10e6
 		}
 	}
-	if got, whole := equalSpeed(r); math.Abs(got-10e6/30) > 1 || !whole {
-		t.Errorf("equal speed after a paused window = %v (whole %v), want the copy's mean 10 MB over 30 s", got, whole)
+	if got, from := equalSpeed(r); math.Abs(got-10e6/30) > 1 || from != r.MigStart {
+		t.Errorf("equal speed after a paused window = %v from %v s, want the copy's mean 10 MB over 30 s", got, from)
 	}
 	if got, _ := equalSpeed(&TrialResult{StepAt: 40}); got != 0 {
 		t.Errorf("equal speed with no record = %v, want 0", got)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	agentclient "github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/control"
 	"github.com/sluicedb/sluice/internal/chart"
 	"github.com/sluicedb/sluice/loop"
 	"github.com/sluicedb/sluice/testbed"
@@ -80,6 +81,10 @@ type StepResult struct {
 	SetpointMs          float64 `json:"setpoint_ms"`
 	BaselineMs          float64 `json:"baseline_ms"`
 	BaselineAfterStepMs float64 `json:"baseline_after_step_ms"`
+	// FixedRateMBs is the fixed trial's rate, MB/s: the PID's mean over
+	// the FixedRateWindowS seconds before the step (equalSpeed).
+	FixedRateMBs     float64 `json:"fixed_rate_mb_s"`
+	FixedRateWindowS float64 `json:"fixed_rate_window_s"`
 	// Disturbed are the attempts re-run (StealGuard), in the order run.
 	Disturbed []StepAttempt `json:"disturbed,omitempty"`
 }
@@ -186,13 +191,12 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 	if pr.StepAt < 0 || pr.StepAt >= pr.MigEnd {
 		return jsonSafe(res), fmt.Errorf("experiment: the PID's migration ended at %.0f s, before the step at %v: use a larger --size or an earlier --step-after", pr.MigEnd, step.At)
 	}
-	fixedRate, whole := equalSpeed(pr)
+	fixedRate, from := equalSpeed(pr)
 	if !(fixedRate > 0) {
 		return res, fmt.Errorf("experiment: the PID moved no bytes before the step")
 	}
-	if whole {
-		say("the PID was paused through the %.0f s before the step: the fixed rate is its mean over its whole copy before the step, %.1f MB/s", rateWindow, fixedRate/1e6)
-	}
+	res.FixedRateMBs, res.FixedRateWindowS = round(fixedRate/1e6, 2), round(pr.StepAt-from, 1)
+	say("the fixed rate of equal speed: the PID's mean over the %.0f s before the step, %.1f MB/s", pr.StepAt-from, fixedRate/1e6)
 	fr, fs, err := run(fmt.Sprintf("fixed-%.1fMBps", fixedRate/1e6), 0, agentclient.StartMigration{Rate: fixedRate})
 	if err != nil {
 		return res, err
@@ -217,7 +221,7 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 	}
 	c := stepChart(trials[0], trials[1],
 		fmt.Sprintf("step40: PID at %.1f ms, +%.0f %% arrivals at %.0f s", o.SetpointMs, 100*(o.Factor-1), pr.StepAt),
-		fmt.Sprintf("fixed %.1f MB/s (the PID's rate in the %.0f s before the step), same step at %.0f s", fixedRate/1e6, rateWindow, fr.StepAt),
+		fmt.Sprintf("fixed %.1f MB/s (the PID's rate in the %.0f s before the step), same step at %.0f s", fixedRate/1e6, pr.StepAt-from, fr.StepAt),
 		fixedRate)
 	if err := writePNG(o.Out, "step.png", c); err != nil {
 		return res, err
@@ -236,26 +240,39 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.1f | %s / %s |\n", x.name, f1(x.r.MeanLatencyBeforeMs), f1(x.r.MeanLatencyAfterMs), signedPct(x.r.MeanLatencyAfterMs, o.SetpointMs), f1(x.r.MeanLatencyAfterWithHandoverMs), x.r.MigrationSeconds, stealCell(x.r.HostStealPct, false), stealCell(x.r.HostStealPeakPct, false))
 	}
+	fmt.Fprintf(&b, "\nThe fixed rate is the PID's mean snapshot rate over the %.0f s before the step (from the end of its slow start, at least %.0f s).\n", res.FixedRateWindowS, rateWindow)
 	b.WriteString(stepDisturbedLines(res, o.SetpointMs, o.StealLimit))
 	b.WriteString("\n" + ledgerLines(trials) + "\n![step](step.png)\n")
 	return jsonSafe(res), writeFile(o.Out, ReportFile, b.String())
 }
 
 // equalSpeed is the fixed rate of equal speed to PID trial r: its mean
-// snapshot rate over the rateWindow before the step, where it has found its
-// rate (the ramp from its initial rate at the start would make the fixed run
-// gentler) — or, when it moved nothing then (paused through a burst), over
-// its whole copy before the step, and whole is true. 0 when it moved nothing
-// before the step at all.
-func equalSpeed(r *TrialResult) (rate float64, whole bool) {
-	if v := rateBetween(r, r.StepAt-rateWindow, r.StepAt); v > 0 {
-		return v, false
+// snapshot rate from the end of its slow start (the first step its PID law
+// ran) to the step, where it has found its rate (the ramp from its initial
+// rate would make the fixed run gentler), and over at least the rateWindow
+// before the step. The longest such window, not the last rateWindow alone:
+// a burst's pause in the last seconds before the step once made the fixed
+// rate 4.0 MB/s, no more than the WAL the stepped load writes, and that
+// migration's catch-up never converged (step40 at 7 ms, 2026-11-26 21:00
+// UTC). When the PID moved nothing over that window, the mean over its
+// whole copy before the step. from is the window's start (workload
+// seconds); rate is 0 when it moved nothing before the step at all.
+func equalSpeed(r *TrialResult) (rate, from float64) {
+	from = r.StepAt - rateWindow
+	for _, p := range r.Loop {
+		if p.Phase == "snapshot" && strings.HasPrefix(p.Reason, control.LawReason) && p.T < r.StepAt {
+			from = min(from, p.T)
+			break
+		}
 	}
-	return rateBetween(r, r.MigStart, r.StepAt), true
+	if v := rateBetween(r, from, r.StepAt); v > 0 {
+		return v, from
+	}
+	return rateBetween(r, r.MigStart, r.StepAt), r.MigStart
 }
 
-// rateWindow is how far before the step the fixed rate of equal speed is
-// measured (the PID's snapshot bytes per second over it), seconds.
+// rateWindow is the least time before the step over which the fixed rate of
+// equal speed is measured (the PID's snapshot bytes per second), seconds.
 const rateWindow = 20.0
 
 // rateBetween is the snapshot's bytes/s between workload seconds from and

@@ -540,8 +540,13 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 		peakOf = monitor.StealPeak
 	}
 	abortAsked := false
+	warned := false
 	m, merr := tr.Bed.Migrate(ctx, tr.Tenant, tr.To, tr.Migration, func(m agentclient.Migration) {
 		doStep()
+		if w := m.Progress.Warning; w != "" && !warned {
+			say("  %5.0fs warning: %s", since(), w)
+		}
+		warned = m.Progress.Warning != ""
 		if m.Progress.Controller != "" {
 			res.ReserveMsS = m.Progress.ReserveMsS // a finished migration's answer no longer carries it
 		}

@@ -24,8 +24,12 @@ type Progress struct {
 	BytesDone  int64         `json:"bytes_done"`  // of the current copy (snapshot, cold copy, warm)
 	BytesTotal int64         `json:"bytes_total"` // estimate; 0 unknown
 	Rate       float64       `json:"rate"`        // bytes/s over the current copy so far; in CATCH-UP, WAL shipped since the phase began
-	ETA        time.Duration `json:"eta_ns"`      // at Rate; 0 unknown
+	ETA        time.Duration `json:"eta_ns"`      // copy: at Rate; CATCH-UP: at the lag's fitted pace (catchUpOutlook); 0 unknown
 	LagBytes   int64         `json:"lag_bytes"`   // standby replay lag; -1 unknown
+	// Warning, when set, says in one line that CATCH-UP will not end
+	// before Env.CatchUpTimeout rolls the migration back at the lag's pace
+	// (catchUpOutlook); it clears when the pace recovers.
+	Warning string `json:"warning,omitempty"`
 }
 
 // Env is what Run works with. Source, Target and Router are required.
@@ -202,6 +206,7 @@ type runner struct {
 	env          Env
 	catchUpStart time.Time
 	walAtCatchUp int64 // the relay's byte count when CATCH-UP began (walCounter)
+	trend        lagTrend
 	lastProgress time.Time
 	copyStart    time.Time
 	copyTotal    int64
@@ -277,7 +282,7 @@ func (r *runner) progress(rec Record, action string, force bool) {
 // it with their rate and ETA; at most every ProgressEvery unless forced. In
 // CATCH-UP, with a walCounter source, the rate is the WAL shipped per
 // second since the phase began (the snapshot's bytes no longer move, so
-// their rate would read 0).
+// their rate would read 0), and the ETA and Warning are the lag trend's.
 func (r *runner) progressBytes(rec Record, action string, done int64, force bool) {
 	if r.env.Progress == nil {
 		return
@@ -299,8 +304,11 @@ func (r *runner) progressBytes(rec Record, action string, done int64, force bool
 			}
 		}
 	}
-	if wc, ok := r.env.Source.(walCounter); ok && rec.Phase == PhaseCatchUp && !r.catchUpStart.IsZero() {
-		p.Rate = shipRate(wc.WALRelayed()-r.walAtCatchUp, now.Sub(r.catchUpStart))
+	if rec.Phase == PhaseCatchUp && !r.catchUpStart.IsZero() {
+		if wc, ok := r.env.Source.(walCounter); ok {
+			p.Rate = shipRate(wc.WALRelayed()-r.walAtCatchUp, now.Sub(r.catchUpStart))
+		}
+		p.ETA, p.Warning = catchUpOutlook(&r.trend, p.LagBytes, rec.CatchUpBytes, r.catchUpStart.Add(r.env.CatchUpTimeout).Sub(now))
 	}
 	r.env.Progress(p)
 }
@@ -391,6 +399,9 @@ func (r *runner) execute(ctx context.Context, rec Record, a Action) Event {
 			if got, err := sp.SlotRestartLSN(ctx, rec.Slot); err == nil && got != 0 {
 				r.lag = max(int64(flush)-int64(got), 0)
 			}
+		}
+		if rec.Phase == PhaseCatchUp {
+			r.trend.add(env.Now(), r.lag, lag >= 0)
 		}
 		r.progress(rec, a.String(), false)
 		if lag < 0 || lag > a.MaxLag {

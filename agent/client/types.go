@@ -71,6 +71,9 @@ type Progress struct {
 	ETASeconds float64 `json:"eta_seconds"`      // -1 = unknown
 	LagBytes   int64   `json:"lag_bytes"`        // WAL the target still has to replay; -1 = unknown
 	Elapsed    float64 `json:"elapsed_seconds"`
+	// Warning, when set, says that catch-up will not end before its
+	// timeout rolls the migration back at the lag's pace (one line).
+	Warning string `json:"warning,omitempty"`
 	// Set while a control loop runs (StartMigration.Control):
 	Controller string  `json:"controller,omitempty"`
 	LatencyMs  float64 `json:"latency_ms,omitempty"`  // the loop's last process variable; -1 = no data

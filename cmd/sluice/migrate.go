@@ -360,6 +360,9 @@ func progressLine(m client.Migration) string {
 			fmt.Fprintf(&b, "  source CPU throttled %.0f%%", *c)
 		}
 	}
+	if p.Warning != "" {
+		fmt.Fprintf(&b, "  warning: %s", p.Warning)
+	}
 	return b.String()
 }
 

@@ -57,3 +57,17 @@ func TestProgressLineCheckpoint(t *testing.T) {
 		t.Errorf("line %q", l)
 	}
 }
+
+// TestProgressLineWarning: a catch-up that will not end in time says so on
+// the progress line, after the figures; with an ETA when it drains.
+func TestProgressLineWarning(t *testing.T) {
+	m := client.Migration{Progress: client.Progress{Phase: "catch-up", Bytes: 3e9, Rate: 4e6, ETASeconds: -1, LagBytes: 2.85e9,
+		Warning: "catch-up is not converging: replay lag 2.85 GB"}}
+	if l := progressLine(m); !strings.Contains(l, "lag 2.85 GB  warning: catch-up is not converging") || !strings.Contains(l, "ETA -") {
+		t.Errorf("line %q", l)
+	}
+	m.Progress.Warning, m.Progress.ETASeconds = "", 42
+	if l := progressLine(m); strings.Contains(l, "warning") || !strings.Contains(l, "ETA 42s") {
+		t.Errorf("line %q", l)
+	}
+}
