@@ -276,6 +276,7 @@ func TestMigrationBadInput(t *testing.T) {
 		{"negative rate", client.StartMigration{Tenant: tn.ID, To: "a2", Rate: -1}, 400, "rate"},
 		{"checkpoint pace too long", client.StartMigration{Tenant: tn.ID, To: "a2", Checkpoint: "28s"}, 400, "checkpoint pace"},
 		{"bad checkpoint", client.StartMigration{Tenant: tn.ID, To: "a2", Checkpoint: "gentle"}, 400, "checkpoint"},
+		{"bad catch-up timeout", client.StartMigration{Tenant: tn.ID, To: "a2", CatchUpTimeout: "-5m"}, 400, "catch-up timeout \"-5m\""},
 		{"no space on target", client.StartMigration{Tenant: tn.ID, To: "a3"}, 422, "not enough space"},
 		{"other major version", client.StartMigration{Tenant: tn.ID, To: "a4"}, 422, "PostgreSQL 14"},
 		{"wal_level minimal", client.StartMigration{Tenant: minimal.ID, To: "a2"}, 422, "wal_level=minimal"},

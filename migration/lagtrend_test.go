@@ -139,3 +139,28 @@ func TestCatchUpWarnsEarly(t *testing.T) {
 		t.Errorf("draining at 100 MB/s: warning %q, ETA %v; want an ETA and no warning", last.Warning, last.ETA)
 	}
 }
+
+// TestCatchUpTimeoutFromRecord: a record's own catch-up timeout overrides
+// the Env's, in the warning's count-down and in the failure.
+func TestCatchUpTimeoutFromRecord(t *testing.T) {
+	now := trendT0
+	src, tgt := &stuckSource{flush: 3 << 30}, &stuckTarget{replay: 1 << 20}
+	var last Progress
+	r := &runner{env: Env{Source: src, Target: tgt, Now: func() time.Time { return now },
+		Progress: func(p Progress) { last = p }}}
+	r.env.defaults()
+	rec := Record{ID: "m1", Phase: PhaseCatchUp, CatchUpBytes: DefaultCatchUpBytes, CatchUpTimeout: 30 * time.Second}
+	var ev Event
+	for end := now.Add(20 * time.Second); now.Before(end); now = now.Add(CatchUpPoll) {
+		ev = r.execute(context.Background(), rec, WaitCatchUp{MaxLag: rec.CatchUpBytes})
+	}
+	if _, ok := ev.(LagReport); !ok || !strings.Contains(last.Warning, "rolls back in 10s") {
+		t.Fatalf("at 20 s of a 30 s timeout: event %v, warning %q; want a lag report and 10 s left", ev, last.Warning)
+	}
+	for end := now.Add(11 * time.Second); now.Before(end); now = now.Add(CatchUpPoll) {
+		ev = r.execute(context.Background(), rec, WaitCatchUp{MaxLag: rec.CatchUpBytes})
+	}
+	if f, ok := ev.(Failed); !ok || !strings.Contains(f.Err, "after 30s (the catch-up timeout)") {
+		t.Errorf("past the record's 30 s timeout: event %v, want it failed", ev)
+	}
+}

@@ -90,6 +90,9 @@ type Record struct {
 
 	// CatchUpBytes: CATCH-UP ends when replay lag ≤ this (bytes).
 	CatchUpBytes int64 `json:"catch_up_bytes"`
+	// CatchUpTimeout bounds CATCH-UP within one Run: a lag still above
+	// CatchUpBytes after it rolls the migration back. 0: Env.CatchUpTimeout.
+	CatchUpTimeout time.Duration `json:"catch_up_timeout_ns,omitempty"`
 	// HoldDeadline: how long in-flight transactions may take to finish after Hold.
 	HoldDeadline time.Duration `json:"hold_deadline_ns"`
 

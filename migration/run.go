@@ -71,7 +71,8 @@ type Env struct {
 	PrepareTimeout time.Duration
 	// PromoteTimeout bounds Promote (default 30 s).
 	PromoteTimeout time.Duration
-	// CatchUpTimeout bounds CATCH-UP within one Run (default 10 min).
+	// CatchUpTimeout bounds CATCH-UP within one Run (default 10 min) where
+	// the record sets none (Record.CatchUpTimeout).
 	CatchUpTimeout time.Duration
 	// RetryBackoff is the pause before retrying a failed roll-forward or
 	// rollback action, multiplied by the failure count (default 200 ms).
@@ -308,9 +309,17 @@ func (r *runner) progressBytes(rec Record, action string, done int64, force bool
 		if wc, ok := r.env.Source.(walCounter); ok {
 			p.Rate = shipRate(wc.WALRelayed()-r.walAtCatchUp, now.Sub(r.catchUpStart))
 		}
-		p.ETA, p.Warning = catchUpOutlook(&r.trend, p.LagBytes, rec.CatchUpBytes, r.catchUpStart.Add(r.env.CatchUpTimeout).Sub(now))
+		p.ETA, p.Warning = catchUpOutlook(&r.trend, p.LagBytes, rec.CatchUpBytes, r.catchUpStart.Add(r.catchUpTimeout(rec)).Sub(now))
 	}
 	r.env.Progress(p)
+}
+
+// catchUpTimeout is rec's catch-up timeout, else the Env's.
+func (r *runner) catchUpTimeout(rec Record) time.Duration {
+	if rec.CatchUpTimeout > 0 {
+		return rec.CatchUpTimeout
+	}
+	return r.env.CatchUpTimeout
 }
 
 // shipRate is n bytes over d, bytes/s; 0 for no time or no bytes.
@@ -405,8 +414,8 @@ func (r *runner) execute(ctx context.Context, rec Record, a Action) Event {
 		}
 		r.progress(rec, a.String(), false)
 		if lag < 0 || lag > a.MaxLag {
-			if env.Now().Sub(r.catchUpStart) > env.CatchUpTimeout {
-				return failed(a, fmt.Errorf("replay lag still %d bytes after %s", lag, env.CatchUpTimeout))
+			if to := r.catchUpTimeout(rec); env.Now().Sub(r.catchUpStart) > to {
+				return failed(a, fmt.Errorf("replay lag still %d bytes after %s (the catch-up timeout)", lag, to))
 			}
 		}
 		return LagReport{Bytes: lag}

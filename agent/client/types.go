@@ -50,6 +50,9 @@ type StartMigration struct {
 	To     string  `json:"to"`             // peer name from the agent's config, or a URL
 	Rate   float64 `json:"rate,omitempty"` // bytes/s; 0 = unlimited
 	Mode   string  `json:"mode,omitempty"` // "live" (default) or "stop-and-copy"
+	// CatchUpTimeout is how long catch-up may take before the migration
+	// rolls back, a duration such as "30m" (default 10m).
+	CatchUpTimeout string `json:"catch_up_timeout,omitempty"`
 	// Checkpoint is how the snapshot's checkpoint is taken: "fast" (the
 	// default: every dirty buffer written at once), "spread" (the source
 	// server's own pacing, minutes by default) or a pace such as "3s": its

@@ -44,6 +44,7 @@ type migrateResult struct {
 func init() {
 	var (
 		agentURL, to, rate, mode                string
+		catchUpTimeout                          string
 		checkpoint                              string
 		tenant                                  int64
 		asJSON, detach                          bool
@@ -82,6 +83,11 @@ Interrupting the command stops following; the migration carries on.`,
 			}
 			if _, _, err := snapshot.ParseCheckpoint(checkpoint); err != nil {
 				return usagef("migrate: --checkpoint: %v", err)
+			}
+			if catchUpTimeout != "" {
+				if d, err := time.ParseDuration(catchUpTimeout); err != nil || d < time.Second {
+					return usagef("migrate: --catch-up-timeout %q: want a duration of at least 1s, such as 30m", catchUpTimeout)
+				}
 			}
 			r := 0.0
 			if rate != "" {
@@ -191,7 +197,7 @@ Interrupting the command stops following; the migration carries on.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
-			m, err := c.StartMigration(ctx, client.StartMigration{Tenant: tenant, To: to, Rate: r, Mode: mode, Checkpoint: checkpoint, Control: ctl})
+			m, err := c.StartMigration(ctx, client.StartMigration{Tenant: tenant, To: to, Rate: r, Mode: mode, Checkpoint: checkpoint, CatchUpTimeout: catchUpTimeout, Control: ctl})
 			if err != nil {
 				return agentErr("migrate", err)
 			}
@@ -231,6 +237,7 @@ Interrupting the command stops following; the migration carries on.`,
 	f.StringVar(&rate, "rate", "", "copy rate cap, e.g. 20MB/s (default unlimited); with --controller: the fixed controller's rate, the PID's starting rate (default a tenth of --max-rate)")
 	f.StringVar(&mode, "mode", "live", "live or stop-and-copy")
 	f.StringVar(&checkpoint, "checkpoint", "fast", "how the snapshot's checkpoint writes the source's dirty buffers: fast (at once), spread (the server's own pacing, minutes by default), or a pace such as 3s (spread over about that long, up to 27s; the copy starts that much later)")
+	f.StringVar(&catchUpTimeout, "catch-up-timeout", "", "how long the catch-up of the WAL written during the copy may take before the migration rolls back, e.g. 30m (default 10m); the progress warns early when it will not end in time")
 	f.BoolVar(&asJSON, "json", false, "print one final JSON object instead of progress and summary")
 	f.BoolVar(&detach, "detach", false, "start the migration and return at once")
 	f.StringVar(&controller, "controller", "", "run a control loop in the source agent: fixed, pid, integral or interference")
