@@ -127,6 +127,12 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 	if o.SetpointMs == 0 {
 		o.SetpointMs = round(3*base.Mean, 1)
 	}
+	if base.Mean >= o.SetpointMs {
+		// Seen 2026-11-26 21:43 UTC in a host steal phase: a 14.8 ms
+		// baseline under a 7 ms setpoint; the PID paused through the copy
+		// and its "equal speed" was 0.7 MB/s, a fixed trial of an hour.
+		return res, fmt.Errorf("experiment: the baseline mean latency %.1f ms (at %.0f transactions/s, no migration) is at or above the setpoint %.1f ms: the PID could only pause, and a fixed rate of its speed would crawl; run again on a quieter host or raise --setpoint", base.Mean, o.Workload.Rate, o.SetpointMs)
+	}
 	res.SetpointMs, res.BaselineMs = o.SetpointMs, round(base.Mean, 2)
 	stepped := o.Workload
 	stepped.Rate *= o.Factor
