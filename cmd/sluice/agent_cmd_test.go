@@ -164,7 +164,7 @@ func TestTenantAndMigrateCommands(t *testing.T) {
 	if code, out, _ = agentRunCLI(t, "tenant", "list", "--agent", urls[0]); code != 0 || !strings.Contains(out, "shop") || !strings.Contains(out, "running") {
 		t.Fatalf("tenant list: exit %d:\n%s", code, out)
 	}
-	code, out, errs = agentRunCLI(t, "migrate", "--agent", urls[0], "--tenant", "1", "--to", urls[1], "--rate", "50MB/s", "--json")
+	code, out, errs = agentRunCLI(t, "migrate", "--agent", urls[0], "--tenant", "1", "--to", urls[1], "--rate", "50MB/s", "--catch-up-timeout", "7m", "--json")
 	if code != 0 {
 		t.Fatalf("migrate: exit %d: %s%s", code, out, errs)
 	}
@@ -179,6 +179,10 @@ func TestTenantAndMigrateCommands(t *testing.T) {
 	}
 	if res["outcome"] != "committed" || res["bytes"].(float64) <= 0 || res["freeze_ms"].(float64) <= 0 {
 		t.Fatalf("migrate result %s", out)
+	}
+	// --catch-up-timeout reached the migration's record.
+	if code, out, errs = agentRunCLI(t, "migration", "show", res["id"].(string), "--agent", urls[0], "--json"); code != 0 || !strings.Contains(out, `"catch_up_timeout_ns": 420000000000`) {
+		t.Fatalf("migration show after --catch-up-timeout 7m: exit %d, want the record's catch_up_timeout_ns 420 s\n%s%s", code, out, errs)
 	}
 	// A PID needs the proxy's latency: these agents have none, so it is
 	// refused up front (exit 2) and nothing starts.
