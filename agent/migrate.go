@@ -394,7 +394,7 @@ func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *migratio
 				r.mu.Lock()
 				switch {
 				case p.Warning != "" && r.prog.Warning == "":
-					a.log.Warn("catch-up", "migration", rec.ID, "warning", p.Warning)
+					a.log.Warn("catch-up will not end in time", "migration", rec.ID, "warning", p.Warning)
 				case p.Warning == "" && r.prog.Warning != "" && p.Phase == migration.PhaseCatchUp:
 					a.log.Info("catch-up converging again", "migration", rec.ID, "lag_bytes", p.LagBytes, "eta", p.ETA.Round(time.Second))
 				}

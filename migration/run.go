@@ -27,8 +27,9 @@ type Progress struct {
 	ETA        time.Duration `json:"eta_ns"`      // copy: at Rate; CATCH-UP: at the lag's fitted pace (catchUpOutlook); 0 unknown
 	LagBytes   int64         `json:"lag_bytes"`   // standby replay lag; -1 unknown
 	// Warning, when set, says in one line that CATCH-UP will not end
-	// before Env.CatchUpTimeout rolls the migration back at the lag's pace
-	// (catchUpOutlook); it clears when the pace recovers.
+	// before its timeout (Record.CatchUpTimeout, else Env.CatchUpTimeout)
+	// rolls the migration back, at the lag's pace (catchUpOutlook); it
+	// clears when the pace recovers.
 	Warning string `json:"warning,omitempty"`
 }
 
