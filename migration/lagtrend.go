@@ -17,10 +17,14 @@ import (
 const (
 	// LagTrendWindow is how far back the lag's slope is fitted.
 	LagTrendWindow = 30 * time.Second
-	// LagTrendMin is the least span of samples the outlook is judged on:
-	// below it there is no ETA and no warning (the lag moves in steps as
-	// segments arrive and replay).
+	// LagTrendMin is the least span of samples the ETA is judged on:
+	// below it there is none (the lag moves in steps as segments arrive
+	// and replay).
 	LagTrendMin = 10 * time.Second
+	// LagWarnMin is the least span of samples a warning is judged on: a
+	// standby that has just started may replay for some seconds before its
+	// lag falls.
+	LagWarnMin = 20 * time.Second
 )
 
 // lagTrend holds the lag samples of the last LagTrendWindow. Samples of
@@ -83,9 +87,10 @@ const stallShare = 0.01
 
 // catchUpOutlook is what the trend says at a lag of lag bytes with
 // CATCH-UP ending at maxLag and left until its timeout: the time to drain
-// to maxLag at the fitted pace (0 unknown: too short a trend, or the lag is
-// not shrinking) and, when the trend spans LagTrendMin and that time is
-// longer than left (or never comes), a one-line warning.
+// to maxLag at the fitted pace (0 unknown: a trend shorter than
+// LagTrendMin, or the lag is not shrinking) and, when the trend spans
+// LagWarnMin and that time is longer than left (or never comes), a
+// one-line warning.
 func catchUpOutlook(t *lagTrend, lag, maxLag int64, left time.Duration) (eta time.Duration, warning string) {
 	perSec, span := t.slope()
 	if span < LagTrendMin || lag < 0 {
@@ -95,7 +100,11 @@ func catchUpOutlook(t *lagTrend, lag, maxLag int64, left time.Duration) (eta tim
 		return 0, ""
 	}
 	left = max(left, 0).Round(time.Second)
+	warn := span >= LagWarnMin
 	if -perSec*LagTrendWindow.Seconds() < stallShare*float64(lag) {
+		if !warn {
+			return 0, ""
+		}
 		verb := "growing"
 		if perSec <= 0 || perSec*LagTrendWindow.Seconds() < stallShare*float64(lag) {
 			verb = "not shrinking"
@@ -105,7 +114,7 @@ func catchUpOutlook(t *lagTrend, lag, maxLag int64, left time.Duration) (eta tim
 	}
 	secs := float64(lag-maxLag) / -perSec
 	eta = time.Duration(math.Min(secs, 1e7) * float64(time.Second))
-	if eta > left {
+	if eta > left && warn {
 		warning = fmt.Sprintf("catch-up too slow: replay lag %s shrinking %s needs %s more, but it rolls back in %s unless the rate rises or the load falls",
 			units.FormatBytes(float64(lag)), units.FormatRate(-perSec), eta.Round(time.Second), left)
 	}

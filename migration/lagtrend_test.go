@@ -52,6 +52,12 @@ func TestCatchUpOutlook(t *testing.T) {
 	if eta != 0 || !strings.Contains(w, "not converging") || !strings.Contains(w, "2.85 GB") || !strings.Contains(w, "rolls back in 8m0s") {
 		t.Errorf("flat lag: eta %v, warning %q; want no ETA and a not-converging warning", eta, w)
 	}
+	// Flat for 15 s only: a standby still starting; no warning yet.
+	var starting lagTrend
+	feed(&starting, 0, 15, true, func(float64) float64 { return 2.85e9 })
+	if eta, w := catchUpOutlook(&starting, 2.85e9, maxLag, 8*time.Minute); eta != 0 || w != "" {
+		t.Errorf("flat for 15 s: eta %v, warning %q; want neither before %v", eta, w, LagWarnMin)
+	}
 	// Growing: says so.
 	var growing lagTrend
 	feed(&growing, 0, 20, true, func(s float64) float64 { return 1e9 + 2e6*s })
@@ -101,7 +107,7 @@ func (t *stuckTarget) Position(context.Context, Record) (Position, error) {
 
 // TestCatchUpWarnsEarly drives WaitCatchUp on a fake clock with a replay
 // lag that does not shrink: the progress warns once the trend spans
-// LagTrendMin, long before the CatchUpTimeout would roll the migration back,
+// LagWarnMin, long before the CatchUpTimeout would roll the migration back,
 // and clears (with an ETA) once the lag drains.
 func TestCatchUpWarnsEarly(t *testing.T) {
 	now := trendT0
@@ -118,15 +124,15 @@ func TestCatchUpWarnsEarly(t *testing.T) {
 		}
 		return ev
 	}
-	poll(5)
+	poll(15)
 	if last.Warning != "" || last.ETA != 0 {
-		t.Errorf("after 5 s: warning %q, ETA %v; want neither yet", last.Warning, last.ETA)
+		t.Errorf("after 15 s: warning %q, ETA %v; want neither yet", last.Warning, last.ETA)
 	}
-	if ev, ok := poll(15).(LagReport); !ok || ev.Bytes != int64(src.flush-tgt.replay) {
-		t.Fatalf("after 20 s: event %v, want a lag report", ev)
+	if ev, ok := poll(10).(LagReport); !ok || ev.Bytes != int64(src.flush-tgt.replay) {
+		t.Fatalf("after 25 s: event %v, want a lag report", ev)
 	}
 	if !strings.Contains(last.Warning, "not converging") || last.ETA != 0 {
-		t.Errorf("a flat lag after 20 s: warning %q, ETA %v; want a not-converging warning", last.Warning, last.ETA)
+		t.Errorf("a flat lag after 25 s: warning %q, ETA %v; want a not-converging warning", last.Warning, last.ETA)
 	}
 	// The standby replays 100 MB/s from here: within a window the warning
 	// goes and the ETA comes.
@@ -149,18 +155,18 @@ func TestCatchUpTimeoutFromRecord(t *testing.T) {
 	r := &runner{env: Env{Source: src, Target: tgt, Now: func() time.Time { return now },
 		Progress: func(p Progress) { last = p }}}
 	r.env.defaults()
-	rec := Record{ID: "m1", Phase: PhaseCatchUp, CatchUpBytes: DefaultCatchUpBytes, CatchUpTimeout: 30 * time.Second}
+	rec := Record{ID: "m1", Phase: PhaseCatchUp, CatchUpBytes: DefaultCatchUpBytes, CatchUpTimeout: 35 * time.Second}
 	var ev Event
-	for end := now.Add(20 * time.Second); now.Before(end); now = now.Add(CatchUpPoll) {
+	for end := now.Add(25 * time.Second); now.Before(end); now = now.Add(CatchUpPoll) {
 		ev = r.execute(context.Background(), rec, WaitCatchUp{MaxLag: rec.CatchUpBytes})
 	}
 	if _, ok := ev.(LagReport); !ok || !strings.Contains(last.Warning, "rolls back in 10s") {
-		t.Fatalf("at 20 s of a 30 s timeout: event %v, warning %q; want a lag report and 10 s left", ev, last.Warning)
+		t.Fatalf("at 25 s of a 35 s timeout: event %v, warning %q; want a lag report and 10 s left", ev, last.Warning)
 	}
 	for end := now.Add(11 * time.Second); now.Before(end); now = now.Add(CatchUpPoll) {
 		ev = r.execute(context.Background(), rec, WaitCatchUp{MaxLag: rec.CatchUpBytes})
 	}
-	if f, ok := ev.(Failed); !ok || !strings.Contains(f.Err, "after 30s (the catch-up timeout)") {
-		t.Errorf("past the record's 30 s timeout: event %v, want it failed", ev)
+	if f, ok := ev.(Failed); !ok || !strings.Contains(f.Err, "after 35s (the catch-up timeout)") {
+		t.Errorf("past the record's 35 s timeout: event %v, want it failed", ev)
 	}
 }
