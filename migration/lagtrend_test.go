@@ -105,67 +105,71 @@ func (t *stuckTarget) Position(context.Context, Record) (Position, error) {
 	return Position{Receive: t.replay, Replay: t.replay, InRecovery: true}, nil
 }
 
+// stuckCatchUp is a runner in CATCH-UP on a fake clock over a source whose
+// WAL is 3 GiB ahead of its standby's replay, neither moving until the test
+// moves them; poll runs WaitCatchUp every CatchUpPoll for secs seconds and
+// returns the last event, last the last progress report.
+type stuckCatchUp struct {
+	r    *runner
+	now  time.Time
+	src  *stuckSource
+	tgt  *stuckTarget
+	last Progress
+	rec  Record
+}
+
+func newStuckCatchUp(timeout time.Duration) *stuckCatchUp {
+	c := &stuckCatchUp{now: trendT0, src: &stuckSource{flush: 3 << 30}, tgt: &stuckTarget{replay: 1 << 20},
+		rec: Record{ID: "m1", Phase: PhaseCatchUp, CatchUpBytes: DefaultCatchUpBytes, CatchUpTimeout: timeout}}
+	c.r = &runner{env: Env{Source: c.src, Target: c.tgt, Now: func() time.Time { return c.now },
+		Progress: func(p Progress) { c.last = p }}}
+	c.r.env.defaults()
+	return c
+}
+
+func (c *stuckCatchUp) poll(secs float64, each func()) Event {
+	var ev Event
+	for end := c.now.Add(time.Duration(secs * float64(time.Second))); c.now.Before(end); c.now = c.now.Add(CatchUpPoll) {
+		if each != nil {
+			each()
+		}
+		ev = c.r.execute(context.Background(), c.rec, WaitCatchUp{MaxLag: c.rec.CatchUpBytes})
+	}
+	return ev
+}
+
 // TestCatchUpWarnsEarly drives WaitCatchUp on a fake clock with a replay
 // lag that does not shrink: the progress warns once the trend spans
 // LagWarnMin, long before the CatchUpTimeout would roll the migration back,
 // and clears (with an ETA) once the lag drains.
 func TestCatchUpWarnsEarly(t *testing.T) {
-	now := trendT0
-	src, tgt := &stuckSource{flush: 3 << 30}, &stuckTarget{replay: 1 << 20}
-	var last Progress
-	r := &runner{env: Env{Source: src, Target: tgt, Now: func() time.Time { return now },
-		Progress: func(p Progress) { last = p }}}
-	r.env.defaults()
-	rec := Record{ID: "m1", Phase: PhaseCatchUp, CatchUpBytes: DefaultCatchUpBytes}
-	poll := func(secs float64) Event {
-		var ev Event
-		for end := now.Add(time.Duration(secs * float64(time.Second))); now.Before(end); now = now.Add(CatchUpPoll) {
-			ev = r.execute(context.Background(), rec, WaitCatchUp{MaxLag: rec.CatchUpBytes})
-		}
-		return ev
+	c := newStuckCatchUp(0)
+	c.poll(15, nil)
+	if c.last.Warning != "" || c.last.ETA != 0 {
+		t.Errorf("after 15 s: warning %q, ETA %v; want neither yet", c.last.Warning, c.last.ETA)
 	}
-	poll(15)
-	if last.Warning != "" || last.ETA != 0 {
-		t.Errorf("after 15 s: warning %q, ETA %v; want neither yet", last.Warning, last.ETA)
-	}
-	if ev, ok := poll(10).(LagReport); !ok || ev.Bytes != int64(src.flush-tgt.replay) {
+	if ev, ok := c.poll(10, nil).(LagReport); !ok || ev.Bytes != int64(c.src.flush-c.tgt.replay) {
 		t.Fatalf("after 25 s: event %v, want a lag report", ev)
 	}
-	if !strings.Contains(last.Warning, "not converging") || last.ETA != 0 {
-		t.Errorf("a flat lag after 25 s: warning %q, ETA %v; want a not-converging warning", last.Warning, last.ETA)
+	if !strings.Contains(c.last.Warning, "not converging") || c.last.ETA != 0 {
+		t.Errorf("a flat lag after 25 s: warning %q, ETA %v; want a not-converging warning", c.last.Warning, c.last.ETA)
 	}
 	// The standby replays 100 MB/s from here: within a window the warning
 	// goes and the ETA comes.
-	for range 300 {
-		tgt.replay += 10 << 20
-		now = now.Add(CatchUpPoll)
-		r.execute(context.Background(), rec, WaitCatchUp{MaxLag: rec.CatchUpBytes})
-	}
-	if last.Warning != "" || last.ETA <= 0 {
-		t.Errorf("draining at 100 MB/s: warning %q, ETA %v; want an ETA and no warning", last.Warning, last.ETA)
+	c.poll(30, func() { c.tgt.replay += 10 << 20 })
+	if c.last.Warning != "" || c.last.ETA <= 0 {
+		t.Errorf("draining at 100 MB/s: warning %q, ETA %v; want an ETA and no warning", c.last.Warning, c.last.ETA)
 	}
 }
 
 // TestCatchUpTimeoutFromRecord: a record's own catch-up timeout overrides
 // the Env's, in the warning's count-down and in the failure.
 func TestCatchUpTimeoutFromRecord(t *testing.T) {
-	now := trendT0
-	src, tgt := &stuckSource{flush: 3 << 30}, &stuckTarget{replay: 1 << 20}
-	var last Progress
-	r := &runner{env: Env{Source: src, Target: tgt, Now: func() time.Time { return now },
-		Progress: func(p Progress) { last = p }}}
-	r.env.defaults()
-	rec := Record{ID: "m1", Phase: PhaseCatchUp, CatchUpBytes: DefaultCatchUpBytes, CatchUpTimeout: 35 * time.Second}
-	var ev Event
-	for end := now.Add(25 * time.Second); now.Before(end); now = now.Add(CatchUpPoll) {
-		ev = r.execute(context.Background(), rec, WaitCatchUp{MaxLag: rec.CatchUpBytes})
+	c := newStuckCatchUp(35 * time.Second)
+	if ev, ok := c.poll(25, nil).(LagReport); !ok || !strings.Contains(c.last.Warning, "rolls back in 10s") {
+		t.Fatalf("at 25 s of a 35 s timeout: event %v, warning %q; want a lag report and 10 s left", ev, c.last.Warning)
 	}
-	if _, ok := ev.(LagReport); !ok || !strings.Contains(last.Warning, "rolls back in 10s") {
-		t.Fatalf("at 25 s of a 35 s timeout: event %v, warning %q; want a lag report and 10 s left", ev, last.Warning)
-	}
-	for end := now.Add(11 * time.Second); now.Before(end); now = now.Add(CatchUpPoll) {
-		ev = r.execute(context.Background(), rec, WaitCatchUp{MaxLag: rec.CatchUpBytes})
-	}
+	ev := c.poll(11, nil)
 	if f, ok := ev.(Failed); !ok || !strings.Contains(f.Err, "after 35s (the catch-up timeout)") {
 		t.Errorf("past the record's 35 s timeout: event %v, want it failed", ev)
 	}
