@@ -903,8 +903,11 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		v.client = !o.ClientLatency
 		add(v)
 	}
-	// An interrupted sweep (ctx done) still writes what its finished
-	// trials measured, says so in the report, and returns ctx's error.
+	// A sweep interrupted (ctx done) or ended by a trial's error — a
+	// migration that rolled back on its own, say a fixed rate whose
+	// catch-up could not finish before its timeout — still writes what
+	// its finished trials measured, says so in the report, and returns
+	// the error.
 	round := sweepOrder(len(o.FixedRates), len(o.Setpoints), len(variants))
 	order := repeatOrder(round, o.Rounds)
 	var stopped error
@@ -916,9 +919,9 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		} else {
 			err = variants[t.Variant](o.Setpoints[t.Index])
 		}
-		if err != nil && ctx.Err() != nil && len(res.Fixed)+len(res.PID) > 0 {
+		if err != nil && len(res.Fixed)+len(res.PID) > 0 {
 			stopped = err
-			say("stopped: writing what the %d finished trials measured", len(res.Fixed)+len(res.PID))
+			say("stopped (%v): writing what the %d finished trials measured", err, len(res.Fixed)+len(res.PID))
 			break
 		}
 		if err != nil {
