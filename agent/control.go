@@ -200,6 +200,7 @@ func (a *Agent) startControl(ctx context.Context, cm catalog.Migration, r *run) 
 		Prefetch:   r.pre,
 		Period:     time.Duration(spec.StepMs * float64(time.Millisecond)),
 		Setpoint:   time.Duration(spec.SetpointMs * float64(time.Millisecond)),
+		MaxRate:    spec.MaxRate,
 		Observe: func(ctx context.Context, at time.Time) control.Observation {
 			if lat != nil {
 				sctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)

@@ -101,6 +101,12 @@ type Loop struct {
 	// 3–30 % through its copy at like rates), which a fixed-rate migration
 	// pays alike.
 	Lag func() int64
+	// MaxRate, when > 0, caps the catch-up floor (bytes/s): the operator's
+	// top speed holds in catch-up too. Without it a floor raised again and
+	// again while a steal phase held the lag (the source's CPU, not the
+	// rate, bound the relay) reached 470 MB/s under a 120 MB/s top speed
+	// (a slack-sweep trial, 2026-11-26 22:40 UTC).
+	MaxRate float64
 
 	mu struct {
 		sync.Mutex
@@ -248,7 +254,7 @@ func (l *Loop) catchUpFloor(phase string, rate float64) float64 {
 		return 0
 	}
 	if len(l.mu.copied) > 0 { // catch-up's first step after a copy
-		l.mu.floor = stats.Mean(l.mu.copied)
+		l.mu.floor = l.capFloor(stats.Mean(l.mu.copied))
 		l.mu.copied = l.mu.copied[:0]
 	}
 	lag := l.Lag()
@@ -266,7 +272,7 @@ func (l *Loop) catchUpFloor(phase string, rate float64) float64 {
 		if pace*CatchUpDrain.Seconds() < float64(lag) {
 			mean := stats.Mean(l.mu.rates)
 			drain := max(mean-pace, 0) + float64(lag)/CatchUpDrain.Seconds()
-			l.mu.floor = max(max(l.mu.floor, mean, MinCatchUpFloor)*CatchUpBoost, drain)
+			l.mu.floor = l.capFloor(max(max(l.mu.floor, mean, MinCatchUpFloor)*CatchUpBoost, drain))
 			l.mu.lags, l.mu.rates = l.mu.lags[:0], l.mu.rates[:0]
 			return l.mu.floor
 		}
@@ -274,6 +280,14 @@ func (l *Loop) catchUpFloor(phase string, rate float64) float64 {
 	}
 	l.mu.rates = append(l.mu.rates, max(rate, l.mu.floor))
 	return l.mu.floor
+}
+
+// capFloor is floor no higher than MaxRate (when set).
+func (l *Loop) capFloor(floor float64) float64 {
+	if l.MaxRate > 0 {
+		return min(floor, l.MaxRate)
+	}
+	return floor
 }
 
 // Run steps every Period until ctx ends. each, if not nil, sees every point.

@@ -406,3 +406,30 @@ func TestCatchUpEntryFloor(t *testing.T) {
 		t.Errorf("catch-up with no copy before it: rate %v, want the controller's 2e6", send.rates[0])
 	}
 }
+
+// TestCatchUpFloorCapped: a lag that never shrinks raises the floor again
+// and again, but never above MaxRate.
+func TestCatchUpFloorCapped(t *testing.T) {
+	send := &setter{}
+	l := &Loop{
+		Controller: &scripted{}, // decides 1e6 B/s
+		Observe: func(_ context.Context, at time.Time) control.Observation {
+			return control.Observation{At: at, Signals: []control.Signal{{Name: "src", Mean: 30 * time.Millisecond}}}
+		},
+		Send:    send,
+		Status:  func() (string, int64) { return "catch-up", 1 },
+		Lag:     func() int64 { return 1 << 30 },
+		MaxRate: 5e6,
+	}
+	t0 := time.Unix(1000, 0)
+	for k := range 60 {
+		l.Step(context.Background(), t0.Add(time.Duration(k)*time.Second))
+	}
+	peak := 0.0
+	for _, r := range send.rates {
+		peak = max(peak, r)
+	}
+	if peak != 5e6 {
+		t.Errorf("a 1 GiB lag that never shrinks: peak rate %v, want the floor raised to the 5e6 cap and no further (rates %v)", peak, send.rates)
+	}
+}
