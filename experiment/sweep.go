@@ -852,7 +852,8 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 				}
 				if k := len(res.PID) - 1; k >= 0 && res.PID[k].SetpointMs == sp {
 					res.PID[k].PairFixed, res.PID[k].PairFirst = &f, "fixed"
-					if r := res.PID[k].CopyRateMBs; r > 0 {
+					lastRate[sp] = 0
+					if r := res.PID[k].CopyRateMBs; r > 0 && !res.PID[k].Disturbed {
 						lastRate[sp] = r * 1e6
 					}
 				}
@@ -868,6 +869,15 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 			rate := res.PID[k].CopyRateMBs * 1e6
 			if rate <= 0 {
 				say("pid %.1f ms: its copy rate was not measured: no paired fixed trial", sp)
+				return nil
+			}
+			if res.PID[k].Disturbed {
+				// Its pair would be left out of the tally, and its rate is
+				// the steal's, not the slack's: a 9 ms trial paused through
+				// a steal phase copied at 4.8 MB/s, and a fixed trial at
+				// that rate could not finish its catch-up (2026-11-26).
+				delete(lastRate, sp)
+				say("pid %.1f ms: kept disturbed: no paired fixed trial at its %.1f MB/s, and the next pair at this setpoint runs the PID first", sp, rate/1e6)
 				return nil
 			}
 			lastRate[sp] = rate
