@@ -60,40 +60,64 @@ func readJSON(t *testing.T, path string) map[string]any {
 	return m
 }
 
-// TestSlackSweepSmall runs a fixed and a PID trial on real PostgreSQL, each
-// meeting a (simulated) steal burst in every attempt: the first attempt's
-// migration is aborted (--steal-abort) and rolled back with its ledger
-// checked on the source, which the second attempt then migrates from; the
-// second runs to its end and is kept, marked disturbed.
+// TestSlackSweepSmall runs a fixed trial and two PID trials on real
+// PostgreSQL, with (simulated) steal bursts by attempt: every trial's first
+// attempt meets one and its migration is aborted (--steal-abort) and rolled
+// back with its ledger checked on the source, which the second attempt then
+// migrates from. The first PID trial's second attempt meets one too: it is
+// kept, marked disturbed, and gets no paired fixed trial (its rate is the
+// steal's); the other trials' second attempts run clean, and the clean PID
+// trial gets its pair at its copy rate.
 func TestSlackSweepSmall(t *testing.T) {
 	b := smallBed(t)
 	c := small(t)
 	c.ClientLatency = true // the loop reads the workload's own window too
-	burst := func([]monitor.HostCPUSample, time.Duration) float64 { return 0.5 }
-	res, err := SlackSweep(context.Background(), b, SweepOptions{Common: c, FixedRates: []float64{4e6}, Setpoints: []float64{50}, Paired: true,
+	// Each attempt's samples start with one taken as it starts, so a new
+	// first sample is a new attempt; attempts are numbered in the order
+	// they run: the ladder's fixed trial (1, 2), the first PID trial (3,
+	// 4), the second (5, 6), its pair (7, 8).
+	attempt, first := 0, time.Time{}
+	disturbed := map[int]bool{1: true, 3: true, 4: true, 5: true, 7: true}
+	burst := func(s []monitor.HostCPUSample, _ time.Duration) float64 {
+		if len(s) > 0 && !s[0].At.Equal(first) {
+			attempt, first = attempt+1, s[0].At
+		}
+		if disturbed[attempt] {
+			return 0.5
+		}
+		return 0
+	}
+	res, err := SlackSweep(context.Background(), b, SweepOptions{Common: c, FixedRates: []float64{4e6}, Setpoints: []float64{50, 60}, Paired: true,
 		StealGuard: StealGuard{StealLimit: 0.25, StealRetries: 1, StealAbort: true, stealPeak: burst}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The ladder's fixed trial, the PID's, then the fixed trial paired
-	// with it at its copy rate (Paired), each after an aborted attempt.
-	if len(res.Fixed) != 2 || len(res.PID) != 1 {
-		t.Fatalf("result %+v: want two fixed points (the ladder's, the pair's) and one PID point", res)
+	// The ladder's fixed trial, the PIDs', and the fixed trial paired with
+	// the clean PID trial at its copy rate (Paired).
+	if len(res.Fixed) != 2 || len(res.PID) != 2 {
+		t.Fatalf("result %+v: want two fixed points (the ladder's, the pair's) and two PID points", res)
 	}
-	if len(res.DisturbedFixed) != 2 || len(res.DisturbedPID) != 1 || !res.DisturbedFixed[0].Aborted || !res.DisturbedFixed[1].Aborted || !res.DisturbedPID[0].Aborted {
+	if len(res.DisturbedFixed) != 2 || len(res.DisturbedPID) != 2 || !res.DisturbedFixed[0].Aborted || !res.DisturbedFixed[1].Aborted || !res.DisturbedPID[0].Aborted || !res.DisturbedPID[1].Aborted {
 		t.Fatalf("disturbed attempts %+v, %+v: want every first attempt aborted", res.DisturbedFixed, res.DisturbedPID)
 	}
-	if !res.Fixed[0].Disturbed || res.Fixed[0].Aborted || !res.PID[0].Disturbed || res.PID[0].Aborted {
-		t.Fatalf("kept trials %+v, %+v: want both run to the end, marked disturbed", res.Fixed[0], res.PID[0])
+	kept, clean := res.PID[0], res.PID[1]
+	if kept.Disturbed == clean.Disturbed {
+		t.Fatalf("PID points %+v, %+v: want the first kept disturbed, the second clean", kept, clean)
 	}
-	pair := res.PID[0].PairFixed
-	if !(res.PID[0].CopyRateMBs > 0) || pair == nil || res.PID[0].PairFirst != "pid" || pair.PairOfMs != 50 || res.Fixed[1].PairOfMs != 50 || res.Fixed[0].PairOfMs != 0 ||
-		math.Abs(pair.RateMBs-res.PID[0].CopyRateMBs) > 0.01 || !(pair.MigrationSeconds > 0) {
-		t.Fatalf("PID point %+v, pair %+v: want a fixed trial at the PID's copy rate, marked as its pair", res.PID[0], pair)
+	if res.Fixed[0].Disturbed || res.Fixed[0].Aborted || kept.Aborted || clean.Aborted || !kept.Disturbed {
+		t.Fatalf("kept trials %+v, %+v, %+v: want all run to the end, the first PID's marked disturbed", res.Fixed[0], kept, clean)
 	}
-	// Three migrations committed (0 → 1, 1 → 0, 0 → 1); the aborted ones moved nothing.
-	if owner, _, err := b.Owner(context.Background(), testbed.Tenant{Name: "sweep"}); err != nil || owner != 1 {
-		t.Fatalf("tenant on server %d (%v) after the sweep, want 1", owner, err)
+	if kept.PairFixed != nil {
+		t.Fatalf("PID point kept disturbed %+v: want no paired fixed trial", kept)
+	}
+	pair := clean.PairFixed
+	if !(clean.CopyRateMBs > 0) || pair == nil || clean.PairFirst != "pid" || pair.PairOfMs != clean.SetpointMs || res.Fixed[1].PairOfMs != clean.SetpointMs || res.Fixed[0].PairOfMs != 0 ||
+		math.Abs(pair.RateMBs-clean.CopyRateMBs) > 0.01 || !(pair.MigrationSeconds > 0) {
+		t.Fatalf("PID point %+v, pair %+v: want a fixed trial at the PID's copy rate, marked as its pair", clean, pair)
+	}
+	// Four migrations committed (0 → 1, 1 → 0, 0 → 1, 1 → 0); the aborted ones moved nothing.
+	if owner, _, err := b.Owner(context.Background(), testbed.Tenant{Name: "sweep"}); err != nil || owner != 0 {
+		t.Fatalf("tenant on server %d (%v) after the sweep, want 0", owner, err)
 	}
 	if res.PID[0].LoopMeanMs == nil {
 		t.Fatalf("PID point %+v: no loop mean", res.PID[0])
@@ -111,13 +135,13 @@ func TestSlackSweepSmall(t *testing.T) {
 	if len(m) != 4 || m["fixed"] == nil || m["pid"] == nil || m["disturbed_fixed"] == nil || m["disturbed_pid"] == nil {
 		t.Fatalf("summary keys %v: want exactly fixed, pid, disturbed_fixed and disturbed_pid", m)
 	}
-	if d, ok := m["disturbed_pid"].([]any); !ok || len(d) != 1 || d[0].(map[string]any)["aborted"] != true {
-		t.Fatalf("summary's disturbed_pid %v: want one attempt marked aborted", m["disturbed_pid"])
+	if d, ok := m["disturbed_pid"].([]any); !ok || len(d) != 2 || d[0].(map[string]any)["aborted"] != true || d[1].(map[string]any)["aborted"] != true {
+		t.Fatalf("summary's disturbed_pid %v: want two attempts marked aborted", m["disturbed_pid"])
 	}
-	if rep, err := os.ReadFile(filepath.Join(c.Out, ReportFile)); err != nil || strings.Count(string(rep), "(aborted)") != 3 || !strings.Contains(string(rep), "against its paired fixed trial") {
-		t.Errorf("report: %v; want the three disturbed attempts marked (aborted) and the pair's table:\n%s", err, rep)
+	if rep, err := os.ReadFile(filepath.Join(c.Out, ReportFile)); err != nil || strings.Count(string(rep), "(aborted)") != 4 || !strings.Contains(string(rep), "against its paired fixed trial") {
+		t.Errorf("report: %v; want the four aborted attempts marked (aborted) and the pair's table:\n%s", err, rep)
 	}
-	for _, f := range []string{SeriesFile, ReportFile, "sweep.png", "setpoints.png", "pid-50ms.png"} {
+	for _, f := range []string{SeriesFile, ReportFile, "sweep.png", "setpoints.png", "pid-50ms.png", "pid-60ms.png"} {
 		if st, err := os.Stat(filepath.Join(c.Out, f)); err != nil || st.Size() == 0 {
 			t.Errorf("%s: %v", f, err)
 		}
