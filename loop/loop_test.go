@@ -183,15 +183,7 @@ func TestCatchUpFloor(t *testing.T) {
 	phase := "catch-up"
 	i := 0
 	send := &setter{}
-	l := &Loop{
-		Controller: &scripted{}, // decides 1e6 B/s
-		Observe: func(_ context.Context, at time.Time) control.Observation {
-			return control.Observation{At: at, Signals: []control.Signal{{Name: "src", Mean: 30 * time.Millisecond}}}
-		},
-		Send:   send,
-		Status: func() (string, int64) { return phase, 1 },
-		Lag:    func() int64 { i++; return lags[i-1] },
-	}
+	l := catchUpLoop(send, func() string { return phase }, func() int64 { i++; return lags[i-1] })
 	t0 := time.Unix(1000, 0)
 	for k := range lags {
 		l.Step(context.Background(), t0.Add(time.Duration(k)*time.Second))
@@ -407,20 +399,26 @@ func TestCatchUpEntryFloor(t *testing.T) {
 	}
 }
 
-// TestCatchUpFloorCapped: a lag that never shrinks raises the floor again
-// and again, but never above MaxRate.
-func TestCatchUpFloorCapped(t *testing.T) {
-	send := &setter{}
-	l := &Loop{
+// catchUpLoop is a loop whose controller decides 1e6 B/s at 30 ms, in the
+// phase phase() reports, with the lag lag() reports.
+func catchUpLoop(send *setter, phase func() string, lag func() int64) *Loop {
+	return &Loop{
 		Controller: &scripted{}, // decides 1e6 B/s
 		Observe: func(_ context.Context, at time.Time) control.Observation {
 			return control.Observation{At: at, Signals: []control.Signal{{Name: "src", Mean: 30 * time.Millisecond}}}
 		},
-		Send:    send,
-		Status:  func() (string, int64) { return "catch-up", 1 },
-		Lag:     func() int64 { return 1 << 30 },
-		MaxRate: 5e6,
+		Send:   send,
+		Status: func() (string, int64) { return phase(), 1 },
+		Lag:    lag,
 	}
+}
+
+// TestCatchUpFloorCapped: a lag that never shrinks raises the floor again
+// and again, but never above MaxRate.
+func TestCatchUpFloorCapped(t *testing.T) {
+	send := &setter{}
+	l := catchUpLoop(send, func() string { return "catch-up" }, func() int64 { return 1 << 30 })
+	l.MaxRate = 5e6
 	t0 := time.Unix(1000, 0)
 	for k := range 60 {
 		l.Step(context.Background(), t0.Add(time.Duration(k)*time.Second))
