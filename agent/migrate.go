@@ -176,19 +176,6 @@ func newMigrationID(tenant int64, now time.Time) string {
 	return fmt.Sprintf("t%d_%s_%s", tenant, now.UTC().Format("20060102t150405"), hex.EncodeToString(b[:]))
 }
 
-// parseCatchUpTimeout reads StartMigration.CatchUpTimeout: "" is 0 (the
-// driver's default), else a duration of at least a second.
-func parseCatchUpTimeout(s string) (time.Duration, error) {
-	if s == "" {
-		return 0, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < time.Second {
-		return 0, fmt.Errorf("catch-up timeout %q: want a duration of at least 1s, such as 30m", s)
-	}
-	return d, nil
-}
-
 // StartMigration checks the request (nothing changes if it is refused),
 // records the migration, marks the tenant migrating-out and starts driving
 // it in the background. It returns the new migration.
@@ -208,9 +195,9 @@ func (a *Agent) StartMigration(ctx context.Context, req client.StartMigration) (
 			return client.Migration{}, errf(http.StatusBadRequest, "%v", err)
 		}
 	}
-	catchUp, err := parseCatchUpTimeout(req.CatchUpTimeout)
+	catchUp, err := migration.ParseCatchUpTimeout(req.CatchUpTimeout)
 	if err != nil {
-		return client.Migration{}, errf(http.StatusBadRequest, "%v", err)
+		return client.Migration{}, errf(http.StatusBadRequest, "catch-up timeout %v", err)
 	}
 	ctl, err := a.checkControl(req.Control)
 	if err != nil {

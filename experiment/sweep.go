@@ -852,7 +852,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 				}
 				if k := len(res.PID) - 1; k >= 0 && res.PID[k].SetpointMs == sp {
 					res.PID[k].PairFixed, res.PID[k].PairFirst = &f, "fixed"
-					lastRate[sp] = 0
+					delete(lastRate, sp)
 					if r := res.PID[k].CopyRateMBs; r > 0 && !res.PID[k].Disturbed {
 						lastRate[sp] = r * 1e6
 					}

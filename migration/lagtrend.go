@@ -93,21 +93,19 @@ const stallShare = 0.01
 // one-line warning.
 func catchUpOutlook(t *lagTrend, lag, maxLag int64, left time.Duration) (eta time.Duration, warning string) {
 	perSec, span := t.slope()
-	if span < LagTrendMin || lag < 0 {
-		return 0, ""
-	}
-	if lag <= maxLag {
+	if span < LagTrendMin || lag < 0 || lag <= maxLag {
 		return 0, ""
 	}
 	left = max(left, 0).Round(time.Second)
 	warn := span >= LagWarnMin
-	if -perSec*LagTrendWindow.Seconds() < stallShare*float64(lag) {
+	stall := stallShare * float64(lag) / LagTrendWindow.Seconds() // bytes/s the lag must shrink by at least
+	if -perSec < stall {
 		if !warn {
 			return 0, ""
 		}
-		verb := "growing"
-		if perSec <= 0 || perSec*LagTrendWindow.Seconds() < stallShare*float64(lag) {
-			verb = "not shrinking"
+		verb := "not shrinking"
+		if perSec >= stall {
+			verb = "growing"
 		}
 		return 0, fmt.Sprintf("catch-up is not converging: replay lag %s, %s (%s over the last %s); it rolls back in %s unless the rate rises or the load falls",
 			units.FormatBytes(float64(lag)), verb, signedRate(perSec), span.Round(time.Second), left)
@@ -127,4 +125,19 @@ func signedRate(perSec float64) string {
 		return "+" + units.FormatRate(perSec)
 	}
 	return units.FormatRate(perSec)
+}
+
+// ParseCatchUpTimeout reads a catch-up timeout as the CLI and the agent's
+// API take it: "" is 0 (the driver's default, Env.CatchUpTimeout), else a
+// duration of at least a second (Record.CatchUpTimeout). The error quotes
+// s; the caller names the setting.
+func ParseCatchUpTimeout(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < time.Second {
+		return 0, fmt.Errorf("%q: want a duration of at least 1s, such as 30m", s)
+	}
+	return d, nil
 }

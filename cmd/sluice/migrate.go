@@ -17,6 +17,7 @@ import (
 	"github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/control"
 	"github.com/sluicedb/sluice/internal/units"
+	"github.com/sluicedb/sluice/migration"
 	"github.com/sluicedb/sluice/snapshot"
 )
 
@@ -84,10 +85,8 @@ Interrupting the command stops following; the migration carries on.`,
 			if _, _, err := snapshot.ParseCheckpoint(checkpoint); err != nil {
 				return usagef("migrate: --checkpoint: %v", err)
 			}
-			if catchUpTimeout != "" {
-				if d, err := time.ParseDuration(catchUpTimeout); err != nil || d < time.Second {
-					return usagef("migrate: --catch-up-timeout %q: want a duration of at least 1s, such as 30m", catchUpTimeout)
-				}
+			if _, err := migration.ParseCatchUpTimeout(catchUpTimeout); err != nil {
+				return usagef("migrate: --catch-up-timeout %v", err)
 			}
 			r := 0.0
 			if rate != "" {
