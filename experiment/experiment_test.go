@@ -240,6 +240,9 @@ func TestStepLoadSmall(t *testing.T) {
 		if !(r.MeanLatencyBeforeMs > 0) || !(r.MigrationSeconds > 0) {
 			t.Fatalf("result %+v: a trial's figures are missing", res)
 		}
+		if r.CopyAfterStepS < 0 || r.CopyAfterStepS > r.MigrationSeconds {
+			t.Errorf("trial %+v: copy after the step %v s, want within the migration's %v s", r, r.CopyAfterStepS, r.MigrationSeconds)
+		}
 		// /proc/stat is readable here: the host's steal is measured (its
 		// 10 s peak only when the migration lasts that long).
 		if r.HostStealPct == nil || *r.HostStealPct < 0 || *r.HostStealPct > 100 {
@@ -247,6 +250,9 @@ func TestStepLoadSmall(t *testing.T) {
 		}
 	}
 	m := readJSON(t, filepath.Join(c.Out, SummaryFile))
+	if pid, _ := m["pid"].(map[string]any); pid == nil || pid["copy_after_step_s"] == nil {
+		t.Errorf("summary's pid has no copy_after_step_s: %v", m["pid"])
+	}
 	for _, k := range []string{"pid", "fixed", "setpoint_ms", "baseline_ms", "baseline_after_step_ms", "disturbed"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("summary has no %q: %v", k, m)
@@ -473,5 +479,21 @@ func TestTrialTargetCPUs(t *testing.T) {
 	}
 	if owner, _, err := free.Owner(ctx, ftn); err != nil || owner != 0 {
 		t.Errorf("after the refused trial the tenant is on server %d (%v), want 0", owner, err)
+	}
+}
+
+// TestCopyEnd: the hot copy ends at the loop's last snapshot step, whatever
+// follows; a record with none ends at the migration's start.
+func TestCopyEnd(t *testing.T) {
+	r := &TrialResult{MigStart: 5, Loop: []loop.Point{
+		{T: 5, Phase: "snapshot"}, {T: 6, Phase: "snapshot"}, {T: 9, Phase: "snapshot"},
+		{T: 10, Phase: "catch-up"}, {T: 14, Phase: "warm"}, {T: 15, Phase: "handover"},
+	}}
+	if got := copyEnd(r); got != 9 {
+		t.Errorf("copy end %v, want 9", got)
+	}
+	r.Loop = r.Loop[3:]
+	if got := copyEnd(r); got != 5 {
+		t.Errorf("no snapshot step: copy end %v, want the start 5", got)
 	}
 }

@@ -59,7 +59,18 @@ type StepRun struct {
 	// to the abort, the tenant stayed on its source).
 	Disturbed bool `json:"disturbed,omitempty"`
 	Aborted   bool `json:"aborted,omitempty"`
+	// CopyAfterStepS is how long the hot copy (phase snapshot) ran after
+	// the step, seconds (0: it ended before). The rest of the "after"
+	// window is catch-up and warm, where the loop's catch-up floor
+	// (loop.Loop.Lag) may hold the rate above the controller's: an
+	// "after" window with little copy in it measures that floor more than
+	// the controller.
+	CopyAfterStepS float64 `json:"copy_after_step_s"`
 }
+
+// minCopyAfterStep is the least copy after the step (seconds) below which
+// step40 warns that its "after" window is mostly catch-up.
+const minCopyAfterStep = 30.0
 
 // StepAttempt is an attempt re-run because the host's steal went above
 // StealGuard.StealLimit.
@@ -172,6 +183,7 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 		}
 		sr.HostStealPct, sr.HostStealPeakPct = pct(r.HostSteal), pct(r.HostStealPeak)
 		sr.Aborted = r.Aborted
+		sr.CopyAfterStepS = round(max(copyEnd(r)-stepAt, 0), 1)
 		say("%s: before the step %.1f ms, after %.1f ms (setpoint %.1f; with the handover %.1f), %.1f s%s", name, sr.MeanLatencyBeforeMs, sr.MeanLatencyAfterMs, o.SetpointMs, sr.MeanLatencyAfterWithHandoverMs, sr.MigrationSeconds, throttleNote(nil, nil, sr.HostStealPct, sr.HostStealPeakPct))
 		return r, sr, nil
 	}
@@ -196,6 +208,9 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 	res.PID = ps
 	if pr.StepAt < 0 || pr.StepAt >= pr.MigEnd {
 		return jsonSafe(res), fmt.Errorf("experiment: the PID's migration ended at %.0f s, before the step at %v: use a larger --size or an earlier --step-after", pr.MigEnd, step.At)
+	}
+	if ps.CopyAfterStepS < minCopyAfterStep {
+		say("warning: the PID's copy ended %.0f s after the step: its 'after' window is mostly catch-up, paced by the loop's catch-up floor more than by the PID (use a larger --size or an earlier --step-after)", ps.CopyAfterStepS)
 	}
 	fixedRate, from := equalSpeed(pr)
 	if !(fixedRate > 0) {
@@ -246,6 +261,7 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.1f | %s / %s |\n", x.name, f1(x.r.MeanLatencyBeforeMs), f1(x.r.MeanLatencyAfterMs), signedPct(x.r.MeanLatencyAfterMs, o.SetpointMs), f1(x.r.MeanLatencyAfterWithHandoverMs), x.r.MigrationSeconds, stealCell(x.r.HostStealPct, false), stealCell(x.r.HostStealPeakPct, false))
 	}
+	fmt.Fprintf(&b, "\nThe hot copy ran %.0f s after the step with the PID, %.0f s with the fixed rate; the rest of each 'after' window is catch-up and warm.\n", res.PID.CopyAfterStepS, res.Fixed.CopyAfterStepS)
 	fmt.Fprintf(&b, "\nThe fixed rate is the PID's mean snapshot rate over the %.0f s before the step (from the end of its slow start, at least %.0f s).\n", res.FixedRateWindowS, rateWindow)
 	b.WriteString(stepDisturbedLines(res, o.SetpointMs, o.StealLimit))
 	b.WriteString("\n" + ledgerLines(trials) + "\n![step](step.png)\n")
@@ -307,6 +323,18 @@ func rateBetween(r *TrialResult, from, to float64) float64 {
 		return float64(last.Bytes) / (last.T - r.MigStart)
 	}
 	return float64(last.Bytes-first.Bytes) / (last.T - first.T)
+}
+
+// copyEnd is the time (workload seconds) of r's last step in the hot copy
+// (phase snapshot); r.MigStart if it recorded none.
+func copyEnd(r *TrialResult) float64 {
+	end := r.MigStart
+	for _, p := range r.Loop {
+		if p.Phase == "snapshot" {
+			end = max(end, p.T)
+		}
+	}
+	return end
 }
 
 // jsonSafe maps NaN figures (no data) to -1 for JSON.

@@ -100,6 +100,15 @@ type Loop struct {
 	// throttled in 34–71 % of periods through its catch-up at 24 MB/s,
 	// 3–30 % through its copy at like rates), which a fixed-rate migration
 	// pays alike.
+	//
+	// That pace is the one the clients could take only if they were at the
+	// setpoint when the copy ended: when the mean latency over those
+	// CatchUpEntry steps exceeded the setpoint (Setpoint > 0), the entry
+	// floor shrinks in proportion, to mean rate × setpoint ÷ latency. A
+	// load step late in the copy leaves its last rates from before the
+	// step: a step40 trial's PID copy ended 12 s after +40 % arrivals, and
+	// its catch-up floor of 36 MB/s held the clients at 33.9 ms against a
+	// 7 ms setpoint for the rest of the migration (2026-11-27 00:05 UTC).
 	Lag func() int64
 	// MaxRate, when > 0, caps the catch-up floor (bytes/s): the operator's
 	// top speed holds in catch-up too. Without it a floor raised again and
@@ -117,6 +126,7 @@ type Loop struct {
 		lags   []int64   // catch-up lag at recent steps, oldest first
 		rates  []float64 // rate in force from each of lags' steps to the next, bytes/s
 		copied []float64 // rate decided at the copy's last steps (CatchUpEntry), bytes/s; emptied when catch-up takes them
+		copyPV []float64 // latency (PV, ms; < 0 unknown) at those steps
 		// the previous step's copy progress, for control.Observation.Moved
 		lastAt    time.Time
 		lastPhase string
@@ -167,7 +177,7 @@ func (l *Loop) Step(ctx context.Context, at time.Time) Point {
 		obs.Signals, obs.Settling = sig, true
 	}
 	d := l.Controller.Next(obs)
-	if floor := l.catchUpFloor(phase, d.Rate); d.Rate < floor {
+	if floor := l.catchUpFloor(phase, d.Rate, PV(seen)); d.Rate < floor {
 		d.Rate, d.Reason = floor, d.Reason+fmt.Sprintf("; catch-up floor %.0f B/s", floor)
 	}
 	l.Send.SetRate(d.Rate)
@@ -236,8 +246,9 @@ func (l *Loop) settling(at time.Time, bytes int64) bool {
 }
 
 // catchUpFloor returns the rate floor of this step (0 = none): see Lag.
-// rate is what the controller decided.
-func (l *Loop) catchUpFloor(phase string, rate float64) float64 {
+// rate is what the controller decided, pv the step's latency (ms, < 0
+// unknown).
+func (l *Loop) catchUpFloor(phase string, rate, pv float64) float64 {
 	if l.Lag == nil {
 		return 0
 	}
@@ -247,15 +258,16 @@ func (l *Loop) catchUpFloor(phase string, rate float64) float64 {
 		l.mu.floor, l.mu.lags, l.mu.rates = 0, l.mu.lags[:0], l.mu.rates[:0]
 		if phase == CopyPhase {
 			l.mu.copied = append(l.mu.copied, rate)
+			l.mu.copyPV = append(l.mu.copyPV, pv)
 			if len(l.mu.copied) > CatchUpEntry {
-				l.mu.copied = l.mu.copied[1:]
+				l.mu.copied, l.mu.copyPV = l.mu.copied[1:], l.mu.copyPV[1:]
 			}
 		}
 		return 0
 	}
 	if len(l.mu.copied) > 0 { // catch-up's first step after a copy
-		l.mu.floor = l.capFloor(stats.Mean(l.mu.copied))
-		l.mu.copied = l.mu.copied[:0]
+		l.mu.floor = l.capFloor(l.entryFloor())
+		l.mu.copied, l.mu.copyPV = l.mu.copied[:0], l.mu.copyPV[:0]
 	}
 	lag := l.Lag()
 	if lag < 0 {
@@ -280,6 +292,24 @@ func (l *Loop) catchUpFloor(phase string, rate float64) float64 {
 	}
 	l.mu.rates = append(l.mu.rates, max(rate, l.mu.floor))
 	return l.mu.floor
+}
+
+// entryFloor is catch-up's first floor (see Lag): the mean rate decided
+// over the copy's last steps, scaled by setpoint ÷ their mean latency
+// when that latency exceeded the setpoint. Called with l.mu held.
+func (l *Loop) entryFloor() float64 {
+	floor := stats.Mean(l.mu.copied)
+	var known []float64
+	for _, v := range l.mu.copyPV {
+		if v >= 0 {
+			known = append(known, v)
+		}
+	}
+	sp := float64(l.Setpoint) / float64(time.Millisecond)
+	if pv := stats.Mean(known); sp > 0 && len(known) > 0 && pv > sp {
+		floor *= sp / pv
+	}
+	return floor
 }
 
 // capFloor is floor no higher than MaxRate (when set).

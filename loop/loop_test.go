@@ -431,3 +431,52 @@ func TestCatchUpFloorCapped(t *testing.T) {
 		t.Errorf("a 1 GiB lag that never shrinks: peak rate %v, want the floor raised to the 5e6 cap and no further (rates %v)", peak, send.rates)
 	}
 }
+
+// TestCatchUpEntryFloorOverSetpoint: a copy that ended with the clients
+// above the setpoint (a load step late in the copy) enters catch-up with its
+// mean rate scaled by setpoint ÷ mean latency; one at or under the setpoint,
+// or with no latency known, keeps the mean rate; steps with no data do not
+// count in the latency.
+func TestCatchUpEntryFloorOverSetpoint(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		latencies []float64 // ms at the 10 copy steps; < 0: no data
+		want      float64
+	}{
+		{"over", []float64{10, 10, 10, 10, 10, 30, 30, 30, 30, 30}, 30e6 * 10 / 20},
+		{"over, gaps", []float64{-1, -1, 20, 20, 20, 20, 20, 20, 20, 20}, 30e6 * 10 / 20},
+		{"at", []float64{5, 15, 5, 15, 5, 15, 5, 15, 5, 15}, 30e6},
+		{"under", []float64{4, 4, 4, 4, 4, 4, 4, 4, 4, 4}, 30e6},
+		{"unknown", []float64{-1, -1, -1, -1, -1, -1, -1, -1, -1, -1}, 30e6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			k := 0
+			send := &setter{}
+			l := &Loop{
+				Controller: &rateScript{rates: []float64{20e6, 40e6, 20e6, 40e6, 20e6, 40e6, 20e6, 40e6, 20e6, 40e6, 1e6}},
+				Observe: func(_ context.Context, at time.Time) control.Observation {
+					if k >= len(tc.latencies) || tc.latencies[k] < 0 {
+						return control.Observation{At: at, Signals: []control.Signal{{Name: "src", Err: errors.New("no data")}}}
+					}
+					return control.Observation{At: at, Signals: []control.Signal{{Name: "src", Mean: time.Duration(tc.latencies[k] * float64(time.Millisecond))}}}
+				},
+				Send:     send,
+				Setpoint: 10 * time.Millisecond,
+				Status: func() (string, int64) {
+					if k < len(tc.latencies) {
+						return CopyPhase, int64(k + 1)
+					}
+					return "catch-up", 0
+				},
+				Lag: func() int64 { return 0 },
+			}
+			t0 := time.Unix(1000, 0)
+			for k = range len(tc.latencies) + 1 {
+				l.Step(context.Background(), t0.Add(time.Duration(k)*time.Second))
+			}
+			if got := send.rates[len(tc.latencies)]; math.Abs(got-tc.want) > 1 {
+				t.Errorf("catch-up's first rate %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
