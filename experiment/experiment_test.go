@@ -446,14 +446,18 @@ func TestTrialTargetCPUs(t *testing.T) {
 	}
 	c := small(t)
 	// A calm level no plant reaches: the start is held for CalmMax, then
-	// the trial migrates anyway and says so.
+	// the trial migrates anyway and says so. The step counts from the
+	// migration's start, not the workload's.
 	r, err := Trial{Bed: b, Tenant: tn, To: 1, Workload: c.Workload, Warmup: time.Second, TargetCPUs: 1.5, Progress: t.Logf,
-		CalmBelow: 1e-6, CalmMax: 2 * time.Second, Migration: agentclient.StartMigration{Rate: 20e6}}.Run(ctx)
+		CalmBelow: 1e-6, CalmMax: 2 * time.Second, Migration: agentclient.StartMigration{Rate: 20e6}, Step: &Step{At: 500 * time.Millisecond, Factor: 1.5}}.Run(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.Calm || r.CalmWait < 2 || r.MigStart < 2.5 {
 		t.Errorf("held for an unreachable calm: Calm %v after %.1f s, migration started at %.1f s; want false, >= 2 s, >= 2.5 s", r.Calm, r.CalmWait, r.MigStart)
+	}
+	if r.StepAt < r.MigStart+0.5 {
+		t.Errorf("step at %.2f s, migration's start at %.2f s: want the step 0.5 s after the start", r.StepAt, r.MigStart)
 	}
 	if !r.Check.OK() || r.Check.Acknowledged == 0 {
 		t.Fatalf("ledger %+v", r.Check)

@@ -158,7 +158,11 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 		say("warning: the stepped load alone is at or above the setpoint (%.1f ≥ %.1f ms): after the step the PID can only pause", sbase.Mean, o.SetpointMs)
 	}
 
-	step := &Step{At: o.Warmup + o.StepAfter, Factor: o.Factor}
+	// The step's time counts from the migration's start: a trial that
+	// waits for a calm plant (CalmBelow) once stepped 5 s before its
+	// migration began, when the step counted from the workload's start
+	// (2026-11-27 01:30 UTC).
+	step := &Step{At: o.StepAfter, Factor: o.Factor}
 	once := func(name string, to int, req agentclient.StartMigration, abort float64) (*TrialResult, StepRun, error) {
 		say("%s: migrating %s to %s", name, tn.Name, bed.Servers[to].Name)
 		wc := o.Workload
@@ -207,7 +211,7 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 	}
 	res.PID = ps
 	if pr.StepAt < 0 || pr.StepAt >= pr.MigEnd {
-		return jsonSafe(res), fmt.Errorf("experiment: the PID's migration ended at %.0f s, before the step at %v: use a larger --size or an earlier --step-after", pr.MigEnd, step.At)
+		return jsonSafe(res), fmt.Errorf("experiment: the PID's migration ended %.0f s after its start, before the step at %v: use a larger --size or an earlier --step-after", pr.MigEnd-pr.MigStart, step.At)
 	}
 	if ps.CopyAfterStepS < minCopyAfterStep {
 		say("warning: the PID's copy ended %.0f s after the step: its 'after' window is mostly catch-up, paced by the loop's catch-up floor more than by the PID (use a larger --size or an earlier --step-after)", ps.CopyAfterStepS)

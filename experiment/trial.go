@@ -28,7 +28,7 @@ import (
 
 // Step is a change of the workload's arrival rate during a trial.
 type Step struct {
-	At     time.Duration // after the workload started
+	At     time.Duration // after the migration started (after the warm-up and any wait for a calm plant)
 	Factor float64       // new rate = Factor × the trial's rate
 }
 
@@ -465,8 +465,9 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 		return math.NaN()
 	}
 	stepDone := tr.Step == nil
+	var migAt time.Time // the migration's start (zero before), the step's origin
 	doStep := func() {
-		if !stepDone && time.Since(start) >= tr.Step.At {
+		if !stepDone && !migAt.IsZero() && time.Since(migAt) >= tr.Step.At {
 			run.SetRate(tr.Step.Factor * wc.Rate)
 			res.StepAt = since()
 			stepDone = true
@@ -512,7 +513,6 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 	if s := run.Started(); !s.IsZero() {
 		start = s
 	}
-	doStep()
 
 	from, _, err := tr.Bed.Owner(ctx, tr.Tenant)
 	if err != nil {
@@ -530,7 +530,7 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 		ctl.ClientLatencyURL = u
 		tr.Migration.Control = &ctl
 	}
-	res.MigStart = since()
+	res.MigStart, migAt = since(), time.Now()
 	cpuFrom, cpuTo := cpuStat(tr.Bed.Servers[from]), cpuStat(tr.Bed.Servers[tr.To])
 	hostFrom, hostErr := monitor.ReadHostCPU()
 	lastSay := time.Time{}
@@ -620,7 +620,7 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 			res.Loop = append(res.Loop, p)
 		}
 	}
-	for !stepDone && ctx.Err() == nil && time.Since(start) < tr.Step.At+time.Second {
+	for !stepDone && ctx.Err() == nil && time.Since(migAt) < tr.Step.At+time.Second {
 		sleepCtx(ctx, 100*time.Millisecond)
 		doStep()
 	}
