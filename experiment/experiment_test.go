@@ -240,7 +240,7 @@ func TestStepLoadSmall(t *testing.T) {
 		if !(r.MeanLatencyBeforeMs > 0) || !(r.MigrationSeconds > 0) {
 			t.Fatalf("result %+v: a trial's figures are missing", res)
 		}
-		if r.CopyAfterStepS < 0 || r.CopyAfterStepS > r.MigrationSeconds {
+		if r.CopyAfterStepS <= 0 || r.CopyAfterStepS > r.MigrationSeconds {
 			t.Errorf("trial %+v: copy after the step %v s, want within the migration's %v s", r, r.CopyAfterStepS, r.MigrationSeconds)
 		}
 		// /proc/stat is readable here: the host's steal is measured (its
@@ -499,5 +499,10 @@ func TestCopyEnd(t *testing.T) {
 	r.Loop = r.Loop[3:]
 	if got := copyEnd(r); got != 5 {
 		t.Errorf("no snapshot step: copy end %v, want the start 5", got)
+	}
+	// A fixed-rate migration has no loop: its progress says.
+	r.Loop, r.CopyEnd = nil, 12
+	if got := copyEnd(r); got != 12 {
+		t.Errorf("no loop, progress in the copy until 12: copy end %v, want 12", got)
 	}
 }

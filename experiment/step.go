@@ -329,10 +329,11 @@ func rateBetween(r *TrialResult, from, to float64) float64 {
 	return float64(last.Bytes-first.Bytes) / (last.T - first.T)
 }
 
-// copyEnd is the time (workload seconds) of r's last step in the hot copy
-// (phase snapshot); r.MigStart if it recorded none.
+// copyEnd is the time (workload seconds) r last saw its hot copy (phase
+// snapshot): in its progress (TrialResult.CopyEnd) or in its control
+// loop's record, whichever is later; r.MigStart if neither saw it.
 func copyEnd(r *TrialResult) float64 {
-	end := r.MigStart
+	end := max(r.MigStart, r.CopyEnd)
 	for _, p := range r.Loop {
 		if p.Phase == "snapshot" {
 			end = max(end, p.T)

@@ -115,6 +115,10 @@ type TrialResult struct {
 	CalmWait float64
 	Calm     bool
 	StepAt   float64 // -1 without a step
+	// CopyEnd is the last time the migration's progress showed its hot
+	// copy (loop.CopyPhase), seconds; 0 if it never did. Unlike Loop it
+	// is known for a fixed-rate migration, which runs no control loop.
+	CopyEnd float64
 	// SourceThrottled and TargetThrottled are the shares (0–1) of the
 	// source's and target's CFS quota periods in which their cgroup was
 	// throttled during the migration (cgroup.CPUStat.ThrottledShare): how
@@ -543,6 +547,9 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 	warned := false
 	m, merr := tr.Bed.Migrate(ctx, tr.Tenant, tr.To, tr.Migration, func(m agentclient.Migration) {
 		doStep()
+		if m.Progress.Phase == loop.CopyPhase {
+			res.CopyEnd = since()
+		}
 		if w := m.Progress.Warning; w != "" && !warned {
 			say("  %5.0fs warning: %s", since(), w)
 		}
