@@ -109,6 +109,18 @@ type Loop struct {
 	// step: a step40 trial's PID copy ended 12 s after +40 % arrivals, and
 	// its catch-up floor of 36 MB/s held the clients at 33.9 ms against a
 	// 7 ms setpoint for the rest of the migration (2026-11-27 00:05 UTC).
+	//
+	// After a long copy the drain takes longer: the horizon is CatchUpDrain
+	// or CatchUpShare of the copy's duration, whichever is longer, in
+	// place of CatchUpDrain above. The lag grows with the copy's duration
+	// (the WAL the clients wrote meanwhile), and a 20 s horizon for all of
+	// it is a rate no load left room for: a step40 trial's 400 s copy left
+	// a 584 MB lag, whose floor rose to 47.7 MB/s — the copy's pace had
+	// been ~10 MB/s — and held the source's CPU quota throttled in 82–94 %
+	// of its periods and the clients at 29 ms for the catch-up's 32 s
+	// against a 7 ms setpoint (2026-11-27 01:48 UTC). Latency rises
+	// faster than linearly with load, so a lag spread over a longer drain
+	// costs the clients less in all.
 	Lag func() int64
 	// MaxRate, when > 0, caps the catch-up floor (bytes/s): the operator's
 	// top speed holds in catch-up too. Without it a floor raised again and
@@ -127,6 +139,9 @@ type Loop struct {
 		rates  []float64 // rate in force from each of lags' steps to the next, bytes/s
 		copied []float64 // rate decided at the copy's last steps (CatchUpEntry), bytes/s; emptied when catch-up takes them
 		copyPV []float64 // latency (PV, ms; < 0 unknown) at those steps
+		// the current copy's first and last steps, for the drain horizon
+		copyFrom, copyTo time.Time
+		horizon          time.Duration // drain horizon of this catch-up (0: CatchUpDrain)
 		// the previous step's copy progress, for control.Observation.Moved
 		lastAt    time.Time
 		lastPhase string
@@ -137,7 +152,8 @@ type Loop struct {
 // Catch-up progress guarantee (Loop.Lag).
 const (
 	CatchUpPatience = 5                // steps over which the lag's pace is judged
-	CatchUpDrain    = 20 * time.Second // the longest the lag may take to drain at that pace
+	CatchUpDrain    = 20 * time.Second // the longest the lag may take to drain at that pace (at least)
+	CatchUpShare    = 0.1              // share of the copy's duration the drain may take, when longer
 	CatchUpBoost    = 1.5              // factor the floor rises by, at least
 	CatchUpEntry    = 10               // copy steps whose mean rate is catch-up's first floor
 	MinCatchUpFloor = 1 << 20          // bytes/s, the least floor once one is needed
@@ -177,7 +193,7 @@ func (l *Loop) Step(ctx context.Context, at time.Time) Point {
 		obs.Signals, obs.Settling = sig, true
 	}
 	d := l.Controller.Next(obs)
-	if floor := l.catchUpFloor(phase, d.Rate, PV(seen)); d.Rate < floor {
+	if floor := l.catchUpFloor(at, phase, d.Rate, PV(seen)); d.Rate < floor {
 		d.Rate, d.Reason = floor, d.Reason+fmt.Sprintf("; catch-up floor %.0f B/s", floor)
 	}
 	l.Send.SetRate(d.Rate)
@@ -246,17 +262,21 @@ func (l *Loop) settling(at time.Time, bytes int64) bool {
 }
 
 // catchUpFloor returns the rate floor of this step (0 = none): see Lag.
-// rate is what the controller decided, pv the step's latency (ms, < 0
-// unknown).
-func (l *Loop) catchUpFloor(phase string, rate, pv float64) float64 {
+// at is the step's time, rate what the controller decided, pv the step's
+// latency (ms, < 0 unknown).
+func (l *Loop) catchUpFloor(at time.Time, phase string, rate, pv float64) float64 {
 	if l.Lag == nil {
 		return 0
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if phase != "catch-up" && phase != "warm" {
-		l.mu.floor, l.mu.lags, l.mu.rates = 0, l.mu.lags[:0], l.mu.rates[:0]
+		l.mu.floor, l.mu.lags, l.mu.rates, l.mu.horizon = 0, l.mu.lags[:0], l.mu.rates[:0], 0
 		if phase == CopyPhase {
+			if l.mu.copyFrom.IsZero() {
+				l.mu.copyFrom = at
+			}
+			l.mu.copyTo = at
 			l.mu.copied = append(l.mu.copied, rate)
 			l.mu.copyPV = append(l.mu.copyPV, pv)
 			if len(l.mu.copied) > CatchUpEntry {
@@ -268,6 +288,12 @@ func (l *Loop) catchUpFloor(phase string, rate, pv float64) float64 {
 	if len(l.mu.copied) > 0 { // catch-up's first step after a copy
 		l.mu.floor = l.capFloor(l.entryFloor())
 		l.mu.copied, l.mu.copyPV = l.mu.copied[:0], l.mu.copyPV[:0]
+		l.mu.horizon = max(CatchUpDrain, time.Duration(CatchUpShare*float64(l.mu.copyTo.Sub(l.mu.copyFrom))))
+		l.mu.copyFrom = time.Time{}
+	}
+	horizon := l.mu.horizon
+	if horizon <= 0 {
+		horizon = CatchUpDrain
 	}
 	lag := l.Lag()
 	if lag < 0 {
@@ -281,9 +307,9 @@ func (l *Loop) catchUpFloor(phase string, rate, pv float64) float64 {
 		}
 		// pace: bytes/s the lag shrank by over the window (< 0: it grew)
 		pace := float64(l.mu.lags[0]-lag) / (CatchUpPatience * period.Seconds())
-		if pace*CatchUpDrain.Seconds() < float64(lag) {
+		if pace*horizon.Seconds() < float64(lag) {
 			mean := stats.Mean(l.mu.rates)
-			drain := max(mean-pace, 0) + float64(lag)/CatchUpDrain.Seconds()
+			drain := max(mean-pace, 0) + float64(lag)/horizon.Seconds()
 			l.mu.floor = l.capFloor(max(max(l.mu.floor, mean, MinCatchUpFloor)*CatchUpBoost, drain))
 			l.mu.lags, l.mu.rates = l.mu.lags[:0], l.mu.rates[:0]
 			return l.mu.floor

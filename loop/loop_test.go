@@ -480,3 +480,45 @@ func TestCatchUpEntryFloorOverSetpoint(t *testing.T) {
 		})
 	}
 }
+
+// TestCatchUpDrainHorizon: after a long copy the lag may take CatchUpShare
+// of the copy's duration to drain: a lag shrinking at 12 MB/s from 400 MB
+// (33 s to drain) keeps the entry floor after a 400 s copy (40 s horizon)
+// but raises it after a 50 s one (CatchUpDrain's 20 s).
+func TestCatchUpDrainHorizon(t *testing.T) {
+	for _, tc := range []struct {
+		copySteps int
+		raised    bool
+	}{{400, false}, {50, true}} {
+		k := 0
+		send := &setter{}
+		rates := make([]float64, tc.copySteps)
+		for i := range rates {
+			rates[i] = 10e6
+		}
+		rates = append(rates, 1e6) // the controller in catch-up
+		l := &Loop{
+			Controller: &rateScript{rates: rates},
+			Observe:    func(_ context.Context, at time.Time) control.Observation { return control.Observation{At: at} },
+			Send:       send,
+			Status: func() (string, int64) {
+				if k < tc.copySteps {
+					return CopyPhase, int64(k + 1)
+				}
+				return "catch-up", 0
+			},
+			Lag: func() int64 { return max(400e6-12e6*int64(k-tc.copySteps), 0) },
+		}
+		t0 := time.Unix(1000, 0)
+		for k = range tc.copySteps + 12 {
+			l.Step(context.Background(), t0.Add(time.Duration(k)*time.Second))
+		}
+		peak := 0.0
+		for _, r := range send.rates[tc.copySteps:] {
+			peak = max(peak, r)
+		}
+		if raised := peak > 10e6; raised != tc.raised {
+			t.Errorf("after a %d s copy: catch-up rates %v; floor raised %v, want %v", tc.copySteps, send.rates[tc.copySteps:], raised, tc.raised)
+		}
+	}
+}
