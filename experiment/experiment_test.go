@@ -182,6 +182,24 @@ func TestSlackSweepStopped(t *testing.T) {
 	}
 }
 
+// TestSlackSweepBaselineAboveSetpoint: a setpoint at or under the baseline
+// stops the sweep before any trial, with an error that says so, and writes
+// no results.
+func TestSlackSweepBaselineAboveSetpoint(t *testing.T) {
+	b := smallBed(t)
+	c := small(t)
+	_, err := SlackSweep(context.Background(), b, SweepOptions{Common: c, FixedRates: []float64{8e6}, Setpoints: []float64{50, 0.01}})
+	if err == nil || !strings.Contains(err.Error(), "at or above the setpoint 0.0 ms") {
+		t.Fatalf("err %v: want the baseline-above-setpoint error", err)
+	}
+	if _, err := os.Stat(filepath.Join(c.Out, SummaryFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("summary after the refusal: %v, want none", err)
+	}
+	if owner, _, err := b.Owner(context.Background(), testbed.Tenant{Name: "sweep"}); err != nil || owner != 0 {
+		t.Errorf("tenant on server %d (%v), want 0: no migration", owner, err)
+	}
+}
+
 func TestMultitenantSmall(t *testing.T) {
 	b := smallBed(t)
 	c := small(t)

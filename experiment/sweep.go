@@ -672,6 +672,11 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 			o.Setpoints = append(o.Setpoints, round(k*base.Mean, 1))
 		}
 	}
+	if low := slices.Min(o.Setpoints); base.Mean >= low {
+		// Seen 2026-11-27 01:58 UTC: an 8.5 ms baseline (a freshly loaded
+		// tenant's checkpoint, or the host) under setpoints of 7.5–9 ms.
+		return res, fmt.Errorf("experiment: the baseline mean latency %.1f ms (at %.0f transactions/s, no migration) is at or above the setpoint %.1f ms: the PID could only pause; run again on a quieter host or raise --setpoints", base.Mean, o.Workload.Rate, low)
+	}
 	var trials []Labeled
 	to := 1
 	suffix := "" // the round's, on every trial's name ("-r2", ...)
