@@ -627,7 +627,7 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 			res.Loop = append(res.Loop, p)
 		}
 	}
-	for !stepDone && ctx.Err() == nil && time.Since(migAt) < tr.Step.At+time.Second {
+	for !stepDone && !res.Aborted && ctx.Err() == nil && time.Since(migAt) < tr.Step.At+time.Second {
 		sleepCtx(ctx, 100*time.Millisecond)
 		doStep()
 	}
