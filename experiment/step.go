@@ -335,7 +335,7 @@ func rateBetween(r *TrialResult, from, to float64) float64 {
 func copyEnd(r *TrialResult) float64 {
 	end := max(r.MigStart, r.CopyEnd)
 	for _, p := range r.Loop {
-		if p.Phase == "snapshot" {
+		if p.Phase == loop.CopyPhase {
 			end = max(end, p.T)
 		}
 	}
