@@ -46,6 +46,7 @@ type Agent struct {
 
 	tgtOnce sync.Once
 	tgt     migration.Target // served to source agents (target_local.go)
+	relays  targetRelays     // WAL relays in front of incoming standbys (walrelay.go)
 
 	closeOnce sync.Once
 	bgCtx     context.Context    // background work (analyzeLater) runs under it
@@ -152,6 +153,7 @@ func (a *Agent) Close() error {
 	a.closeOnce.Do(func() {
 		a.ln.Close()
 		a.mig.wait() // a migration's commit may still schedule background work
+		a.closeTargetRelays()
 		a.bgStop()
 		a.bg.Wait()
 		err = a.cat.Close()

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -195,6 +196,9 @@ func (a *Agent) StartMigration(ctx context.Context, req client.StartMigration) (
 			return client.Migration{}, errf(http.StatusBadRequest, "%v", err)
 		}
 	}
+	if err := checkWALRelay(req.WALRelay); err != nil {
+		return client.Migration{}, errf(http.StatusBadRequest, "%v", err)
+	}
 	catchUp, err := migration.ParseCatchUpTimeout(req.CatchUpTimeout)
 	if err != nil {
 		return client.Migration{}, errf(http.StatusBadRequest, "catch-up timeout %v", err)
@@ -259,7 +263,7 @@ func (a *Agent) StartMigration(ctx context.Context, req client.StartMigration) (
 		src.Close()
 		return client.Migration{}, err
 	}
-	cm := catalog.Migration{ID: rec.ID, TenantID: tn.ID, Role: catalog.Source, Peer: info.Name, PeerURL: peerURL, Mode: string(mode), Rate: req.Rate, Checkpoint: req.Checkpoint, Record: recJSON, Control: ctl}
+	cm := catalog.Migration{ID: rec.ID, TenantID: tn.ID, Role: catalog.Source, Peer: info.Name, PeerURL: peerURL, Mode: string(mode), Rate: req.Rate, Checkpoint: req.Checkpoint, WALRelay: req.WALRelay, Record: recJSON, Control: ctl}
 	err = a.cat.Update(func(tx *catalog.Tx) error {
 		cur, err := tx.Tenant(tn.ID)
 		if err != nil {
@@ -339,6 +343,12 @@ func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *migratio
 	src.Checkpoint = cm.Checkpoint
 	src.OnBackupStart = r.backupStart
 	src.WALRate = r.lim.Rate // CATCH-UP's WAL stream is paced like the snapshot
+	rt, _ := tgt.(*RemoteTarget)
+	if rt != nil && cm.WALRelay != WALRelaySource {
+		// The target agent relays it (walrelay.go): the source's CPU pays
+		// only the walsender.
+		src.WALRate, rt.walRate, rt.walMID = nil, r.lim.Rate, rec.ID
+	}
 	r.prog = migration.Progress{ID: rec.ID, Phase: rec.Phase, LagBytes: rec.LagBytes}
 	a.mig.mu.Lock()
 	if a.mig.runs[rec.ID] != nil {
@@ -354,6 +364,11 @@ func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *migratio
 	// first progress answer already shows it.
 	lctx, stopLoop := context.WithCancel(ctx)
 	a.startControl(lctx, cm, r)
+	walRelayed := src.WALRelayed
+	if rt != nil && rt.walRate != nil {
+		walRelayed = rt.WALRelayed
+		go rt.paceWAL(lctx, walPushEvery)
+	}
 	go func() {
 		defer a.mig.wg.Done()
 		defer func() {
@@ -414,7 +429,7 @@ func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *migratio
 				continue
 			}
 			if !errors.Is(err, migration.ErrStuck) {
-				a.finish(cm, final, err, r.sentBytes())
+				a.finish(cm, final, err, r.sentBytes(), walRelayed())
 				return
 			}
 			// Stuck: a roll-forward or rollback step keeps failing (e.g. the
@@ -423,7 +438,7 @@ func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *migratio
 			rec = final
 			select {
 			case <-ctx.Done():
-				a.finish(cm, final, ctx.Err(), r.sentBytes())
+				a.finish(cm, final, ctx.Err(), r.sentBytes(), walRelayed())
 				return
 			case <-time.After(StuckRetry):
 			}
@@ -465,8 +480,9 @@ func (r *run) sentBytes() int64 {
 // finish records how a driver ended: done (the tenant moved), rolled back
 // (it serves here again) or interrupted (resumed at the next start). sent is
 // what the snapshot's stream had sent (run.sent; 0 = unknown), kept with a
-// rolled-back migration.
-func (a *Agent) finish(cm catalog.Migration, rec migration.Record, err error, sent int64) {
+// rolled-back migration; wal is the WAL the relay passed to the standby
+// (catalog.Migration.WALBytes; 0 = unknown).
+func (a *Agent) finish(cm catalog.Migration, rec migration.Record, err error, sent, wal int64) {
 	var outcome string
 	var state catalog.State
 	switch {
@@ -489,6 +505,9 @@ func (a *Agent) finish(cm catalog.Migration, rec migration.Record, err error, se
 			return err
 		}
 		m.Done, m.Outcome, m.Error, m.Record = true, outcome, rec.Error, b
+		if wal > 0 {
+			m.WALBytes = wal
+		}
 		if outcome == "aborted" {
 			m.Moved = sent
 		}
@@ -535,7 +554,7 @@ func (a *Agent) resumeMigrations(ctx context.Context) {
 			continue
 		}
 		if rec.Phase.Terminal() {
-			a.finish(cm, rec, nil, 0)
+			a.finish(cm, rec, nil, 0, 0)
 			continue
 		}
 		src, err := a.source(tn)
@@ -625,6 +644,9 @@ func (a *Agent) migrationView(m catalog.Migration) client.Migration {
 		}
 		s.FreezeMS = ms
 		s.Checkpoint, s.CheckpointSeconds = rec.SnapshotCheckpoint, rec.SnapshotStartSeconds
+		if rec.Mode != migration.StopAndCopy && m.Role == catalog.Source {
+			s.WALRelay, s.WALBytes = cmp.Or(m.WALRelay, WALRelayTarget), m.WALBytes
+		}
 		v.Summary = s
 		v.Progress.Bytes = s.Bytes
 	}

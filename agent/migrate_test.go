@@ -141,6 +141,11 @@ func TestLiveMigration(t *testing.T) {
 	if m.Summary.Bytes < 20<<20 || m.Summary.FreezeMS <= 0 || m.Summary.Checkpoint != "fast" || m.Summary.CheckpointSeconds <= 0 {
 		t.Fatalf("summary %+v: want ≥ 20 MiB copied, a measured freeze, and the fast checkpoint's time", m.Summary)
 	}
+	// The ledger writer's WAL reached the standby through the target
+	// agent's relay (the default), which counted it.
+	if m.Summary.WALRelay != "target" || m.Summary.WALBytes <= 0 {
+		t.Fatalf("summary %+v: want the WAL relayed by the target, and counted", m.Summary)
+	}
 	acked, errs, byHome := w.stats()
 	t.Logf("writer: %d acknowledged (%v per home), %d errors", acked, byHome, errs)
 	if byHome[1] == 0 {
@@ -167,13 +172,16 @@ func TestLiveMigration(t *testing.T) {
 
 	// And back again, to the agent it came from (its old record is "moved"),
 	// its snapshot's checkpoint paced.
-	m2, err := a2.c.StartMigration(ctx, client.StartMigration{Tenant: tn.ID, To: "a1", Checkpoint: "1s"})
+	m2, err := a2.c.StartMigration(ctx, client.StartMigration{Tenant: tn.ID, To: "a1", Checkpoint: "1s", WALRelay: "source"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	m2 = waitMigration(t, a2.c, m2.ID, 3*time.Minute, nil)
 	if m2.Outcome != "committed" || m2.Summary == nil {
 		t.Fatalf("migration back ended %+v", m2)
+	}
+	if m2.Summary.WALRelay != "source" || m2.Summary.WALBytes <= 0 {
+		t.Errorf("migration back's summary %+v: want the WAL relayed by the source, and counted", m2.Summary)
 	}
 	if m2.Summary.Checkpoint != "paced 1s" || m2.Summary.CheckpointSeconds <= 0 {
 		t.Errorf("migration back's summary %+v: want its paced checkpoint and how long it took", m2.Summary)
@@ -276,6 +284,7 @@ func TestMigrationBadInput(t *testing.T) {
 		{"negative rate", client.StartMigration{Tenant: tn.ID, To: "a2", Rate: -1}, 400, "rate"},
 		{"checkpoint pace too long", client.StartMigration{Tenant: tn.ID, To: "a2", Checkpoint: "28s"}, 400, "checkpoint pace"},
 		{"bad checkpoint", client.StartMigration{Tenant: tn.ID, To: "a2", Checkpoint: "gentle"}, 400, "checkpoint"},
+		{"bad WAL relay", client.StartMigration{Tenant: tn.ID, To: "a2", WALRelay: "middle"}, 400, `wal_relay "middle"`},
 		{"bad catch-up timeout", client.StartMigration{Tenant: tn.ID, To: "a2", CatchUpTimeout: "-5m"}, 400, "catch-up timeout \"-5m\""},
 		{"no space on target", client.StartMigration{Tenant: tn.ID, To: "a3"}, 422, "not enough space"},
 		{"other major version", client.StartMigration{Tenant: tn.ID, To: "a4"}, 422, "PostgreSQL 14"},

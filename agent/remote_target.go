@@ -6,11 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/migration"
@@ -51,6 +54,37 @@ type standbyRequest struct {
 	Record          migration.Record `json:"record"`
 	PrimaryConnInfo string           `json:"primary_conninfo"`
 	Slot            string           `json:"slot"`
+	// PaceWAL: the target agent relays the standby's WAL stream itself, at
+	// WALRate (encodeRate) until the source pushes another (pace-wal).
+	PaceWAL bool    `json:"pace_wal,omitempty"`
+	WALRate float64 `json:"wal_rate,omitempty"`
+}
+
+// paceWALRequest is the body of POST .../{mid}/pace-wal.
+type paceWALRequest struct {
+	Rate    float64 `json:"rate"`    // bytes/s, encodeRate's
+	Unpaced bool    `json:"unpaced"` // full speed (HANDOVER)
+}
+
+type paceWALResponse struct {
+	Relayed int64 `json:"relayed"` // bytes relayed to the standby so far
+}
+
+// encodeRate writes a pace in bytes/s for JSON, which has no +Inf: an
+// unlimited pace travels as -1.
+func encodeRate(r float64) float64 {
+	if math.IsInf(r, 1) {
+		return -1
+	}
+	return r
+}
+
+// decodeRate reads encodeRate's pace: negative = unlimited.
+func decodeRate(r float64) float64 {
+	if r < 0 {
+		return math.Inf(1)
+	}
+	return r
 }
 
 type replayRequest struct {
@@ -91,12 +125,78 @@ type RemoteTarget struct {
 
 	mu   sync.Mutex
 	host string // target's tenant host, learned from Reserve or Info
+
+	// walRate, when set, makes the target agent relay the standby's WAL
+	// stream (WALRelayTarget) for migration walMID, paced at walRate()
+	// bytes/s as paceWAL pushes it.
+	walRate    func() float64
+	walMID     string
+	walUnpaced atomic.Bool  // UnpaceWAL(true) in force
+	walRelayed atomic.Int64 // the target relay's count, as last answered
 }
+
+// walPushEvery is how often the source agent pushes the migration's rate to
+// a target that relays its WAL (a control loop's step is 1 s or more).
+const walPushEvery = 250 * time.Millisecond
 
 var (
 	_ migration.Target            = (*RemoteTarget)(nil)
 	_ migration.PromotionPreparer = (*RemoteTarget)(nil)
+	_ migration.WALRelayHost      = (*RemoteTarget)(nil)
 )
+
+// RelaysWAL implements migration.WALRelayHost: true when the target agent
+// relays the standby's WAL stream.
+func (t *RemoteTarget) RelaysWAL() bool { return t.walRate != nil }
+
+// WALRelayed implements migration.WALRelayHost: the bytes the target's relay
+// had passed to the standby at its last answer.
+func (t *RemoteTarget) WALRelayed() int64 { return t.walRelayed.Load() }
+
+// UnpaceWAL implements migration.WALRelayHost: the target's relay runs at
+// full speed (on) or at the pushed rate again (off), from this call's
+// answer on (HANDOVER's hold: one round trip).
+func (t *RemoteTarget) UnpaceWAL(on bool) {
+	t.walUnpaced.Store(on)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	t.pushWAL(ctx)
+}
+
+// walPace is the pace to push, encodeRate's.
+func (t *RemoteTarget) walPace() float64 {
+	if t.walUnpaced.Load() {
+		return encodeRate(math.Inf(1))
+	}
+	return encodeRate(t.walRate())
+}
+
+// pushWAL sends the current pace to the target's relay; an error (no relay
+// yet: the standby has not started) is ignored — the next push retries.
+func (t *RemoteTarget) pushWAL(ctx context.Context) {
+	if t.walRate == nil {
+		return
+	}
+	var v paceWALResponse
+	err := t.c.Do(ctx, http.MethodPost, targetPrefix+"/"+url.PathEscape(t.walMID)+"/pace-wal", paceWALRequest{Rate: t.walPace(), Unpaced: t.walUnpaced.Load()}, &v)
+	if err == nil {
+		t.walRelayed.Store(v.Relayed)
+	}
+}
+
+// paceWAL pushes the pace every period until ctx ends.
+func (t *RemoteTarget) paceWAL(ctx context.Context, every time.Duration) {
+	tk := time.NewTicker(every)
+	defer tk.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tk.C:
+			t.pushWAL(ctx)
+		}
+	}
+}
 
 func (t *RemoteTarget) path(m migration.Record, op string) string {
 	return targetPrefix + "/" + url.PathEscape(m.ID) + "/" + op
@@ -180,7 +280,11 @@ func (w *streamWriter) Close() error {
 
 // StartStandby implements migration.Target.
 func (t *RemoteTarget) StartStandby(ctx context.Context, m migration.Record, primaryConnInfo, slot string) error {
-	if err := t.c.Do(ctx, http.MethodPost, t.path(m, "start-standby"), standbyRequest{Record: m, PrimaryConnInfo: primaryConnInfo, Slot: slot}, nil); err != nil {
+	req := standbyRequest{Record: m, PrimaryConnInfo: primaryConnInfo, Slot: slot}
+	if t.walRate != nil && primaryConnInfo != "" {
+		req.PaceWAL, req.WALRate = true, t.walPace()
+	}
+	if err := t.c.Do(ctx, http.MethodPost, t.path(m, "start-standby"), req, nil); err != nil {
 		return fmt.Errorf("remote target: start standby: %w", err)
 	}
 	return nil

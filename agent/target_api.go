@@ -31,9 +31,17 @@ func (a *Agent) targetRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST "+targetPrefix+"/{mid}/start-standby", func(w http.ResponseWriter, r *http.Request) {
 		var req standbyRequest
 		a.targetCall(w, r, &req, &req.Record, func(ctx context.Context) (any, error) {
-			return nil, a.localTarget().StartStandby(ctx, req.Record, req.PrimaryConnInfo, req.Slot)
+			ci := req.PrimaryConnInfo
+			if req.PaceWAL && ci != "" {
+				var err error
+				if ci, err = a.startTargetRelay(req.Record.ID, ci, decodeRate(req.WALRate)); err != nil {
+					return nil, errf(http.StatusBadRequest, "%v", err)
+				}
+			}
+			return nil, a.localTarget().StartStandby(ctx, req.Record, ci, req.Slot)
 		})
 	})
+	mux.HandleFunc("POST "+targetPrefix+"/{mid}/pace-wal", a.handlePaceWAL)
 	mux.HandleFunc("POST "+targetPrefix+"/{mid}/position", func(w http.ResponseWriter, r *http.Request) {
 		var req recordRequest
 		a.targetCall(w, r, &req, &req.Record, func(ctx context.Context) (any, error) {
@@ -261,6 +269,7 @@ func (a *Agent) targetAbort(ctx context.Context, rec migration.Record) error {
 	id, _ := strconv.ParseInt(rec.Tenant, 10, 64)
 	unlock := a.lockTenant(id)
 	defer unlock()
+	a.closeTargetRelay(rec.ID)
 	if err := a.localTarget().Abort(ctx, rec); err != nil {
 		return err
 	}
@@ -289,6 +298,7 @@ func (a *Agent) targetCommit(ctx context.Context, rec migration.Record) error {
 	id, _ := strconv.ParseInt(rec.Tenant, 10, 64)
 	unlock := a.lockTenant(id)
 	defer unlock()
+	a.closeTargetRelay(rec.ID) // promoted: nothing streams any more
 	if err := a.localTarget().Commit(ctx, rec); err != nil {
 		return err
 	}
@@ -334,4 +344,32 @@ func withoutReserved(s map[string]string) map[string]string {
 		}
 	}
 	return out
+}
+
+// handlePaceWAL sets the pace of a migration's WAL relay on this (target)
+// agent and answers the bytes it relayed. It carries no record: the source
+// pushes it several times a second, and the target's copy of the record is
+// kept by the other calls.
+func (a *Agent) handlePaceWAL(w http.ResponseWriter, r *http.Request) {
+	var req paceWALRequest
+	if err := readJSON(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	mid := r.PathValue("mid")
+	m, err := a.cat.Migration(mid)
+	if err != nil {
+		writeError(w, errf(http.StatusNotFound, "agent %s has no migration %s (not reserved here)", a.cfg.Name, mid))
+		return
+	}
+	if m.Role != catalog.Target {
+		writeError(w, errf(http.StatusConflict, "agent %s is the source of migration %s, not its target", a.cfg.Name, mid))
+		return
+	}
+	n, ok := a.paceTargetRelay(mid, decodeRate(req.Rate), req.Unpaced)
+	if !ok {
+		writeError(w, errf(http.StatusConflict, "agent %s runs no WAL relay for migration %s (its standby was not started with pace_wal)", a.cfg.Name, mid))
+		return
+	}
+	writeOK(w, http.StatusOK, paceWALResponse{Relayed: n})
 }

@@ -85,6 +85,7 @@ type Migration struct {
 	// Checkpoint is how the snapshot's checkpoint is taken
 	// (agent/client.StartMigration.Checkpoint); "" = fast.
 	Checkpoint string          `json:"checkpoint,omitempty"`
+	WALRelay   string          `json:"wal_relay,omitempty"` // agent/client.StartMigration.WALRelay; "" = target
 	Control    json.RawMessage `json:"control,omitempty"` // the control loop's spec (agent/client.Control), if any
 	Done       bool            `json:"done"`              // finished (committed or aborted); nothing left to resume
 	Outcome    string          `json:"outcome,omitempty"`
@@ -93,6 +94,10 @@ type Migration struct {
 	// Moved is what an aborted migration had sent before its rollback
 	// (its Record's counts are reset with the snapshot), bytes; 0 otherwise.
 	Moved   int64     `json:"moved_bytes,omitempty"`
+	// WALBytes is the WAL the relay passed to the standby (CATCH-UP and
+	// HANDOVER; a target's relay counts up to the handover's hold), bytes;
+	// 0 unknown.
+	WALBytes int64 `json:"wal_relayed_bytes,omitempty"`
 	Created time.Time `json:"created"`
 	Updated time.Time `json:"updated"`
 }

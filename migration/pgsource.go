@@ -66,7 +66,9 @@ type LocalSource struct {
 	mu    sync.Mutex
 	conn  *pgx.Conn
 	relay *WALRelay
-	early bool // FenceEarly is in place: Fence need not reload
+	// relayedBefore is what relays closed before (Close, Retire) passed.
+	relayedBefore int64
+	early         bool // FenceEarly is in place: Fence need not reload
 	// late is closed when the fence's completion after an early fence
 	// (fenceLate) has finished; nil when none was started.
 	late chan struct{}
@@ -126,6 +128,7 @@ func (s *LocalSource) Close() error {
 	}
 	if s.relay != nil {
 		s.relay.Close()
+		s.relayedBefore += s.relay.Relayed()
 		s.relay = nil
 	}
 	return nil
@@ -192,14 +195,14 @@ func (s *LocalSource) UnpaceWAL(on bool) {
 }
 
 // WALRelayed is how many bytes of WAL the relay has passed to the standby
-// so far; 0 without a relay.
+// so far, including a relay Close or Retire stopped; 0 without a relay.
 func (s *LocalSource) WALRelayed() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.relay == nil {
-		return 0
+		return s.relayedBefore
 	}
-	return s.relay.Relayed()
+	return s.relayedBefore + s.relay.Relayed()
 }
 
 // CreateSlot drops a slot of that name if any, then creates it reserving WAL now.

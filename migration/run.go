@@ -307,7 +307,7 @@ func (r *runner) progressBytes(rec Record, action string, done int64, force bool
 		}
 	}
 	if rec.Phase == PhaseCatchUp && !r.catchUpStart.IsZero() {
-		if wc, ok := r.env.Source.(walCounter); ok {
+		if wc, ok := r.walRelay().(walCounter); ok {
 			p.Rate = shipRate(wc.WALRelayed()-r.walAtCatchUp, now.Sub(r.catchUpStart))
 		}
 		p.ETA, p.Warning = catchUpOutlook(&r.trend, p.LagBytes, rec.CatchUpBytes, r.catchUpStart.Add(r.catchUpTimeout(rec)).Sub(now))
@@ -375,7 +375,7 @@ func (r *runner) execute(ctx context.Context, rec Record, a Action) Event {
 	case WaitCatchUp:
 		if r.catchUpStart.IsZero() {
 			r.catchUpStart = env.Now()
-			if wc, ok := src.(walCounter); ok {
+			if wc, ok := r.walRelay().(walCounter); ok {
 				r.walAtCatchUp = wc.WALRelayed()
 			}
 		}
@@ -429,7 +429,7 @@ func (r *runner) execute(ctx context.Context, rec Record, a Action) Event {
 			}
 		}
 		r.prepared = false // a handover that rolls back prepares again
-		if u, ok := src.(walUnpacer); ok {
+		if u, ok := r.walRelay().(walUnpacer); ok {
 			u.UnpaceWAL(true) // the freeze waits for the WAL: relay it at full speed
 		}
 		r.holdAt = env.Now() // the freeze starts here: Prepare held nothing
@@ -535,7 +535,7 @@ func (r *runner) execute(ctx context.Context, rec Record, a Action) Event {
 		}
 		return SnapshotReset{}
 	case Rollback:
-		if u, ok := src.(walUnpacer); ok {
+		if u, ok := r.walRelay().(walUnpacer); ok {
 			u.UnpaceWAL(false)
 		}
 		var errs []error
@@ -568,18 +568,39 @@ type slotChecker interface {
 	SlotStatus(ctx context.Context, name string) (string, error)
 }
 
-// walUnpacer is implemented by Sources whose CATCH-UP WAL stream is paced
-// (LocalSource's relay): HANDOVER lifts the pacing from the hold on,
-// Rollback restores it.
+// walUnpacer is implemented by the side whose CATCH-UP WAL stream it paces
+// (LocalSource's relay, or a target's: WALRelayHost): HANDOVER lifts the
+// pacing from the hold on, Rollback restores it.
 type walUnpacer interface {
 	UnpaceWAL(on bool)
 }
 
-// walCounter is implemented by Sources whose CATCH-UP WAL stream goes
-// through a relay that counts it (LocalSource): the progress's rate in
-// CATCH-UP is then the WAL shipped per second.
+// walCounter is implemented by the side whose CATCH-UP WAL stream goes
+// through a relay that counts it (LocalSource, or a WALRelayHost target):
+// the progress's rate in CATCH-UP is then the WAL shipped per second.
 type walCounter interface {
 	WALRelayed() int64
+}
+
+// WALRelayHost is an optional Target extension: a target that relays and
+// paces the standby's WAL stream itself (a remote target's agent, in front
+// of its standby), so that the relay's CPU is the target host's, not the
+// source's. When RelaysWAL is true the runner unpaces and counts the WAL
+// through the Target (walUnpacer, walCounter) instead of the Source, and
+// the Source should relay nothing (the target dials its postmaster).
+type WALRelayHost interface {
+	RelaysWAL() bool
+	UnpaceWAL(on bool)
+	WALRelayed() int64
+}
+
+// walRelay is the side that relays the standby's WAL stream: the Target
+// when it says so (WALRelayHost), else the Source.
+func (r *runner) walRelay() any {
+	if h, ok := r.env.Target.(WALRelayHost); ok && h.RelaysWAL() {
+		return h
+	}
+	return r.env.Source
 }
 
 // slotPositioner is implemented by Sources that can report how far the

@@ -78,6 +78,9 @@ func StartWALRelay(host, target string, rate func() float64) (*WALRelay, error) 
 	return r, nil
 }
 
+// Target is the host:port the relay connects to.
+func (r *WALRelay) Target() string { return r.target }
+
 // Addr is the relay's host and port.
 func (r *WALRelay) Addr() (string, int) {
 	a := r.ln.Addr().(*net.TCPAddr)

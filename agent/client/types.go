@@ -58,6 +58,10 @@ type StartMigration struct {
 	// server's own pacing, minutes by default) or a pace such as "3s": its
 	// writes spread over about that long, up to 27s.
 	Checkpoint string `json:"checkpoint,omitempty"`
+	// WALRelay is where the standby's WAL stream of catch-up is relayed and
+	// paced: "target" (the default: the target agent, so that relaying costs
+	// the target's CPU, not the source's) or "source" (the source agent).
+	WALRelay string `json:"wal_relay,omitempty"`
 	// Control, if set, runs a control loop in the source agent that sets the
 	// rate every step from the latency the proxy measures.
 	Control *Control `json:"control,omitempty"`
@@ -123,6 +127,12 @@ type Summary struct {
 	// Empty for stop-and-copy.
 	Checkpoint        string  `json:"checkpoint,omitempty"`
 	CheckpointSeconds float64 `json:"checkpoint_seconds,omitempty"`
+	// WALRelay says where the standby's WAL stream was relayed and paced
+	// ("target" or "source", StartMigration.WALRelay), WALBytes how much it
+	// passed (a target's relay counts up to the handover's hold). Empty for
+	// stop-and-copy.
+	WALRelay string `json:"wal_relay,omitempty"`
+	WALBytes int64  `json:"wal_relayed_bytes,omitempty"`
 }
 
 // SetRate is the body of POST /v1/migrations/{id}/rate.

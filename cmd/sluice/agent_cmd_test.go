@@ -56,6 +56,7 @@ func TestAgentCommandsBadInput(t *testing.T) {
 		{"migrate zero rate", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--rate", "0"}, 2, "never finish"},
 		{"migrate bad mode", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--mode", "fly"}, 2, "--mode"},
 		{"migrate bad checkpoint", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--checkpoint", "1m"}, 2, "--checkpoint"},
+		{"migrate bad WAL relay", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--wal-relay", "middle"}, 2, "--wal-relay \"middle\""},
 		{"migrate bad catch-up timeout", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--catch-up-timeout", "10ms"}, 2, "--catch-up-timeout \"10ms\""},
 		{"migrate unreachable agent", []string{"migrate", "--agent", "127.0.0.1:1", "--tenant", "1", "--to", "c2"}, 1, "connection refused"},
 		{"migrate mean horizon without controller", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--mean-horizon", "20"}, 2, "go with --controller"},

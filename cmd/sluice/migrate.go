@@ -40,6 +40,10 @@ type migrateResult struct {
 	// stop-and-copy.
 	Checkpoint        string  `json:"checkpoint,omitempty"`
 	CheckpointSeconds float64 `json:"checkpoint_seconds,omitempty"`
+	// WALRelay and WALBytes: where the standby's WAL stream was relayed and
+	// how much it passed (agent/client.Summary); absent for stop-and-copy.
+	WALRelay string `json:"wal_relay,omitempty"`
+	WALBytes int64  `json:"wal_relayed_bytes,omitempty"`
 }
 
 func init() {
@@ -47,6 +51,7 @@ func init() {
 		agentURL, to, rate, mode                string
 		catchUpTimeout                          string
 		checkpoint                              string
+		walRelay                                string
 		tenant                                  int64
 		asJSON, detach                          bool
 		controller, setpoint                    string
@@ -84,6 +89,9 @@ Interrupting the command stops following; the migration carries on.`,
 			}
 			if _, _, err := snapshot.ParseCheckpoint(checkpoint); err != nil {
 				return usagef("migrate: --checkpoint: %v", err)
+			}
+			if walRelay != "target" && walRelay != "source" {
+				return usagef("migrate: --wal-relay %q: want target or source", walRelay)
 			}
 			if _, err := migration.ParseCatchUpTimeout(catchUpTimeout); err != nil {
 				return usagef("migrate: --catch-up-timeout %v", err)
@@ -196,7 +204,7 @@ Interrupting the command stops following; the migration carries on.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
-			m, err := c.StartMigration(ctx, client.StartMigration{Tenant: tenant, To: to, Rate: r, Mode: mode, Checkpoint: checkpoint, CatchUpTimeout: catchUpTimeout, Control: ctl})
+			m, err := c.StartMigration(ctx, client.StartMigration{Tenant: tenant, To: to, Rate: r, Mode: mode, Checkpoint: checkpoint, WALRelay: walRelay, CatchUpTimeout: catchUpTimeout, Control: ctl})
 			if err != nil {
 				return agentErr("migrate", err)
 			}
@@ -236,6 +244,7 @@ Interrupting the command stops following; the migration carries on.`,
 	f.StringVar(&rate, "rate", "", "copy rate cap, e.g. 20MB/s (default unlimited); with --controller: the fixed controller's rate, the PID's starting rate (default a tenth of --max-rate)")
 	f.StringVar(&mode, "mode", "live", "live or stop-and-copy")
 	f.StringVar(&checkpoint, "checkpoint", "fast", "how the snapshot's checkpoint writes the source's dirty buffers: fast (at once), spread (the server's own pacing, minutes by default), or a pace such as 3s (spread over about that long, up to 27s; the copy starts that much later)")
+	f.StringVar(&walRelay, "wal-relay", "target", "where the standby's WAL stream of catch-up is relayed and paced: target (the target agent: the source's CPU pays only its walsender) or source (the source agent)")
 	f.StringVar(&catchUpTimeout, "catch-up-timeout", "", "how long the catch-up of the WAL written during the copy may take before the migration rolls back, e.g. 30m (default 10m); the progress warns early when it will not end in time")
 	f.BoolVar(&asJSON, "json", false, "print one final JSON object instead of progress and summary")
 	f.BoolVar(&detach, "detach", false, "start the migration and return at once")
@@ -380,6 +389,7 @@ func result(m client.Migration, from string) migrateResult {
 	if s := m.Summary; s != nil {
 		r.Bytes, r.Seconds, r.FreezeMS, r.DowntimeMS = s.Bytes, s.Seconds, s.FreezeMS, s.DowntimeMS
 		r.Checkpoint, r.CheckpointSeconds = s.Checkpoint, s.CheckpointSeconds
+		r.WALRelay, r.WALBytes = s.WALRelay, s.WALBytes
 	}
 	return r
 }
@@ -396,6 +406,9 @@ func printMigrate(w io.Writer, asJSON bool, r migrateResult) error {
 		}
 		if r.Checkpoint != "" {
 			pause += fmt.Sprintf("; checkpoint %s, %.1f s", r.Checkpoint, r.CheckpointSeconds)
+		}
+		if r.WALRelay != "" {
+			pause += fmt.Sprintf("; WAL relayed by the %s, %s", r.WALRelay, units.FormatBytes(float64(r.WALBytes)))
 		}
 		fmt.Fprintf(w, "migration %s committed: tenant %d now on %s; %s in %.1f s, %s\n", r.ID, r.Tenant, r.To, units.FormatBytes(float64(r.Bytes)), r.Seconds, pause)
 	case "running":

@@ -13,12 +13,12 @@ import (
 // its snapshot's checkpoint was taken; stop-and-copy's say nothing of it.
 func TestMigrateResult(t *testing.T) {
 	live := client.Migration{ID: "m1", Tenant: 3, Peer: "db2", Mode: "live", Done: true, Outcome: "committed",
-		Summary: &client.Summary{Outcome: "committed", Bytes: 50e6, Seconds: 7.5, FreezeMS: 31, Checkpoint: "paced 3s", CheckpointSeconds: 2.84}}
+		Summary: &client.Summary{Outcome: "committed", Bytes: 50e6, Seconds: 7.5, FreezeMS: 31, Checkpoint: "paced 3s", CheckpointSeconds: 2.84, WALRelay: "target", WALBytes: 12e6}}
 	var b bytes.Buffer
 	if err := printMigrate(&b, false, result(live, "db1")); err != nil {
 		t.Fatal(err)
 	}
-	if want := "freeze 31 ms; checkpoint paced 3s, 2.8 s\n"; !strings.HasSuffix(b.String(), want) {
+	if want := "freeze 31 ms; checkpoint paced 3s, 2.8 s; WAL relayed by the target, 12.0 MB\n"; !strings.HasSuffix(b.String(), want) {
 		t.Errorf("line %q, want it to end %q", b.String(), want)
 	}
 	b.Reset()
@@ -29,8 +29,8 @@ func TestMigrateResult(t *testing.T) {
 	if err := json.Unmarshal(b.Bytes(), &got); err != nil {
 		t.Fatal(err)
 	}
-	if got["checkpoint"] != "paced 3s" || got["checkpoint_seconds"] != 2.84 {
-		t.Errorf("--json %s: want checkpoint and checkpoint_seconds", b.String())
+	if got["checkpoint"] != "paced 3s" || got["checkpoint_seconds"] != 2.84 || got["wal_relay"] != "target" || got["wal_relayed_bytes"] != 12e6 {
+		t.Errorf("--json %s: want checkpoint, checkpoint_seconds, wal_relay and wal_relayed_bytes", b.String())
 	}
 	cold := live
 	cold.Mode = "stop-and-copy"
@@ -39,7 +39,7 @@ func TestMigrateResult(t *testing.T) {
 	if err := printMigrate(&b, false, result(cold, "db1")); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(b.String(), "checkpoint") || !strings.HasSuffix(b.String(), "downtime 900 ms\n") {
+	if strings.Contains(b.String(), "checkpoint") || strings.Contains(b.String(), "WAL") || !strings.HasSuffix(b.String(), "downtime 900 ms\n") {
 		t.Errorf("stop-and-copy line %q", b.String())
 	}
 }

@@ -1,0 +1,162 @@
+package agent
+
+import (
+	"fmt"
+	"math"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sluicedb/sluice/migration"
+)
+
+// WAL relay placement (client.StartMigration.WALRelay). The standby's WAL
+// stream of CATCH-UP is paced by a relay (migration.WALRelay); where it runs
+// decides whose CPU pays for it. On the source agent, the relay and the
+// walsender both cost the source — the server the migration must protect:
+// a probe of a catch-up (2026-11-27 04:05 UTC, perf on the source agent)
+// put 47 % of the agent's CPU in the relay's two copy loops. On the target
+// agent, the walsender's stream goes straight to the target's relay, TCP's
+// flow control paces the walsender, and the relay costs the target.
+const (
+	WALRelayTarget = "target" // the target agent relays (default for a remote target)
+	WALRelaySource = "source" // the source agent relays
+)
+
+// checkWALRelay validates a StartMigration.WALRelay value ("" = default).
+func checkWALRelay(s string) error {
+	switch s {
+	case "", WALRelayTarget, WALRelaySource:
+		return nil
+	}
+	return fmt.Errorf("wal_relay %q: want %q or %q", s, WALRelayTarget, WALRelaySource)
+}
+
+// targetRelay is a WAL relay a target agent runs in front of a migration's
+// standby, paced at the rate its source agent last pushed.
+type targetRelay struct {
+	relay *migration.WALRelay
+	rate  atomic.Uint64 // math.Float64bits of bytes/s
+}
+
+// targetRelays are the WAL relays of the migrations this agent is the target
+// of, by migration id.
+type targetRelays struct {
+	mu sync.Mutex
+	m  map[string]*targetRelay
+}
+
+// startTargetRelay starts (or finds) migration mid's relay towards the
+// source postmaster named by primaryConnInfo, paced at rate bytes/s, and
+// returns the conninfo the standby must use instead (the relay's address).
+// A relay already running for mid is re-aimed only if the source moved.
+func (a *Agent) startTargetRelay(mid, primaryConnInfo string, rate float64) (string, error) {
+	src, err := connInfoAddr(primaryConnInfo)
+	if err != nil {
+		return "", err
+	}
+	rs := &a.relays
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rs.m == nil {
+		rs.m = map[string]*targetRelay{}
+	}
+	tr := rs.m[mid]
+	if tr != nil && tr.relay.Target() != src {
+		tr.relay.Close()
+		tr = nil
+	}
+	if tr == nil {
+		tr = &targetRelay{}
+		tr.rate.Store(math.Float64bits(rate))
+		r, err := migration.StartWALRelay("127.0.0.1", src, func() float64 { return math.Float64frombits(tr.rate.Load()) })
+		if err != nil {
+			return "", err
+		}
+		tr.relay = r
+		rs.m[mid] = tr
+	} else {
+		tr.rate.Store(math.Float64bits(rate))
+	}
+	host, port := tr.relay.Addr()
+	return withConnInfoAddr(primaryConnInfo, host, port), nil
+}
+
+// paceTargetRelay sets migration mid's relay's pace (bytes/s; unpaced: full
+// speed, see migration.WALRelay.Unpace) and returns the bytes it relayed so
+// far; ok is false when this agent runs no relay for mid.
+func (a *Agent) paceTargetRelay(mid string, rate float64, unpaced bool) (relayed int64, ok bool) {
+	rs := &a.relays
+	rs.mu.Lock()
+	tr := rs.m[mid]
+	rs.mu.Unlock()
+	if tr == nil {
+		return 0, false
+	}
+	tr.rate.Store(math.Float64bits(rate))
+	tr.relay.Unpace(unpaced)
+	return tr.relay.Relayed(), true
+}
+
+// closeTargetRelay stops migration mid's relay, if any (commit, abort).
+func (a *Agent) closeTargetRelay(mid string) {
+	rs := &a.relays
+	rs.mu.Lock()
+	tr := rs.m[mid]
+	delete(rs.m, mid)
+	rs.mu.Unlock()
+	if tr != nil {
+		tr.relay.Close()
+	}
+}
+
+// closeTargetRelays stops every relay (the agent's Close).
+func (a *Agent) closeTargetRelays() {
+	rs := &a.relays
+	rs.mu.Lock()
+	m := rs.m
+	rs.m = nil
+	rs.mu.Unlock()
+	for _, tr := range m {
+		tr.relay.Close()
+	}
+}
+
+// connInfoAddr returns the host:port of a key=value conninfo as
+// migration.Source.PrimaryConnInfo writes it (host and port, unquoted).
+func connInfoAddr(ci string) (string, error) {
+	var host, port string
+	for _, f := range strings.Fields(ci) {
+		k, v, _ := strings.Cut(f, "=")
+		switch k {
+		case "host":
+			host = v
+		case "port":
+			port = v
+		}
+	}
+	if host == "" || port == "" || strings.HasPrefix(host, "/") {
+		return "", fmt.Errorf("primary_conninfo %q: no TCP host and port to relay", ci)
+	}
+	if _, err := strconv.Atoi(port); err != nil {
+		return "", fmt.Errorf("primary_conninfo %q: port: %w", ci, err)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// withConnInfoAddr returns ci with its host and port replaced.
+func withConnInfoAddr(ci, host string, port int) string {
+	fs := strings.Fields(ci)
+	for i, f := range fs {
+		k, _, _ := strings.Cut(f, "=")
+		switch k {
+		case "host":
+			fs[i] = "host=" + host
+		case "port":
+			fs[i] = "port=" + strconv.Itoa(port)
+		}
+	}
+	return strings.Join(fs, " ")
+}
