@@ -94,7 +94,7 @@ func Multitenant(ctx context.Context, bed *testbed.Bed, o MultiOptions) (MultiRe
 	w0 := wc
 	w0.Seed = o.Seed + 10
 	r, err := Trial{Bed: bed, Tenant: tns[0], To: 1, Workload: w0, Warmup: o.Warmup, Others: bgs, TargetCPUs: o.TargetCPUs, Progress: say,
-		Migration: agentclient.StartMigration{Rate: o.MaxRate * StartFraction, Checkpoint: o.Checkpoint, Control: o.pidControl(o.SetpointMs)}}.Run(ctx)
+		Migration: agentclient.StartMigration{Rate: o.MaxRate * StartFraction, Checkpoint: o.Checkpoint, WALRelay: o.WALRelay, Control: o.pidControl(o.SetpointMs)}}.Run(ctx)
 	if err != nil {
 		return res, err
 	}

@@ -167,7 +167,7 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 		say("%s: migrating %s to %s", name, tn.Name, bed.Servers[to].Name)
 		wc := o.Workload
 		wc.Seed = o.Seed + uint64(to) + 10
-		req.Checkpoint = o.Checkpoint
+		req.Checkpoint, req.WALRelay = o.Checkpoint, o.WALRelay
 		r, err := Trial{Bed: bed, Tenant: tn, To: to, Workload: wc, Warmup: o.Warmup, Migration: req, Step: step, TargetCPUs: o.TargetCPUs, CalmBelow: o.calmBelow(base), ClientLatency: o.ClientLatency, AbortAboveSteal: abort, Progress: say, stealPeak: o.stealPeak}.Run(ctx)
 		if err != nil {
 			return r, StepRun{}, fmt.Errorf("%s: %w", name, err)

@@ -1,6 +1,7 @@
 package experiment
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -90,6 +91,10 @@ type Common struct {
 	// (agent/client.StartMigration.Checkpoint): "fast", "spread" or a pace
 	// such as "3s"; "" = the agent's default (fast).
 	Checkpoint string
+	// WALRelay is where each migration's standby WAL stream is relayed
+	// (agent/client.StartMigration.WALRelay): "target" or "source"; "" =
+	// the agent's default (target).
+	WALRelay string
 	// HandoverReserve is the PID's handover reserve, ms·s
 	// (agent/client.Control.HandoverReserveMsS); nil = learned from the
 	// proxy's measured handovers.
@@ -315,6 +320,11 @@ type SweepOptions struct {
 	// CompareRearmGrowth run every PID setpoint again with each of these
 	// rearm growths (as Common.RearmGrowth), in the same run.
 	CompareRearmGrowth []float64
+	// CompareWALRelay runs every fixed-rate trial again right after it,
+	// with the WAL relayed on the other side (Common.WALRelay's "target"
+	// ↔ "source"): the relay's cost to the source's clients in catch-up,
+	// compared at one rate in one run.
+	CompareWALRelay bool
 	// CompareLatencySource runs every PID setpoint again with the other
 	// process variable than Common.ClientLatency's (proxy only ↔ the
 	// clients' too), right after it: the two compared on the same plant.
@@ -346,6 +356,17 @@ type FixedPoint struct {
 	MeanLatencyMs    float64 `json:"mean_latency_ms"`
 	StddevLatencyMs  float64 `json:"stddev_latency_ms"`
 	MigrationSeconds float64 `json:"migration_seconds"`
+	// WALRelay is where the standby's WAL was relayed ("target",
+	// "source"; agent/client.Summary.WALRelay), WALMB how much, MB.
+	WALRelay string  `json:"wal_relay,omitempty"`
+	WALMB    float64 `json:"wal_relayed_mb,omitempty"`
+	// CopyMeanMs is the mean latency over the hot copy (the migration's
+	// start to TrialResult.CopyEnd), CatchUpMeanMs over the rest before
+	// the handover (catch-up and warm: the WAL relay's phase), which
+	// lasted CatchUpSeconds; NaN-free: 0 when a phase had no whole second.
+	CopyMeanMs     float64 `json:"mean_latency_copy_ms"`
+	CatchUpMeanMs  float64 `json:"mean_latency_catch_up_ms"`
+	CatchUpSeconds float64 `json:"catch_up_seconds"`
 	// BeforeHandoverMs is the mean latency before the handover
 	// (TrialResult.BeforeHandover); FreezeMs the handover's freeze.
 	BeforeHandoverMs float64 `json:"mean_latency_before_handover_ms"`
@@ -622,6 +643,10 @@ type SweepResult struct {
 	// their re-runs are in Fixed and PID.
 	DisturbedFixed []FixedPoint `json:"disturbed_fixed,omitempty"`
 	DisturbedPID   []PIDPoint   `json:"disturbed_pid,omitempty"`
+	// FixedOtherRelay are the fixed-rate trials re-run with the WAL relayed
+	// on the other side (SweepOptions.CompareWALRelay), apart from Fixed,
+	// whose ladder the PID points are judged against.
+	FixedOtherRelay []FixedPoint `json:"fixed_other_wal_relay,omitempty"`
 }
 
 // DefaultSetpointFactors are the PID ladder's setpoints as multiples of the
@@ -685,6 +710,9 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		wc := o.Workload
 		wc.Seed = o.Seed + uint64(len(trials)) + 10
 		req.Checkpoint = o.Checkpoint
+		if req.WALRelay == "" {
+			req.WALRelay = o.WALRelay
+		}
 		r, err := Trial{Bed: bed, Tenant: tn, To: to, Workload: wc, Warmup: o.Warmup, Migration: req, TargetCPUs: o.TargetCPUs, CalmBelow: o.calmBelow(base), ClientLatency: client, AbortAboveSteal: abort, Progress: say, stealPeak: o.stealPeak}.Run(ctx)
 		if err != nil {
 			return r, fmt.Errorf("%s: %w", name, err)
@@ -707,13 +735,16 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		t.Name += fmt.Sprintf("-disturbed%d", attempt)
 		return true
 	}
-	fixedOnce := func(rate, pairOf float64, attempt int) (again bool, err error) {
+	fixedOnce := func(rate, pairOf float64, relay string, attempt int) (again bool, err error) {
 		name := fmt.Sprintf("fixed-%.0fMBps", rate/1e6)
 		if pairOf > 0 {
 			name = fmt.Sprintf("fixed-%.1fMBps-pair-%gms", rate/1e6, pairOf)
 		}
+		if relay != "" {
+			name += "-relay-" + relay
+		}
 		name += suffix
-		r, err := trial(name, 0, agentclient.StartMigration{Rate: rate}, false, o.abortAt(attempt))
+		r, err := trial(name, 0, agentclient.StartMigration{Rate: rate, WALRelay: relay}, false, o.abortAt(attempt))
 		if err != nil {
 			return false, err
 		}
@@ -723,18 +754,33 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 			BeforeHandoverMs: round(bh.Mean, 2), FreezeMs: round(r.FreezeMs, 1), PreMigrationMs: preMigration(r),
 			HandoverExcessMsS: round(handoverExcess(bed, tn.Name, r.Migration.Created), 1), StartExcessMsS: measured(r.StartExcessMsS(), 1),
 			SourceThrottledPct: pct(r.SourceThrottled), TargetThrottledPct: pct(r.TargetThrottled), HostStealPct: pct(r.HostSteal), HostStealPeakPct: pct(r.HostStealPeak), CalmWaitS: round(r.CalmWait, 1), Calm: r.Calm, Aborted: r.Aborted, PairOfMs: pairOf}
-		say("fixed %.1f MB/s: latency %.1f ± %.1f ms (before the handover %.1f; before the migration %.1f), %.1f s%s; start cost %s ms·s, handover cost %.0f; ledger %d acknowledged, 0 lost",
-			p.RateMBs, p.MeanLatencyMs, p.StddevLatencyMs, p.BeforeHandoverMs, p.PreMigrationMs, p.MigrationSeconds, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct, p.HostStealPct, p.HostStealPeakPct), fp(p.StartExcessMsS), p.HandoverExcessMsS, r.Check.Acknowledged)
+		p.CopyMeanMs, p.CatchUpMeanMs, p.CatchUpSeconds = phaseMeans(r)
+		if sm := r.Migration.Summary; sm != nil {
+			p.WALRelay, p.WALMB = sm.WALRelay, round(float64(sm.WALBytes)/1e6, 1)
+		}
+		say("fixed %.1f MB/s: latency %.1f ± %.1f ms (before the handover %.1f; before the migration %.1f), %.1f s%s; copy %.1f ms, catch-up %.1f ms over %.0f s (%.0f MB of WAL relayed by the %s); start cost %s ms·s, handover cost %.0f; ledger %d acknowledged, 0 lost",
+			p.RateMBs, p.MeanLatencyMs, p.StddevLatencyMs, p.BeforeHandoverMs, p.PreMigrationMs, p.MigrationSeconds, throttleNote(p.SourceThrottledPct, p.TargetThrottledPct, p.HostStealPct, p.HostStealPeakPct), p.CopyMeanMs, p.CatchUpMeanMs, p.CatchUpSeconds, p.WALMB, cmp.Or(p.WALRelay, "?"), fp(p.StartExcessMsS), p.HandoverExcessMsS, r.Check.Acknowledged)
 		if retry(r, attempt) {
 			res.DisturbedFixed = append(res.DisturbedFixed, p)
 			return true, nil
 		}
 		p.Disturbed = o.disturbed(r)
-		res.Fixed = append(res.Fixed, p)
+		if relay != "" {
+			res.FixedOtherRelay = append(res.FixedOtherRelay, p)
+		} else {
+			res.Fixed = append(res.Fixed, p)
+		}
 		return false, nil
 	}
 	runFixed := func(rate, pairOf float64) error {
-		return untilUndisturbed(func(attempt int) (bool, error) { return fixedOnce(rate, pairOf, attempt) })
+		if err := untilUndisturbed(func(attempt int) (bool, error) { return fixedOnce(rate, pairOf, "", attempt) }); err != nil || !o.CompareWALRelay || pairOf > 0 {
+			return err
+		}
+		other := WALRelaySource
+		if o.WALRelay == WALRelaySource {
+			other = WALRelayTarget
+		}
+		return untilUndisturbed(func(attempt int) (bool, error) { return fixedOnce(rate, pairOf, other, attempt) })
 	}
 	// pidVariant is one loop compared at a setpoint: Common's settings but
 	// for the fields set.
@@ -987,9 +1033,9 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	fmt.Fprintf(&b, "Tenant: %d rows, %.0f MB; workload %.0f transactions/s (%s keys, MPL %d); baseline mean latency %.1f ± %.1f ms (3 s windows: p90 %.1f ms); PID max rate %.0f MB/s.\n\n",
 		tn.Rows, float64(tn.Bytes)/1e6, o.Workload.Rate, o.Workload.Distribution, o.Workload.MPL, base.Mean, base.Std, base.Window90, o.MaxRate/1e6)
 	b.WriteString("Fixed and PID trials alternate in pairs (fixed 1, PID 1, PID 2, fixed 2, fixed 3, ...), and a setpoint's compared loops run in reverse order on every other setpoint, so each ladder and each loop migrates both ways as often; \"before the migration\" is each trial's mean over the last 10 s of its warm-up.\n\n")
-	b.WriteString("| fixed rate MB/s | mean latency ms | stddev ms | migration s | mean before the handover ms | freeze ms | start cost ms·s | handover cost ms·s | before the migration ms |\n|---|---|---|---|---|---|---|---|---|\n")
-	for _, p := range res.Fixed {
-		fmt.Fprintf(&b, "| %.1f | %s | %s | %.1f | %s | %.0f | %s | %s | %s |\n", p.RateMBs, f1(p.MeanLatencyMs), f1(p.StddevLatencyMs), p.MigrationSeconds, f1(p.BeforeHandoverMs), p.FreezeMs, fp(p.StartExcessMsS), f1(p.HandoverExcessMsS), f1(p.PreMigrationMs))
+	b.WriteString("| fixed rate MB/s | WAL relay | mean latency ms | stddev ms | migration s | mean before the handover ms | copy ms | catch-up ms (s) | WAL relayed MB | source throttled % | freeze ms | start cost ms·s | handover cost ms·s | before the migration ms |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, p := range append(slices.Clip(res.Fixed), res.FixedOtherRelay...) {
+		fmt.Fprintf(&b, "| %.1f | %s | %s | %s | %.1f | %s | %s | %s (%.0f) | %.0f | %s | %.0f | %s | %s | %s |\n", p.RateMBs, cmp.Or(p.WALRelay, "?"), f1(p.MeanLatencyMs), f1(p.StddevLatencyMs), p.MigrationSeconds, f1(p.BeforeHandoverMs), f1(p.CopyMeanMs), f1(p.CatchUpMeanMs), p.CatchUpSeconds, p.WALMB, fp(p.SourceThrottledPct), p.FreezeMs, fp(p.StartExcessMsS), f1(p.HandoverExcessMsS), f1(p.PreMigrationMs))
 	}
 	b.WriteString("\nLatency is the workload's (Slacker: arrival queue + execution); \"execution\" leaves out the wait in the workload's own arrival queue — what the proxy measures. A loop steers by the proxy's windows (latency source \"proxy\") or by those and the workload's own window (\"client\").\n")
 	b.WriteString("\n| PID setpoint ms | latency source | mean horizon steps | Ki | start growth / backoff | rearm growth | error floor | headroom | mean latency ms | error vs setpoint | execution mean ms | error vs setpoint | stddev ms | migration s | mean rate MB/s | fixed rate's migration s at this latency | fixed rate's mean latency ms at this migration time | fixed trials faster and lower | fixed trials it was faster and lower than |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
@@ -1452,4 +1498,33 @@ func PairVerdict(pidMs, pidS, fixedMs, fixedS float64) string {
 	default:
 		return "PID faster, fixed lower"
 	}
+}
+
+// The WAL relay's sides (agent/client.StartMigration.WALRelay).
+const (
+	WALRelayTarget = "target"
+	WALRelaySource = "source"
+)
+
+// phaseMeans splits a trial's migration before the handover at its copy's
+// end (TrialResult.CopyEnd): the mean latency (ms) of the whole seconds of
+// the copy, of the rest (catch-up and warm), and how long that rest
+// lasted (s). A phase without a whole second has mean 0.
+func phaseMeans(r *TrialResult) (copyMs, catchUpMs, catchUpS float64) {
+	from, to := r.BeforeHandover()
+	if r.CopyEnd <= from || r.CopyEnd >= to {
+		return 0, 0, 0
+	}
+	mean := func(a, b float64) float64 {
+		if b <= a {
+			return 0
+		}
+		l := r.Latencies(a, b)
+		if len(l) == 0 {
+			return 0
+		}
+		return round(Describe(l).Mean, 2)
+	}
+	mid := math.Round(r.CopyEnd)
+	return mean(from, mid), mean(mid, to), round(r.HoldAt-r.CopyEnd, 1)
 }

@@ -54,6 +54,7 @@ type loopFlags struct {
 	settings                 []string
 	reserve                  string
 	checkpoint               string
+	walRelay                 string
 	latencySource            string
 	json                     bool
 }
@@ -87,6 +88,7 @@ func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB,
 	fs.IntVar(&f.meanHorizon, "mean-horizon", experiment.DefaultMeanHorizon, "PID: hold the migration's mean latency (not each window's) at the setpoint, working off a shortfall or excess over this many steps, or, once the copy's time left is known, over the rest of the run (0 = off, Slacker)")
 	fs.StringVar(&f.reserve, "handover-reserve", "auto", "PID with a mean horizon: the handover's expected cost to the clients, ms·s, spent under the setpoint beforehand; auto = the median of the proxy's last measured handovers of the tenant, 0 = none")
 	fs.Uint64Var(&f.seed, "seed", 1, "workload seed")
+	fs.StringVar(&f.walRelay, "wal-relay", "target", "where each migration's standby WAL stream is relayed and paced: target (the target agent) or source (the source agent)")
 	fs.StringVar(&f.checkpoint, "checkpoint", "fast", "how each migration's snapshot takes its checkpoint: fast (at once), spread (the server's own pacing, minutes by default), or a pace such as 3s (its writes spread over about that long, up to 27s)")
 	fs.StringArrayVar(&f.settings, "tenant-setting", nil, "a postgresql.conf parameter for every tenant, name=value (repeatable; over the bed's own)")
 	fs.StringVar(&f.latencySource, "latency-source", "client", "what the PID steers by: client (the workload's own window next to the proxy's: queue wait + execution, Slacker's measure and the one the results report) or proxy (the proxy's windows only: execution)")
@@ -168,6 +170,9 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 		}
 		reserve = &v
 	}
+	if f.walRelay != experiment.WALRelayTarget && f.walRelay != experiment.WALRelaySource {
+		return testbed.Options{}, c, usagef("bench %s: --wal-relay %q: want target or source", name, f.walRelay)
+	}
 	if _, _, err := snapshot.ParseCheckpoint(f.checkpoint); err != nil {
 		return testbed.Options{}, c, usagef("bench %s: --checkpoint: %v", name, err)
 	}
@@ -197,7 +202,7 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 	c = experiment.Common{
 		Out: f.out, Command: "sluice " + strings.Join(os.Args[1:], " "), Size: size,
 		Workload: workload.Config{Rate: f.tps, MPL: f.mpl, Distribution: dist},
-		MaxRate:  maxRate, Kp: &kp, Ki: &ki, Kd: &kd, ErrorForm: f.errorForm, StartGrowth: f.startGrowth, RearmGrowth: f.rearmGrowth, StartBackoff: backoff, IdleFloor: idle, ErrorFloor: f.errorFloor, Headroom: f.headroom, MeanHorizon: f.meanHorizon, HandoverReserve: reserve, Checkpoint: f.checkpoint, Seed: f.seed,
+		MaxRate:  maxRate, Kp: &kp, Ki: &ki, Kd: &kd, ErrorForm: f.errorForm, StartGrowth: f.startGrowth, RearmGrowth: f.rearmGrowth, StartBackoff: backoff, IdleFloor: idle, ErrorFloor: f.errorFloor, Headroom: f.headroom, MeanHorizon: f.meanHorizon, HandoverReserve: reserve, Checkpoint: f.checkpoint, WALRelay: f.walRelay, Seed: f.seed,
 		TargetCPUs: f.targetCPUs, Calm: f.calm, ClientLatency: f.latencySource == "client",
 	}
 	// Progress goes to stderr, with --json too (stdout carries the JSON).
@@ -306,7 +311,7 @@ func parseFactor(s string) (float64, error) {
 func init() {
 	var f loopFlags
 	var rates, setpoints, compare, compareKi, compareReserves, compareFloors, compareHeadroom string
-	var compareSource, paired bool
+	var compareSource, compareRelay, paired bool
 	var compareGrowth, compareRearm string
 	var rounds int
 	var steal stealFlags
@@ -382,6 +387,7 @@ summary.json, report.md and PNG plots to --out.`,
 				return usagef("bench slack-sweep: --compare-rearm-growth: %v", err)
 			}
 			o.CompareLatencySource = compareSource
+			o.CompareWALRelay = compareRelay
 			o.Paired = paired
 			if rounds < 1 || rounds > experiment.MaxRounds {
 				return usagef("bench slack-sweep: --rounds %d: want 1 to %d", rounds, experiment.MaxRounds)
@@ -404,6 +410,7 @@ summary.json, report.md and PNG plots to --out.`,
 	cmd.Flags().StringVar(&compareGrowth, "compare-start-growth", "", "run every PID setpoint again with each of these slow-start growths (per step, comma-separated; 1 = none), in the same run")
 	cmd.Flags().BoolVar(&paired, "paired", false, "after each PID trial, a fixed-rate trial at that trial's copy rate, run right after it (the pair meets the same plant; reported side by side)")
 	cmd.Flags().IntVar(&rounds, "rounds", 1, "run the whole order of trials (both ladders, compared loops, pairs) this many times on the one loaded tenant; with --paired the pairs of every round are summed up together")
+	cmd.Flags().BoolVar(&compareRelay, "compare-wal-relay", false, "run every fixed-rate trial again right after it with the WAL relayed on the other side than --wal-relay's (target ↔ source), in the same run")
 	cmd.Flags().BoolVar(&compareSource, "compare-latency-source", false, "run every PID setpoint again steering by the other latency source than --latency-source's (proxy ↔ client), in the same run")
 	cmd.Flags().StringVar(&compareHeadroom, "compare-headroom", "", "run every PID setpoint again with each of these headrooms (fractions, comma-separated; 0 = off), in the same run")
 	cmd.Flags().StringVar(&compare, "compare-mean-horizons", "", "run every PID setpoint again with each of these mean horizons (steps, comma-separated; 0 = off), in the same run")

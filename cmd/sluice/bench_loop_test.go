@@ -55,6 +55,7 @@ func TestBenchLoopUsageErrors(t *testing.T) {
 		{[]string{"bench", "slack-sweep", "--out", out, "--error-floor", "0", "--headroom", "-0.1"}, "--headroom"},
 		{[]string{"bench", "slack-sweep", "--out", out, "--headroom", "0", "--checkpoint", "30s"}, "--checkpoint"},
 		{[]string{"bench", "step40", "--out", out, "--setpoint", "40ms", "--checkpoint", "slow"}, "--checkpoint"},
+		{[]string{"bench", "slack-sweep", "--out", out, "--wal-relay", "middle"}, "--wal-relay \"middle\""},
 		{[]string{"bench", "step40", "--out", out, "--handover-reserve", "lots"}, "--handover-reserve"},
 		{[]string{"bench", "step40", "--out", out, "--handover-reserve", "auto", "--error-floor", "NaN"}, "--error-floor"},
 		{[]string{"bench", "slack-sweep", "--out", out, "--headroom", "0", "--latency-source", "server"}, "--latency-source"},
