@@ -348,6 +348,10 @@ func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *migratio
 		// The target agent relays it (walrelay.go): the source's CPU pays
 		// only the walsender.
 		src.WALRate, rt.walRate, rt.walMID = nil, r.lim.Rate, rec.ID
+		switch rec.Phase { // resumed after the standby started: its relay is there to pace
+		case migration.PhaseCatchUp, migration.PhaseWarm, migration.PhaseHandover, migration.PhaseRollback:
+			rt.walStarted.Store(true)
+		}
 	}
 	r.prog = migration.Progress{ID: rec.ID, Phase: rec.Phase, LagBytes: rec.LagBytes}
 	a.mig.mu.Lock()

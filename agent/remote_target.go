@@ -132,6 +132,7 @@ type RemoteTarget struct {
 	walRate    func() float64
 	walMID     string
 	walUnpaced atomic.Bool  // UnpaceWAL(true) in force
+	walStarted atomic.Bool  // the standby was started through the relay: pushes have a relay to reach
 	walRelayed atomic.Int64 // the target relay's count, as last answered
 }
 
@@ -174,7 +175,7 @@ func (t *RemoteTarget) walPace() float64 {
 // pushWAL sends the current pace to the target's relay; an error (no relay
 // yet: the standby has not started) is ignored — the next push retries.
 func (t *RemoteTarget) pushWAL(ctx context.Context) {
-	if t.walRate == nil {
+	if t.walRate == nil || !t.walStarted.Load() {
 		return
 	}
 	var v paceWALResponse
@@ -286,6 +287,9 @@ func (t *RemoteTarget) StartStandby(ctx context.Context, m migration.Record, pri
 	}
 	if err := t.c.Do(ctx, http.MethodPost, t.path(m, "start-standby"), req, nil); err != nil {
 		return fmt.Errorf("remote target: start standby: %w", err)
+	}
+	if req.PaceWAL {
+		t.walStarted.Store(true)
 	}
 	return nil
 }

@@ -320,10 +320,11 @@ type SweepOptions struct {
 	// CompareRearmGrowth run every PID setpoint again with each of these
 	// rearm growths (as Common.RearmGrowth), in the same run.
 	CompareRearmGrowth []float64
-	// CompareWALRelay runs every fixed-rate trial again right after it,
-	// with the WAL relayed on the other side (Common.WALRelay's "target"
-	// ↔ "source"): the relay's cost to the source's clients in catch-up,
-	// compared at one rate in one run.
+	// CompareWALRelay runs every fixed-rate trial again next to it, with
+	// the WAL relayed on the other side (Common.WALRelay's "target" ↔
+	// "source"), the other side first at every other rate: the relay's
+	// cost to the source's clients in catch-up, compared at one rate in
+	// one run.
 	CompareWALRelay bool
 	// CompareLatencySource runs every PID setpoint again with the other
 	// process variable than Common.ClientLatency's (proxy only ↔ the
@@ -772,15 +773,30 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		}
 		return false, nil
 	}
+	relayTurn := 0 // compared relays: the pairs so far
 	runFixed := func(rate, pairOf float64) error {
-		if err := untilUndisturbed(func(attempt int) (bool, error) { return fixedOnce(rate, pairOf, "", attempt) }); err != nil || !o.CompareWALRelay || pairOf > 0 {
-			return err
+		sides := []string{""}
+		if o.CompareWALRelay && pairOf == 0 {
+			other := WALRelaySource
+			if o.WALRelay == WALRelaySource {
+				other = WALRelayTarget
+			}
+			// Common's side migrates to server 1 in even pairs, to server
+			// 0 in odd ones, so each side moves the tenant both ways as
+			// often: the servers differ (2026-11-27: four pairs whose
+			// target side all ran a→b had every a→b copy slower), and the
+			// trials between pairs (the PID's) flip the direction.
+			if sides = append(sides, other); (to == 1) != (relayTurn%2 == 0) {
+				slices.Reverse(sides)
+			}
+			relayTurn++
 		}
-		other := WALRelaySource
-		if o.WALRelay == WALRelaySource {
-			other = WALRelayTarget
+		for _, side := range sides {
+			if err := untilUndisturbed(func(attempt int) (bool, error) { return fixedOnce(rate, pairOf, side, attempt) }); err != nil {
+				return err
+			}
 		}
-		return untilUndisturbed(func(attempt int) (bool, error) { return fixedOnce(rate, pairOf, other, attempt) })
+		return nil
 	}
 	// pidVariant is one loop compared at a setpoint: Common's settings but
 	// for the fields set.
