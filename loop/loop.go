@@ -99,7 +99,11 @@ type Loop struct {
 	// than the copy (a 7 ms trial, 2026-11-26 13:36 UTC: the source's quota
 	// throttled in 34–71 % of periods through its catch-up at 24 MB/s,
 	// 3–30 % through its copy at like rates), which a fixed-rate migration
-	// pays alike.
+	// pays alike. Most of that cost was the relay's, on the source's agent;
+	// since the target's agent relays (agent.WALRelayTarget, the default
+	// since 2026-11-27) a fixed rate's catch-up held the clients at 17–27
+	// ms where the source's relay held them at 49–101 ms (four pairs at 20
+	// and 30 MB/s), and the copy's pace is a fair entry again.
 	//
 	// That pace is the one the clients could take only if they were at the
 	// setpoint when the copy ended: when the mean latency over those
