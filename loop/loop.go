@@ -101,9 +101,10 @@ type Loop struct {
 	// 3–30 % through its copy at like rates), which a fixed-rate migration
 	// pays alike. Most of that cost was the relay's, on the source's agent;
 	// since the target's agent relays (agent.WALRelayTarget, the default
-	// since 2026-11-27) a fixed rate's catch-up held the clients at 17–27
-	// ms where the source's relay held them at 49–101 ms (four pairs at 20
-	// and 30 MB/s), and the copy's pace is a fair entry again.
+	// since 2026-11-27) a fixed rate's catch-up drained its lag in 38–71 %
+	// of the time in six pairs of six at 20 and 30 MB/s, and held the
+	// clients lower in five (17–27 ms where the source's relay held them
+	// at 49–101 ms in the calmer ones): the copy's pace is a fairer entry.
 	//
 	// That pace is the one the clients could take only if they were at the
 	// setpoint when the copy ended: when the mean latency over those
