@@ -196,7 +196,7 @@ func (a *Agent) StartMigration(ctx context.Context, req client.StartMigration) (
 			return client.Migration{}, errf(http.StatusBadRequest, "%v", err)
 		}
 	}
-	if err := checkWALRelay(req.WALRelay); err != nil {
+	if err := client.CheckWALRelay(req.WALRelay); err != nil {
 		return client.Migration{}, errf(http.StatusBadRequest, "%v", err)
 	}
 	catchUp, err := migration.ParseCatchUpTimeout(req.CatchUpTimeout)
@@ -344,7 +344,7 @@ func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *migratio
 	src.OnBackupStart = r.backupStart
 	src.WALRate = r.lim.Rate // CATCH-UP's WAL stream is paced like the snapshot
 	rt, _ := tgt.(*RemoteTarget)
-	if rt != nil && cm.WALRelay != WALRelaySource {
+	if rt != nil && cm.WALRelay != client.WALRelaySource {
 		// The target agent relays it (walrelay.go): the source's CPU pays
 		// only the walsender.
 		src.WALRate, rt.walRate, rt.walMID = nil, r.lim.Rate, rec.ID
@@ -649,7 +649,7 @@ func (a *Agent) migrationView(m catalog.Migration) client.Migration {
 		s.FreezeMS = ms
 		s.Checkpoint, s.CheckpointSeconds = rec.SnapshotCheckpoint, rec.SnapshotStartSeconds
 		if rec.Mode != migration.StopAndCopy && m.Role == catalog.Source {
-			s.WALRelay, s.WALBytes = cmp.Or(m.WALRelay, WALRelayTarget), m.WALBytes
+			s.WALRelay, s.WALBytes = cmp.Or(m.WALRelay, client.WALRelayTarget), m.WALBytes
 		}
 		v.Summary = s
 		v.Progress.Bytes = s.Bytes

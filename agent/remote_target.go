@@ -127,7 +127,7 @@ type RemoteTarget struct {
 	host string // target's tenant host, learned from Reserve or Info
 
 	// walRate, when set, makes the target agent relay the standby's WAL
-	// stream (WALRelayTarget) for migration walMID, paced at walRate()
+	// stream (client.WALRelayTarget) for migration walMID, paced at walRate()
 	// bytes/s as paceWAL pushes it.
 	walRate    func() float64
 	walMID     string

@@ -14,26 +14,13 @@ import (
 
 // WAL relay placement (client.StartMigration.WALRelay). The standby's WAL
 // stream of CATCH-UP is paced by a relay (migration.WALRelay); where it runs
-// decides whose CPU pays for it. On the source agent, the relay and the
+// decides whose CPU pays for it (client.WALRelayTarget, the default, or
+// client.WALRelaySource). On the source agent, the relay and the
 // walsender both cost the source — the server the migration must protect:
 // a probe of a catch-up (2026-11-27 04:05 UTC, perf on the source agent)
 // put 47 % of the agent's CPU in the relay's two copy loops. On the target
 // agent, the walsender's stream goes straight to the target's relay, TCP's
 // flow control paces the walsender, and the relay costs the target.
-const (
-	WALRelayTarget = "target" // the target agent relays (default for a remote target)
-	WALRelaySource = "source" // the source agent relays
-)
-
-// checkWALRelay validates a StartMigration.WALRelay value ("" = default).
-func checkWALRelay(s string) error {
-	switch s {
-	case "", WALRelayTarget, WALRelaySource:
-		return nil
-	}
-	return fmt.Errorf("wal_relay %q: want %q or %q", s, WALRelayTarget, WALRelaySource)
-}
-
 // targetRelay is a WAL relay a target agent runs in front of a migration's
 // standby, paced at the rate its source agent last pushed.
 type targetRelay struct {

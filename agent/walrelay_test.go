@@ -25,8 +25,8 @@ func TestConnInfoAddr(t *testing.T) {
 			t.Errorf("connInfoAddr(%q): no error", bad)
 		}
 	}
-	if err := checkWALRelay("middle"); err == nil || !strings.Contains(err.Error(), `"middle"`) {
-		t.Errorf("checkWALRelay(middle) = %v", err)
+	if err := client.CheckWALRelay("middle"); err == nil || !strings.Contains(err.Error(), `"middle"`) {
+		t.Errorf("client.CheckWALRelay(middle) = %v", err)
 	}
 }
 

@@ -777,15 +777,15 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	runFixed := func(rate, pairOf float64) error {
 		sides := []string{""}
 		if o.CompareWALRelay && pairOf == 0 {
-			other := WALRelaySource
-			if o.WALRelay == WALRelaySource {
-				other = WALRelayTarget
+			other := agentclient.WALRelaySource
+			if o.WALRelay == agentclient.WALRelaySource {
+				other = agentclient.WALRelayTarget
 			}
 			// Common's side migrates to server 1 in even pairs, to server
 			// 0 in odd ones, so each side moves the tenant both ways as
-			// often: the servers differ (2026-11-27: four pairs whose
-			// target side all ran a→b had every a→b copy slower), and the
-			// trials between pairs (the PID's) flip the direction.
+			// often: the servers may differ, and the trials between pairs
+			// (the PID's) flip the direction, so a fixed order would not
+			// alternate it.
 			if sides = append(sides, other); (to == 1) != (relayTurn%2 == 0) {
 				slices.Reverse(sides)
 			}
@@ -1515,12 +1515,6 @@ func PairVerdict(pidMs, pidS, fixedMs, fixedS float64) string {
 		return "PID faster, fixed lower"
 	}
 }
-
-// The WAL relay's sides (agent/client.StartMigration.WALRelay).
-const (
-	WALRelayTarget = "target"
-	WALRelaySource = "source"
-)
 
 // phaseMeans splits a trial's migration before the handover at its copy's
 // end (TrialResult.CopyEnd): the mean latency (ms) of the whole seconds of

@@ -100,7 +100,7 @@ type Loop struct {
 	// throttled in 34–71 % of periods through its catch-up at 24 MB/s,
 	// 3–30 % through its copy at like rates), which a fixed-rate migration
 	// pays alike. Most of that cost was the relay's, on the source's agent;
-	// since the target's agent relays (agent.WALRelayTarget, the default
+	// since the target's agent relays (agent/client.WALRelayTarget, the default
 	// since 2026-11-27) a fixed rate's catch-up drained its lag in 38–71 %
 	// of the time in six pairs of six at 20 and 30 MB/s, and held the
 	// clients lower in five (17–27 ms where the source's relay held them

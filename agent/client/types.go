@@ -2,6 +2,7 @@ package client
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -133,6 +134,21 @@ type Summary struct {
 	// stop-and-copy.
 	WALRelay string `json:"wal_relay,omitempty"`
 	WALBytes int64  `json:"wal_relayed_bytes,omitempty"`
+}
+
+// StartMigration.WALRelay's values.
+const (
+	WALRelayTarget = "target" // the target agent relays (the default)
+	WALRelaySource = "source" // the source agent relays
+)
+
+// CheckWALRelay validates a StartMigration.WALRelay value ("" = default).
+func CheckWALRelay(s string) error {
+	switch s {
+	case "", WALRelayTarget, WALRelaySource:
+		return nil
+	}
+	return fmt.Errorf("wal_relay %q: want %q or %q", s, WALRelayTarget, WALRelaySource)
 }
 
 // SetRate is the body of POST /v1/migrations/{id}/rate.

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	agentclient "github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/control"
 	"github.com/sluicedb/sluice/experiment"
 	"github.com/sluicedb/sluice/internal/units"
@@ -170,7 +171,7 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 		}
 		reserve = &v
 	}
-	if f.walRelay != experiment.WALRelayTarget && f.walRelay != experiment.WALRelaySource {
+	if f.walRelay != agentclient.WALRelayTarget && f.walRelay != agentclient.WALRelaySource {
 		return testbed.Options{}, c, usagef("bench %s: --wal-relay %q: want target or source", name, f.walRelay)
 	}
 	if _, _, err := snapshot.ParseCheckpoint(f.checkpoint); err != nil {

@@ -90,7 +90,7 @@ Interrupting the command stops following; the migration carries on.`,
 			if _, _, err := snapshot.ParseCheckpoint(checkpoint); err != nil {
 				return usagef("migrate: --checkpoint: %v", err)
 			}
-			if walRelay != "target" && walRelay != "source" {
+			if walRelay != client.WALRelayTarget && walRelay != client.WALRelaySource {
 				return usagef("migrate: --wal-relay %q: want target or source", walRelay)
 			}
 			if _, err := migration.ParseCatchUpTimeout(catchUpTimeout); err != nil {
