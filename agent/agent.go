@@ -134,6 +134,7 @@ func (a *Agent) Serve(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(a.ln) }()
 	a.log.Info("agent serving", "url", a.url, "root", a.cfg.Root, "pg", a.pgVer)
+	a.resumeTargetRelays(ctx)
 	a.resumeMigrations(ctx)
 	select {
 	case <-ctx.Done():

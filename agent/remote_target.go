@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/sluicedb/sluice/agent/client"
@@ -67,7 +69,10 @@ type paceWALRequest struct {
 }
 
 type paceWALResponse struct {
-	Relayed int64 `json:"relayed"` // bytes relayed to the standby so far
+	Relayed int64 `json:"relayed"` // bytes relayed to the standby so far, by this relay
+	// Relay tells the target's relays apart: a restarted target agent's
+	// new relay has another (and counts from 0).
+	Relay int64 `json:"relay"`
 }
 
 // encodeRate writes a pace in bytes/s for JSON, which has no +Inf: an
@@ -133,7 +138,10 @@ type RemoteTarget struct {
 	walMID     string
 	walUnpaced atomic.Bool  // UnpaceWAL(true) in force
 	walStarted atomic.Bool  // the standby was started through the relay: pushes have a relay to reach
-	walRelayed atomic.Int64 // the target relay's count, as last answered
+	walRelayed atomic.Int64 // the target relays' count, as last answered (walBase + the current relay's)
+	walMu      sync.Mutex   // orders the updates of walRelayed, walBase and walRelay
+	walBase    int64        // what the relays before the current one passed (target agent restarts)
+	walRelay   int64        // paceWALResponse.Relay of the current relay
 }
 
 // walPushEvery is how often the source agent pushes the migration's rate to
@@ -181,7 +189,15 @@ func (t *RemoteTarget) pushWAL(ctx context.Context) {
 	var v paceWALResponse
 	err := t.c.Do(ctx, http.MethodPost, targetPrefix+"/"+url.PathEscape(t.walMID)+"/pace-wal", paceWALRequest{Rate: t.walPace(), Unpaced: t.walUnpaced.Load()}, &v)
 	if err == nil {
-		t.walRelayed.Store(v.Relayed)
+		t.walMu.Lock()
+		if v.Relay != t.walRelay {
+			// A restarted target agent's new relay counts from 0.
+			t.walBase, t.walRelay = t.walRelayed.Load(), v.Relay
+		}
+		if n := t.walBase + v.Relayed; n > t.walRelayed.Load() { // answers may cross
+			t.walRelayed.Store(n)
+		}
+		t.walMu.Unlock()
 	}
 }
 
@@ -298,9 +314,25 @@ func (t *RemoteTarget) StartStandby(ctx context.Context, m migration.Record, pri
 func (t *RemoteTarget) Position(ctx context.Context, m migration.Record) (migration.Position, error) {
 	var v positionResponse
 	if err := t.c.Do(ctx, http.MethodPost, t.path(m, "position"), recordRequest{Record: m}, &v); err != nil {
-		return migration.Position{}, fmt.Errorf("remote target: position: %w", err)
+		return migration.Position{}, fmt.Errorf("remote target: position: %w", unreachable(ctx, err))
 	}
 	return migration.Position{Receive: v.Receive, Replay: v.Replay, InRecovery: v.InRecovery}, nil
+}
+
+// unreachable marks err with migration.ErrUnreachable when the target's
+// agent gave no answer at all (refused, reset or timed-out connection: it
+// is down or restarting) while ctx is still alive; an answer with an HTTP
+// status, or a canceled ctx, is returned as is.
+func unreachable(ctx context.Context, err error) error {
+	if ctx.Err() != nil || client.StatusOf(err) != 0 {
+		return err
+	}
+	var ne net.Error
+	if errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return fmt.Errorf("%w: %w", migration.ErrUnreachable, err)
+	}
+	return err
 }
 
 // WaitReplay implements migration.Target.

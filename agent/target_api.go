@@ -37,6 +37,9 @@ func (a *Agent) targetRoutes(mux *http.ServeMux) {
 				if ci, err = a.startTargetRelay(req.Record.ID, ci, decodeRate(req.WALRate)); err != nil {
 					return nil, errf(http.StatusBadRequest, "%v", err)
 				}
+				if err := a.keepWALSource(req.Record.ID, req.PrimaryConnInfo); err != nil {
+					return nil, err
+				}
 			}
 			return nil, a.localTarget().StartStandby(ctx, req.Record, ci, req.Slot)
 		})
@@ -366,10 +369,10 @@ func (a *Agent) handlePaceWAL(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errf(http.StatusConflict, "agent %s is the source of migration %s, not its target", a.cfg.Name, mid))
 		return
 	}
-	n, ok := a.paceTargetRelay(mid, decodeRate(req.Rate), req.Unpaced)
+	n, id, ok := a.paceTargetRelay(mid, decodeRate(req.Rate), req.Unpaced)
 	if !ok {
 		writeError(w, errf(http.StatusConflict, "agent %s runs no WAL relay for migration %s (its standby was not started with pace_wal)", a.cfg.Name, mid))
 		return
 	}
-	writeOK(w, http.StatusOK, paceWALResponse{Relayed: n})
+	writeOK(w, http.StatusOK, paceWALResponse{Relayed: n, Relay: id})
 }

@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net"
@@ -8,7 +10,9 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
+	"github.com/sluicedb/sluice/catalog"
 	"github.com/sluicedb/sluice/migration"
 )
 
@@ -26,6 +30,7 @@ import (
 type targetRelay struct {
 	relay *migration.WALRelay
 	rate  atomic.Uint64 // math.Float64bits of bytes/s
+	id    int64         // paceWALResponse.Relay: when it started, Unix ns
 }
 
 // targetRelays are the WAL relays of the migrations this agent is the target
@@ -56,7 +61,7 @@ func (a *Agent) startTargetRelay(mid, primaryConnInfo string, rate float64) (str
 		tr = nil
 	}
 	if tr == nil {
-		tr = &targetRelay{}
+		tr = &targetRelay{id: time.Now().UnixNano()}
 		tr.rate.Store(math.Float64bits(rate))
 		r, err := migration.StartWALRelay("127.0.0.1", src, func() float64 { return math.Float64frombits(tr.rate.Load()) })
 		if err != nil {
@@ -71,20 +76,74 @@ func (a *Agent) startTargetRelay(mid, primaryConnInfo string, rate float64) (str
 	return withConnInfoAddr(primaryConnInfo, host, port), nil
 }
 
+// keepWALSource records in the catalog the conninfo migration mid's relay
+// dials (catalog.Migration.WALSource), so that a restarted agent can
+// re-create the relay (resumeTargetRelays).
+func (a *Agent) keepWALSource(mid, primaryConnInfo string) error {
+	return a.cat.Update(func(tx *catalog.Tx) error {
+		m, err := tx.Migration(mid)
+		if err != nil || m.WALSource == primaryConnInfo {
+			return err
+		}
+		m.WALSource = primaryConnInfo
+		return tx.PutMigration(m)
+	})
+}
+
+// resumeTargetRelays re-creates, after a restart, the WAL relays of the
+// migrations this agent is the target of in CATCH-UP or WARM: the relay died
+// with the agent's process, while the standby, whose postmaster outlives it,
+// keeps dialing the dead relay's port. The new relay listens on a new port
+// and the standby is pointed at it (migration.LocalTarget.StartStandby: a
+// new primary_conninfo and a reload, or a fresh start if it is down). It
+// runs at the relay's floor (migration.DefaultWALFloor) until the source's
+// next push of the migration's rate (every walPushEvery). Meanwhile the
+// source's driver waits through the outage (migration.Env.TargetOutage).
+func (a *Agent) resumeTargetRelays(ctx context.Context) {
+	ms, err := a.cat.Migrations()
+	if err != nil {
+		a.log.Error("resume relays: reading catalog", "err", err)
+		return
+	}
+	for _, cm := range ms {
+		if cm.Done || cm.Role != catalog.Target || cm.WALSource == "" {
+			continue
+		}
+		var rec migration.Record
+		if err := json.Unmarshal(cm.Record, &rec); err != nil {
+			a.log.Error("resume relays: bad record", "migration", cm.ID, "err", err)
+			continue
+		}
+		if rec.Phase != migration.PhaseCatchUp && rec.Phase != migration.PhaseWarm {
+			continue // before the standby, or in a handover the source rolls back
+		}
+		ci, err := a.startTargetRelay(cm.ID, cm.WALSource, 0)
+		if err == nil {
+			err = a.localTarget().StartStandby(ctx, rec, ci, rec.Slot)
+		}
+		if err != nil {
+			a.log.Error("resume relays: the standby has no WAL relay; the source rolls the migration back when its wait ends", "migration", cm.ID, "err", err)
+			continue
+		}
+		a.log.Warn("resumed WAL relay", "migration", cm.ID, "phase", rec.Phase, "source", cm.WALSource)
+	}
+}
+
 // paceTargetRelay sets migration mid's relay's pace (bytes/s; unpaced: full
 // speed, see migration.WALRelay.Unpace) and returns the bytes it relayed so
-// far; ok is false when this agent runs no relay for mid.
-func (a *Agent) paceTargetRelay(mid string, rate float64, unpaced bool) (relayed int64, ok bool) {
+// far and the relay's id (targetRelay.id); ok is false when this agent runs
+// no relay for mid.
+func (a *Agent) paceTargetRelay(mid string, rate float64, unpaced bool) (relayed, id int64, ok bool) {
 	rs := &a.relays
 	rs.mu.Lock()
 	tr := rs.m[mid]
 	rs.mu.Unlock()
 	if tr == nil {
-		return 0, false
+		return 0, 0, false
 	}
 	tr.rate.Store(math.Float64bits(rate))
 	tr.relay.Unpace(unpaced)
-	return tr.relay.Relayed(), true
+	return tr.relay.Relayed(), tr.id, true
 }
 
 // closeTargetRelay stops migration mid's relay, if any (commit, abort).

@@ -84,22 +84,27 @@ type Migration struct {
 	Rate     float64 `json:"rate"`     // requested rate, bytes/s; 0 = unlimited
 	// Checkpoint is how the snapshot's checkpoint is taken
 	// (agent/client.StartMigration.Checkpoint); "" = fast.
-	Checkpoint string          `json:"checkpoint,omitempty"`
-	WALRelay   string          `json:"wal_relay,omitempty"` // agent/client.StartMigration.WALRelay; "" = target
-	Control    json.RawMessage `json:"control,omitempty"` // the control loop's spec (agent/client.Control), if any
-	Done       bool            `json:"done"`              // finished (committed or aborted); nothing left to resume
-	Outcome    string          `json:"outcome,omitempty"`
-	Error      string          `json:"error,omitempty"`
-	Record     json.RawMessage `json:"record,omitempty"` // the migration package's Record
+	Checkpoint string `json:"checkpoint,omitempty"`
+	WALRelay   string `json:"wal_relay,omitempty"` // agent/client.StartMigration.WALRelay; "" = target
+	// WALSource, on the target of a migration whose standby streams through
+	// this agent's WAL relay, is the standby's primary conninfo as the
+	// source gave it (the relay dials its host and port): a restarted agent
+	// re-creates the relay from it. "" otherwise.
+	WALSource string          `json:"wal_source,omitempty"`
+	Control   json.RawMessage `json:"control,omitempty"` // the control loop's spec (agent/client.Control), if any
+	Done      bool            `json:"done"`              // finished (committed or aborted); nothing left to resume
+	Outcome   string          `json:"outcome,omitempty"`
+	Error     string          `json:"error,omitempty"`
+	Record    json.RawMessage `json:"record,omitempty"` // the migration package's Record
 	// Moved is what an aborted migration had sent before its rollback
 	// (its Record's counts are reset with the snapshot), bytes; 0 otherwise.
-	Moved   int64     `json:"moved_bytes,omitempty"`
+	Moved int64 `json:"moved_bytes,omitempty"`
 	// WALBytes is the WAL the relay passed to the standby (CATCH-UP and
 	// HANDOVER; a target's relay counts up to the handover's hold), bytes;
 	// 0 unknown.
-	WALBytes int64 `json:"wal_relayed_bytes,omitempty"`
-	Created time.Time `json:"created"`
-	Updated time.Time `json:"updated"`
+	WALBytes int64     `json:"wal_relayed_bytes,omitempty"`
+	Created  time.Time `json:"created"`
+	Updated  time.Time `json:"updated"`
 }
 
 // Catalog is an open catalog file.

@@ -16,6 +16,13 @@ var ErrStuck = errors.New("migration: stuck after repeated failures")
 // migration rolled back: the tenant still lives on the source.
 var ErrAborted = errors.New("migration: rolled back")
 
+// ErrUnreachable marks a Target error that says nothing about the migration:
+// the target's agent did not answer (it is down or restarting, or the
+// network failed) — the standby's postmaster, which outlives its agent, may
+// be streaming all along. CATCH-UP waits through such errors for up to
+// Env.TargetOutage before it fails; every other phase fails at once.
+var ErrUnreachable = errors.New("target unreachable")
+
 // Progress is what Run reports while it works.
 type Progress struct {
 	ID         string        `json:"id"`
@@ -75,6 +82,12 @@ type Env struct {
 	// CatchUpTimeout bounds CATCH-UP within one Run (default 10 min) where
 	// the record sets none (Record.CatchUpTimeout).
 	CatchUpTimeout time.Duration
+	// TargetOutage is how long CATCH-UP keeps waiting while the Target's
+	// Position fails with ErrUnreachable (default 60 s; negative: not at
+	// all) before the migration fails and rolls back. A target agent
+	// restarted meanwhile (an upgrade, a crash) then costs the migration
+	// nothing: the standby keeps its copy and its slot's WAL.
+	TargetOutage time.Duration
 	// RetryBackoff is the pause before retrying a failed roll-forward or
 	// rollback action, multiplied by the failure count (default 200 ms).
 	RetryBackoff time.Duration
@@ -97,6 +110,9 @@ func (e *Env) defaults() {
 	}
 	if e.CatchUpTimeout == 0 {
 		e.CatchUpTimeout = 10 * time.Minute
+	}
+	if e.TargetOutage == 0 {
+		e.TargetOutage = time.Minute
 	}
 	if e.RetryBackoff == 0 {
 		e.RetryBackoff = 200 * time.Millisecond
@@ -214,6 +230,8 @@ type runner struct {
 	copyTotal    int64
 	lag          int64
 	holdAt       time.Time // when the Hold action asked the router to hold (after Prepare)
+	unreachable  time.Time // CATCH-UP: since when the Target's Position has failed with ErrUnreachable; zero while it answers
+	warning      string    // overrides the progress's Warning (the outage's) while set
 	prepared     bool      // prepareHandover ran (at the start of WARM, else at the hold)
 }
 
@@ -312,7 +330,25 @@ func (r *runner) progressBytes(rec Record, action string, done int64, force bool
 		}
 		p.ETA, p.Warning = catchUpOutlook(&r.trend, p.LagBytes, rec.CatchUpBytes, r.catchUpStart.Add(r.catchUpTimeout(rec)).Sub(now))
 	}
+	if r.warning != "" {
+		p.Warning = r.warning
+	}
 	r.env.Progress(p)
+}
+
+// outage reports whether err (from the Target, in CATCH-UP) is an outage
+// to wait through, and for how long the Target has been unreachable: true
+// while ErrUnreachable errors have lasted at most Env.TargetOutage.
+func (r *runner) outage(err error) (time.Duration, bool) {
+	if !errors.Is(err, ErrUnreachable) || r.env.TargetOutage < 0 {
+		return 0, false
+	}
+	now := r.env.Now()
+	if r.unreachable.IsZero() {
+		r.unreachable = now
+	}
+	d := now.Sub(r.unreachable)
+	return d, d <= r.env.TargetOutage
 }
 
 // catchUpTimeout is rec's catch-up timeout, else the Env's.
@@ -388,8 +424,18 @@ func (r *runner) execute(ctx context.Context, rec Record, a Action) Event {
 		}
 		pos, err := tgt.Position(ctx, rec)
 		if err != nil {
+			out, ok := r.outage(err)
+			if ok {
+				r.warning = fmt.Sprintf("target unreachable for %s (rolls back after %s): %v", out.Round(time.Second), env.TargetOutage, err)
+				r.progress(rec, a.String(), false)
+				return LagReport{Bytes: -1} // unknown until it answers
+			}
+			if out > 0 {
+				err = fmt.Errorf("%w (for %s)", err, out.Round(time.Second))
+			}
 			return failed(a, err)
 		}
+		r.unreachable, r.warning = time.Time{}, ""
 		if sc, ok := src.(slotChecker); ok {
 			if st, err := sc.SlotStatus(ctx, rec.Slot); err == nil && (st == "lost" || st == "") {
 				return failed(a, fmt.Errorf("replication slot %s is %s: the source removed WAL the standby needs (max_slot_wal_keep_size)", rec.Slot, orGone(st)))
