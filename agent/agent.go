@@ -155,6 +155,9 @@ func (a *Agent) Close() error {
 		a.ln.Close()
 		a.mig.wait() // a migration's commit may still schedule background work
 		a.closeTargetRelays()
+		if lt, ok := a.tgt.(agentTarget); ok {
+			lt.StopWAL() // what they received stays for the standby's start
+		}
 		a.bgStop()
 		a.bg.Wait()
 		err = a.cat.Close()

@@ -347,7 +347,7 @@ func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *migratio
 	if rt != nil && cm.WALRelay != client.WALRelaySource {
 		// The target agent relays it (walrelay.go): the source's CPU pays
 		// only the walsender.
-		src.WALRate, rt.walRate, rt.walMID = nil, r.lim.Rate, rec.ID
+		src.WALRate, rt.walRate, rt.walMID, rt.walSource = nil, r.lim.Rate, rec.ID, src.PrimaryConnInfo()
 		switch rec.Phase { // resumed after the standby started: its relay is there to pace
 		case migration.PhaseCatchUp, migration.PhaseWarm, migration.PhaseHandover, migration.PhaseRollback:
 			rt.walStarted.Store(true)
@@ -600,7 +600,7 @@ func (a *Agent) Migration(id string) (client.Migration, error) {
 
 func (a *Agent) migrationView(m catalog.Migration) client.Migration {
 	v := client.Migration{ID: m.ID, Tenant: m.TenantID, Role: string(m.Role), Peer: m.Peer, PeerURL: m.PeerURL, Mode: m.Mode,
-		Done: m.Done, Outcome: m.Outcome, Error: m.Error, Record: m.Record, Created: m.Created, Updated: m.Updated}
+		Done: m.Done, Outcome: m.Outcome, Error: m.Error, Record: m.Record, Created: m.Created, Updated: m.Updated, WALEarlyBytes: m.WALEarly}
 	var rec migration.Record
 	json.Unmarshal(m.Record, &rec)
 	v.Progress = client.Progress{Phase: string(rec.Phase), LagBytes: rec.LagBytes, ETASeconds: -1, Limit: m.Rate, Bytes: max(rec.SnapshotBytes+rec.CopyBytes, m.Moved)}

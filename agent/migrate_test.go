@@ -166,6 +166,11 @@ func TestLiveMigration(t *testing.T) {
 	if err != nil || tm.Role != "target" || !tm.Done || tm.Outcome != "committed" {
 		t.Fatalf("target's migration record = %+v (%v)", tm, err)
 	}
+	// The WAL written during the copy was received then (the target's
+	// relay, the default) and replayed from the standby's own disk.
+	if tm.WALEarlyBytes <= 0 {
+		t.Fatalf("target's migration record: no early WAL adopted: %+v", tm)
+	}
 	// The promoted tenant started with empty statistics; the agent's
 	// ANALYZE (analyze_after) gives autovacuum its row counts back.
 	waitAnalyzed(t, dstCS, "bulk", 20*1000)
@@ -182,6 +187,9 @@ func TestLiveMigration(t *testing.T) {
 	}
 	if m2.Summary.WALRelay != "source" || m2.Summary.WALBytes <= 0 {
 		t.Errorf("migration back's summary %+v: want the WAL relayed by the source, and counted", m2.Summary)
+	}
+	if tm2, err := a1.c.Migration(ctx, m2.ID); err != nil || tm2.WALEarlyBytes != 0 {
+		t.Errorf("migration back, target's record %+v (%v): the source's relay streams no early WAL", tm2, err)
 	}
 	if m2.Summary.Checkpoint != "paced 1s" || m2.Summary.CheckpointSeconds <= 0 {
 		t.Errorf("migration back's summary %+v: want its paced checkpoint and how long it took", m2.Summary)

@@ -134,8 +134,12 @@ type RemoteTarget struct {
 	// walRate, when set, makes the target agent relay the standby's WAL
 	// stream (client.WALRelayTarget) for migration walMID, paced at walRate()
 	// bytes/s as paceWAL pushes it.
-	walRate    func() float64
-	walMID     string
+	walRate func() float64
+	walMID  string
+	// walSource is the source's primary conninfo (migration.Source's
+	// PrimaryConnInfo): with walRate set, the snapshot's request asks the
+	// target to stream the WAL during the copy (migration.LocalTarget.StreamWAL).
+	walSource  string
 	walUnpaced atomic.Bool  // UnpaceWAL(true) in force
 	walStarted atomic.Bool  // the standby was started through the relay: pushes have a relay to reach
 	walRelayed atomic.Int64 // the target relays' count, as last answered (walBase + the current relay's)
@@ -248,10 +252,15 @@ func (t *RemoteTarget) OpenSnapshot(ctx context.Context, m migration.Record) (io
 	if err != nil {
 		return nil, fmt.Errorf("remote target: open snapshot: %w", err)
 	}
+	path := t.path(m, "snapshot")
+	if t.walRate != nil && t.walSource != "" && m.Mode == migration.Live {
+		path += "?wal_source=" + url.QueryEscape(t.walSource)
+		t.walStarted.Store(true) // the target's relay starts with the copy
+	}
 	pr, pw := io.Pipe()
 	w := &streamWriter{pw: pw, done: make(chan error, 1)}
 	go func() {
-		err := t.c.StreamWithHeader(ctx, t.path(m, "snapshot"), recordHeader, base64.StdEncoding.EncodeToString(rec), frameReader{pr}, nil)
+		err := t.c.StreamWithHeader(ctx, path, recordHeader, base64.StdEncoding.EncodeToString(rec), frameReader{pr}, nil)
 		if err != nil {
 			err = fmt.Errorf("remote target: snapshot: %w", err)
 		}

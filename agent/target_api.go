@@ -246,6 +246,12 @@ func (a *Agent) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if ws := r.URL.Query().Get("wal_source"); ws != "" && rec.Mode == migration.Live {
+		if err := a.streamEarlyWAL(rec, ws); err != nil {
+			// Not fatal: the standby streams it all from the slot later.
+			a.log.Warn("early WAL: not streaming during the copy", "migration", rec.ID, "err", err)
+		}
+	}
 	sw, err := a.localTarget().OpenSnapshot(r.Context(), rec)
 	if err != nil {
 		writeError(w, err)

@@ -29,6 +29,7 @@ func (a *Agent) localTarget() migration.Target {
 	a.tgtOnce.Do(func() {
 		lt := migration.NewLocalTarget(a.cfg.Root+"/tenants", pgcluster.Options{BinDir: a.cfg.PGBinDir, OSUser: a.cfg.OSUser, ListenAddr: a.cfg.Tenant.ListenAddr})
 		lt.Settings = a.cfg.Tenant.Settings
+		lt.OnAdoptWAL = a.adoptedWAL
 		a.tgt = agentTarget{LocalTarget: lt, a: a}
 	})
 	return a.tgt

@@ -76,6 +76,37 @@ func (a *Agent) startTargetRelay(mid, primaryConnInfo string, rate float64) (str
 	return withConnInfoAddr(primaryConnInfo, host, port), nil
 }
 
+// streamEarlyWAL starts migration rec's relay towards the source postmaster
+// primaryConnInfo names and, through it, a receiver of the WAL the source
+// writes during the copy (migration.LocalTarget.StreamWAL).
+func (a *Agent) streamEarlyWAL(rec migration.Record, primaryConnInfo string) error {
+	ci, err := a.startTargetRelay(rec.ID, primaryConnInfo, 0)
+	if err != nil {
+		return err
+	}
+	if err := a.keepWALSource(rec.ID, primaryConnInfo); err != nil {
+		return err
+	}
+	return a.localTarget().(agentTarget).StreamWAL(rec, ci, rec.Slot)
+}
+
+// adoptedWAL records what a standby took from its early WAL
+// (migration.LocalTarget.OnAdoptWAL).
+func (a *Agent) adoptedWAL(m migration.Record, segments int, bytes int64) {
+	a.log.Info("early WAL adopted", "migration", m.ID, "segments", segments, "bytes", bytes)
+	err := a.cat.Update(func(tx *catalog.Tx) error {
+		cm, err := tx.Migration(m.ID)
+		if err != nil {
+			return err
+		}
+		cm.WALEarly += bytes
+		return tx.PutMigration(cm)
+	})
+	if err != nil {
+		a.log.Warn("early WAL: recording it", "migration", m.ID, "err", err)
+	}
+}
+
 // keepWALSource records in the catalog the conninfo migration mid's relay
 // dials (catalog.Migration.WALSource), so that a restarted agent can
 // re-create the relay (resumeTargetRelays).

@@ -90,12 +90,15 @@ type Migration struct {
 	// this agent's WAL relay, is the standby's primary conninfo as the
 	// source gave it (the relay dials its host and port): a restarted agent
 	// re-creates the relay from it. "" otherwise.
-	WALSource string          `json:"wal_source,omitempty"`
-	Control   json.RawMessage `json:"control,omitempty"` // the control loop's spec (agent/client.Control), if any
-	Done      bool            `json:"done"`              // finished (committed or aborted); nothing left to resume
-	Outcome   string          `json:"outcome,omitempty"`
-	Error     string          `json:"error,omitempty"`
-	Record    json.RawMessage `json:"record,omitempty"` // the migration package's Record
+	WALSource string `json:"wal_source,omitempty"`
+	// WALEarly, on the target, is the WAL received during the copy that
+	// its standby replayed from disk (client.Migration.WALEarlyBytes).
+	WALEarly int64           `json:"wal_early_bytes,omitempty"`
+	Control  json.RawMessage `json:"control,omitempty"` // the control loop's spec (agent/client.Control), if any
+	Done     bool            `json:"done"`              // finished (committed or aborted); nothing left to resume
+	Outcome  string          `json:"outcome,omitempty"`
+	Error    string          `json:"error,omitempty"`
+	Record   json.RawMessage `json:"record,omitempty"` // the migration package's Record
 	// Moved is what an aborted migration had sent before its rollback
 	// (its Record's counts are reset with the snapshot), bytes; 0 otherwise.
 	Moved int64 `json:"moved_bytes,omitempty"`

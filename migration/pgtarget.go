@@ -43,6 +43,10 @@ type LocalTarget struct {
 	// notReady holds, by migration ID, until when Position does not try to
 	// connect: the standby refused the last attempt as not yet consistent.
 	notReady map[string]time.Time
+	wal      map[string]*earlyWAL // StreamWAL's receivers, by migration ID
+	// OnAdoptWAL, if set, hears what StartStandby took from StreamWAL: the
+	// segments moved into the standby's pg_wal and their bytes.
+	OnAdoptWAL func(m Record, segments int, bytes int64)
 }
 
 // ConsistencyRetry is how long Position waits, after a standby refused a
@@ -241,6 +245,9 @@ func (t *LocalTarget) StartStandby(ctx context.Context, m Record, primaryConnInf
 		return err
 	}
 	if c.Running() {
+		if err := t.discardWAL(m); err != nil { // started before: it streams from the slot
+			return fmt.Errorf("migration: start standby: %w", err)
+		}
 		if primaryConnInfo == "" {
 			return nil
 		}
@@ -271,6 +278,11 @@ func (t *LocalTarget) StartStandby(ctx context.Context, m Record, primaryConnInf
 		if err := c.Stop(ctx, pgcluster.Fast); err != nil {
 			return fmt.Errorf("migration: start standby: restart: %w", err)
 		}
+	}
+	if segs, n, err := t.adoptWAL(m); err != nil {
+		return fmt.Errorf("migration: start standby: %w", err)
+	} else if segs > 0 && t.OnAdoptWAL != nil {
+		t.OnAdoptWAL(m, segs, n)
 	}
 	// An earlier resume may have set primary_conninfo with ALTER SYSTEM,
 	// which would override the one written below.
@@ -619,6 +631,9 @@ func (t *LocalTarget) Abort(ctx context.Context, m Record) error {
 	dir := m.TargetDir
 	if dir == "" {
 		dir = t.dirFor(m)
+	}
+	if err := t.discardWAL(Record{ID: m.ID, TargetDir: dir}); err != nil {
+		return fmt.Errorf("migration: abort target: %w", err)
 	}
 	o := t.Options
 	o.Port = max(m.TargetPort, 1)

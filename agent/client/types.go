@@ -109,8 +109,13 @@ type Migration struct {
 	Progress Progress        `json:"progress"`
 	Summary  *Summary        `json:"summary,omitempty"` // set when done
 	Record   json.RawMessage `json:"record,omitempty"`  // the migration package's persisted record
-	Created  time.Time       `json:"created"`
-	Updated  time.Time       `json:"updated"`
+	// WALEarlyBytes, on the target, is the WAL it received while the
+	// snapshot ran and its standby then replayed from its own disk instead
+	// of streaming it in CATCH-UP (migration.LocalTarget.StreamWAL), bytes
+	// in whole segments; 0 none.
+	WALEarlyBytes int64     `json:"wal_early_bytes,omitempty"`
+	Created       time.Time `json:"created"`
+	Updated       time.Time `json:"updated"`
 }
 
 // Summary is a finished migration's figures.
