@@ -72,8 +72,7 @@ type LoadResult struct {
 
 // Load creates the schema and fills usertable with rows [0, rows) by COPY,
 // with field values drawn from a generator seeded by seed. It replaces any
-// existing rows, then vacuums and analyzes the table. progress, if not nil, is
-// called with the rows copied so far.
+// existing rows. progress, if not nil, is called with the rows copied so far.
 func Load(ctx context.Context, conn *pgx.Conn, rows int64, seed uint64, progress func(done int64)) (LoadResult, error) {
 	if rows <= 0 {
 		return LoadResult{}, fmt.Errorf("workload: load: rows must be positive, got %d", rows)
@@ -92,13 +91,7 @@ func Load(ctx context.Context, conn *pgx.Conn, rows int64, seed uint64, progress
 	if _, err := conn.CopyFrom(ctx, pgx.Identifier{Table}, cols, src); err != nil {
 		return LoadResult{}, fmt.Errorf("workload: load: copy: %w", err)
 	}
-	// Vacuum as pgbench's initialization does: a freshly copied table has
-	// no hint bits and no visibility map, so without it the first minutes
-	// of the run set hint bits on every page it reads and autovacuum's
-	// insert threshold starts a VACUUM of the whole table — a baseline
-	// measured then read 15–17 ms where the same load later ran at 4–8
-	// (slack-sweep on a 3 GB tenant, 2026-11-27 07:04–07:18 UTC).
-	if _, err := conn.Exec(ctx, "VACUUM (ANALYZE) "+Table); err != nil {
+	if _, err := conn.Exec(ctx, "ANALYZE "+Table); err != nil {
 		return LoadResult{}, fmt.Errorf("workload: load: %w", err)
 	}
 	res := LoadResult{Rows: rows}
