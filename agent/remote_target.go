@@ -141,7 +141,7 @@ type RemoteTarget struct {
 	// target to stream the WAL during the copy (migration.LocalTarget.StreamWAL).
 	walSource  string
 	walUnpaced atomic.Bool  // UnpaceWAL(true) in force
-	walStarted atomic.Bool  // the standby was started through the relay: pushes have a relay to reach
+	walStarted atomic.Bool  // the target runs the relay (from the copy, for the early WAL, or the standby's start): pushes have one to reach
 	walRelayed atomic.Int64 // the target relays' count, as last answered (walBase + the current relay's)
 	walMu      sync.Mutex   // orders the updates of walRelayed, walBase and walRelay
 	walBase    int64        // what the relays before the current one passed (target agent restarts)
