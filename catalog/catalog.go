@@ -103,8 +103,8 @@ type Migration struct {
 	// (its Record's counts are reset with the snapshot), bytes; 0 otherwise.
 	Moved int64 `json:"moved_bytes,omitempty"`
 	// WALBytes is the WAL the relay passed to the standby (CATCH-UP and
-	// HANDOVER; a target's relay counts up to the handover's hold), bytes;
-	// 0 unknown.
+	// HANDOVER; a target's relay counts up to the handover's hold, and the
+	// early WAL it passed during the copy), bytes; 0 unknown.
 	WALBytes int64     `json:"wal_relayed_bytes,omitempty"`
 	Created  time.Time `json:"created"`
 	Updated  time.Time `json:"updated"`

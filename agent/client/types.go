@@ -135,7 +135,8 @@ type Summary struct {
 	CheckpointSeconds float64 `json:"checkpoint_seconds,omitempty"`
 	// WALRelay says where the standby's WAL stream was relayed and paced
 	// ("target" or "source", StartMigration.WALRelay), WALBytes how much it
-	// passed (a target's relay counts up to the handover's hold). Empty for
+	// passed (a target's relay counts up to the handover's hold, and also
+	// the WAL it received during the copy, the early WAL). Empty for
 	// stop-and-copy.
 	WALRelay string `json:"wal_relay,omitempty"`
 	WALBytes int64  `json:"wal_relayed_bytes,omitempty"`
