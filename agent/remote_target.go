@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/sluicedb/sluice/agent/client"
@@ -336,9 +335,8 @@ func unreachable(ctx context.Context, err error) error {
 	if ctx.Err() != nil || client.StatusOf(err) != 0 {
 		return err
 	}
-	var ne net.Error
-	if errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+	var ne net.Error // a dial's or read's *net.OpError, a timeout, a bare syscall.Errno
+	if errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return fmt.Errorf("%w: %w", migration.ErrUnreachable, err)
 	}
 	return err

@@ -159,7 +159,7 @@ func (t *LocalTarget) adoptWAL(m Record) (segments int, bytes int64, err error) 
 			continue // the snapshot brought it (or an earlier adoption)
 		}
 		src := filepath.Join(dir, e.Name())
-		fi, err := os.Stat(src)
+		fi, err := e.Info()
 		if err != nil {
 			return segments, bytes, fmt.Errorf("migration: adopt WAL: %w", err)
 		}
