@@ -102,9 +102,10 @@ func writeCSV(path string, header []string, rows func(emit func([]string))) erro
 
 // writeSeries writes one row per trial second: the workload's latency and
 // throughput, the control loop's rate and process variable at that second,
-// and the phase.
+// the phase, and the controller's reason for that step's rate (the PID's
+// working setpoint, error and output: how a trial's latency came about).
 func writeSeries(dir string, trials []Labeled) error {
-	header := []string{"trial", "t", "migrating", "tps", "mean_latency_ms", "p95_latency_ms", "queue_ms", "arrival_rate", "setpoint_ms", "loop_latency_ms", "rate_mb_s", "phase", "source_cpu_throttled_pct"}
+	header := []string{"trial", "t", "migrating", "tps", "mean_latency_ms", "p95_latency_ms", "queue_ms", "arrival_rate", "setpoint_ms", "loop_latency_ms", "rate_mb_s", "phase", "source_cpu_throttled_pct", "reason"}
 	ff := func(x float64) string {
 		if math.IsNaN(x) {
 			return ""
@@ -122,9 +123,9 @@ func writeSeries(dir string, trials []Labeled) error {
 					lat, p95, q = s.MeanMs, s.P95Ms, s.QueueMs
 				}
 				p, ok := pointAt(r.Loop, t)
-				rate, pv, phase, cpu := math.NaN(), math.NaN(), "", math.NaN()
+				rate, pv, phase, cpu, why := math.NaN(), math.NaN(), "", math.NaN(), ""
 				if ok && mig {
-					rate, phase = p.Rate/1e6, p.Phase
+					rate, phase, why = p.Rate/1e6, p.Phase, p.Reason
 					if p.LatencyMs >= 0 {
 						pv = p.LatencyMs
 					}
@@ -140,7 +141,7 @@ func writeSeries(dir string, trials []Labeled) error {
 				if tr.SetpointMs > 0 {
 					sp = tr.SetpointMs
 				}
-				emit([]string{tr.Name, strconv.Itoa(s.T), m, strconv.Itoa(s.Count), ff(lat), ff(p95), ff(q), ff(s.Rate), ff(sp), ff(pv), ff(rate), phase, ff(cpu)})
+				emit([]string{tr.Name, strconv.Itoa(s.T), m, strconv.Itoa(s.Count), ff(lat), ff(p95), ff(q), ff(s.Rate), ff(sp), ff(pv), ff(rate), phase, ff(cpu), why})
 			}
 		}
 	})

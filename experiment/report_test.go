@@ -14,12 +14,12 @@ import (
 
 // TestSourceCPUInReport: the loop's per-step CPU quota figure reaches the
 // series CSV and a third panel of the trial's chart, and neither appears
-// when the loop did not record it.
+// when the loop did not record it; each row carries its step's reason.
 func TestSourceCPUInReport(t *testing.T) {
 	secs := []workload.Second{{T: 0, Count: 10, MeanMs: 2}, {T: 1, Count: 10, MeanMs: 3}, {T: 2, Count: 10, MeanMs: 4}}
 	share := 40.0
 	with := Labeled{Name: "pid-8ms", SetpointMs: 8, Res: &TrialResult{Seconds: secs, MigStart: 0.2, MigEnd: 3,
-		Loop: []loop.Point{{T: 0.3, Rate: 1e6, Phase: "snapshot"}, {T: 1.3, Rate: 2e6, Phase: "snapshot", CPUThrottledPct: &share}}}}
+		Loop: []loop.Point{{T: 0.3, Rate: 1e6, Phase: "snapshot", Reason: "pid slow start"}, {T: 1.3, Rate: 2e6, Phase: "snapshot", CPUThrottledPct: &share, Reason: "pid pv=3ms"}}}}
 	without := Labeled{Name: "pid-9ms", SetpointMs: 9, Res: &TrialResult{Seconds: secs, MigStart: 0.2, MigEnd: 3,
 		Loop: []loop.Point{{T: 0.3, Rate: 1e6, Phase: "snapshot"}}}}
 	if n := len(trialChart(with, "t").Panels); n != 3 {
@@ -37,12 +37,12 @@ func TestSourceCPUInReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if !strings.HasSuffix(lines[0], ",source_cpu_throttled_pct") {
-		t.Fatalf("header %q lacks source_cpu_throttled_pct", lines[0])
+	if !strings.HasSuffix(lines[0], ",source_cpu_throttled_pct,reason") {
+		t.Fatalf("header %q lacks source_cpu_throttled_pct,reason", lines[0])
 	}
 	var got []string
 	for _, l := range lines[1:] {
-		if strings.HasSuffix(l, ",40.000") {
+		if strings.HasSuffix(l, ",40.000,pid pv=3ms") {
 			got = append(got, l)
 		}
 	}
