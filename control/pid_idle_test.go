@@ -32,7 +32,9 @@ func TestPIDIdleFloorBound(t *testing.T) {
 // 1.33× the idle latency, the floor (0.5) copies in fewer steps at a mean
 // still within ±5 % of the setpoint; well above it (10 ms) it changes the
 // run by under 1 %. Measured 2026-11-26: 6 ms 185.0 → 169.9 steps at 6.13 →
-// 6.17 ms; 10 ms 69.8 → 69.9 steps at 10.03 ms both.
+// 6.17 ms; 10 ms 69.8 → 69.9 steps at 10.03 ms both. At Ki 0.08
+// (2026-11-27): 6 ms 187.2 → 174.0 steps at 6.12 → 6.19 ms; 10 ms 68.8 →
+// 68.5 steps at 10.10 → 10.11 ms.
 func TestPIDIdleFloor(t *testing.T) {
 	s0, m0 := benchPIDBursts(t, 6*time.Millisecond, 0)
 	s1, m1 := benchPIDBursts(t, 6*time.Millisecond, 0.5)
@@ -57,6 +59,8 @@ func TestPIDIdleFloor(t *testing.T) {
 // 10 ms, and at 6 ms (1.33× the plant's idle latency) the idle floor narrows
 // the gap further. Measured 2026-11-26: 6 ms 0.91× the fixed rate's steps
 // without the floor, 0.86× with it; 7, 8, 10 ms 0.96, 0.97, 1.00× with it.
+// At Ki 0.08 (2026-11-27): 6 ms 0.91× without, 0.90× with; 7, 8, 10 ms
+// 0.95, 0.95, 0.98×.
 func TestPIDIdleFloorAgainstFixed(t *testing.T) {
 	fixedSteps := func(mean float64) float64 {
 		return fixedStepsAt(t, burstSeeds, mean, func(seed int64, c Controller) (int, float64) { return burstCopy(t, seed, c, burstSize) })
@@ -83,11 +87,12 @@ func TestPIDIdleFloorAgainstFixed(t *testing.T) {
 	}
 }
 
-// benchPIDParams are the benchmarks' PID at setpoint sp: Kp 0.02, Ki 0.04,
+// benchPIDParams are the benchmarks' PID at setpoint sp: Kp 0.02, Ki 0.08
+// (0.04 before 2026-11-27: figures dated earlier were measured with it),
 // from a quarter of 120 MB/s, slow start ×1.12 with backoff 3, rearm ×1.5,
 // mean horizon 20, idle floor 0.5.
 func benchPIDParams(sp time.Duration) PIDParams {
-	return PIDParams{Setpoint: sp, MaxRate: 120e6, Kp: 0.02, Ki: 0.04, Initial: 0.25,
+	return PIDParams{Setpoint: sp, MaxRate: 120e6, Kp: 0.02, Ki: 0.08, Initial: 0.25,
 		StartGrowth: 1.12, MeanHorizon: DefaultMeanHorizon, RearmGrowth: 1.5, StartBackoff: 3, IdleFloor: 0.5}
 }
 

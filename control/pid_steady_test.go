@@ -48,8 +48,12 @@ func (p *steadyPlant) latency(k int, r float64) time.Duration {
 // half's latency at full speed. Measured 2026-11-26, PID ÷ fixed steps at 6
 // / 8 ms, 3.2 GB: noise 0.3 1.02 / 1.03, noise 0.6 1.03 / 1.05, a swing of
 // period 20 s 1.04 / 1.07, 40 s 1.04 / 1.17; 9.6 GB: steady 1.01 / 1.02, a
-// swing of 120 s about even (0.98 / 1.01), of 240 s 0.87 / 0.87. The bounds
-// below hold those figures.
+// swing of 120 s about even (0.98 / 1.01), of 240 s 0.87 / 0.87. At Ki 0.08
+// (2026-11-27; 0.04 before): 3.2 GB noise 0.3 1.01 / 1.03, noise 0.6 1.06 /
+// 1.07, a swing of 20 s 1.10 / 1.28 — the faster integral chases a swing
+// that quick behind the 3 s window, and at 8 ms ends 10 % over — 40 s 1.16
+// / 1.16; 9.6 GB steady 1.01 / 1.02, 120 s 0.94 / 0.98, 240 s 0.85 / 0.86.
+// The bounds below hold those figures.
 func TestPIDSteadyPlantCost(t *testing.T) {
 	const seeds = 20
 	for _, c := range []struct {
@@ -59,8 +63,8 @@ func TestPIDSteadyPlantCost(t *testing.T) {
 		bound  float64 // PID ÷ fixed steps, at most
 	}{
 		{0.3, 0, burstSize, 1.05},
-		{0.6, 0, burstSize, 1.07},
-		{0.3, 20, burstSize, 1.10},
+		{0.6, 0, burstSize, 1.08},
+		{0.3, 20, burstSize, 1.32},
 		{0.3, 40, burstSize, 1.20},
 		{0.3, 0, 3 * burstSize, 1.03},
 		{0.3, 120, 3 * burstSize, 1.03},
@@ -101,8 +105,11 @@ func TestPIDSteadyPlantCost(t *testing.T) {
 // testbed's short copies showed (docs/benchmarks.md, rounds 29 and 30).
 // Measured 2026-11-26 over 20 seeds, the clients' mean against the setpoint
 // at 6 / 8 / 10 ms: −6 / −10 / −13 %, where the same plant without the ease
-// is within 1 %. The bounds hold those figures: a change that spends the
-// late slack should tighten them; one that makes the undershoot worse fails.
+// is within 1 %. At Ki 0.08 (2026-11-27), where the law climbs twice as
+// fast, the late slack is spent: −0.6 / −1.3 / −1.3 % in 65.3 / 55.9 / 51.9
+// steps, against −5.0 / −8.8 / −11.8 % in 68.2 / 58.5 / 53.8 at 0.04 the
+// same day. The bounds hold those figures: a change that spends the late
+// slack should tighten them; one that makes the undershoot worse fails.
 func TestPIDLateSlack(t *testing.T) {
 	const seeds = 20
 	for _, c := range []struct {
@@ -112,9 +119,9 @@ func TestPIDLateSlack(t *testing.T) {
 	}{
 		{6 * time.Millisecond, 0, 0.98, 1.02},
 		{10 * time.Millisecond, 0, 0.98, 1.02},
-		{6 * time.Millisecond, 30, 0.92, 1.02},
-		{8 * time.Millisecond, 30, 0.88, 1.02},
-		{10 * time.Millisecond, 30, 0.85, 1.02},
+		{6 * time.Millisecond, 30, 0.97, 1.02},
+		{8 * time.Millisecond, 30, 0.97, 1.02},
+		{10 * time.Millisecond, 30, 0.97, 1.02},
 	} {
 		var steps, mean float64
 		for s := int64(1); s <= seeds; s++ {

@@ -236,15 +236,25 @@ func (c *Common) pidControl(sp float64) *agentclient.Control {
 // latency follows a queue, L ≈ L0/(1 − r/C) with L0 ≈ 4–7 ms and C ≈ 56
 // MB/s from the fixed-rate ladder, so at a 60 MB/s top speed the
 // normalised process gain at a 7–45 ms setpoint is G ≈ SP·MaxRate/(L0·C)
-// ≈ 2–7 and Ki·G stays at 0.1–0.3 per 1 s step: a settled loop despite the
+// ≈ 2–7 and Ki·G at Ki 0.04 stays at 0.1–0.3 per 1 s step: a settled loop despite the
 // 3 s window's delay, where the simulator's gains (Kp 0.11, Ki 0.10) made a
 // limit cycle between 0 and 50 MB/s (2026-11-22 21:18 UTC). The error is
 // Slacker's linear one: its mean is zero exactly when the mean latency is
 // at the setpoint, while the hybrid form, on this spiky latency, settled
 // 2–110 % above it (21:31 UTC).
+//
+// Ki was 0.04 until 2026-11-27: on the 3 GB slack sweeps of that day (0.5
+// CPU source, 120 MB/s top speed) the testbed's latency stayed flat over
+// most of the rate range, the process gain below the setpoint was small and
+// the law's climb (Ki·e·MaxRate a step) too slow for 40–90 s copies. In six
+// same-run pairs at 10–20 ms, Ki 0.08 ended nearer its setpoint in five (one
+// tie) and faster in four; on the control package's plants it changes long
+// copies by under 1 % and short ones by −3…−5 % of the steps at +1…+5 % of
+// latency, with no limit cycle up to 0.32 (TestPIDIntegralGain,
+// docs/benchmarks.md, thirty-sixth round).
 var (
 	DefaultKp        = 0.02
-	DefaultKi        = 0.04
+	DefaultKi        = 0.08
 	DefaultErrorForm = "linear"
 	// DefaultStartGrowth is the PID's slow start, ×1.12 per step: from the
 	// start fraction to full speed in 13 steps, where the linear law's ramp
