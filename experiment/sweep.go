@@ -246,12 +246,16 @@ func (c *Common) pidControl(sp float64) *agentclient.Control {
 // Ki was 0.04 until 2026-11-27: on the 3 GB slack sweeps of that day (0.5
 // CPU source, 120 MB/s top speed) the testbed's latency stayed flat over
 // most of the rate range, the process gain below the setpoint was small and
-// the law's climb (Ki·e·MaxRate a step) too slow for 40–90 s copies. In six
-// same-run pairs at 10–20 ms, Ki 0.08 ended nearer its setpoint in five (one
-// tie) and faster in four; on the control package's plants it changes long
-// copies by under 1 % and short ones by −3…−5 % of the steps at +1…+5 % of
-// latency, with no limit cycle up to 0.32 (TestPIDIntegralGain,
-// docs/benchmarks.md, thirty-sixth round).
+// the law's climb (Ki·e·MaxRate a step) too slow for 40–90 s copies. In
+// seven same-run pairs at 10–20 ms, Ki 0.08 ended nearer its setpoint in
+// five (0.04 in one, one tie) and faster in four (0.04 in two, ending 9–16 %
+// under). On the control package's plants it changes long copies by under
+// 1 %, takes 3–5 % fewer steps on short ones at +1…+5 points of latency,
+// spends the slack a load leaves late in a copy (−12 % → −1 % at 10 ms,
+// TestPIDLateSlack), chases a load that swings every 20 s (1.07 → 1.28× the
+// steps of a fixed rate at 8 ms, TestPIDSteadyPlantCost), and makes no limit
+// cycle up to 0.32 (TestPIDIntegralGain; docs/benchmarks.md, thirty-sixth
+// round).
 var (
 	DefaultKp        = 0.02
 	DefaultKi        = 0.08
