@@ -73,7 +73,7 @@ func burstPlantCap(c float64, bursts bool) func(seed int64) func(k int, r float6
 // 0.08 / 0.32 at 6 ms 326 / 328 / 356 steps, at 14 ms 120 / 120 / 133; short
 // bursts at 14 ms 44.0 → 42.5 steps (+1.7 → +5.5 %), at 30 ms 35.5 → 34.4
 // (−3.8 → +3.4 %). TestPIDLateSlack and TestPIDSteadyPlantCost hold the rest
-// of the trade: the late slack is spent (−13 % → −1 % at 10 ms), a load that
+// of the trade: the late slack is spent (−12 % → −1 % at 10 ms), a load that
 // swings every 20 s is chased (1.07 → 1.28× the fixed rate's steps at 8 ms).
 func TestPIDIntegralGain(t *testing.T) {
 	const seeds = 20
