@@ -108,8 +108,9 @@ func TestPIDSteadyPlantCost(t *testing.T) {
 // is within 1 %. At Ki 0.08 (2026-11-27), where the law climbs twice as
 // fast, the late slack is spent: −0.6 / −1.3 / −1.3 % in 65.3 / 55.9 / 51.9
 // steps, against −5.0 / −8.8 / −11.8 % in 68.2 / 58.5 / 53.8 at 0.04 the
-// same day. The bounds hold those figures: a change that spends the late
-// slack should tighten them; one that makes the undershoot worse fails.
+// same day (the command: docs/benchmarks.md, thirty-sixth round). The
+// bounds hold those figures: a change that spends the late slack should
+// tighten them; one that makes the undershoot worse fails.
 func TestPIDLateSlack(t *testing.T) {
 	const seeds = 20
 	for _, c := range []struct {
