@@ -133,7 +133,7 @@ func TestPIDStartBackoffOwed(t *testing.T) {
 // testbed's short trials, 35–45 steps at 14–30 ms — under the benchmarks'
 // PID with the integral gain they had until 2026-11-27, 0.04: where the
 // law's climb back from a backoff is slowest, the case the rule is for (at
-// 0.08 the same copies end +0.4…+5.5 %, TestPIDIntegralGain). It returns
+// 0.08 the same copies end −0.2…+5.5 %, TestPIDIntegralGain). It returns
 // the steps and the clients' mean (ms) over seeds 1..20.
 func shortCopy(t *testing.T, sp time.Duration, backoff int) (steps, mean float64) {
 	t.Helper()

@@ -250,8 +250,8 @@ func (c *Common) pidControl(sp float64) *agentclient.Control {
 // seven same-run pairs at 10–20 ms, Ki 0.08 ended nearer its setpoint in
 // five (0.04 in one, one tie) and faster in four (0.04 in two, ending 9–16 %
 // under). On the control package's plants it changes long copies by under
-// 1 %, takes 3–5 % fewer steps on short ones at +1…+5 points of latency,
-// spends the slack a load leaves late in a copy (−12 % → −1 % at 10 ms,
+// 1 %, takes 3–5 % fewer steps on short ones ending −0.2…+5.5 % off (0.04:
+// −3.8…+1.7 %), spends the slack a load leaves late in a copy (−12 % → −1 % at 10 ms,
 // TestPIDLateSlack), chases a load that swings every 20 s (1.07 → 1.28× the
 // steps of a fixed rate at 8 ms, TestPIDSteadyPlantCost), and makes no limit
 // cycle up to 0.32 (TestPIDIntegralGain; docs/benchmarks.md, thirty-sixth
