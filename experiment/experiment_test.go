@@ -490,6 +490,29 @@ func TestTrialTargetCPUs(t *testing.T) {
 	if _, err := (Trial{Bed: b, Tenant: tn, To: 1, Workload: c.Workload, TargetCPUs: 1.5}).Run(ctx); err == nil {
 		t.Error("a trial to the tenant's own server: no error")
 	}
+	// A step and a swing together: refused before anything starts.
+	if _, err := (Trial{Bed: b, Tenant: tn, To: 0, Workload: c.Workload, Step: &Step{At: time.Second, Factor: 2}, Swing: &Swing{Period: 2 * time.Second, Amplitude: 0.5}}).Run(ctx); err == nil || !strings.Contains(err.Error(), "not both") {
+		t.Errorf("a step and a swing: %v, want refused", err)
+	}
+	// A swing: its high and low rates during the migration, the steady
+	// rate after it; the tenant moves back whole.
+	r, err = Trial{Bed: b, Tenant: tn, To: 0, Workload: c.Workload, Warmup: time.Second, Progress: t.Logf,
+		Migration: agentclient.StartMigration{Rate: 2e6}, Swing: &Swing{Period: 2 * time.Second, Amplitude: 0.5}}.Run(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Check.OK() || r.Check.Acknowledged == 0 {
+		t.Fatalf("swing: ledger %+v", r.Check)
+	}
+	seen := map[float64]bool{}
+	for _, s := range r.Seconds {
+		if float64(s.T) > r.MigStart && float64(s.T) < r.MigEnd-1 {
+			seen[s.Rate] = true
+		}
+	}
+	if tail := r.Seconds[len(r.Seconds)-1].Rate; !seen[60] || !seen[20] || tail != 40 {
+		t.Errorf("swing ±50 %% of 40/s over a %.1f s migration: rates seen %v, after it %v; want 60 and 20, then 40", r.MigEnd-r.MigStart, seen, tail)
+	}
 
 	free := smallBed(t)
 	ftn, err := free.CreateTenant(ctx, 0, "free", 2e6, 1)

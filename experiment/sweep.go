@@ -358,6 +358,10 @@ type SweepOptions struct {
 	// meets the plant the other has just left. Its figures are in the PID
 	// point's pair_fixed and pair_first and with the ladder's fixed trials.
 	Paired bool
+	// Swing, when set, swings every trial's arrival rate during its
+	// migration (Trial.Swing); the baseline and the warm-ups run at the
+	// steady rate.
+	Swing *Swing
 	// Rounds runs the whole order of trials (both ladders, the compared
 	// loops and the pairs) this many times in one run, on one loaded
 	// tenant; 0 or 1 = once. Round k ≥ 2's trials are named with "-rk". Each
@@ -665,6 +669,11 @@ type SweepResult struct {
 	// on the other side (SweepOptions.CompareWALRelay), apart from Fixed,
 	// whose ladder the PID points are judged against.
 	FixedOtherRelay []FixedPoint `json:"fixed_other_wal_relay,omitempty"`
+	// SwingAmplitude and SwingPeriodS are the load's swing during every
+	// migration (SweepOptions.Swing): a fraction of the rate, and seconds;
+	// absent without one.
+	SwingAmplitude float64 `json:"swing_amplitude,omitempty"`
+	SwingPeriodS   float64 `json:"swing_period_s,omitempty"`
 }
 
 // DefaultSetpointFactors are the PID ladder's setpoints as multiples of the
@@ -689,6 +698,12 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	}
 	if len(o.FixedRates) == 0 {
 		o.FixedRates = []float64{10e6, 20e6, 30e6, 40e6}
+	}
+	if w := o.Swing; w != nil {
+		if err := w.Valid(); err != nil {
+			return res, err
+		}
+		res.SwingAmplitude, res.SwingPeriodS = w.Amplitude, w.Period.Seconds()
 	}
 	if err := o.StealGuard.check(); err != nil {
 		return res, err
@@ -731,7 +746,7 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 		if req.WALRelay == "" {
 			req.WALRelay = o.WALRelay
 		}
-		r, err := Trial{Bed: bed, Tenant: tn, To: to, Workload: wc, Warmup: o.Warmup, Migration: req, TargetCPUs: o.TargetCPUs, CalmBelow: o.calmBelow(base), ClientLatency: client, AbortAboveSteal: abort, Progress: say, stealPeak: o.stealPeak}.Run(ctx)
+		r, err := Trial{Bed: bed, Tenant: tn, To: to, Workload: wc, Warmup: o.Warmup, Migration: req, TargetCPUs: o.TargetCPUs, CalmBelow: o.calmBelow(base), ClientLatency: client, AbortAboveSteal: abort, Swing: o.Swing, Progress: say, stealPeak: o.stealPeak}.Run(ctx)
 		if err != nil {
 			return r, fmt.Errorf("%s: %w", name, err)
 		}
@@ -1065,6 +1080,10 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	}
 	fmt.Fprintf(&b, "Tenant: %d rows, %.0f MB; workload %.0f transactions/s (%s keys, MPL %d); baseline mean latency %.1f ± %.1f ms (3 s windows: p90 %.1f ms); PID max rate %.0f MB/s.\n\n",
 		tn.Rows, float64(tn.Bytes)/1e6, o.Workload.Rate, o.Workload.Distribution, o.Workload.MPL, base.Mean, base.Std, base.Window90, o.MaxRate/1e6)
+	if w := o.Swing; w != nil {
+		fmt.Fprintf(&b, "Load swing during every migration: %.0f transactions/s for %.0f s, then %.0f for %.0f s, and again, from the migration's start (±%.0f %%, a %.0f s period); the baseline and the warm-ups at %.0f.\n\n",
+			(1+w.Amplitude)*o.Workload.Rate, (w.Period - w.Period/2).Seconds(), (1-w.Amplitude)*o.Workload.Rate, (w.Period / 2).Seconds(), 100*w.Amplitude, w.Period.Seconds(), o.Workload.Rate)
+	}
 	b.WriteString("Fixed and PID trials alternate in pairs (fixed 1, PID 1, PID 2, fixed 2, fixed 3, ...), and a setpoint's compared loops run in reverse order on every other setpoint, so each ladder and each loop migrates both ways as often; \"before the migration\" is each trial's mean over the last 10 s of its warm-up.\n\n")
 	b.WriteString("| fixed rate MB/s | WAL relay | mean latency ms | stddev ms | migration s | mean before the handover ms | copy ms | catch-up ms (s) | WAL relayed MB | source throttled % | freeze ms | start cost ms·s | handover cost ms·s | before the migration ms |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, p := range append(slices.Clip(res.Fixed), res.FixedOtherRelay...) {

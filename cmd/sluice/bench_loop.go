@@ -299,6 +299,23 @@ func parseMs(s string) (float64, error) {
 	return float64(d) / float64(time.Millisecond), nil
 }
 
+// parseSwing parses --swing (a percentage in (0, 100)) with its period; ""
+// is no swing.
+func parseSwing(amp string, period time.Duration) (*experiment.Swing, error) {
+	if amp == "" {
+		return nil, nil
+	}
+	v, err := strconv.ParseFloat(strings.TrimSuffix(amp, "%"), 64)
+	if err != nil || !strings.HasSuffix(amp, "%") || !(v > 0 && v < 100) {
+		return nil, fmt.Errorf("--swing %q: want a percentage of the arrival rate above 0 and under 100 (40%%)", amp)
+	}
+	w := &experiment.Swing{Period: period, Amplitude: v / 100}
+	if period < 2*time.Second {
+		return nil, fmt.Errorf("--swing-period %v: want at least 2s (the control loop steps once a second)", period)
+	}
+	return w, nil
+}
+
 // parseFactor parses a multiple of the baseline such as "2.5x" (> 1: a
 // setpoint at or under the undisturbed latency cannot be held).
 func parseFactor(s string) (float64, error) {
@@ -315,6 +332,8 @@ func init() {
 	var compareSource, compareRelay, paired bool
 	var compareGrowth, compareRearm string
 	var rounds int
+	var swing string
+	var swingPeriod time.Duration
 	var steal stealFlags
 	cmd := &cobra.Command{
 		Use:   "slack-sweep [--out DIR] [--json]",
@@ -394,6 +413,9 @@ summary.json, report.md and PNG plots to --out.`,
 				return usagef("bench slack-sweep: --rounds %d: want 1 to %d", rounds, experiment.MaxRounds)
 			}
 			o.Rounds = rounds
+			if o.Swing, err = parseSwing(swing, swingPeriod); err != nil {
+				return usagef("bench slack-sweep: %v", err)
+			}
 			if o.StealGuard, err = steal.parse("slack-sweep"); err != nil {
 				return err
 			}
@@ -410,6 +432,8 @@ summary.json, report.md and PNG plots to --out.`,
 	cmd.Flags().StringVar(&compareRearm, "compare-rearm-growth", "", "run every PID setpoint again with each of these rearm growths (per step, comma-separated; 1 = the slow start's, to half the peak), in the same run")
 	cmd.Flags().StringVar(&compareGrowth, "compare-start-growth", "", "run every PID setpoint again with each of these slow-start growths (per step, comma-separated; 1 = none), in the same run")
 	cmd.Flags().BoolVar(&paired, "paired", false, "after each PID trial, a fixed-rate trial at that trial's copy rate, run right after it (the pair meets the same plant; reported side by side)")
+	cmd.Flags().StringVar(&swing, "swing", "", "swing the arrival rate by this much during every migration (40%: --tps × 1.4 for half a --swing-period, then × 0.6, from the migration's start); empty = a steady load")
+	cmd.Flags().DurationVar(&swingPeriod, "swing-period", time.Minute, "a whole cycle of --swing (high half, then low half)")
 	cmd.Flags().IntVar(&rounds, "rounds", 1, "run the whole order of trials (both ladders, compared loops, pairs) this many times on the one loaded tenant; with --paired the pairs of every round are summed up together")
 	cmd.Flags().BoolVar(&compareRelay, "compare-wal-relay", false, "run every fixed-rate trial again right after it with the WAL relayed on the other side than --wal-relay's (target ↔ source), in the same run")
 	cmd.Flags().BoolVar(&compareSource, "compare-latency-source", false, "run every PID setpoint again steering by the other latency source than --latency-source's (proxy ↔ client), in the same run")
