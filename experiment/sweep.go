@@ -674,6 +674,9 @@ type SweepResult struct {
 	// absent without one.
 	SwingAmplitude float64 `json:"swing_amplitude,omitempty"`
 	SwingPeriodS   float64 `json:"swing_period_s,omitempty"`
+	// Swing is every trial's figures by the swing's halves, in the order
+	// run (disturbed attempts too); absent without a swing.
+	Swing []SwingTrial `json:"swing,omitempty"`
 }
 
 // DefaultSetpointFactors are the PID ladder's setpoints as multiples of the
@@ -1055,6 +1058,9 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	if err := writeStarts(o.Out, trials); err != nil {
 		return res, err
 	}
+	if o.Swing != nil {
+		res.Swing = swingTrials(*o.Swing, trials)
+	}
 	if err := writeJSON(o.Out, SummaryFile, res); err != nil {
 		return res, err
 	}
@@ -1124,6 +1130,9 @@ func SlackSweep(ctx context.Context, bed *testbed.Bed, o SweepOptions) (SweepRes
 	}
 	b.WriteString(withinLine(res.PID))
 	b.WriteString(pairLines(res.PID))
+	if res.Swing != nil {
+		b.WriteString(swingLines(res.Swing))
+	}
 	b.WriteString(disturbedLines(res, o.StealLimit))
 	b.WriteString("\n")
 	b.WriteString(ledgerLines(trials))

@@ -1,8 +1,12 @@
 package experiment
 
 import (
+	"math"
 	"testing"
 	"time"
+
+	"github.com/sluicedb/sluice/loop"
+	"github.com/sluicedb/sluice/workload"
 )
 
 // TestSwingFactor: the swing is high for the first half of every period
@@ -41,5 +45,53 @@ func TestSwingFactor(t *testing.T) {
 	}
 	if err := w.Valid(); err != nil {
 		t.Errorf("%+v: %v", w, err)
+	}
+}
+
+// TestSwingHalves: a trial's seconds and loop steps go to the half of the
+// swing their time falls in, on the migration's clock; latency is weighted
+// by transactions, the copy rate is bytes moved over the steps' time, and
+// what lies outside the migration counts in neither.
+func TestSwingHalves(t *testing.T) {
+	w := Swing{Period: 4 * time.Second, Amplitude: 0.5}
+	r := &TrialResult{MigStart: 10, MigEnd: 18}
+	for s := range 20 { // busy halves: 10–12, 14–16; light: 12–14, 16–18
+		x := workload.Second{T: s, Count: 10, MeanMs: 1}
+		if s >= 10 && s < 18 {
+			if (s-10)%4 < 2 {
+				x.MeanMs, x.Count = 30, 20
+			} else {
+				x.MeanMs = 5
+			}
+		}
+		if s == 13 {
+			x.Count = 30 // weighs three times a light second of 10
+			x.MeanMs = 9
+		}
+		r.Seconds = append(r.Seconds, x)
+	}
+	var b int64
+	for k := range 9 { // steps at 10.5 … 18.5; 10 MB a busy step, 40 MB a light one
+		tt := 10.5 + float64(k)
+		if w.Factor(time.Duration((tt-r.MigStart)*float64(time.Second))) > 1 {
+			b += 10e6
+		} else {
+			b += 40e6
+		}
+		r.Loop = append(r.Loop, loop.Point{T: tt, Bytes: b})
+	}
+	busy, light := w.Halves(r)
+	// Light seconds 12, 13, 16, 17: 10×5 + 30×9 + 10×5 + 10×5 over 60.
+	if busy.Seconds != 4 || light.Seconds != 4 || busy.LatencyMs != 30 || math.Abs(light.LatencyMs-(50+270+50+50)/60.0) > 1e-9 {
+		t.Errorf("busy %+v, light %+v: want 4 s each at 30 and 7 ms", busy, light)
+	}
+	// Steps ending 11.5 (busy), 12.5, 13.5 (light), 14.5, 15.5 (busy),
+	// 16.5, 17.5 (light); the one ending 18.5 is after the migration.
+	if busy.CopyMBs != 10 || light.CopyMBs != 40 {
+		t.Errorf("copy: busy %v, light %v MB/s: want 10 and 40", busy.CopyMBs, light.CopyMBs)
+	}
+	fixed := &TrialResult{MigStart: 10, MigEnd: 18, Seconds: r.Seconds}
+	if _, l := w.Halves(fixed); !math.IsNaN(l.CopyMBs) {
+		t.Errorf("a trial without a loop record: light copy %v, want NaN", l.CopyMBs)
 	}
 }

@@ -32,39 +32,6 @@ type Step struct {
 	Factor float64       // new rate = Factor × the trial's rate
 }
 
-// Swing is a square wave on the workload's arrival rate during a
-// migration: from the migration's start, half a Period at (1+Amplitude) ×
-// the trial's rate, then half a Period at (1−Amplitude) ×, and so on to
-// the migration's end, when the trial's rate comes back. Over whole periods
-// its mean is the trial's rate, and it is laid on the migration's clock, so
-// two trials of about one length (a PID trial and the fixed rate at its
-// copy rate) meet the same load in the same order. It is the load that
-// moves under a migration, the case a fixed throttle cannot follow.
-type Swing struct {
-	Period    time.Duration // a whole cycle, high half then low half (> 0)
-	Amplitude float64       // fraction of the trial's rate, in (0, 1)
-}
-
-// Valid says why s cannot be run, or nil.
-func (s Swing) Valid() error {
-	if s.Period <= 0 || !(s.Amplitude > 0 && s.Amplitude < 1) {
-		return fmt.Errorf("experiment: load swing of ±%v every %v: want an amplitude in (0, 1) and a positive period", s.Amplitude, s.Period)
-	}
-	return nil
-}
-
-// Factor is the multiple of the trial's rate the swing sets elapsed after
-// the migration's start (elapsed < 0: 1, the migration has not started).
-func (s Swing) Factor(elapsed time.Duration) float64 {
-	if elapsed < 0 {
-		return 1
-	}
-	if elapsed%s.Period < s.Period-s.Period/2 {
-		return 1 + s.Amplitude
-	}
-	return 1 - s.Amplitude
-}
-
 // Trial is one migration of Tenant to server To while the workload runs.
 type Trial struct {
 	Bed    *testbed.Bed
@@ -700,43 +667,6 @@ func (tr Trial) Run(ctx context.Context) (*TrialResult, error) {
 	}
 	return res, nil
 }
-
-// swingLoad sets run's arrival rate to s's factor of rate, from at, every
-// swingTick, until the returned stop is called, which sets rate back and
-// waits; it says each change at clock() seconds. A nil s does nothing.
-func swingLoad(s *Swing, run *workload.Runner, rate float64, at time.Time, clock func() float64, say func(string, ...any)) (stop func()) {
-	if s == nil {
-		return func() {}
-	}
-	done, exited := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(exited)
-		t := time.NewTicker(swingTick)
-		defer t.Stop()
-		last := 0.0
-		for {
-			if f := s.Factor(time.Since(at)); f != last {
-				run.SetRate(f * rate)
-				say("  %5.0fs arrival rate ×%.2f: %.0f transactions/s (load swing)", clock(), f, f*rate)
-				last = f
-			}
-			select {
-			case <-done:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return func() {
-		close(done)
-		<-exited
-		run.SetRate(rate)
-	}
-}
-
-// swingTick is how often a load swing looks at its clock: its edges are
-// this late at most.
-const swingTick = 50 * time.Millisecond
 
 // cpuStat is s's cgroup's CFS counters now; nil without a group or when
 // they cannot be read.
