@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicedb/sluice/loop"
 	"github.com/sluicedb/sluice/workload"
 )
 
@@ -85,15 +86,17 @@ const swingTick = 50 * time.Millisecond
 type SwingHalf struct {
 	Seconds   float64 // of migration in such halves
 	LatencyMs float64 // mean over the transactions completed in them; NaN if none
-	// CopyMBs is the migration's bytes moved in them over Seconds, MB/s,
-	// from the loop's record; NaN without one (a fixed rate's trial).
+	// CopyMBs is the hot copy's rate in them, MB/s: the bytes its loop's
+	// steps within the copy phase (loop.CopyPhase) moved, over those
+	// steps' time; NaN without such steps (a fixed rate's trial, which has
+	// no loop record).
 	CopyMBs float64
 }
 
 // Halves splits r's migration by s's halves (on the migration's clock
 // from r.MigStart): each whole second of the workload and each step of the
 // loop's record goes to the half its middle (its end, for a step's bytes)
-// falls in.
+// falls in; the copy rate counts the copy phase's steps only.
 func (s Swing) Halves(r *TrialResult) (busy, light SwingHalf) {
 	var n, sum, bytes [2]float64
 	half := func(t float64) int { // 0 busy, 1 light
@@ -118,8 +121,8 @@ func (s Swing) Halves(r *TrialResult) (busy, light SwingHalf) {
 	loopSecs := [2]float64{}
 	for i := 1; i < len(r.Loop); i++ {
 		p, q := r.Loop[i-1], r.Loop[i]
-		if q.T <= r.MigStart || q.T > r.MigEnd {
-			continue
+		if q.T <= r.MigStart || q.T > r.MigEnd || p.Phase != loop.CopyPhase || q.Phase != loop.CopyPhase {
+			continue // Bytes counts each phase's own work from 0
 		}
 		h := half(q.T)
 		bytes[h] += float64(q.Bytes - p.Bytes)
@@ -164,7 +167,7 @@ func swingTrials(s Swing, trials []Labeled) []SwingTrial {
 // swingLines is the report's table of each trial by the swing's halves.
 func swingLines(ts []SwingTrial) string {
 	var b strings.Builder
-	b.WriteString("\nEach trial by the halves of the load swing during its migration (the busy halves at the high arrival rate, the light at the low): the mean latency of the transactions completed in them, and the PID's copy rate there (bytes moved ÷ time, from its loop's record; a fixed rate's trial has none):\n\n")
+	b.WriteString("\nEach trial by the halves of the load swing during its migration (the busy halves at the high arrival rate, the light at the low): the mean latency of the transactions completed in them, and the PID's hot-copy rate there (the copy phase's bytes ÷ its time, from the loop's record; a fixed rate's trial has none):\n\n")
 	b.WriteString("| trial | busy s | busy latency ms | busy copy MB/s | light s | light latency ms | light copy MB/s |\n|---|---|---|---|---|---|---|\n")
 	for _, t := range ts {
 		fmt.Fprintf(&b, "| %s | %.0f | %s | %s | %.0f | %s | %s |\n", t.Trial, t.BusySeconds, fp(t.BusyLatencyMs), fp(t.BusyCopyMBs), t.LightSeconds, fp(t.LightLatencyMs), fp(t.LightCopyMBs))

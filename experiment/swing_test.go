@@ -78,15 +78,19 @@ func TestSwingHalves(t *testing.T) {
 		} else {
 			b += 40e6
 		}
-		r.Loop = append(r.Loop, loop.Point{T: tt, Bytes: b})
+		r.Loop = append(r.Loop, loop.Point{T: tt, Bytes: b, Phase: loop.CopyPhase})
 	}
+	// The copy ends at 17.5: the catch-up's step counts its own bytes from
+	// 0 and is in no copy rate.
+	r.Loop[len(r.Loop)-2].Phase, r.Loop[len(r.Loop)-2].Bytes = "catch-up", 1e6
 	busy, light := w.Halves(r)
 	// Light seconds 12, 13, 16, 17: 10×5 + 30×9 + 10×5 + 10×5 over 60.
 	if busy.Seconds != 4 || light.Seconds != 4 || busy.LatencyMs != 30 || math.Abs(light.LatencyMs-(50+270+50+50)/60.0) > 1e-9 {
 		t.Errorf("busy %+v, light %+v: want 4 s each at 30 and 7 ms", busy, light)
 	}
-	// Steps ending 11.5 (busy), 12.5, 13.5 (light), 14.5, 15.5 (busy),
-	// 16.5, 17.5 (light); the one ending 18.5 is after the migration.
+	// Copy steps ending 11.5 (busy), 12.5, 13.5 (light), 14.5, 15.5
+	// (busy), 16.5 (light); 17.5 is the catch-up's, 18.5 after the
+	// migration.
 	if busy.CopyMBs != 10 || light.CopyMBs != 40 {
 		t.Errorf("copy: busy %v, light %v MB/s: want 10 and 40", busy.CopyMBs, light.CopyMBs)
 	}
