@@ -70,11 +70,12 @@ func burstPlantCap(c float64, bursts bool) func(seed int64) func(k int, r float6
 // within 1 % of 0.04's steps. On short copies with bursts (130 MB/s, 3.2
 // GB, 14–30 ms, the testbed's 35–45 s trials) 0.08 takes 3–5 % fewer steps
 // than 0.04, ending −0.2…+5.5 % off (0.04: −3.8…+1.7 %). Measured
-// 2026-11-27: steady 0.04 / 0.08 / 0.32 at 6 ms 326 / 328 / 356 steps, at 14 ms 120 / 120 / 133; short
-// bursts at 14 ms 44.0 → 42.5 steps (+1.7 → +5.5 %), at 30 ms 35.5 → 34.4
-// (−3.8 → +3.4 %). TestPIDLateSlack and TestPIDSteadyPlantCost hold the rest
-// of the trade: the late slack is spent (−12 % → −1 % at 10 ms), a load that
-// swings every 20 s is chased (1.07 → 1.28× the fixed rate's steps at 8 ms).
+// 2026-11-27: steady 0.04 / 0.08 / 0.32 at 6 ms 326 / 328 / 356 steps, at
+// 14 ms 120 / 120 / 133; short bursts at 14 ms 44.0 → 42.5 steps (+1.7 →
+// +5.5 %), at 30 ms 35.5 → 34.4 (−3.8 → +3.4 %). TestPIDLateSlack and
+// TestPIDSteadyPlantCost hold the rest of the trade: the late slack is
+// spent (−12 % → −1 % at 10 ms), a load that swings every 20 s is chased
+// (1.07 → 1.28× the fixed rate's steps at 8 ms).
 func TestPIDIntegralGain(t *testing.T) {
 	const seeds = 20
 	steady := burstPlantCap(100e6, false)

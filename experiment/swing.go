@@ -98,14 +98,13 @@ type SwingHalf struct {
 // loop's record goes to the half its middle (its end, for a step's bytes)
 // falls in; the copy rate counts the copy phase's steps only.
 func (s Swing) Halves(r *TrialResult) (busy, light SwingHalf) {
-	var n, sum, bytes [2]float64
+	var n, sum, secs, bytes, loopSecs [2]float64
 	half := func(t float64) int { // 0 busy, 1 light
 		if s.Factor(time.Duration((t-r.MigStart)*float64(time.Second))) > 1 {
 			return 0
 		}
 		return 1
 	}
-	var secs [2]float64
 	for _, x := range r.Seconds {
 		t := float64(x.T) + 0.5
 		if t < r.MigStart || t >= r.MigEnd {
@@ -118,7 +117,6 @@ func (s Swing) Halves(r *TrialResult) (busy, light SwingHalf) {
 			sum[h] += float64(x.Count) * x.MeanMs
 		}
 	}
-	loopSecs := [2]float64{}
 	for i := 1; i < len(r.Loop); i++ {
 		p, q := r.Loop[i-1], r.Loop[i]
 		if q.T <= r.MigStart || q.T > r.MigEnd || p.Phase != loop.CopyPhase || q.Phase != loop.CopyPhase {
