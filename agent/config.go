@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sluicedb/sluice/cgroup"
 	"github.com/sluicedb/sluice/migration"
+	"github.com/sluicedb/sluice/monitor"
 	"github.com/sluicedb/sluice/pgcluster"
 )
 
@@ -335,6 +335,6 @@ func checkCPUStat(path string) error {
 	if !strings.Contains(string(b), "nr_periods") {
 		return fmt.Errorf("%s has no nr_periods line: not a cgroup's cpu.stat", path)
 	}
-	_, err = cgroup.ParseCPUStat(strings.NewReader(string(b)))
+	_, err = monitor.ParseCPUStat(strings.NewReader(string(b)))
 	return err
 }

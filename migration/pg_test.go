@@ -19,7 +19,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/sluicedb/sluice/internal/pgtest"
-	"github.com/sluicedb/sluice/migration/ledger"
+	"github.com/sluicedb/sluice/lab/ledger"
 	"github.com/sluicedb/sluice/pgcluster"
 	"github.com/sluicedb/sluice/throttle"
 	"golang.org/x/sys/unix"

@@ -11,9 +11,11 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/sluicedb/sluice/cgroup"
 	"github.com/sluicedb/sluice/control"
 )
+
+// CgroupRoot is where the cgroup controllers are mounted.
+var CgroupRoot = "/sys/fs/cgroup"
 
 // ErrNoQuotaPeriods is the CPUQuota error of a step in which no CFS quota
 // period elapsed: the group has no CPU quota, or nothing in it ran.
@@ -32,7 +34,7 @@ type CPUQuota struct {
 	Stat string
 
 	mu   sync.Mutex
-	prev cgroup.CPUStat
+	prev CPUStat
 	have bool
 }
 
@@ -40,7 +42,7 @@ type CPUQuota struct {
 // previous Sample. The first call, a read error, counters that went backwards
 // (the group was recreated) and a step without quota periods give Err.
 func (q *CPUQuota) Sample() control.CPUQuota {
-	cur, err := cgroup.ReadCPUStat(q.Stat)
+	cur, err := ReadCPUStat(q.Stat)
 	if err != nil {
 		return control.CPUQuota{Err: err}
 	}
@@ -60,10 +62,10 @@ func (q *CPUQuota) Sample() control.CPUQuota {
 
 // OwnCPUStat returns the cpu.stat of the cgroup this process runs in, read
 // from /proc/self/cgroup: the cgroup v1 cpu controller's group under
-// cgroup.Root, else the v2 group (under cgroup.Root or its "unified" mount).
+// CgroupRoot, else the v2 group (under CgroupRoot or its "unified" mount).
 // An agent started in its server's cgroup (beside its tenants) so finds the
 // server's quota. It fails when no such file exists.
-func OwnCPUStat() (string, error) { return cpuStatOf("/proc/self/cgroup", cgroup.Root) }
+func OwnCPUStat() (string, error) { return cpuStatOf("/proc/self/cgroup", CgroupRoot) }
 
 // cpuStatOf finds the cpu.stat of the groups listed in the file procCgroup
 // (/proc/<pid>/cgroup's format, "id:controllers:path" per line) with the

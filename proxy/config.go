@@ -151,3 +151,11 @@ func (r RouteConfig) validate() error {
 	}
 	return nil
 }
+
+// DefaultProcs is the GOMAXPROCS `sluice proxy` runs with unless told
+// otherwise: 1, like PgBouncer's one thread. With 2 Ps the runtime wakes the
+// idle P's thread and spins on nearly every ready goroutine, which cost the
+// relay 10–20 % more CPU per transaction on a 2-core machine
+// (docs/results.md, the proxy benchmark; `sluice bench proxy --proxy-procs 0`
+// measures one P per core).
+const DefaultProcs = 1

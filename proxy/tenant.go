@@ -2,9 +2,10 @@ package proxy
 
 import (
 	"context"
-	"github.com/sluicedb/sluice/proxy/client"
 	"sync"
 	"time"
+
+	"github.com/sluicedb/sluice/proxy/client"
 )
 
 // tenant is one routing entry: where a tenant lives, whether a handover

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicedb/sluice/agent"
 	"github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/internal/cli"
 )
 
 // defaultAgentURL is the agent the tenant and migrate commands talk to when
@@ -47,20 +48,20 @@ Stops on SIGINT/SIGTERM; tenant postmasters keep running.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if configPath == "" {
-				return usagef("agent: --config is required")
+				return cli.Usagef("agent: --config is required")
 			}
 			if procs < 0 {
-				return usagef("agent: --procs must be 0 (Go's default) or positive")
+				return cli.Usagef("agent: --procs must be 0 (Go's default) or positive")
 			}
 			cfg, err := agent.LoadConfig(configPath)
 			if err != nil {
-				return usagef("%v", err)
+				return cli.Usagef("%v", err)
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			a, err := agent.New(cfg)
 			if err != nil {
 				if errors.Is(err, agent.ErrConfig) {
-					return usagef("%v", err)
+					return cli.Usagef("%v", err)
 				}
 				return err
 			}
@@ -90,17 +91,17 @@ func agentClient(url string) (*client.Client, error) {
 	}
 	c, err := client.New(url)
 	if err != nil {
-		return nil, usagef("--agent: %v", err)
+		return nil, cli.Usagef("--agent: %v", err)
 	}
 	c = c.WithToken(os.Getenv("SLUICE_TOKEN"))
 	if ca := os.Getenv("SLUICE_CA"); ca != "" {
 		pem, err := os.ReadFile(ca)
 		if err != nil {
-			return nil, usagef("$SLUICE_CA: %v", err)
+			return nil, cli.Usagef("$SLUICE_CA: %v", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, usagef("$SLUICE_CA %s: no PEM certificate", ca)
+			return nil, cli.Usagef("$SLUICE_CA %s: no PEM certificate", ca)
 		}
 		c = c.WithTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
 	}
@@ -114,7 +115,7 @@ func agentErr(op string, err error) error {
 		return nil
 	}
 	if client.IsClientError(err) {
-		return usagef("%s: %v", op, err)
+		return cli.Usagef("%s: %v", op, err)
 	}
 	return fmt.Errorf("%s: %w", op, err)
 }

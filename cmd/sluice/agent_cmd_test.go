@@ -15,10 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/cobra"
-	"github.com/spf13/pflag"
-
 	"github.com/sluicedb/sluice/agent"
+	"github.com/sluicedb/sluice/internal/cli"
 	"github.com/sluicedb/sluice/internal/pgtest"
 	"github.com/sluicedb/sluice/pgcluster"
 )
@@ -93,26 +91,9 @@ func TestAgentCommandsBadInput(t *testing.T) {
 // file tests (cobra keeps flag values between invocations in one process).
 func agentRunCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	var reset func(c *cobra.Command)
-	reset = func(c *cobra.Command) {
-		for _, fs := range []*pflag.FlagSet{c.Flags(), c.PersistentFlags()} {
-			fs.VisitAll(func(f *pflag.Flag) {
-				if sv, ok := f.Value.(pflag.SliceValue); ok {
-					sv.Replace(nil)
-				} else if err := f.Value.Set(f.DefValue); err != nil {
-					t.Fatalf("reset --%s: %v", f.Name, err)
-				}
-				f.Changed = false
-			})
-		}
-		for _, sub := range c.Commands() {
-			reset(sub)
-		}
-	}
 	for _, c := range root.Commands() {
-		switch c.Name() {
-		case "agent", "tenant", "migrate", "migration", "workload", "bench":
-			reset(c)
+		if err := cli.ResetFlags(c); err != nil {
+			t.Fatal(err)
 		}
 	}
 	var out, errb bytes.Buffer

@@ -1,58 +1,35 @@
 // Command sluice moves live PostgreSQL data between servers while holding the
 // foreground's transaction latency at a setpoint.
 //
-// Every subcommand lives in its own file of this package and registers itself
-// with root in an init function. Conventions every subcommand follows:
-//
-//   - figures it prints are also available as one JSON object with --json;
-//   - bad usage returns usageError (via usagef): main prints one line
-//     "sluice: <reason>" on stderr and exits 2, having changed nothing;
-//   - any other error prints "sluice: <error>" and exits 1.
+// The product's commands (agent, proxy, tenant, migrate, migration, version)
+// live in this package, each in its own file registering itself with root in
+// an init function; the lab's (`sluice lab …` and `sluice demo`) live in
+// lab/commands and are attached here. internal/cli states the conventions
+// every command follows (--json, exit 2 for bad usage).
 package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/signal"
-	"strings"
+	"slices"
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sluicedb/sluice/internal/cli"
+	"github.com/sluicedb/sluice/lab/commands"
 )
 
 var root = &cobra.Command{
-	Use:           "sluice",
-	Short:         "Move live PostgreSQL data without hurting the people using it",
-	SilenceUsage:  true,
-	SilenceErrors: true,
-}
-
-// usageError marks an error as the caller's fault: exit code 2.
-type usageError struct{ msg string }
-
-func (e usageError) Error() string { return e.msg }
-
-// usagef returns a usageError with a formatted one-line message.
-func usagef(format string, args ...any) error {
-	return usageError{msg: fmt.Sprintf(format, args...)}
-}
-
-// writeJSON prints v as indented JSON followed by a newline.
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+	Use:   "sluice",
+	Short: "Move live PostgreSQL data without hurting the people using it",
 }
 
 func init() {
-	// Flag parse errors and unknown commands are usage errors too.
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
-		return usageError{msg: err.Error()}
-	})
+	cli.Prepare(root)
+	root.AddCommand(commands.Lab, commands.Demo)
 }
 
 func main() {
@@ -69,34 +46,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return runContext(context.Background(), args, stdout, stderr)
 }
 
-// runContext is run with the commands' context ctx.
+// runContext is run with the commands' context ctx. A lab command named
+// without "lab" (`sluice bench …`) runs as `sluice lab bench …`.
 func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	root.SetArgs(args)
-	root.SetOut(stdout)
-	root.SetErr(stderr)
-	cmd, err := root.ExecuteContextC(ctx)
-	if err == nil {
-		return 0
+	if len(args) > 0 && slices.Contains(commands.Aliases, args[0]) {
+		args = append([]string{"lab"}, args...)
 	}
-	fmt.Fprintf(stderr, "sluice: %v\n", err)
-	var ue usageError
-	if errors.As(err, &ue) || isCobraUsage(cmd, err) {
-		return 2
-	}
-	return 1
-}
-
-// isCobraUsage reports whether err came from cobra's own argument checks
-// (unknown command, wrong number of args) rather than from running a command.
-func isCobraUsage(cmd *cobra.Command, err error) bool {
-	if cmd == nil {
-		return true
-	}
-	msg := err.Error()
-	for _, p := range []string{"unknown command", "accepts ", "requires at least", "requires at most", "unknown flag", "unknown shorthand", "invalid argument"} {
-		if strings.Contains(msg, p) {
-			return true
-		}
-	}
-	return false
+	return cli.Run(ctx, root, args, stdout, stderr)
 }

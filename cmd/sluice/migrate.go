@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/control"
+	"github.com/sluicedb/sluice/internal/cli"
 	"github.com/sluicedb/sluice/internal/units"
 	"github.com/sluicedb/sluice/migration"
 	"github.com/sluicedb/sluice/snapshot"
@@ -79,31 +80,31 @@ Interrupting the command stops following; the migration carries on.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if tenant <= 0 {
-				return usagef("migrate: --tenant ID is required (a positive integer)")
+				return cli.Usagef("migrate: --tenant ID is required (a positive integer)")
 			}
 			if to == "" {
-				return usagef("migrate: --to AGENT is required")
+				return cli.Usagef("migrate: --to AGENT is required")
 			}
 			if mode != "live" && mode != "stop-and-copy" {
-				return usagef("migrate: --mode %q: want live or stop-and-copy", mode)
+				return cli.Usagef("migrate: --mode %q: want live or stop-and-copy", mode)
 			}
 			if _, _, err := snapshot.ParseCheckpoint(checkpoint); err != nil {
-				return usagef("migrate: --checkpoint: %v", err)
+				return cli.Usagef("migrate: --checkpoint: %v", err)
 			}
 			if walRelay != client.WALRelayTarget && walRelay != client.WALRelaySource {
-				return usagef("migrate: --wal-relay %q: want target or source", walRelay)
+				return cli.Usagef("migrate: --wal-relay %q: want target or source", walRelay)
 			}
 			if _, err := migration.ParseCatchUpTimeout(catchUpTimeout); err != nil {
-				return usagef("migrate: --catch-up-timeout %v", err)
+				return cli.Usagef("migrate: --catch-up-timeout %v", err)
 			}
 			r := 0.0
 			if rate != "" {
 				v, err := units.ParseRate(rate)
 				if err != nil {
-					return usagef("migrate: --rate: %v", err)
+					return cli.Usagef("migrate: --rate: %v", err)
 				}
 				if v == 0 {
-					return usagef("migrate: --rate 0 would never finish; omit it for unlimited")
+					return cli.Usagef("migrate: --rate 0 would never finish; omit it for unlimited")
 				}
 				if !math.IsInf(v, 1) {
 					r = v
@@ -113,41 +114,41 @@ Interrupting the command stops following; the migration carries on.`,
 			if controller != "" {
 				ctl = &client.Control{Controller: controller, K: k, Rate: r}
 				if maxRate == "" {
-					return usagef("migrate: --controller needs --max-rate, the migration's top speed")
+					return cli.Usagef("migrate: --controller needs --max-rate, the migration's top speed")
 				}
 				v, err := units.ParseRate(maxRate)
 				if err != nil || v <= 0 || math.IsInf(v, 0) {
-					return usagef("migrate: --max-rate %q: want a positive finite rate such as 50MB/s", maxRate)
+					return cli.Usagef("migrate: --max-rate %q: want a positive finite rate such as 50MB/s", maxRate)
 				}
 				ctl.MaxRate = v
 				if setpoint != "" {
 					d, err := time.ParseDuration(setpoint)
 					if err != nil || d <= 0 {
-						return usagef("migrate: --setpoint %q: want a positive duration such as 40ms", setpoint)
+						return cli.Usagef("migrate: --setpoint %q: want a positive duration such as 40ms", setpoint)
 					}
 					ctl.SetpointMs = float64(d) / float64(time.Millisecond)
 				}
 				if cmd.Flags().Changed("start-growth") {
 					if !(startGrowth >= 1 && startGrowth <= 4) {
-						return usagef("migrate: --start-growth %v: want 1 (none) to 4", startGrowth)
+						return cli.Usagef("migrate: --start-growth %v: want 1 (none) to 4", startGrowth)
 					}
 					ctl.StartGrowth = startGrowth
 				}
 				if cmd.Flags().Changed("rearm-growth") {
 					if !(rearmGrowth >= 1 && rearmGrowth <= 4) {
-						return usagef("migrate: --rearm-growth %v: want 1 (the slow start's) to 4", rearmGrowth)
+						return cli.Usagef("migrate: --rearm-growth %v: want 1 (the slow start's) to 4", rearmGrowth)
 					}
 					ctl.RearmGrowth = rearmGrowth
 				}
 				if cmd.Flags().Changed("start-backoff") {
 					if startBackoff < 0 || startBackoff > control.MaxStartBackoff {
-						return usagef("migrate: --start-backoff %d: want 0 (none) to %d steps", startBackoff, control.MaxStartBackoff)
+						return cli.Usagef("migrate: --start-backoff %d: want 0 (none) to %d steps", startBackoff, control.MaxStartBackoff)
 					}
 					ctl.StartBackoff = startBackoff
 				}
 				if cmd.Flags().Changed("idle-floor") {
 					if !(idleFloor >= 0 && idleFloor < 1) {
-						return usagef("migrate: --idle-floor %v: want a fraction in [0, 1) (0 = none)", idleFloor)
+						return cli.Usagef("migrate: --idle-floor %v: want a fraction in [0, 1) (0 = none)", idleFloor)
 					}
 					ctl.IdleFloor = idleFloor
 				}
@@ -163,21 +164,21 @@ Interrupting the command stops following; the migration carries on.`,
 						continue
 					}
 					if !(o.v >= 0) || math.IsInf(o.v, 0) {
-						return usagef("migrate: --%s %v: want %s", o.name, o.v, o.want)
+						return cli.Usagef("migrate: --%s %v: want %s", o.name, o.v, o.want)
 					}
 					if controller != "pid" {
-						return usagef("migrate: --%s goes with --controller pid, not %s", o.name, controller)
+						return cli.Usagef("migrate: --%s goes with --controller pid, not %s", o.name, controller)
 					}
 					*o.dst = o.v
 				}
 				if meanHorizon < 0 || meanHorizon > 3600 {
-					return usagef("migrate: --mean-horizon %d: want 0 (off) to 3600 steps", meanHorizon)
+					return cli.Usagef("migrate: --mean-horizon %d: want 0 (off) to 3600 steps", meanHorizon)
 				}
 				switch {
 				case controller == "pid":
 					ctl.MeanHorizon = meanHorizon
 				case cmd.Flags().Changed("mean-horizon"):
-					return usagef("migrate: --mean-horizon goes with --controller pid, not %s", controller)
+					return cli.Usagef("migrate: --mean-horizon goes with --controller pid, not %s", controller)
 				}
 				for _, g := range []struct {
 					name string
@@ -191,12 +192,12 @@ Interrupting the command stops following; the migration carries on.`,
 				}
 				if clientLatency != "" {
 					if err := client.CheckClientLatencyURL(clientLatency); err != nil {
-						return usagef("migrate: --client-latency %v", err)
+						return cli.Usagef("migrate: --client-latency %v", err)
 					}
 					ctl.ClientLatencyURL = clientLatency
 				}
 			} else if setpoint != "" || maxRate != "" || clientLatency != "" || cmd.Flags().Changed("mean-horizon") || cmd.Flags().Changed("error-floor") || cmd.Flags().Changed("headroom") {
-				return usagef("migrate: --setpoint, --max-rate, --client-latency, --mean-horizon, --error-floor and --headroom go with --controller")
+				return cli.Usagef("migrate: --setpoint, --max-rate, --client-latency, --mean-horizon, --error-floor and --headroom go with --controller")
 			}
 			c, err := agentClient(agentURL)
 			if err != nil {
@@ -219,7 +220,7 @@ Interrupting the command stops following; the migration carries on.`,
 			if detach {
 				return printMigrate(cmd.OutOrStdout(), asJSON, result(m, c.URL()))
 			}
-			final, err := follow(ctx, c, m.ID, errw, !asJSON, isTerminal(errw))
+			final, err := follow(ctx, c, m.ID, errw, !asJSON, cli.IsTerminal(errw))
 			if errors.Is(err, context.Canceled) {
 				fmt.Fprintf(errw, "\nstopped following; migration %s continues on %s\n", m.ID, c.URL())
 				return printMigrate(cmd.OutOrStdout(), asJSON, result(final, c.URL()))
@@ -396,7 +397,7 @@ func result(m client.Migration, from string) migrateResult {
 
 func printMigrate(w io.Writer, asJSON bool, r migrateResult) error {
 	if asJSON {
-		return writeJSON(w, r)
+		return cli.WriteJSON(w, r)
 	}
 	switch r.Outcome {
 	case "committed":
@@ -417,16 +418,6 @@ func printMigrate(w io.Writer, asJSON bool, r migrateResult) error {
 		fmt.Fprintf(w, "migration %s %s after %s in %.1f s: tenant %d stays on %s: %s\n", r.ID, r.Outcome, units.FormatBytes(float64(r.Bytes)), r.Seconds, r.Tenant, r.From, r.Error)
 	}
 	return nil
-}
-
-// isTerminal reports whether w is a character device (a terminal).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // `sluice migration list|show|rate|abort`: inspect and steer migrations on an agent.
@@ -454,7 +445,7 @@ func init() {
 				return agentErr("migration list", err)
 			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), ms)
+				return cli.WriteJSON(cmd.OutOrStdout(), ms)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tTENANT\tROLE\tPEER\tMODE\tPHASE\tOUTCOME\tERROR")
@@ -478,7 +469,7 @@ func init() {
 				return agentErr("migration show", err)
 			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), m)
+				return cli.WriteJSON(cmd.OutOrStdout(), m)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s (%s of tenant %d, peer %s): %s\n", m.ID, m.Role, m.Tenant, m.Peer, progressLine(m))
 			if m.Done {
@@ -494,10 +485,10 @@ func init() {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			v, err := units.ParseRate(args[1])
 			if err != nil {
-				return usagef("migration rate: %v", err)
+				return cli.Usagef("migration rate: %v", err)
 			}
 			if v == 0 {
-				return usagef("migration rate: 0 would stall the copy; use abort to stop it")
+				return cli.Usagef("migration rate: 0 would stall the copy; use abort to stop it")
 			}
 			if math.IsInf(v, 1) {
 				v = 0 // the API's unlimited
@@ -511,7 +502,7 @@ func init() {
 				return agentErr("migration rate", err)
 			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), m)
+				return cli.WriteJSON(cmd.OutOrStdout(), m)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: rate %s\n", m.ID, units.FormatRate(limiterRateCLI(v)))
 			return nil
@@ -531,7 +522,7 @@ func init() {
 				return agentErr("migration abort", err)
 			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), m)
+				return cli.WriteJSON(cmd.OutOrStdout(), m)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s: abort requested (phase %s); follow with `sluice migration show %s`\n", m.ID, m.Progress.Phase, m.ID)
 			return nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicedb/sluice/internal/cli"
 	"github.com/sluicedb/sluice/proxy"
 )
 
@@ -34,17 +35,6 @@ var proxyFlags struct {
 	loop            bool
 	jsonOut, quiet  bool
 }
-
-// defaultProxyProcs is the GOMAXPROCS `sluice proxy` runs with unless --procs
-// says otherwise: 1, like PgBouncer's one thread. With 2 Ps the runtime wakes
-// the idle P's thread (futex) and spins on nearly every ready goroutine.
-// Measured 2026-11-22 on the shared 2-core machine, pgbench 8 clients, the
-// proxy's CPU per transaction (interleaved runs, load 7–12): select-only
-// 22–27 µs with 1 P against 25–29 µs with 2; read-write 172–194 against
-// 211–219 µs. (On that loaded machine 2 Ps sometimes won TPS anyway, by
-// taking a larger share of the oversubscribed cores; `sluice bench proxy
-// --proxy-procs 0` measures that on a quiet one.)
-const defaultProxyProcs = 1
 
 // defaultProxyLoop: whether `sluice proxy` relays in the epoll loop
 // (proxy.EnableRelayLoop, Linux only). Off: in same-run A/B against the
@@ -85,7 +75,7 @@ func init() {
 	f.StringVar(&proxyFlags.tlsKey, "tls-key", "", "PEM key for client TLS")
 	f.StringVar(&proxyFlags.serverSSLMode, "server-sslmode", "disable", "sslmode for server connections (disable, prefer, require, ...)")
 	f.IntVar(&proxyFlags.maxMessage, "max-message", proxy.DefaultMaxMessage, "largest client message accepted, bytes")
-	f.IntVar(&proxyFlags.procs, "procs", defaultProxyProcs, "OS threads running Go code at once (GOMAXPROCS); 0 = one per core")
+	f.IntVar(&proxyFlags.procs, "procs", proxy.DefaultProcs, "OS threads running Go code at once (GOMAXPROCS); 0 = one per core")
 	f.BoolVar(&proxyFlags.loop, "loop", defaultProxyLoop, "relay plain TCP/Unix sessions in one epoll loop on a thread of its own, as PgBouncer does (Linux)")
 	f.BoolVar(&proxyFlags.jsonOut, "json", false, "print the listen addresses as one JSON object when ready")
 	f.BoolVar(&proxyFlags.quiet, "quiet", false, "do not log session events to stderr")
@@ -96,7 +86,7 @@ func init() {
 func parseRouteFlag(s string) (proxy.RouteConfig, error) {
 	tenant, rest, ok := strings.Cut(s, "=")
 	if !ok || tenant == "" || rest == "" {
-		return proxy.RouteConfig{}, usagef("--route %q: want tenant=host:port[/database][,alias...]", s)
+		return proxy.RouteConfig{}, cli.Usagef("--route %q: want tenant=host:port[/database][,alias...]", s)
 	}
 	parts := strings.Split(rest, ",")
 	// host may be a Unix socket directory (/path:port): the database follows
@@ -108,7 +98,7 @@ func parseRouteFlag(s string) (proxy.RouteConfig, error) {
 		}
 	}
 	if _, _, err := net.SplitHostPort(addr); err != nil {
-		return proxy.RouteConfig{}, usagef("--route %q: address %q is not host:port", s, addr)
+		return proxy.RouteConfig{}, cli.Usagef("--route %q: address %q is not host:port", s, addr)
 	}
 	r := proxy.RouteConfig{Tenant: tenant, Addr: addr, Database: db}
 	if len(parts) > 1 {
@@ -120,22 +110,22 @@ func parseRouteFlag(s string) (proxy.RouteConfig, error) {
 func runProxy(cmd *cobra.Command, _ []string) error {
 	pf := proxyFlags
 	if pf.authFile == "" && !pf.trust {
-		return usagef("proxy: give --auth-file (or --trust for a loopback demo)")
+		return cli.Usagef("proxy: give --auth-file (or --trust for a loopback demo)")
 	}
 	if (pf.tlsCert == "") != (pf.tlsKey == "") {
-		return usagef("proxy: --tls-cert and --tls-key go together")
+		return cli.Usagef("proxy: --tls-cert and --tls-key go together")
 	}
 	if pf.window <= 0 {
-		return usagef("proxy: --window must be positive")
+		return cli.Usagef("proxy: --window must be positive")
 	}
 	if pf.releaseLimit < 0 || pf.releaseWindow <= 0 {
-		return usagef("proxy: --release-limit must be 0 (none) or positive, --release-window positive")
+		return cli.Usagef("proxy: --release-limit must be 0 (none) or positive, --release-window positive")
 	}
 	if pf.maxMessage < 1024 {
-		return usagef("proxy: --max-message must be at least 1024 bytes")
+		return cli.Usagef("proxy: --max-message must be at least 1024 bytes")
 	}
 	if pf.procs < 0 {
-		return usagef("proxy: --procs must be 0 (one per core) or positive")
+		return cli.Usagef("proxy: --procs must be 0 (one per core) or positive")
 	}
 	if pf.procs > 0 {
 		runtime.GOMAXPROCS(pf.procs)
@@ -159,7 +149,7 @@ func runProxy(cmd *cobra.Command, _ []string) error {
 		cfg.Routes = append(cfg.Routes, r)
 	}
 	if len(cfg.Routes) == 0 && cfg.RoutesFile == "" && len(cfg.Catalogs) == 0 {
-		return usagef("proxy: no routes: give --route, --routes or --catalog")
+		return cli.Usagef("proxy: no routes: give --route, --routes or --catalog")
 	}
 	logger := log.New(cmd.ErrOrStderr(), "", log.LstdFlags)
 	if !pf.quiet {
@@ -176,7 +166,7 @@ func runProxy(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	if pf.jsonOut {
-		if err := writeJSON(cmd.OutOrStdout(), map[string]string{"listen": p.Addr(), "api": p.APIAddr()}); err != nil {
+		if err := cli.WriteJSON(cmd.OutOrStdout(), map[string]string{"listen": p.Addr(), "api": p.APIAddr()}); err != nil {
 			p.Close()
 			return err
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/internal/cli"
 )
 
 func init() {
@@ -35,13 +36,13 @@ func init() {
 				return err
 			}
 			if id < 0 {
-				return usagef("tenant create: --id %d must be positive", id)
+				return cli.Usagef("tenant create: --id %d must be positive", id)
 			}
 			settings := map[string]string{}
 			for _, kv := range set {
 				k, v, ok := strings.Cut(kv, "=")
 				if !ok || k == "" {
-					return usagef("tenant create: --set %q: want key=value", kv)
+					return cli.Usagef("tenant create: --set %q: want key=value", kv)
 				}
 				settings[k] = v
 			}
@@ -50,7 +51,7 @@ func init() {
 				return agentErr("tenant create", err)
 			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), tn)
+				return cli.WriteJSON(cmd.OutOrStdout(), tn)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "tenant %d (%s) %s on %s\n", tn.ID, tn.Name, tn.State, net.JoinHostPort(tn.Host, strconv.Itoa(tn.Port)))
 			return nil
@@ -75,7 +76,7 @@ func init() {
 				return agentErr("tenant list", err)
 			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), ts)
+				return cli.WriteJSON(cmd.OutOrStdout(), ts)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "ID\tNAME\tSTATE\tALIVE\tADDRESS\tMIGRATION\tDIR")
@@ -95,7 +96,7 @@ func init() {
 			RunE: func(cmd *cobra.Command, args []string) error {
 				id, err := strconv.ParseInt(args[0], 10, 64)
 				if err != nil || id <= 0 {
-					return usagef("tenant %s: bad tenant id %q: want a positive integer", use, args[0])
+					return cli.Usagef("tenant %s: bad tenant id %q: want a positive integer", use, args[0])
 				}
 				c, err := agentClient(agentURL)
 				if err != nil {
@@ -106,7 +107,7 @@ func init() {
 					return agentErr("tenant "+use, err)
 				}
 				if asJSON {
-					return writeJSON(cmd.OutOrStdout(), tn)
+					return cli.WriteJSON(cmd.OutOrStdout(), tn)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "tenant %d (%s) %s\n", tn.ID, tn.Name, tn.State)
 				return nil

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime/debug"
 
+	"github.com/sluicedb/sluice/internal/cli"
 	"github.com/spf13/cobra"
 )
 
@@ -22,7 +23,7 @@ func init() {
 				}
 			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), v)
+				return cli.WriteJSON(cmd.OutOrStdout(), v)
 			}
 			_, err := fmt.Fprintf(cmd.OutOrStdout(), "sluice %s (%s)\n", v["version"], v["go"])
 			return err

@@ -1,0 +1,165 @@
+package commands
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/sluicedb/sluice/internal/cli"
+	"github.com/sluicedb/sluice/internal/units"
+	"github.com/sluicedb/sluice/lab/experiment"
+	"github.com/sluicedb/sluice/lab/testbed"
+)
+
+func init() {
+	var (
+		o                     experiment.DowntimeOptions
+		size, rate            string
+		probe, window, settle string
+		baseline, recover     string
+		root                  string
+		cpus                  float64
+		memoryMB              int
+		asJSON                bool
+	)
+	cmd := &cobra.Command{
+		Use:   "downtime",
+		Short: "Live migration vs stop-and-copy: the agent's freeze/downtime and what clients saw, with a ledger check",
+		Long: `downtime starts two cgroup-limited servers (--cpus, --memory each) and a proxy, creates one
+tenant of --size with Slacker's YCSB usertable, runs the YCSB workload (--tps arrivals/s over
+--mpl connections) through the proxy the whole time, and moves the tenant --runs times live and
+--runs times by stop-and-copy, alternately, each time to the other server.
+
+For every move it reports the agent's figure (the live handover's freeze, or stop-and-copy's
+downtime: hold to release) and what clients saw: a separate probe connection through the proxy
+issues SELECT 1 every --probe-interval, and the longest probe and the longest gap between
+successful probes within --window of the hold and release are the client-visible stall; the
+longest YCSB transaction completed in those seconds is reported too. At the end every
+acknowledged write is checked row by row on the final owner; a missing or duplicated one fails
+the run. --json prints the medians (live_freeze_ms, stop_and_copy_downtime_ms, …), the ledger
+counts and every run. After each move the next waits until the workload has recovered (a whole
+second with no arrival queued and a mean latency ≤ 2× the --baseline mean; at most --recover);
+that time is reported as recovery_s. --out gets summary.json, probe.csv, workload.csv, report.md
+and downtime.png.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if o.Size, err = units.ParseBytes(size); err != nil {
+				return cli.Usagef("bench downtime: --size: %v", err)
+			}
+			if o.Size < 1e6 {
+				return cli.Usagef("bench downtime: --size %s: want at least 1MB", size)
+			}
+			if rate != "" && rate != "0" && rate != "unlimited" {
+				if o.Rate, err = units.ParseRate(rate); err != nil || !(o.Rate > 0) {
+					return cli.Usagef("bench downtime: --rate %q: want a positive rate such as 50MB/s, or 0 for unlimited", rate)
+				}
+			}
+			for _, d := range []struct {
+				name, v string
+				to      *time.Duration
+			}{{"--probe-interval", probe, &o.ProbeInterval}, {"--window", window, &o.Window}, {"--settle", settle, &o.Settle},
+				{"--baseline", baseline, &o.Baseline}, {"--recover", recover, &o.Recover}} {
+				if *d.to, err = time.ParseDuration(d.v); err != nil || *d.to < time.Millisecond {
+					return cli.Usagef("bench downtime: %s %q: want a duration of at least 1ms, such as 5ms", d.name, d.v)
+				}
+			}
+			if o.Runs < 1 {
+				return cli.Usagef("bench downtime: --runs %d: want at least 1", o.Runs)
+			}
+			if !(o.TxRate > 0) || math.IsInf(o.TxRate, 0) {
+				return cli.Usagef("bench downtime: --tps %v: want a positive number of transactions/s", o.TxRate)
+			}
+			if o.MPL < 1 {
+				return cli.Usagef("bench downtime: --mpl %d: want at least 1", o.MPL)
+			}
+			if o.Out == "" {
+				return cli.Usagef("bench downtime: --out must not be empty")
+			}
+			bo := testbed.Options{CPUs: cpus, MemoryMB: memoryMB, Root: root, LogDir: filepath.Join(o.Out, "agents")}
+			if cpus == 0 {
+				bo.CPUs = -1
+			}
+			if memoryMB == 0 {
+				bo.MemoryMB = -1
+			}
+			if err := bo.Check(); err != nil {
+				return cli.UsageError{Msg: "bench downtime: " + err.Error()}
+			}
+			if err := o.Check(); err != nil {
+				return cli.UsageError{Msg: "bench " + err.Error()}
+			}
+			progress := func(format string, args ...any) {
+				fmt.Fprintf(cmd.ErrOrStderr(), "bench downtime: "+format+"\n", args...)
+			}
+			if !asJSON {
+				o.Progress, bo.Progress = progress, progress
+			}
+			o.Command = downtimeCommandLine(cmd)
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+			defer stop()
+			bed, err := testbed.Start(ctx, bo)
+			if err != nil {
+				return err
+			}
+			res, err := experiment.Downtime(ctx, bed, o)
+			if cerr := bed.Close(); err == nil && cerr != nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return cli.WriteJSON(cmd.OutOrStdout(), res)
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "\n%-14s %10s %14s %14s %16s %11s %12s\n", "mode", "agent ms", "probe max ms", "probe gap ms", "workload max ms", "recovery s", "migration s")
+			fmt.Fprintf(w, "%-14s %10.1f %14.1f %14.1f %16.1f %11.2f %12.1f\n", "live", res.LiveFreezeMs, res.LiveProbeMaxMs, res.LiveProbeGapMs, res.LiveWorkloadMaxMs, res.LiveRecoveryS, res.LiveSeconds)
+			fmt.Fprintf(w, "%-14s %10.1f %14.1f %14.1f %16.1f %11.2f %12.1f\n", "stop-and-copy", res.StopAndCopyDowntimeMs, res.StopAndCopyProbeMaxMs, res.StopAndCopyProbeGapMs, res.StopAndCopyWorkloadMaxMs, res.StopAndCopyRecoveryS, res.StopAndCopySeconds)
+			fmt.Fprintf(w, "(baseline mean latency %.1f ms; recovered = a second with no queue and a mean ≤ %.1f ms)\n", res.BaselineMeanMs, res.RecoveryLimitMs)
+			fmt.Fprintf(w, "(medians of %d runs each; stop-and-copy's downtime is %.1f× the live freeze)\n", len(res.Live), res.DowntimeRatio)
+			fmt.Fprintf(w, "writes acknowledged %d, missing %d, duplicated %d\n", res.WritesAcknowledged, res.WritesMissing, res.WritesDuplicated)
+			fmt.Fprintf(w, "report: %s\n", filepath.Join(o.Out, "report.md"))
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Out, "out", filepath.Join("out", "bench", "downtime"), "directory for summary.json, probe.csv, report.md and downtime.png")
+	f.StringVar(&size, "size", "200MB", "tenant data to load and move")
+	f.IntVar(&o.Runs, "runs", 3, "migrations of each mode (live, stop-and-copy), alternating")
+	f.Float64Var(&o.TxRate, "tps", 200, "YCSB workload arrivals per second")
+	f.IntVar(&o.MPL, "mpl", 8, "YCSB workload connections")
+	f.StringVar(&rate, "rate", "0", "live migration copy rate cap (e.g. 50MB/s); 0 = unlimited (stop-and-copy is never capped)")
+	f.StringVar(&probe, "probe-interval", "5ms", "how often the probe connection issues SELECT 1 through the proxy")
+	f.StringVar(&window, "window", "1s", "how far before the hold and after the release the client-visible stall is looked for")
+	f.StringVar(&settle, "settle", "3s", "least workload time on the new owner between moves")
+	f.StringVar(&baseline, "baseline", "10s", "workload time before the first move (its mean latency is the baseline)")
+	f.StringVar(&recover, "recover", "60s", "longest wait after a move for the workload to recover (a second with an empty queue and a mean ≤ 2× the baseline)")
+	f.Float64Var(&cpus, "cpus", 0.5, "each server's cgroup CPU quota, cores (0 = no cap)")
+	f.IntVar(&memoryMB, "memory", 768, "each server's cgroup memory cap incl. page cache, MiB (0 = no cap)")
+	f.Uint64Var(&o.Seed, "seed", 1, "seed for data, arrivals and keys")
+	f.StringVar(&root, "root", "", "keep the servers' directories (agent logs, tenant data) in this directory; default a temp dir removed at the end")
+	f.BoolVar(&asJSON, "json", false, "print only the final figures, as JSON")
+	benchCmd.AddCommand(cmd)
+}
+
+// downtimeCommandLine is the command as run, with the flags that were set,
+// for the report.
+func downtimeCommandLine(cmd *cobra.Command) string {
+	parts := []string{cmd.CommandPath()}
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if f.Value.Type() == "bool" {
+			parts = append(parts, "--"+f.Name)
+		} else {
+			parts = append(parts, "--"+f.Name+" "+f.Value.String())
+		}
+	})
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,348 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
+
+	"github.com/sluicedb/sluice/internal/cli"
+	"github.com/sluicedb/sluice/lab/ledger"
+	"github.com/sluicedb/sluice/migration"
+	"github.com/sluicedb/sluice/pgcluster"
+	"github.com/sluicedb/sluice/proxy"
+)
+
+var benchHandoverFlags struct {
+	handovers int
+	rate      float64
+	workers   int
+	sizeMB    int
+	fence     string
+	walSegMB  int
+	via       string
+	mode      string
+	jsonOut   bool
+	keep      bool
+}
+
+var benchHandoverCmd = &cobra.Command{
+	Use:   "handover",
+	Short: "Live-migrate one tenant back and forth under a write load; freeze percentiles and a ledger check",
+	Long: `Starts its own PostgreSQL 15 tenant (default settings, fsync on) in a temp
+directory with about --size MB of data, runs a write workload of --rate single-row
+INSERT transactions per second over --workers connections, and live-migrates the
+tenant --handovers times between two "hosts" (two directories on this machine), each
+time the full way: slot, hot snapshot, streaming catch-up, warm, handover, cleanup.
+
+Clients reach the tenant through an in-process sluice proxy (--via proxy: one
+connection per worker to the proxy, which holds, re-routes and releases the sessions)
+or through an in-process gate router (--via direct: each transaction asks
+migration.GateRouter for the address and waits while held; clients reconnect when
+it changes). The freeze is the driver's view: from asking for the hold to the
+release, in ms. --mode stop-and-copy runs the baseline instead (hold, stop, copy,
+start, switch, release): its freeze is the downtime.
+
+Every acknowledged INSERT is remembered; at the end the table on the final owner is
+read and compared row by row: missing = acknowledged but absent, duplicated = ids
+present more than once.`,
+	Args: cobra.NoArgs,
+	RunE: runBenchHandover,
+}
+
+func init() {
+	f := benchHandoverCmd.Flags()
+	f.IntVar(&benchHandoverFlags.handovers, "handovers", 20, "number of migrations (alternating between the two hosts)")
+	f.Float64Var(&benchHandoverFlags.rate, "rate", 500, "write transactions per second")
+	f.IntVar(&benchHandoverFlags.workers, "workers", 4, "client connections")
+	f.IntVar(&benchHandoverFlags.sizeMB, "size", 64, "approximate tenant data, MB")
+	f.StringVar(&benchHandoverFlags.fence, "fence", string(migration.FenceReadOnly), "source fence: read-only or stop")
+	f.IntVar(&benchHandoverFlags.walSegMB, "wal-segsize", 1, "WAL segment size of the tenant, MB (power of 2, 1..1024; 1 = what sluice agents give tenants, 16 = PostgreSQL's default)")
+	f.StringVar(&benchHandoverFlags.via, "via", "proxy", "how clients reach the tenant: proxy (an in-process sluice proxy, sessions kept across the handover) or direct (gate router, reconnect on switch)")
+	f.StringVar(&benchHandoverFlags.mode, "mode", string(migration.Live), "migration mode: live, or stop-and-copy (the baseline; its freeze is the downtime)")
+	f.BoolVar(&benchHandoverFlags.jsonOut, "json", false, "print results as JSON")
+	f.BoolVar(&benchHandoverFlags.keep, "keep", false, "keep the temp directory for inspection")
+	benchCmd.AddCommand(benchHandoverCmd)
+}
+
+// benchHandoverResult is the JSON contract of `sluice bench handover --json`.
+type benchHandoverResult struct {
+	Handovers          int     `json:"handovers"`
+	FreezeP50ms        float64 `json:"freeze_p50_ms"`
+	FreezeP99ms        float64 `json:"freeze_p99_ms"`
+	WritesAcknowledged int     `json:"writes_acknowledged"`
+	WritesMissing      int     `json:"writes_missing"`
+	WritesDuplicated   int     `json:"writes_duplicated"`
+}
+
+func runBenchHandover(cmd *cobra.Command, _ []string) error {
+	bf := benchHandoverFlags
+	switch {
+	case bf.handovers < 1:
+		return cli.Usagef("bench handover: --handovers must be at least 1")
+	case bf.rate <= 0 || math.IsInf(bf.rate, 0) || math.IsNaN(bf.rate):
+		return cli.Usagef("bench handover: --rate must be a positive number of transactions per second")
+	case bf.workers < 1:
+		return cli.Usagef("bench handover: --workers must be at least 1")
+	case bf.sizeMB < 0:
+		return cli.Usagef("bench handover: --size must not be negative")
+	case bf.fence != string(migration.FenceReadOnly) && bf.fence != string(migration.FenceStop):
+		return cli.Usagef("bench handover: --fence must be %q or %q", migration.FenceReadOnly, migration.FenceStop)
+	case bf.walSegMB < 1 || bf.walSegMB > 1024 || bf.walSegMB&(bf.walSegMB-1) != 0:
+		return cli.Usagef("bench handover: --wal-segsize must be a power of 2 from 1 to 1024")
+	case bf.via != "proxy" && bf.via != "direct":
+		return cli.Usagef("bench handover: --via must be proxy or direct")
+	case bf.mode != string(migration.Live) && bf.mode != string(migration.StopAndCopy):
+		return cli.Usagef("bench handover: --mode must be %q or %q", migration.Live, migration.StopAndCopy)
+	}
+	progress := func(format string, args ...any) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "bench handover: "+format+"\n", args...)
+	}
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	b, err := newMigHosts("sluice-bench-handover-", bf.keep, progress)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	c, err := b.initTenant(ctx, map[string]string{"shared_buffers": "32MB"}, bf.walSegMB)
+	if err != nil {
+		return err
+	}
+	progress("loading about %d MB", bf.sizeMB)
+	if err := migLoadFiller(ctx, c, bf.sizeMB); err != nil {
+		return err
+	}
+	if err := ledger.Setup(ctx, c.ConnString("postgres")); err != nil {
+		return err
+	}
+	var router migration.Router
+	w := &ledger.Workload{Rate: bf.rate, Workers: bf.workers}
+	if bf.via == "direct" {
+		g := migration.NewGateRouter(c.Addr())
+		router, w.Router = g, g
+		w.ConnString = func(addr string) string { return "postgres://postgres@" + addr + "/postgres?sslmode=disable" }
+	} else {
+		p, err := proxy.New(proxy.Config{Listen: "127.0.0.1:0", Trust: true,
+			Routes: []proxy.RouteConfig{{Tenant: "bench", Addr: c.Addr(), Database: "postgres"}}})
+		if err != nil {
+			return err
+		}
+		pctx, stopP := context.WithCancel(ctx)
+		defer stopP()
+		if err := p.Start(pctx); err != nil {
+			return err
+		}
+		defer p.Close()
+		router, w.Router = proxyRouter{p}, fixedRoute(p.Addr())
+		w.ConnString = func(addr string) string { return "postgres://postgres@" + addr + "/bench?sslmode=disable" }
+	}
+	wctx, stopW := context.WithCancel(ctx)
+	wdone := make(chan struct{})
+	go func() { w.Run(wctx); close(wdone) }()
+	defer func() { stopW(); <-wdone }()
+	time.Sleep(time.Second)
+
+	var freezes []float64
+	for i := 0; i < bf.handovers; i++ {
+		host := b.hosts[(i+1)%2]
+		rec := migration.New(fmt.Sprintf("h%d", i+1), "bench", b.names[i%2], b.names[(i+1)%2], migration.Mode(bf.mode), time.Now())
+		if rec.Mode == migration.Live {
+			rec.Fence = migration.FenceMode(bf.fence)
+		}
+		src := migration.NewLocalSource(c)
+		tgt := migration.NewLocalTarget(host, pgcluster.Options{})
+		out, err := migration.Run(ctx, rec, migration.Env{Source: src, Target: tgt, Router: router})
+		src.Close()
+		if err != nil {
+			return fmt.Errorf("bench handover: migration %d: %w", i+1, err)
+		}
+		if c, err = pgcluster.Open(out.TargetDir, pgcluster.Options{Port: out.TargetPort}); err != nil {
+			return err
+		}
+		b.current = c
+		ms := float64(out.Freeze) / float64(time.Millisecond)
+		freezes = append(freezes, ms)
+		st := w.Stats()
+		if rec.Mode == migration.Live {
+			progress("handover %d/%d %s→%s: freeze %.1f ms (hold %.1f, fence %.1f, replay %.1f, promote %.1f; snapshot %d MB; acknowledged writes so far %d, slowest %.0f ms)",
+				i+1, bf.handovers, rec.Source, rec.Target, ms, migMs(out.HeldAt, out.FlushAt), migMs(out.FlushAt, out.FencedAt), migMs(out.FencedAt, out.ReplayedAt),
+				migMs(out.ReplayedAt, out.PromotedAt), out.SnapshotBytes>>20, st.Acknowledged, float64(st.MaxLatency)/float64(time.Millisecond))
+		} else {
+			progress("stop-and-copy %d/%d %s→%s: downtime %.1f ms (hold+stop %.1f, copy %.1f of %d MB, start %.1f; acknowledged writes so far %d)",
+				i+1, bf.handovers, rec.Source, rec.Target, ms, migMs(out.HeldAt, out.FencedAt), migMs(out.FencedAt, out.CopiedAt),
+				out.CopyBytes>>20, migMs(out.CopiedAt, out.PromotedAt), st.Acknowledged)
+		}
+		time.Sleep(500 * time.Millisecond) // let the workload run on the new owner
+	}
+	stopW()
+	<-wdone
+	st := w.Stats()
+	progress("workload: %d writes acknowledged, %d failed attempts (%d with unknown outcome), slowest acknowledged %.0f ms; last error: %s",
+		st.Acknowledged, st.Errors, st.Uncertain, float64(st.MaxLatency)/float64(time.Millisecond), st.LastError)
+	rep, err := w.Verify(ctx, c.ConnString("postgres"))
+	if err != nil {
+		return err
+	}
+	res := benchHandoverResult{
+		Handovers:          len(freezes),
+		FreezeP50ms:        migRound1(migPercentile(freezes, 50)),
+		FreezeP99ms:        migRound1(migPercentile(freezes, 99)),
+		WritesAcknowledged: rep.Acknowledged,
+		WritesMissing:      rep.Missing,
+		WritesDuplicated:   rep.Duplicated,
+	}
+	if bf.jsonOut {
+		return cli.WriteJSON(cmd.OutOrStdout(), res)
+	}
+	o := cmd.OutOrStdout()
+	fmt.Fprintf(o, "handovers            %d\n", res.Handovers)
+	fmt.Fprintf(o, "freeze p50           %.1f ms\n", res.FreezeP50ms)
+	fmt.Fprintf(o, "freeze p99           %.1f ms\n", res.FreezeP99ms)
+	fmt.Fprintf(o, "writes acknowledged  %d\n", res.WritesAcknowledged)
+	fmt.Fprintf(o, "writes missing       %d\n", res.WritesMissing)
+	fmt.Fprintf(o, "writes duplicated    %d\n", res.WritesDuplicated)
+	return nil
+}
+
+// migPercentile is the nearest-rank p-th percentile of xs (0 for none).
+func migPercentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	k := int(math.Ceil(p/100*float64(len(s)))) - 1
+	return s[max(0, min(k, len(s)-1))]
+}
+
+func migRound1(x float64) float64 { return math.Round(x*10) / 10 }
+
+// migHosts is a temp directory with two "host" directories a tenant moves
+// between, and the tenant's current cluster (stopped on close).
+type migHosts struct {
+	dir      string
+	hosts    [2]string
+	names    [2]string
+	keep     bool
+	current  *pgcluster.Cluster
+	progress func(string, ...any)
+}
+
+func newMigHosts(prefix string, keep bool, progress func(string, ...any)) (*migHosts, error) {
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return nil, err
+	}
+	b := &migHosts{dir: dir, keep: keep, names: [2]string{"hostA", "hostB"}, progress: progress}
+	uid, gid, asRoot, err := pgcluster.OSUserIDs("")
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	os.Chmod(dir, 0o755)
+	for i, n := range b.names {
+		b.hosts[i] = filepath.Join(dir, n)
+		if err := os.MkdirAll(b.hosts[i], 0o755); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		if asRoot {
+			os.Chown(b.hosts[i], uid, gid)
+		}
+	}
+	if asRoot {
+		os.Chown(dir, uid, gid)
+	}
+	return b, nil
+}
+
+// initTenant initdb's the tenant on hostA (with a WAL segment size of
+// walSegMB), starts it and returns it.
+func (b *migHosts) initTenant(ctx context.Context, settings map[string]string, walSegMB int) (*pgcluster.Cluster, error) {
+	b.progress("initdb and start PostgreSQL in %s", b.dir)
+	c, err := pgcluster.Init(ctx, filepath.Join(b.hosts[0], "tenant"), pgcluster.Options{Settings: settings, WALSegSizeMB: walSegMB})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.Start(ctx); err != nil {
+		return nil, err
+	}
+	b.current = c
+	return c, nil
+}
+
+func (b *migHosts) close() {
+	// Stop every postmaster under the temp directory (the current tenant, and
+	// anything a failed migration left behind).
+	ms, _ := filepath.Glob(filepath.Join(b.dir, "*", "*", "postmaster.pid"))
+	for _, m := range ms {
+		if c, err := pgcluster.Open(filepath.Dir(m), pgcluster.Options{Port: 1}); err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			c.Stop(ctx, pgcluster.Immediate)
+			cancel()
+		}
+	}
+	if b.keep {
+		b.progress("keeping %s", b.dir)
+		return
+	}
+	os.RemoveAll(b.dir)
+}
+
+// migLoadFiller creates table filler of about mb MB.
+func migLoadFiller(ctx context.Context, c *pgcluster.Cluster, mb int) error {
+	conn, err := pgx.Connect(ctx, c.ConnString("postgres"))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	// A row of 200 bytes of padding takes about 250 bytes on disk: 4000 rows per MB.
+	_, err = conn.Exec(ctx, "CREATE TABLE filler AS SELECT g AS id, repeat(md5(g::text), 6) AS pad FROM generate_series(1, $1::int) g", mb*4000)
+	if err != nil {
+		return fmt.Errorf("load filler: %w", err)
+	}
+	_, err = conn.Exec(ctx, "CHECKPOINT")
+	return err
+}
+
+// proxyRouter is migration.Router over an in-process sluice proxy.
+type proxyRouter struct{ p *proxy.Proxy }
+
+func (r proxyRouter) Hold(ctx context.Context, tenant string, deadline time.Duration) error {
+	_, err := r.HoldIdle(ctx, tenant, deadline)
+	return err
+}
+
+// HoldIdle implements migration.IdleHolder.
+func (r proxyRouter) HoldIdle(ctx context.Context, tenant string, deadline time.Duration) ([]int, error) {
+	res, err := r.p.Hold(ctx, tenant, deadline)
+	if err != nil {
+		return nil, err
+	}
+	if res.InFlight > 0 {
+		return nil, fmt.Errorf("proxy hold %s: %d transactions still in flight", tenant, res.InFlight)
+	}
+	return res.IdleBackends, nil
+}
+func (r proxyRouter) Switch(_ context.Context, tenant, addr string) error {
+	return r.p.Switch(tenant, addr, "")
+}
+func (r proxyRouter) Release(_ context.Context, tenant string) error { return r.p.Release(tenant) }
+
+// fixedRoute is a ledger.Router that always answers the same address (the
+// proxy's) and never waits: the proxy does the holding.
+type fixedRoute string
+
+func (f fixedRoute) Enter(ctx context.Context) (string, error) { return string(f), ctx.Err() }
+func (fixedRoute) Leave()                                      {}
+
+func migMs(a, b time.Time) float64 { return float64(b.Sub(a)) / float64(time.Millisecond) }

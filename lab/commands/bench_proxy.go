@@ -1,0 +1,537 @@
+package commands
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicedb/sluice/internal/cli"
+	"github.com/sluicedb/sluice/internal/stats"
+	"github.com/sluicedb/sluice/pgcluster"
+	"github.com/sluicedb/sluice/proxy"
+)
+
+var benchProxyFlags struct {
+	duration   time.Duration
+	scale      int
+	clients    int
+	rounds     int
+	pgbouncer  string
+	jsonOut    bool
+	keep       bool
+	procs      int
+	serverNet  string
+	syncCommit string
+	loop       bool
+	compare    bool
+}
+
+var benchProxyCmd = &cobra.Command{
+	Use:   "proxy",
+	Short: "pgbench select-only and read-write: direct vs through sluice proxy vs through PgBouncer",
+	Long: `Starts its own PostgreSQL 15 cluster, PgBouncer (session mode) and sluice proxy
+(a child process running this binary's proxy command, like PgBouncer a
+process of its own, with --proxy-procs as its --procs), then runs pgbench -S (select_only) and the default TPC-B-like script
+(read_write) with --clients clients for --duration against each of the three, the
+three interleaved in a rotating order, --rounds times; each figure is the
+median over rounds. p50 latency is
+computed from pgbench's per-transaction log; the CPU each middleman used per
+transaction (user+system, from /proc/PID/stat) is shown in the progress
+lines and the JSON. pgbench reaches all three over TCP on 127.0.0.1; both
+middlemen reach the server the same way, over TCP (--server-transport tcp)
+or both through its Unix socket (unix), as a proxy on the database host
+usually would. Everything runs on this machine: the
+proxy competes with pgbench and the server for the same cores, as PgBouncer does.
+
+The server runs with --synchronous-commit off by default, so read-write
+measures the path rather than the disk's flush latency; on (PostgreSQL's
+default) makes every read-write commit wait for its WAL flush.`,
+	Args: cobra.NoArgs,
+	RunE: runBenchProxy,
+}
+
+func init() {
+	f := benchProxyCmd.Flags()
+	f.DurationVar(&benchProxyFlags.duration, "duration", 20*time.Second, "length of each pgbench run")
+	f.IntVar(&benchProxyFlags.scale, "scale", 10, "pgbench scale factor")
+	f.IntVar(&benchProxyFlags.clients, "clients", 8, "pgbench clients")
+	f.IntVar(&benchProxyFlags.rounds, "rounds", 1, "rounds of the three targets; the median is reported")
+	f.StringVar(&benchProxyFlags.pgbouncer, "pgbouncer", "/usr/sbin/pgbouncer", "PgBouncer binary")
+	f.BoolVar(&benchProxyFlags.jsonOut, "json", false, "print results as JSON")
+	f.BoolVar(&benchProxyFlags.keep, "keep", false, "keep the temp directory (logs) for inspection")
+	f.StringVar(&benchProxyFlags.serverNet, "server-transport", "tcp", "how both middlemen reach PostgreSQL: tcp (127.0.0.1) or unix (its socket directory)")
+	f.StringVar(&benchProxyFlags.syncCommit, "synchronous-commit", "off", "the server's synchronous_commit: off (measures the path) or on (PostgreSQL's default: read-write waits for WAL flushes)")
+	f.IntVar(&benchProxyFlags.procs, "proxy-procs", proxy.DefaultProcs, "--procs of the sluice proxy under test (GOMAXPROCS; 0 = one per core)")
+	f.BoolVar(&benchProxyFlags.loop, "proxy-loop", false, "--loop of the sluice proxy under test (relay in one epoll loop)")
+	f.BoolVar(&benchProxyFlags.compare, "compare-loop", false, "also run a second sluice proxy with the other --loop setting, as a fourth target (sluice_alt_* in the JSON)")
+	benchCmd.AddCommand(benchProxyCmd)
+}
+
+// benchResult is one workload's figures (the JSON contract).
+type benchResult struct {
+	DirectTPS      float64 `json:"direct_tps"`
+	SluiceTPS      float64 `json:"sluice_tps"`
+	PgbouncerTPS   float64 `json:"pgbouncer_tps"`
+	DirectP50MS    float64 `json:"direct_p50_ms"`
+	SluiceP50MS    float64 `json:"sluice_p50_ms"`
+	PgbouncerP50MS float64 `json:"pgbouncer_p50_ms"`
+	// CPU (user+system) of the middleman process per transaction, µs: the
+	// median over rounds.
+	SluiceCPUUS    float64 `json:"sluice_cpu_us_per_tx"`
+	PgbouncerCPUUS float64 `json:"pgbouncer_cpu_us_per_tx"`
+	// With --compare-loop: the sluice proxy with the other --loop setting.
+	SluiceAltLoop  *bool    `json:"sluice_alt_loop,omitempty"`
+	SluiceAltTPS   *float64 `json:"sluice_alt_tps,omitempty"`
+	SluiceAltP50MS *float64 `json:"sluice_alt_p50_ms,omitempty"`
+	SluiceAltCPUUS *float64 `json:"sluice_alt_cpu_us_per_tx,omitempty"`
+	// How both middlemen reached the server, and the sluice proxy's settings.
+	ServerTransport string `json:"server_transport"`
+	// The server's synchronous_commit (on: commits wait for the WAL flush).
+	SynchronousCommit string `json:"synchronous_commit"`
+	SluiceLoop        bool   `json:"sluice_loop"`
+	SluiceProcs       int    `json:"sluice_procs"`
+}
+
+type pgbenchRun struct {
+	tps   float64
+	p50ms float64
+	cpuUS float64 // the middleman's CPU per transaction, µs (0 for direct)
+}
+
+const benchPassword = "bench-pw"
+
+func runBenchProxy(cmd *cobra.Command, _ []string) error {
+	bf := benchProxyFlags
+	if bf.duration < time.Second {
+		return cli.Usagef("bench proxy: --duration must be at least 1s")
+	}
+	if bf.scale < 1 || bf.clients < 1 || bf.rounds < 1 {
+		return cli.Usagef("bench proxy: --scale, --clients and --rounds must be positive")
+	}
+	if bf.procs < 0 {
+		return cli.Usagef("bench proxy: --proxy-procs must be 0 (one per core) or positive")
+	}
+	if bf.serverNet != "tcp" && bf.serverNet != "unix" {
+		return cli.Usagef("bench proxy: --server-transport must be tcp or unix, not %q", bf.serverNet)
+	}
+	if bf.syncCommit != "on" && bf.syncCommit != "off" {
+		return cli.Usagef("bench proxy: --synchronous-commit must be on or off, not %q", bf.syncCommit)
+	}
+	if _, err := os.Stat(bf.pgbouncer); err != nil {
+		return fmt.Errorf("bench proxy: PgBouncer not found at %s (install it: make bench-deps): %w", bf.pgbouncer, err)
+	}
+	pgbench := filepath.Join(pgcluster.DefaultBinDir, "pgbench")
+	if _, err := os.Stat(pgbench); err != nil {
+		return fmt.Errorf("bench proxy: pgbench not found: %w", err)
+	}
+	progress := func(format string, args ...any) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "bench proxy: "+format+"\n", args...)
+	}
+	ctx, cancel := context.WithCancel(cmd.Context())
+	defer cancel()
+
+	dir, err := pgcluster.MkdirTemp("sluice-bench-proxy-")
+	if err != nil {
+		return err
+	}
+	if !bf.keep {
+		defer os.RemoveAll(dir)
+	} else {
+		progress("keeping %s", dir)
+	}
+
+	progress("initdb and start PostgreSQL (synchronous_commit %s)", bf.syncCommit)
+	c, err := pgcluster.Init(ctx, filepath.Join(dir, "data"), pgcluster.Options{
+		Settings: map[string]string{"max_connections": "100", "shared_buffers": "256MB", "synchronous_commit": bf.syncCommit},
+	})
+	if err != nil {
+		return err
+	}
+	if err := c.Start(ctx); err != nil {
+		return err
+	}
+	defer c.Stop(context.Background(), pgcluster.Fast)
+	pgHost, pgPort, _ := net.SplitHostPort(c.Addr())
+	progress("pgbench -i -s %d", bf.scale)
+	if out, err := runPgbench(ctx, pgbench, dir, nil, "-i", "-q", "-s", strconv.Itoa(bf.scale), "-h", pgHost, "-p", pgPort, "-U", "postgres", "postgres"); err != nil {
+		return fmt.Errorf("bench proxy: pgbench -i: %w\n%s", err, out)
+	}
+
+	// Both proxies authenticate clients with SCRAM from the same userlist and
+	// reach the (trust) server as postgres.
+	uid, gid, asRoot, err := pgcluster.OSUserIDs("")
+	if err != nil {
+		return err
+	}
+	userlist := filepath.Join(dir, "userlist.txt")
+	if err := os.WriteFile(userlist, []byte(fmt.Sprintf("\"postgres\" \"%s\"\n", benchPassword)), 0o600); err != nil {
+		return err
+	}
+	if asRoot {
+		os.Chown(userlist, uid, gid)
+	}
+
+	// The address both middlemen use for the server: host:port, the host
+	// being the socket directory for unix.
+	serverAddr := c.Addr()
+	if bf.serverNet == "unix" {
+		serverAddr = net.JoinHostPort(c.Dir, pgPort)
+	}
+	progress("start PgBouncer (session mode, server over %s)", bf.serverNet)
+	bouncerPort, bouncerPID, stopBouncer, err := startPgbouncer(ctx, bf.pgbouncer, dir, userlist, serverAddr, uid, gid, asRoot)
+	if err != nil {
+		return err
+	}
+	defer stopBouncer()
+
+	progress("start sluice proxy (--procs %d --loop=%v)", bf.procs, bf.loop)
+	sluicePort, sluicePID, stopSluice, err := startSluiceProxy(ctx, dir, userlist, serverAddr, bf.procs, bf.loop)
+	if err != nil {
+		return err
+	}
+	defer stopSluice()
+	var altPort string
+	var altPID int
+	if bf.compare {
+		progress("start a second sluice proxy (--procs %d --loop=%v)", bf.procs, !bf.loop)
+		var stopAlt func()
+		altPort, altPID, stopAlt, err = startSluiceProxy(ctx, dir, userlist, serverAddr, bf.procs, !bf.loop)
+		if err != nil {
+			return err
+		}
+		defer stopAlt()
+	}
+
+	targets := []struct {
+		name string
+		args []string
+	}{
+		{"direct", []string{"-h", pgHost, "-p", pgPort, "-U", "postgres", "postgres"}},
+		{"sluice", []string{"-h", "127.0.0.1", "-p", sluicePort, "-U", "postgres", "bench"}},
+		{"pgbouncer", []string{"-h", "127.0.0.1", "-p", strconv.Itoa(bouncerPort), "-U", "postgres", "bench"}},
+	}
+	if bf.compare {
+		targets = append(targets, struct {
+			name string
+			args []string
+		}{"sluice_alt", []string{"-h", "127.0.0.1", "-p", altPort, "-U", "postgres", "bench"}})
+	}
+	workloads := []struct {
+		name string
+		args []string
+	}{
+		{"select_only", []string{"-S"}},
+		{"read_write", nil},
+	}
+	results := map[string]*benchResult{}
+	for _, wl := range workloads {
+		runs := map[string][]pgbenchRun{}
+		for r := 0; r < bf.rounds; r++ {
+			// Rotate the order each round so slow drifts of a shared machine's
+			// load do not always fall on the same target.
+			for k := range targets {
+				tg := targets[(k+r)%len(targets)]
+				progress("%s via %s, round %d/%d, %v", wl.name, tg.name, r+1, bf.rounds, bf.duration)
+				prefix := filepath.Join(dir, fmt.Sprintf("log-%s-%s-%d", wl.name, tg.name, r))
+				args := append([]string{"-n", "-c", strconv.Itoa(bf.clients), "-T", strconv.Itoa(int(bf.duration.Seconds())),
+					"-l", "--log-prefix=" + prefix}, wl.args...)
+				args = append(args, tg.args...)
+				pid := map[string]int{"sluice": sluicePID, "pgbouncer": bouncerPID, "sluice_alt": altPID}[tg.name]
+				cpu0 := processCPU(pid)
+				out, err := runPgbench(ctx, pgbench, dir, []string{"PGPASSWORD=" + benchPassword}, args...)
+				cpu := processCPU(pid) - cpu0
+				if err != nil {
+					return fmt.Errorf("bench proxy: pgbench %s via %s: %w\n%s", wl.name, tg.name, err, out)
+				}
+				run, err := parsePgbench(out, prefix)
+				if err != nil {
+					return fmt.Errorf("bench proxy: %s via %s: %w", wl.name, tg.name, err)
+				}
+				if tg.name == "direct" {
+					progress("  %.0f tps, p50 %.3f ms", run.tps, run.p50ms)
+				} else {
+					// CPU the middleman used per transaction: robust to machine noise.
+					run.cpuUS = cpu.Seconds() * 1e6 / (run.tps * bf.duration.Seconds())
+					progress("  %.0f tps, p50 %.3f ms, %s CPU %.1f µs/transaction", run.tps, run.p50ms, tg.name, run.cpuUS)
+				}
+				runs[tg.name] = append(runs[tg.name], run)
+				removeLogs(prefix)
+			}
+		}
+		d, s, b := median(runs["direct"]), median(runs["sluice"]), median(runs["pgbouncer"])
+		results[wl.name] = &benchResult{
+			DirectTPS: round1(d.tps), SluiceTPS: round1(s.tps), PgbouncerTPS: round1(b.tps),
+			DirectP50MS: round3(d.p50ms), SluiceP50MS: round3(s.p50ms), PgbouncerP50MS: round3(b.p50ms),
+			SluiceCPUUS: round1(medianCPU(runs["sluice"])), PgbouncerCPUUS: round1(medianCPU(runs["pgbouncer"])),
+			ServerTransport: bf.serverNet, SynchronousCommit: bf.syncCommit, SluiceLoop: bf.loop, SluiceProcs: bf.procs,
+		}
+		if bf.compare {
+			a := median(runs["sluice_alt"])
+			alt := !bf.loop
+			tps, p50, cpu := round1(a.tps), round3(a.p50ms), round1(medianCPU(runs["sluice_alt"]))
+			results[wl.name].SluiceAltLoop, results[wl.name].SluiceAltTPS, results[wl.name].SluiceAltP50MS, results[wl.name].SluiceAltCPUUS = &alt, &tps, &p50, &cpu
+		}
+	}
+	if bf.jsonOut {
+		return cli.WriteJSON(cmd.OutOrStdout(), struct {
+			SelectOnly *benchResult `json:"select_only"`
+			ReadWrite  *benchResult `json:"read_write"`
+		}{results["select_only"], results["read_write"]})
+	}
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "%-12s %12s %12s %12s %10s %10s %10s\n", "workload", "direct tps", "sluice tps", "bouncer tps", "direct p50", "sluice p50", "bouncer p50")
+	for _, wl := range workloads {
+		r := results[wl.name]
+		fmt.Fprintf(w, "%-12s %12.1f %12.1f %12.1f %8.3fms %8.3fms %8.3fms\n", wl.name, r.DirectTPS, r.SluiceTPS, r.PgbouncerTPS, r.DirectP50MS, r.SluiceP50MS, r.PgbouncerP50MS)
+	}
+	return nil
+}
+
+func round1(x float64) float64 { return float64(int64(x*10+0.5)) / 10 }
+func round3(x float64) float64 { return float64(int64(x*1000+0.5)) / 1000 }
+
+// median returns the run with the median TPS.
+func median(rs []pgbenchRun) pgbenchRun {
+	if len(rs) == 0 {
+		return pgbenchRun{}
+	}
+	s := append([]pgbenchRun(nil), rs...)
+	sort.Slice(s, func(i, j int) bool { return s[i].tps < s[j].tps })
+	return s[len(s)/2]
+}
+
+// medianCPU returns the median of the runs' CPU per transaction.
+func medianCPU(rs []pgbenchRun) float64 {
+	v := make([]float64, len(rs))
+	for i, r := range rs {
+		v[i] = r.cpuUS
+	}
+	return stats.Median(v)
+}
+
+func runPgbench(ctx context.Context, bin, dir string, env []string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+var tpsRe = regexp.MustCompile(`tps = ([0-9.]+) \(without initial connection time\)`)
+
+// parsePgbench reads TPS from pgbench's summary and the median latency from
+// its per-transaction logs (prefix.*): field 3 is the latency in µs.
+func parsePgbench(out, prefix string) (pgbenchRun, error) {
+	var run pgbenchRun
+	m := tpsRe.FindStringSubmatch(out)
+	if m == nil {
+		return run, fmt.Errorf("no tps in pgbench output:\n%s", out)
+	}
+	run.tps, _ = strconv.ParseFloat(m[1], 64)
+	if !strings.Contains(out, "number of failed transactions: 0 ") {
+		return run, fmt.Errorf("pgbench reports failed transactions:\n%s", out)
+	}
+	files, _ := filepath.Glob(prefix + ".*")
+	if len(files) == 0 {
+		return run, errors.New("pgbench wrote no transaction log")
+	}
+	var lat []int64
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			return run, err
+		}
+		sc := bufio.NewScanner(fh)
+		for sc.Scan() {
+			fs := strings.Fields(sc.Text())
+			if len(fs) < 3 {
+				continue
+			}
+			us, err := strconv.ParseInt(fs[2], 10, 64)
+			if err != nil {
+				continue
+			}
+			lat = append(lat, us)
+		}
+		fh.Close()
+	}
+	if len(lat) == 0 {
+		return run, errors.New("empty pgbench transaction log")
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	run.p50ms = float64(lat[(len(lat)-1)/2]) / 1000
+	return run, nil
+}
+
+func removeLogs(prefix string) {
+	files, _ := filepath.Glob(prefix + ".*")
+	for _, f := range files {
+		os.Remove(f)
+	}
+}
+
+// startPgbouncer runs PgBouncer in session mode in front of pgAddr, as the
+// PostgreSQL OS user when root, and returns its port and a stop function.
+func startPgbouncer(ctx context.Context, bin, dir, userlist, pgAddr string, uid, gid int, asRoot bool) (int, int, func(), error) {
+	port, err := pgcluster.FreePort()
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	host, pgPort, _ := net.SplitHostPort(pgAddr)
+	ini := filepath.Join(dir, "pgbouncer.ini")
+	conf := fmt.Sprintf(`[databases]
+bench = host=%s port=%s dbname=postgres user=postgres
+
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = %d
+unix_socket_dir =
+auth_type = scram-sha-256
+auth_file = %s
+pool_mode = session
+max_client_conn = 200
+default_pool_size = 50
+logfile = %s
+pidfile = %s
+`, host, pgPort, port, userlist, filepath.Join(dir, "pgbouncer.log"), filepath.Join(dir, "pgbouncer.pid"))
+	if err := os.WriteFile(ini, []byte(conf), 0o600); err != nil {
+		return 0, 0, nil, err
+	}
+	if asRoot {
+		os.Chown(ini, uid, gid)
+	}
+	cmd := exec.CommandContext(ctx, bin, ini)
+	cmd.Dir = dir
+	var stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	if asRoot {
+		cmd.SysProcAttr = sysProcAs(uid, gid)
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, 0, nil, fmt.Errorf("bench proxy: start pgbouncer: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	stop := func() {
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
+		if err == nil {
+			conn.Close()
+			return port, cmd.Process.Pid, stop, nil
+		}
+		select {
+		case <-exited:
+			log, _ := os.ReadFile(filepath.Join(dir, "pgbouncer.log"))
+			return 0, 0, nil, fmt.Errorf("bench proxy: pgbouncer exited: %s%s", stderr.String(), log)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			stop()
+			return 0, 0, nil, errors.New("bench proxy: pgbouncer did not start listening")
+		}
+	}
+}
+
+// sysProcAs returns process attributes that run a child as uid/gid.
+func sysProcAs(uid, gid int) *syscall.SysProcAttr {
+	return &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+}
+
+// processCPU returns the CPU time (user+system) process pid has used so far,
+// from /proc/PID/stat (10 ms resolution); 0 for pid 0 or when unreadable.
+func processCPU(pid int) time.Duration {
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the ")" of the command name: utime and stime are the 12th and 13th.
+	s := string(b)
+	fs := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fs) < 13 {
+		return 0
+	}
+	ut, _ := strconv.ParseInt(fs[11], 10, 64)
+	st, _ := strconv.ParseInt(fs[12], 10, 64)
+	return time.Duration(ut+st) * time.Second / 100 // USER_HZ = 100 on Linux
+}
+
+// startSluiceProxy runs this binary's `proxy` command as a child process in
+// front of pgAddr (tenant "bench", SCRAM from userlist, GOMAXPROCS procs) and
+// returns its client port, its pid and a stop function.
+func startSluiceProxy(ctx context.Context, dir, userlist, pgAddr string, procs int, loop bool) (string, int, func(), error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", 0, nil, fmt.Errorf("bench proxy: find own binary: %w", err)
+	}
+	logf, err := os.Create(filepath.Join(dir, fmt.Sprintf("sluice-proxy-loop-%v.log", loop)))
+	if err != nil {
+		return "", 0, nil, err
+	}
+	cmd := exec.CommandContext(ctx, exe, "proxy", "--listen", "127.0.0.1:0", "--api", "127.0.0.1:0",
+		"--auth-file", userlist, "--route", "bench="+pgAddr+"/postgres", "--procs", strconv.Itoa(procs), "--loop="+strconv.FormatBool(loop), "--quiet", "--json")
+	cmd.Dir = dir
+	cmd.Stderr = logf
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		logf.Close()
+		return "", 0, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return "", 0, nil, fmt.Errorf("bench proxy: start sluice proxy: %w", err)
+	}
+	exited := make(chan struct{})
+	stop := func() {
+		cmd.Process.Signal(os.Interrupt)
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill()
+			<-exited
+		}
+		logf.Close()
+	}
+	var addrs struct {
+		Listen string `json:"listen"`
+	}
+	decErr := json.NewDecoder(stdout).Decode(&addrs)
+	go func() { io.Copy(io.Discard, stdout); cmd.Wait(); close(exited) }()
+	if decErr != nil {
+		stop()
+		log, _ := os.ReadFile(logf.Name())
+		return "", 0, nil, fmt.Errorf("bench proxy: sluice proxy did not report its address: %v\n%s", decErr, log)
+	}
+	_, port, err := net.SplitHostPort(addrs.Listen)
+	if err != nil {
+		stop()
+		return "", 0, nil, fmt.Errorf("bench proxy: sluice proxy address %q: %w", addrs.Listen, err)
+	}
+	return port, cmd.Process.Pid, stop, nil
+}

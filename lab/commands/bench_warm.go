@@ -1,0 +1,403 @@
+package commands
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/sluicedb/sluice/internal/cli"
+	"github.com/sluicedb/sluice/internal/stats"
+	"github.com/sluicedb/sluice/lab/cgroup"
+	"github.com/sluicedb/sluice/migration"
+	"github.com/sluicedb/sluice/pgcluster"
+)
+
+var benchWarmFlags struct {
+	sizeMB   int
+	sharedMB int
+	hotMB    int
+	memoryMB int
+	workers  int
+	readIOPS int64
+	rounds   int
+	warmup   time.Duration
+	maxWait  time.Duration
+	jsonOut  bool
+	keep     bool
+}
+
+var benchWarmCmd = &cobra.Command{
+	Use:   "warm",
+	Short: "Throughput recovery after a live migration with WARM (buffer-cache block list prewarmed) vs without",
+	Long: `Starts its own PostgreSQL 15 tenant with --shared-buffers MB of shared buffers and
+about --size MB of data (several times the buffers), runs a read-mostly workload of
+random primary-key lookups over a hot set of the first --hot MB of the table on
+--workers connections, and live-migrates the tenant twice on this machine: first
+without WARM (cold), then back with WARM (the source's pg_buffercache block list is
+prewarmed on the target with pg_prewarm before the handover), --rounds times; the
+medians are reported.
+
+Every postmaster runs in a cgroup v1 group capped at --memory MB of memory (shared
+buffers included) and --read-iops read operations per second on the data disk, and
+the target's copied files are written back and dropped from the page cache
+(fdatasync + POSIX_FADV_DONTNEED) before it starts, so a cold target really reads
+from a disk of known speed.
+
+Before each migration the workload runs --warmup to settle; its throughput over the
+last 3 s is the baseline. Recovery is the time from the release of held
+transactions until the throughput over a 0.5 s window is at least 90% of the
+baseline (capped at --max-wait). Needs root and cgroup v1.`,
+	Args: cobra.NoArgs,
+	RunE: runBenchWarm,
+}
+
+func init() {
+	f := benchWarmCmd.Flags()
+	f.IntVar(&benchWarmFlags.sizeMB, "size", 512, "approximate tenant data, MB")
+	f.IntVar(&benchWarmFlags.sharedMB, "shared-buffers", 128, "shared_buffers of the tenant, MB")
+	f.IntVar(&benchWarmFlags.hotMB, "hot", 96, "hot set the workload reads, MB (should fit the shared buffers)")
+	f.IntVar(&benchWarmFlags.memoryMB, "memory", 192, "cgroup memory cap of each postmaster, MB (shared buffers included)")
+	f.IntVar(&benchWarmFlags.workers, "workers", 4, "client connections")
+	f.Int64Var(&benchWarmFlags.readIOPS, "read-iops", 3000, "cgroup cap on each postmaster's read operations per second on the data disk (a cloud volume's baseline); 0 = none")
+	f.DurationVar(&benchWarmFlags.warmup, "warmup", 20*time.Second, "workload time before each migration")
+	f.IntVar(&benchWarmFlags.rounds, "rounds", 2, "rounds of (cold, warm) migrations; medians are reported")
+	f.DurationVar(&benchWarmFlags.maxWait, "max-wait", 60*time.Second, "longest recovery measured")
+	f.BoolVar(&benchWarmFlags.jsonOut, "json", false, "print results as JSON")
+	f.BoolVar(&benchWarmFlags.keep, "keep", false, "keep the temp directory for inspection")
+	benchCmd.AddCommand(benchWarmCmd)
+}
+
+// benchWarmResult is the JSON contract of `sluice bench warm --json`.
+type benchWarmResult struct {
+	RecoveryWarm float64 `json:"recovery_seconds_warm"`
+	RecoveryCold float64 `json:"recovery_seconds_cold"`
+}
+
+// warmBucket is the width of one throughput bucket.
+const warmBucket = 100 * time.Millisecond
+
+func runBenchWarm(cmd *cobra.Command, _ []string) error {
+	bf := benchWarmFlags
+	switch {
+	case bf.sharedMB < 16:
+		return cli.Usagef("bench warm: --shared-buffers must be at least 16 (MB)")
+	case bf.sizeMB < 2*bf.sharedMB:
+		return cli.Usagef("bench warm: --size must be at least twice --shared-buffers")
+	case bf.hotMB < 1 || bf.hotMB > bf.sizeMB:
+		return cli.Usagef("bench warm: --hot must be between 1 and --size")
+	case bf.memoryMB <= bf.sharedMB:
+		return cli.Usagef("bench warm: --memory must exceed --shared-buffers")
+	case bf.workers < 1:
+		return cli.Usagef("bench warm: --workers must be at least 1")
+	case bf.warmup < 3*time.Second:
+		return cli.Usagef("bench warm: --warmup must be at least 3s")
+	case bf.rounds < 1:
+		return cli.Usagef("bench warm: --rounds must be at least 1")
+	case bf.readIOPS < 0:
+		return cli.Usagef("bench warm: --read-iops must not be negative")
+	case bf.maxWait < time.Second:
+		return cli.Usagef("bench warm: --max-wait must be at least 1s")
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("bench warm: needs root (cgroup v1 memory groups)")
+	}
+	progress := func(format string, args ...any) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "bench warm: "+format+"\n", args...)
+	}
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	var groups []*cgroup.Group
+	var dev string
+	defer func() {
+		for _, g := range groups {
+			g.Remove()
+		}
+	}()
+	newGroup := func(pid int) error {
+		g, err := cgroup.New(fmt.Sprintf("sluice-warm-%d-%d", os.Getpid(), len(groups)))
+		if err != nil {
+			return err
+		}
+		groups = append(groups, g)
+		if err := g.SetMemoryLimit(int64(bf.memoryMB) << 20); err != nil {
+			return err
+		}
+		if bf.readIOPS > 0 {
+			if err := g.SetIOPSLimit(dev, bf.readIOPS, 0); err != nil {
+				return err
+			}
+		}
+		return g.AddTree(pid)
+	}
+	b, err := newMigHosts("sluice-bench-warm-", bf.keep, progress)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	if bf.readIOPS > 0 {
+		if dev, err = cgroup.DeviceOf(b.dir); err != nil {
+			return fmt.Errorf("bench warm: --read-iops: %w", err)
+		}
+	}
+	c, err := b.initTenant(ctx, map[string]string{"shared_buffers": fmt.Sprintf("%dMB", bf.sharedMB)}, 16)
+	if err != nil {
+		return err
+	}
+	progress("loading about %d MB", bf.sizeMB)
+	rowsPerMB := 4000
+	if err := warmLoadData(ctx, c, bf.sizeMB*rowsPerMB, float64(bf.hotMB)/float64(bf.sizeMB)); err != nil {
+		return err
+	}
+	pid, err := c.PID()
+	if err != nil {
+		return err
+	}
+	if err := newGroup(pid); err != nil {
+		return err
+	}
+	g := migration.NewGateRouter(c.Addr())
+	rd := &warmReadWorkload{router: g, hotRows: bf.hotMB * rowsPerMB, start: time.Now(), buckets: make([]atomic.Int64, 1<<16)}
+	wctx, stopW := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for i := 0; i < bf.workers; i++ {
+		wg.Add(1)
+		go func(seed int64) { defer wg.Done(); rd.worker(wctx, seed) }(int64(i + 1))
+	}
+	defer func() { stopW(); wg.Wait() }()
+
+	var res benchWarmResult
+	var colds, warms []float64
+	for i := 0; i < 2*bf.rounds; i++ {
+		warm := i%2 == 1
+		progress("workload settling for %s on %s", bf.warmup, b.names[i%2])
+		if err := migSleep(ctx, bf.warmup); err != nil {
+			return err
+		}
+		now := time.Now()
+		baseline := rd.rate(now.Add(-3*time.Second), now)
+		rec := migration.New(fmt.Sprintf("w%d", i+1), "bench", b.names[i%2], b.names[(i+1)%2], migration.Live, now)
+		rec.Warm = warm
+		src := migration.NewLocalSource(c)
+		tgt := warmColdTarget{LocalTarget: migration.NewLocalTarget(b.hosts[(i+1)%2], pgcluster.Options{}), group: newGroup}
+		out, err := migration.Run(ctx, rec, migration.Env{Source: src, Target: tgt, Router: g})
+		src.Close()
+		if err != nil {
+			return fmt.Errorf("bench warm: migration %d: %w", i+1, err)
+		}
+		if c, err = pgcluster.Open(out.TargetDir, pgcluster.Options{Port: out.TargetPort}); err != nil {
+			return err
+		}
+		b.current = c
+		rec2, ok := rd.recovery(ctx, out.ReleasedAt, baseline, 0.9, 500*time.Millisecond, bf.maxWait)
+		label := "cold"
+		if warm {
+			label = "warm"
+			warms = append(warms, rec2.Seconds())
+		} else {
+			colds = append(colds, rec2.Seconds())
+		}
+		note := ""
+		if !ok {
+			note = " (not recovered: capped at --max-wait)"
+		}
+		progress("round %d %s migration %s→%s: baseline %.0f reads/s, freeze %.1f ms, warmed %d blocks, recovery %.2f s%s",
+			i/2+1, label, rec.Source, rec.Target, baseline, float64(out.Freeze)/float64(time.Millisecond), out.WarmBlocks, rec2.Seconds(), note)
+	}
+	res.RecoveryWarm = migRound2(stats.Median(warms))
+	res.RecoveryCold = migRound2(stats.Median(colds))
+	if bf.jsonOut {
+		return cli.WriteJSON(cmd.OutOrStdout(), res)
+	}
+	o := cmd.OutOrStdout()
+	fmt.Fprintf(o, "recovery warm  %.2f s\n", res.RecoveryWarm)
+	fmt.Fprintf(o, "recovery cold  %.2f s\n", res.RecoveryCold)
+	return nil
+}
+
+func migRound2(x float64) float64 { return float64(int64(x*100+0.5)) / 100 }
+
+func migSleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// warmLoadData creates table data(id primary key, pad) with rows rows and
+// loads the first hot fraction of the table and its index into shared buffers.
+func warmLoadData(ctx context.Context, c *pgcluster.Cluster, rows int, hot float64) error {
+	conn, err := pgx.Connect(ctx, c.ConnString("postgres"))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	for _, q := range []string{
+		"CREATE TABLE data (id int PRIMARY KEY, pad text)",
+		fmt.Sprintf("INSERT INTO data SELECT g, repeat(md5(g::text), 6) FROM generate_series(1, %d) g", rows),
+		"VACUUM ANALYZE data",
+		"CHECKPOINT",
+		"CREATE EXTENSION IF NOT EXISTS pg_prewarm",
+		fmt.Sprintf("SELECT pg_prewarm('data', 'buffer', 'main', 0, (pg_relation_size('data') / 8192 * %f)::int8)", hot),
+		fmt.Sprintf("SELECT pg_prewarm('data_pkey', 'buffer', 'main', 0, (pg_relation_size('data_pkey') / 8192 * %f)::int8)", hot),
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("load: %s: %w", q, err)
+		}
+	}
+	return nil
+}
+
+// warmReadWorkload does random primary-key lookups in the hot set and counts
+// completions per warmBucket since start.
+type warmReadWorkload struct {
+	router  *migration.GateRouter
+	hotRows int
+	start   time.Time
+	buckets []atomic.Int64
+}
+
+func (r *warmReadWorkload) worker(ctx context.Context, seed int64) {
+	rng := rand.New(rand.NewSource(seed))
+	var conn *pgx.Conn
+	var connAddr string
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
+	for ctx.Err() == nil {
+		addr, err := r.router.Enter(ctx)
+		if err != nil {
+			return
+		}
+		if conn != nil && (addr != connAddr || conn.IsClosed()) {
+			conn.Close(context.Background())
+			conn = nil
+		}
+		if conn == nil {
+			c, err := pgx.Connect(ctx, "postgres://postgres@"+addr+"/postgres?sslmode=disable")
+			if err != nil {
+				r.router.Leave()
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			conn, connAddr = c, addr
+		}
+		var n int
+		err = conn.QueryRow(ctx, "SELECT length(pad) FROM data WHERE id = $1", 1+rng.Intn(r.hotRows)).Scan(&n)
+		r.router.Leave()
+		if err != nil {
+			conn.Close(context.Background())
+			conn = nil
+			continue
+		}
+		if i := int(time.Since(r.start) / warmBucket); i < len(r.buckets) {
+			r.buckets[i].Add(1)
+		}
+	}
+}
+
+// rate is the mean completions per second over whole buckets in [from, to).
+func (r *warmReadWorkload) rate(from, to time.Time) float64 {
+	a, b := int(from.Sub(r.start)/warmBucket), int(to.Sub(r.start)/warmBucket)
+	if b <= a {
+		return 0
+	}
+	var n int64
+	for i := a; i < b && i < len(r.buckets); i++ {
+		n += r.buckets[i].Load()
+	}
+	return float64(n) / (float64(b-a) * warmBucket.Seconds())
+}
+
+// recovery waits (as the workload runs) and returns the time from released
+// until the first window of length win whose rate is ≥ frac×baseline; ok is
+// false when that did not happen within maxWait.
+func (r *warmReadWorkload) recovery(ctx context.Context, released time.Time, baseline, frac float64, win, maxWait time.Duration) (time.Duration, bool) {
+	for t := released; t.Sub(released) <= maxWait; t = t.Add(warmBucket) {
+		for time.Now().Before(t.Add(win + warmBucket)) {
+			if migSleep(ctx, warmBucket) != nil {
+				return maxWait, false
+			}
+		}
+		if r.rate(t, t.Add(win)) >= frac*baseline {
+			return t.Sub(released), true
+		}
+	}
+	return maxWait, false
+}
+
+// warmColdTarget is a LocalTarget whose received files are written back and
+// dropped from the page cache, and whose postmaster runs in a memory cgroup.
+type warmColdTarget struct {
+	*migration.LocalTarget
+	group func(pid int) error
+}
+
+func (t warmColdTarget) OpenSnapshot(ctx context.Context, m migration.Record) (io.WriteCloser, error) {
+	w, err := t.LocalTarget.OpenSnapshot(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	return warmEvictOnClose{w, m.TargetDir}, nil
+}
+
+func (t warmColdTarget) StartStandby(ctx context.Context, m migration.Record, ci, slot string) error {
+	if err := t.LocalTarget.StartStandby(ctx, m, ci, slot); err != nil {
+		return err
+	}
+	c, err := pgcluster.Open(m.TargetDir, pgcluster.Options{Port: m.TargetPort})
+	if err != nil {
+		return err
+	}
+	pid, err := c.PID()
+	if err != nil {
+		return err
+	}
+	return t.group(pid)
+}
+
+type warmEvictOnClose struct {
+	io.WriteCloser
+	dir string
+}
+
+func (e warmEvictOnClose) Close() error {
+	if err := e.WriteCloser.Close(); err != nil {
+		return err
+	}
+	return warmEvictDir(e.dir)
+}
+
+// warmEvictDir writes back and drops from the page cache every file under dir.
+func warmEvictDir(dir string) error {
+	return filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		unix.Fdatasync(int(f.Fd()))
+		return unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
+	})
+}

@@ -1,0 +1,222 @@
+package commands
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/sluicedb/sluice/internal/cli"
+)
+
+// labRunCLI runs the lab's command tree after resetting its flags (cobra
+// keeps flag values between invocations in one process).
+func labRunCLI(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	if err := cli.ResetFlags(Lab); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code = run(args, &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// jsonKeys decodes one JSON object and returns its keys, sorted.
+func simJSONKeys(t *testing.T, s string) (map[string]any, []string) {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal([]byte(s), &m); err != nil {
+		t.Fatalf("not one JSON object: %v\n%s", err, s)
+	}
+	var k []string
+	for key := range m {
+		k = append(k, key)
+	}
+	slices.Sort(k)
+	return m, k
+}
+
+func TestSimJSONHasExactlyTheKeys(t *testing.T) {
+	code, out, errs := labRunCLI(t, "sim", "--scenario", "steady", "--controller", "pid", "--setpoint", "30ms", "--seed", "2", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	m, keys := simJSONKeys(t, out)
+	want := []string{"completed", "controller", "idle_latency_ms", "mean_latency_ms", "mean_rate", "migration_seconds",
+		"p95_latency_ms", "p99_latency_ms", "scenario", "seed", "setpoint_ms", "violation_fraction"}
+	if !slices.Equal(keys, want) {
+		t.Fatalf("keys %v, want %v", keys, want)
+	}
+	if m["scenario"] != "steady" || m["controller"] != "pid" || m["seed"] != 2.0 || m["setpoint_ms"] != 30.0 || m["completed"] != true {
+		t.Fatalf("figures %v", m)
+	}
+	if idle, mean := m["idle_latency_ms"].(float64), m["mean_latency_ms"].(float64); !(idle > 0 && mean > idle) {
+		t.Fatalf("idle %v mean %v", idle, mean)
+	}
+	// Same seed, same bytes.
+	_, again, _ := labRunCLI(t, "sim", "--scenario", "steady", "--controller", "pid", "--setpoint", "30ms", "--seed", "2", "--json")
+	if again != out {
+		t.Fatalf("not deterministic:\n%s\n%s", out, again)
+	}
+}
+
+func TestSimHumanOutputAndFiles(t *testing.T) {
+	dir := t.TempDir()
+	outDir, png := filepath.Join(dir, "run"), filepath.Join(dir, "plot.png")
+	code, out, errs := labRunCLI(t, "sim", "--scenario", "multitenant", "--controller", "integral", "--out", outDir, "--png", png)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"controller integral", "migration completed", "s0", "average victim latency", "migration rate (MB/s)", "setpoint="} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	csv, err := os.ReadFile(filepath.Join(outDir, "series.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(csv)), "\n")
+	if !strings.HasPrefix(lines[0], "t_s,phase,load,latency_ms,idle_latency_ms,") || !strings.Contains(lines[0], "s4_latency_ms") || len(lines) < 100 {
+		t.Fatalf("csv: %d lines, header %q", len(lines), lines[0])
+	}
+	sum, err := os.ReadFile(filepath.Join(outDir, "summary.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := simJSONKeys(t, string(sum)); len(m["stores"].([]any)) != 5 {
+		t.Fatalf("summary.json stores: %v", m["stores"])
+	}
+	b, err := os.ReadFile(png)
+	if err != nil || !bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")) {
+		t.Fatalf("png: %v, %d bytes", err, len(b))
+	}
+}
+
+func TestSimBadInputWritesNothing(t *testing.T) {
+	dir := t.TempDir()
+	outDir := filepath.Join(dir, "out")
+	png := filepath.Join(dir, "p.png")
+	for name, args := range map[string][]string{
+		"unknown scenario":       {"sim", "--scenario", "nope"},
+		"unknown controller":     {"sim", "--controller", "bangbang"},
+		"zero setpoint":          {"sim", "--setpoint", "0s"},
+		"negative setpoint":      {"sim", "--setpoint", "-30ms"},
+		"setpoint not duration":  {"sim", "--setpoint", "fast"},
+		"setpoint below idle":    {"sim", "--setpoint", "1ms"},
+		"negative rate":          {"sim", "--controller", "fixed", "--rate", "-5MB/s"},
+		"rate above max":         {"sim", "--controller", "fixed", "--rate", "1GB/s"},
+		"rate with pid":          {"sim", "--controller", "pid", "--rate", "5MB/s"},
+		"zero contract":          {"sim", "--contract", "0ms"},
+		"bad pole":               {"sim", "--controller", "integral", "--pole", "1.5"},
+		"negative seed":          {"sim", "--seed", "-1"},
+		"png dir missing":        {"sim", "--png", filepath.Join(dir, "missing", "p.png")},
+		"sweep unknown scenario": {"sim", "sweep", "--scenario", "nope"},
+		"sweep negative sp":      {"sim", "sweep", "--setpoint", "-1ms"},
+		"sweep sp below idle":    {"sim", "sweep", "--setpoint", "2ms"},
+		"tune unknown scenario":  {"tune", "--scenario", "nope"},
+		"tune zero setpoint":     {"tune", "--setpoint", "0"},
+		"tune unstable pole":     {"tune", "--pole", "-1.2"},
+		"tune unstable k":        {"tune", "--k", "1e12"},
+		"stray argument":         {"sim", "extra"},
+		"fractional window":      {"sim", "--window", "1500ms"},
+		"negative noise":         {"sim", "--noise", "-0.1"},
+	} {
+		if args[0] == "sim" && args[1] != "sweep" {
+			args = append(args, "--out", outDir)
+			if !slices.Contains(args, "--png") {
+				args = append(args, "--png", png)
+			}
+		}
+		code, out, errs := labRunCLI(t, args...)
+		if code != 2 {
+			t.Errorf("%s: exit %d, want 2 (stderr %q)", name, code, errs)
+		}
+		if out != "" || strings.Count(errs, "\n") != 1 || !strings.HasPrefix(errs, "sluice: ") {
+			t.Errorf("%s: want one stderr line and no stdout, got stdout %q stderr %q", name, out, errs)
+		}
+		if _, err := os.Stat(outDir); err == nil {
+			t.Fatalf("%s: %s was created", name, outDir)
+		}
+		if _, err := os.Stat(png); err == nil {
+			t.Fatalf("%s: %s was created", name, png)
+		}
+	}
+}
+
+func TestSweepJSONHasExactlyTheKeys(t *testing.T) {
+	code, out, errs := labRunCLI(t, "sim", "sweep", "--scenario", "steady", "--setpoint", "30ms", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	m, keys := simJSONKeys(t, out)
+	want := []string{"best_fixed_mean_latency_ms", "best_fixed_rate", "best_fixed_seconds", "pid_mean_latency_ms", "pid_seconds"}
+	if !slices.Equal(keys, want) {
+		t.Fatalf("keys %v, want %v", keys, want)
+	}
+	if m["best_fixed_rate"].(float64) <= 0 || m["best_fixed_mean_latency_ms"].(float64) > 30 || m["pid_seconds"].(float64) <= 0 {
+		t.Fatalf("figures %v", m)
+	}
+}
+
+func TestTuneProposesAndRefusesUnstable(t *testing.T) {
+	code, out, errs := labRunCLI(t, "tune", "--scenario", "multitenant", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	m, _ := simJSONKeys(t, out)
+	local := m["local"].(map[string]any)
+	g, k, kmax := local["g_s_per_Bps"].(float64), m["k"].(float64), m["k_max"].(float64)
+	if !(g > 0 && k > 0 && k < kmax && m["stable"] == true && local["r2"].(float64) > 0.9) {
+		t.Fatalf("tune: %v", m)
+	}
+	if p := m["pole"].(float64); p < 0.69 || p > 0.71 {
+		t.Fatalf("pole %v, want the default 0.7", p)
+	}
+	// An unstable K is refused, and accepted with --force.
+	if code, _, errs := labRunCLI(t, "tune", "--scenario", "multitenant", "--k", "1e12"); code != 2 || !strings.Contains(errs, "unstable") {
+		t.Fatalf("unstable K: exit %d %q", code, errs)
+	}
+	code, out, errs = labRunCLI(t, "tune", "--scenario", "multitenant", "--k", "1e12", "--force", "--json")
+	if code != 0 {
+		t.Fatalf("forced: exit %d %s", code, errs)
+	}
+	if m, _ := simJSONKeys(t, out); m["stable"] != false || m["pole"].(float64) > -1 {
+		t.Fatalf("forced unstable K: %v", m)
+	}
+	// Human output names the fits and the stability range.
+	code, out, _ = labRunCLI(t, "tune", "--scenario", "steady", "--setpoint", "30ms", "--pole", "0.5")
+	if code != 0 || !strings.Contains(out, "local fit") || !strings.Contains(out, "stable iff 0 < K <") || !strings.Contains(out, "pid (setpoint 30.0 ms)") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
+
+func TestSimInterferenceRuns(t *testing.T) {
+	code, out, errs := labRunCLI(t, "sim", "--scenario", "bursty", "--controller", "interference", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if m, _ := simJSONKeys(t, out); m["controller"] != "interference" {
+		t.Fatalf("%v", m)
+	}
+}
+
+func TestDemoWritesPlots(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "demo")
+	code, out, errs := labRunCLI(t, "sim", "demo", "--out", dir, "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	m, _ := simJSONKeys(t, out)
+	for _, f := range []string{"pid.png", "fixed.png", "pid.csv", "fixed.csv", "summary.json"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	if m["pid_after_step_ms"].(float64) >= m["fixed_after_step_ms"].(float64) {
+		t.Fatalf("demo: PID after the step %v not below fixed %v", m["pid_after_step_ms"], m["fixed_after_step_ms"])
+	}
+}

@@ -1,0 +1,190 @@
+package experiment
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	agentclient "github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/lab/chart"
+	"github.com/sluicedb/sluice/lab/testbed"
+	"github.com/sluicedb/sluice/lab/workload"
+)
+
+// MultiOptions configure the multitenant experiment (Slacker Fig. 13b).
+type MultiOptions struct {
+	Common
+	// Tenants on the source server; default 5. Each holds Size/Tenants bytes
+	// and gets Workload.Rate/Tenants arrivals per second; tenant 1 moves.
+	Tenants int
+	// SetpointMs is the PID's setpoint on the servers' latency (the worst
+	// tenant's window mean); default 3 × the baseline server-wide mean.
+	SetpointMs float64
+}
+
+// TenantLatency is one tenant's mean latency during the migration.
+type TenantLatency struct {
+	Name          string  `json:"name"`
+	Moved         bool    `json:"moved"`
+	MeanLatencyMs float64 `json:"mean_latency_ms"`
+}
+
+// MultiResult is `sluice bench multitenant --json`.
+type MultiResult struct {
+	SetpointMs              float64         `json:"setpoint_ms"`
+	BaselineServerLatencyMs float64         `json:"baseline_server_mean_latency_ms"`
+	ServerMeanLatencyMs     float64         `json:"server_mean_latency_ms"`   // every tenant's transactions during the migration
+	ServerStddevLatencyMs   float64         `json:"server_stddev_latency_ms"` //
+	MigrationSeconds        float64         `json:"migration_seconds"`
+	MeanRateMBs             float64         `json:"mean_rate_mb_s"`
+	Tenants                 []TenantLatency `json:"tenants"`
+	WritesAcknowledged      int64           `json:"writes_acknowledged"` // the moved tenant's, checked row by row on its new owner
+}
+
+// Multitenant loads Tenants tenants on server 0, runs a workload on each,
+// and moves one to server 1 under the PID, whose process variable is the
+// worst latency window among all tenants on both servers. It reports the
+// server-wide mean latency (all tenants' transactions) against the setpoint.
+// Writes series.csv, summary.json, report.md and multitenant.png into o.Out.
+func Multitenant(ctx context.Context, bed *testbed.Bed, o MultiOptions) (MultiResult, error) {
+	var res MultiResult
+	if err := o.defaults(); err != nil {
+		return res, err
+	}
+	if o.Tenants == 0 {
+		o.Tenants = 5
+	}
+	if o.Tenants < 2 || o.Tenants > 15 {
+		return res, fmt.Errorf("experiment: %d tenants: want 2..15", o.Tenants)
+	}
+	started := time.Now()
+	say := o.Progress
+	var tns []testbed.Tenant
+	for i := 0; i < o.Tenants; i++ {
+		t, err := bed.CreateTenant(ctx, 0, fmt.Sprintf("tenant%d", i+1), o.Size/int64(o.Tenants), o.Seed+uint64(i)+1)
+		if err != nil {
+			return res, err
+		}
+		tns = append(tns, t)
+	}
+	wc := o.Workload
+	wc.Rate /= float64(o.Tenants)
+	// Baseline: every tenant's workload at once, no migration.
+	var bgs []Background
+	for i, t := range tns[1:] {
+		w := wc
+		w.Seed = o.Seed + 100 + uint64(i)
+		bgs = append(bgs, Background{Tenant: t, Workload: w})
+	}
+	base, err := multiBaseline(ctx, tns, wc, o.BaselineFor, o.Seed+50)
+	if err != nil {
+		return res, err
+	}
+	res.BaselineServerLatencyMs = round(base.Mean, 2)
+	if o.SetpointMs == 0 {
+		o.SetpointMs = round(3*base.Mean, 1)
+	}
+	res.SetpointMs = o.SetpointMs
+	say("baseline: server-wide mean latency %.1f ms ± %.1f (%d tenants, %.0f transactions/s each); setpoint %.1f ms",
+		base.Mean, base.Std, o.Tenants, wc.Rate, o.SetpointMs)
+
+	say("migrating %s to %s under the PID while %d other tenants run", tns[0].Name, bed.Servers[1].Name, len(bgs))
+	w0 := wc
+	w0.Seed = o.Seed + 10
+	r, err := Trial{Bed: bed, Tenant: tns[0], To: 1, Workload: w0, Warmup: o.Warmup, Others: bgs, TargetCPUs: o.TargetCPUs, Progress: say,
+		Migration: agentclient.StartMigration{Rate: o.MaxRate * StartFraction, Checkpoint: o.Checkpoint, WALRelay: o.WALRelay, Control: o.pidControl(o.SetpointMs)}}.Run(ctx)
+	if err != nil {
+		return res, err
+	}
+	secs := r.MigEnd - r.MigStart
+	res.MigrationSeconds = round(secs, 1)
+	res.MeanRateMBs = round(float64(r.Migration.Summary.Bytes)/1e6/secs, 2)
+	all := r.Latencies(r.MigStart, r.MigEnd)
+	res.Tenants = append(res.Tenants, TenantLatency{Name: tns[0].Name, Moved: true, MeanLatencyMs: round(Describe(all).Mean, 2)})
+	for i := range bgs {
+		l := r.OtherLatencies(i, r.MigStart, r.MigEnd)
+		all = append(all, l...)
+		res.Tenants = append(res.Tenants, TenantLatency{Name: bgs[i].Tenant.Name, MeanLatencyMs: round(Describe(l).Mean, 2)})
+	}
+	st := Describe(all)
+	res.ServerMeanLatencyMs, res.ServerStddevLatencyMs = round(st.Mean, 2), round(st.Std, 2)
+	res.WritesAcknowledged = r.Check.Acknowledged
+	say("server-wide mean latency %.1f ms ± %.1f during the migration (setpoint %.1f), %.1f s at %.1f MB/s",
+		st.Mean, st.Std, o.SetpointMs, secs, res.MeanRateMBs)
+
+	trials := []Labeled{{Name: tns[0].Name, SetpointMs: o.SetpointMs, Res: r}}
+	if err := writeSeries(o.Out, trials); err != nil {
+		return res, err
+	}
+	if err := writeHandovers(o.Out, trials); err != nil {
+		return res, err
+	}
+	if err := writeStarts(o.Out, trials); err != nil {
+		return res, err
+	}
+	if err := writeJSON(o.Out, SummaryFile, res); err != nil {
+		return res, err
+	}
+	c := trialChart(trials[0], fmt.Sprintf("multitenant: %s moves under the PID at %.1f ms while %d tenants run", tns[0].Name, o.SetpointMs, len(bgs)))
+	for i := range bgs {
+		var t, y []float64
+		for _, s := range r.Others[i] {
+			if s.Count > 0 {
+				t, y = append(t, float64(s.T)+0.5), append(y, s.MeanMs)
+			}
+		}
+		c.Panels[0].Series = append(c.Panels[0].Series, chart.Series{Name: bgs[i].Tenant.Name, X: t, Y: y})
+	}
+	c.Panels[0].Series[0].Name = tns[0].Name + " (moving)"
+	if err := writePNG(o.Out, "multitenant.png", c); err != nil {
+		return res, err
+	}
+	var b strings.Builder
+	b.WriteString(reportHeader("sluice bench multitenant (Slacker Fig. 13b)", o.Command, started, o.bedNote(bed)))
+	fmt.Fprintf(&b, "%d tenants of %.0f MB on server-a, %.0f transactions/s each (%s keys, MPL %d); %s moves to server-b under the PID (setpoint %.1f ms on the worst tenant's 3 s window, max %.0f MB/s).\n\n",
+		o.Tenants, float64(o.Size)/float64(o.Tenants)/1e6, wc.Rate, wc.Distribution, wc.MPL, tns[0].Name, o.SetpointMs, o.MaxRate/1e6)
+	fmt.Fprintf(&b, "| | mean latency ms |\n|---|---|\n| baseline, server-wide (no migration) | %s |\n| during the migration, server-wide | %s ± %s |\n", f1(base.Mean), f1(st.Mean), f1(st.Std))
+	for _, t := range res.Tenants {
+		m := ""
+		if t.Moved {
+			m = " (moved)"
+		}
+		fmt.Fprintf(&b, "| %s%s | %s |\n", t.Name, m, f1(t.MeanLatencyMs))
+	}
+	fmt.Fprintf(&b, "\nMigration: %.1f s at %.1f MB/s mean. %s\n![multitenant](multitenant.png)\n", secs, res.MeanRateMBs, ledgerLines(trials))
+	return res, writeFile(o.Out, ReportFile, b.String())
+}
+
+// multiBaseline runs every tenant's workload at once, without a migration,
+// for d (after 3 s of warm-up) and returns the server-wide latency figures.
+func multiBaseline(ctx context.Context, tns []testbed.Tenant, wc workload.Config, d time.Duration, seed uint64) (Stats, error) {
+	var wg sync.WaitGroup
+	lats := make([][]float64, len(tns))
+	errs := make([]error, len(tns))
+	for i, t := range tns {
+		w := wc
+		w.DSN, w.Duration, w.Seed, w.Records = t.DSN, d+3*time.Second, seed+uint64(i), t.Rows
+		r, err := workload.NewRunner(w)
+		if err != nil {
+			return Stats{}, err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, errs[i] = r.Run(ctx, nil); errs[i] == nil {
+				lats[i] = r.Latencies(3, 1<<30)
+			}
+		}()
+	}
+	wg.Wait()
+	var all []float64
+	for i := range tns {
+		if errs[i] != nil {
+			return Stats{}, fmt.Errorf("experiment: baseline of %s: %w", tns[i].Name, errs[i])
+		}
+		all = append(all, lats[i]...)
+	}
+	return Describe(all), nil
+}
