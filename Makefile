@@ -16,13 +16,9 @@ bench-deps:
 build: deps
 	$(GO) build -o $(BIN) ./cmd/sluice
 
-# The proxy suite runs a second time through the relay loop, uncached
-# (-count=1): the proxy reads SLUICE_PROXY_LOOP at package init, which go
-# test's cache does not key on, so a cached result would be the plain run's.
 test: deps
 	$(GO) vet ./...
 	$(GO) test $(TESTFLAGS) ./...
-	SLUICE_PROXY_LOOP=1 $(GO) test $(TESTFLAGS) -count=1 ./proxy/
 
 demo: build
 	./$(BIN) demo

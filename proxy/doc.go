@@ -34,10 +34,6 @@
 // process was idle) is not on the path. TLS sessions use the bufio relay in
 // session.go. `sluice proxy --procs` (GOMAXPROCS, default 1) keeps the
 // runtime from waking and spinning a second thread per ready goroutine.
-// `sluice proxy --loop` runs those callbacks from one goroutine draining its
-// own epoll set instead (loop_linux.go, PgBouncer's design); measured level
-// with the default on select-only and a few per cent more CPU read-write
-// (docs/benchmarks.md), so it is off by default.
 //
 // # Timing
 //

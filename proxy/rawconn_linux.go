@@ -27,9 +27,6 @@ import (
 type rawConn struct {
 	net.Conn
 	rc syscall.RawConn
-	// loop: the socket is a loopFD (Conn and rc), waited for by the relay
-	// loop (loop_linux.go) with level-triggered epoll.
-	loop bool
 
 	// Reader state, used only inside Read.
 	rbuf   []byte
@@ -45,9 +42,7 @@ type rawConn struct {
 }
 
 // fastConn wraps c in a rawConn when it is a plain TCP or Unix socket, and
-// returns c unchanged otherwise (TLS, pipes in tests). With the relay loop
-// enabled (EnableRelayLoop) the socket moves to the loop: c is closed and the
-// rawConn owns a duplicate of its descriptor.
+// returns c unchanged otherwise (TLS, pipes in tests).
 func fastConn(c net.Conn) net.Conn {
 	var sc syscall.Conn
 	switch t := c.(type) {
@@ -57,14 +52,6 @@ func fastConn(c net.Conn) net.Conn {
 		sc = t
 	default:
 		return c
-	}
-	if l := theLoop.Load(); l != nil {
-		if lf, err := l.adopt(c); err == nil {
-			f := &rawConn{Conn: lf, rc: loopRaw{lf}, loop: true}
-			f.readFn = f.doRead
-			f.writeFn = f.doWrite
-			return f
-		}
 	}
 	rc, err := sc.SyscallConn()
 	if err != nil {

@@ -87,20 +87,13 @@ func BenchmarkRelay(b *testing.B) {
 		name string
 		addr string
 		msg  []byte
-		loop bool // the session's sockets in the relay loop (Linux)
 	}{
-		{"simple/direct", srv.Addr(), simple, false},
-		{"simple/proxy", p.Addr(), simple, false},
-		{"simple/proxy-loop", p.Addr(), simple, true},
-		{"extended/direct", srv.Addr(), ext, false},
-		{"extended/proxy", p.Addr(), ext, false},
-		{"extended/proxy-loop", p.Addr(), ext, true},
+		{"simple/direct", srv.Addr(), simple},
+		{"simple/proxy", p.Addr(), simple},
+		{"extended/direct", srv.Addr(), ext},
+		{"extended/proxy", p.Addr(), ext},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
-			if tc.loop && !relayLoopSupported {
-				b.Skip("no relay loop on this system")
-			}
-			useRelayLoop(b, tc.loop)
 			rc := dialRaw(b, tc.addr)
 			defer rc.c.Close()
 			rc.c.Write(prep)

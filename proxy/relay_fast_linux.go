@@ -102,10 +102,7 @@ func (s *session) serverLoopFast(sc *serverConn, src, dst *rawConn) (lost bool) 
 	}
 	for {
 		if sr.err == nil {
-			if !src.loop {
-				// The loop's epoll is level-triggered: no probe needed.
-				src.SetReadDeadline(time.Now().Add(eofProbeInterval))
-			}
+			src.SetReadDeadline(time.Now().Add(eofProbeInterval))
 			if err := src.rc.Read(sr.readFn); err != nil && sr.err == nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 				sr.err = err
 			}
@@ -330,9 +327,7 @@ func (s *session) clientLoopFast(ctx context.Context, c *rawConn) error {
 	}
 	for {
 		if cr.err == nil && !cr.slow && !cr.end {
-			if !c.loop {
-				c.SetReadDeadline(time.Now().Add(eofProbeInterval))
-			}
+			c.SetReadDeadline(time.Now().Add(eofProbeInterval))
 			if err := c.rc.Read(cr.readFn); err != nil && cr.err == nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 				cr.err = err
 			}

@@ -32,16 +32,8 @@ var proxyFlags struct {
 	releaseLimit    int
 	releaseWindow   time.Duration
 	procs           int
-	loop            bool
 	jsonOut, quiet  bool
 }
-
-// defaultProxyLoop: whether `sluice proxy` relays in the epoll loop
-// (proxy.EnableRelayLoop, Linux only). Off: in same-run A/B against the
-// goroutine relay (`sluice bench proxy --compare-loop`, 2026-11-22/23, 2 shared
-// cores) it was level on select-only throughput (pairs from −6 % to +15 %)
-// and used ~5 % more CPU per read-write transaction (149–154 vs 142–149 µs).
-const defaultProxyLoop = false
 
 var proxyCmd = &cobra.Command{
 	Use:   "proxy",
@@ -76,7 +68,6 @@ func init() {
 	f.StringVar(&proxyFlags.serverSSLMode, "server-sslmode", "disable", "sslmode for server connections (disable, prefer, require, ...)")
 	f.IntVar(&proxyFlags.maxMessage, "max-message", proxy.DefaultMaxMessage, "largest client message accepted, bytes")
 	f.IntVar(&proxyFlags.procs, "procs", proxy.DefaultProcs, "OS threads running Go code at once (GOMAXPROCS); 0 = one per core")
-	f.BoolVar(&proxyFlags.loop, "loop", defaultProxyLoop, "relay plain TCP/Unix sessions in one epoll loop on a thread of its own, as PgBouncer does (Linux)")
 	f.BoolVar(&proxyFlags.jsonOut, "json", false, "print the listen addresses as one JSON object when ready")
 	f.BoolVar(&proxyFlags.quiet, "quiet", false, "do not log session events to stderr")
 	root.AddCommand(proxyCmd)
@@ -129,11 +120,6 @@ func runProxy(cmd *cobra.Command, _ []string) error {
 	}
 	if pf.procs > 0 {
 		runtime.GOMAXPROCS(pf.procs)
-	}
-	if pf.loop {
-		if err := proxy.EnableRelayLoop(); err != nil {
-			return err
-		}
 	}
 	cfg := proxy.Config{
 		Listen: pf.listen, APIListen: pf.api, AuthFile: pf.authFile, Trust: pf.trust,

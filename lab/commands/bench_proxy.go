@@ -37,8 +37,6 @@ var benchProxyFlags struct {
 	procs      int
 	serverNet  string
 	syncCommit string
-	loop       bool
-	compare    bool
 }
 
 var benchProxyCmd = &cobra.Command{
@@ -77,8 +75,6 @@ func init() {
 	f.StringVar(&benchProxyFlags.serverNet, "server-transport", "tcp", "how both middlemen reach PostgreSQL: tcp (127.0.0.1) or unix (its socket directory)")
 	f.StringVar(&benchProxyFlags.syncCommit, "synchronous-commit", "off", "the server's synchronous_commit: off (measures the path) or on (PostgreSQL's default: read-write waits for WAL flushes)")
 	f.IntVar(&benchProxyFlags.procs, "proxy-procs", proxy.DefaultProcs, "--procs of the sluice proxy under test (GOMAXPROCS; 0 = one per core)")
-	f.BoolVar(&benchProxyFlags.loop, "proxy-loop", false, "--loop of the sluice proxy under test (relay in one epoll loop)")
-	f.BoolVar(&benchProxyFlags.compare, "compare-loop", false, "also run a second sluice proxy with the other --loop setting, as a fourth target (sluice_alt_* in the JSON)")
 	benchCmd.AddCommand(benchProxyCmd)
 }
 
@@ -94,17 +90,12 @@ type benchResult struct {
 	// median over rounds.
 	SluiceCPUUS    float64 `json:"sluice_cpu_us_per_tx"`
 	PgbouncerCPUUS float64 `json:"pgbouncer_cpu_us_per_tx"`
-	// With --compare-loop: the sluice proxy with the other --loop setting.
-	SluiceAltLoop  *bool    `json:"sluice_alt_loop,omitempty"`
-	SluiceAltTPS   *float64 `json:"sluice_alt_tps,omitempty"`
-	SluiceAltP50MS *float64 `json:"sluice_alt_p50_ms,omitempty"`
-	SluiceAltCPUUS *float64 `json:"sluice_alt_cpu_us_per_tx,omitempty"`
-	// How both middlemen reached the server, and the sluice proxy's settings.
+	// How both middlemen reached the server: tcp or unix.
 	ServerTransport string `json:"server_transport"`
 	// The server's synchronous_commit (on: commits wait for the WAL flush).
 	SynchronousCommit string `json:"synchronous_commit"`
-	SluiceLoop        bool   `json:"sluice_loop"`
-	SluiceProcs       int    `json:"sluice_procs"`
+	// The sluice proxy's --procs (GOMAXPROCS; 0 = one per core).
+	SluiceProcs int `json:"sluice_procs"`
 }
 
 type pgbenchRun struct {
@@ -199,23 +190,12 @@ func runBenchProxy(cmd *cobra.Command, _ []string) error {
 	}
 	defer stopBouncer()
 
-	progress("start sluice proxy (--procs %d --loop=%v)", bf.procs, bf.loop)
-	sluicePort, sluicePID, stopSluice, err := startSluiceProxy(ctx, dir, userlist, serverAddr, bf.procs, bf.loop)
+	progress("start sluice proxy (--procs %d)", bf.procs)
+	sluicePort, sluicePID, stopSluice, err := startSluiceProxy(ctx, dir, userlist, serverAddr, bf.procs)
 	if err != nil {
 		return err
 	}
 	defer stopSluice()
-	var altPort string
-	var altPID int
-	if bf.compare {
-		progress("start a second sluice proxy (--procs %d --loop=%v)", bf.procs, !bf.loop)
-		var stopAlt func()
-		altPort, altPID, stopAlt, err = startSluiceProxy(ctx, dir, userlist, serverAddr, bf.procs, !bf.loop)
-		if err != nil {
-			return err
-		}
-		defer stopAlt()
-	}
 
 	targets := []struct {
 		name string
@@ -224,12 +204,6 @@ func runBenchProxy(cmd *cobra.Command, _ []string) error {
 		{"direct", []string{"-h", pgHost, "-p", pgPort, "-U", "postgres", "postgres"}},
 		{"sluice", []string{"-h", "127.0.0.1", "-p", sluicePort, "-U", "postgres", "bench"}},
 		{"pgbouncer", []string{"-h", "127.0.0.1", "-p", strconv.Itoa(bouncerPort), "-U", "postgres", "bench"}},
-	}
-	if bf.compare {
-		targets = append(targets, struct {
-			name string
-			args []string
-		}{"sluice_alt", []string{"-h", "127.0.0.1", "-p", altPort, "-U", "postgres", "bench"}})
 	}
 	workloads := []struct {
 		name string
@@ -251,7 +225,7 @@ func runBenchProxy(cmd *cobra.Command, _ []string) error {
 				args := append([]string{"-n", "-c", strconv.Itoa(bf.clients), "-T", strconv.Itoa(int(bf.duration.Seconds())),
 					"-l", "--log-prefix=" + prefix}, wl.args...)
 				args = append(args, tg.args...)
-				pid := map[string]int{"sluice": sluicePID, "pgbouncer": bouncerPID, "sluice_alt": altPID}[tg.name]
+				pid := map[string]int{"sluice": sluicePID, "pgbouncer": bouncerPID}[tg.name]
 				cpu0 := processCPU(pid)
 				out, err := runPgbench(ctx, pgbench, dir, []string{"PGPASSWORD=" + benchPassword}, args...)
 				cpu := processCPU(pid) - cpu0
@@ -278,13 +252,7 @@ func runBenchProxy(cmd *cobra.Command, _ []string) error {
 			DirectTPS: round1(d.tps), SluiceTPS: round1(s.tps), PgbouncerTPS: round1(b.tps),
 			DirectP50MS: round3(d.p50ms), SluiceP50MS: round3(s.p50ms), PgbouncerP50MS: round3(b.p50ms),
 			SluiceCPUUS: round1(medianCPU(runs["sluice"])), PgbouncerCPUUS: round1(medianCPU(runs["pgbouncer"])),
-			ServerTransport: bf.serverNet, SynchronousCommit: bf.syncCommit, SluiceLoop: bf.loop, SluiceProcs: bf.procs,
-		}
-		if bf.compare {
-			a := median(runs["sluice_alt"])
-			alt := !bf.loop
-			tps, p50, cpu := round1(a.tps), round3(a.p50ms), round1(medianCPU(runs["sluice_alt"]))
-			results[wl.name].SluiceAltLoop, results[wl.name].SluiceAltTPS, results[wl.name].SluiceAltP50MS, results[wl.name].SluiceAltCPUUS = &alt, &tps, &p50, &cpu
+			ServerTransport: bf.serverNet, SynchronousCommit: bf.syncCommit, SluiceProcs: bf.procs,
 		}
 	}
 	if bf.jsonOut {
@@ -485,17 +453,17 @@ func processCPU(pid int) time.Duration {
 // startSluiceProxy runs this binary's `proxy` command as a child process in
 // front of pgAddr (tenant "bench", SCRAM from userlist, GOMAXPROCS procs) and
 // returns its client port, its pid and a stop function.
-func startSluiceProxy(ctx context.Context, dir, userlist, pgAddr string, procs int, loop bool) (string, int, func(), error) {
+func startSluiceProxy(ctx context.Context, dir, userlist, pgAddr string, procs int) (string, int, func(), error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return "", 0, nil, fmt.Errorf("bench proxy: find own binary: %w", err)
 	}
-	logf, err := os.Create(filepath.Join(dir, fmt.Sprintf("sluice-proxy-loop-%v.log", loop)))
+	logf, err := os.Create(filepath.Join(dir, "sluice-proxy.log"))
 	if err != nil {
 		return "", 0, nil, err
 	}
 	cmd := exec.CommandContext(ctx, exe, "proxy", "--listen", "127.0.0.1:0", "--api", "127.0.0.1:0",
-		"--auth-file", userlist, "--route", "bench="+pgAddr+"/postgres", "--procs", strconv.Itoa(procs), "--loop="+strconv.FormatBool(loop), "--quiet", "--json")
+		"--auth-file", userlist, "--route", "bench="+pgAddr+"/postgres", "--procs", strconv.Itoa(procs), "--quiet", "--json")
 	cmd.Dir = dir
 	cmd.Stderr = logf
 	stdout, err := cmd.StdoutPipe()
