@@ -109,11 +109,10 @@ func (s *session) startupFor() map[string]string {
 // Parsing loads the new backend's catalog caches, but when the target is a
 // standby that is promoted afterwards the promotion throws them away:
 // PostgreSQL 15 resets every backend's catalog, relation and plan caches at
-// the end of recovery (perf: each session's first transaction after
-// pg_promote runs InvalidateSystemCachesExtended, also with no WAL
-// replayed since the session opened; docs/benchmarks.md, twentieth round).
-// The session then rebuilds them at its first transaction, ~1 ms of CPU
-// unthrottled. What preparing saves there is the fork and the startup.
+// the end of recovery (each backend's first transaction after pg_promote runs
+// InvalidateSystemCachesExtended, even with no WAL replayed since it
+// opened), and the session rebuilds them at its first transaction, ~1 ms of
+// CPU unthrottled. What preparing saves there is the fork and the startup.
 func (s *session) prepare(ctx context.Context, r RouteConfig) (statements int, err error) {
 	sc, err := s.p.dialServer(ctx, r, s.user, s.startupFor())
 	if err != nil {

@@ -39,11 +39,12 @@ import (
 // server that says goodbye, e.g. 57P01 at a handover, then closes) and when a
 // client message is left incomplete — and otherwise a read deadline every
 // eofProbeInterval makes a parked relay read once, so a peer that closed in
-// that way is noticed within that interval instead of never. The callback never blocks: client writes
-// inside it are non-blocking, and what the peer's socket does not take is
-// written outside it, blocking, before reading on. (Blocking inside would
-// also make a concurrent Close of the socket wait: poll.FD.Close waits for
-// the callback to return.)
+// that way is noticed within that interval instead of never.
+//
+// The callback never blocks: client writes inside it are non-blocking, and
+// what the peer's socket does not take is written outside it, blocking,
+// before reading on. (Blocking inside would also make a concurrent Close of
+// the socket wait: poll.FD.Close waits for the callback to return.)
 
 // fastRelayBuf is the input buffer size of a fast relay, bytes (like the
 // 16 KiB bufio buffers of the generic relay).
@@ -269,14 +270,8 @@ func (sr *serverRelay) process() error {
 			msg := sr.in[sr.r : sr.r+5+n]
 			if typ == 'Z' {
 				s.readyForQuery(msg[5])
-			} else if k, rest, ok := cstring(msg[5:]); ok {
-				if v, _, ok := cstring(rest); ok {
-					s.mu.Lock()
-					if s.mu.params[k] != v {
-						s.mu.params[k] = v
-					}
-					s.mu.Unlock()
-				}
+			} else {
+				s.parameterStatus(msg[5:])
 			}
 			sr.out = append(sr.out, msg...)
 			sr.r += 5 + n
@@ -509,15 +504,7 @@ func (cr *clientRelay) process() error {
 			cr.slow = true
 			return nil
 		}
-		// forward's bookkeeping.
-		s.mu.Lock()
-		sc := s.mu.srv
-		sync := typ == 'Q' || typ == 'S' || typ == 'F'
-		if sync {
-			s.mu.outstanding++
-		}
-		s.mu.lastSync = sync
-		s.mu.Unlock()
+		sc := s.sending(typ)
 		if sc != cr.outTo {
 			if len(cr.out) > 0 {
 				// Cannot happen (a boundary follows answered, flushed

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -132,4 +133,39 @@ func pgErrorResponse(err error) *pgproto3.ErrorResponse {
 			Message: pe.Message, Detail: pe.Detail, Hint: pe.Hint}
 	}
 	return fatal(codeCannotConnect, "sluice proxy: could not connect to server: "+err.Error())
+}
+
+// pipeline sends each of msgs (raw messages) followed by Sync, in one write,
+// and reads the answers up to each ReadyForQuery; failed[i] reports whether
+// msgs[i] drew an ErrorResponse. sc must be idle (no reader goroutine yet).
+// timeout bounds the whole exchange.
+func (sc *serverConn) pipeline(msgs [][]byte, timeout time.Duration) (failed []bool, err error) {
+	sc.conn.SetDeadline(time.Now().Add(timeout))
+	defer sc.conn.SetDeadline(time.Time{})
+	for _, m := range msgs {
+		sc.w.Write(m)
+		sc.w.Write([]byte{'S', 0, 0, 0, 4})
+	}
+	if err := sc.w.Flush(); err != nil {
+		return nil, err
+	}
+	failed = make([]bool, len(msgs))
+	var hdr [5]byte
+	var buf []byte
+	for i := 0; i < len(msgs); {
+		typ, n, err := readHeader(sc.r, &hdr)
+		if err != nil {
+			return nil, err
+		}
+		if buf, err = readBody(sc.r, buf, n); err != nil {
+			return nil, err
+		}
+		switch typ {
+		case 'E':
+			failed[i] = true
+		case 'Z':
+			i++
+		}
+	}
+	return failed, nil
 }
