@@ -24,30 +24,68 @@ import (
 // every running tenant on the source agent and on the target agent — the
 // "servers" the migration competes on — and, when the spec names one, the
 // clients' own window (client.Control.ClientLatencyURL), runs the
-// migration's controller and sets the migration's send throttle. The record of every step is served at
-// GET /v1/migrations/{id}/series.
+// migration's controller under its governor (control.Governor) and sets the
+// migration's send throttle. The record of every step is served at GET
+// /v1/migrations/{id}/series.
 
-// newController builds the controller a Control spec names. Bad specs are
-// 400s: checked before anything starts.
-func newController(spec client.Control, reserve time.Duration) (control.Controller, error) {
+// controlPlan is a Control spec resolved: its profile, top speed and
+// setpoint. checkControl stores the spec with the resolved profile and top
+// speed, so resolving a stored spec again gives the same plan.
+type controlPlan struct {
+	spec     client.Control
+	profile  control.Profile
+	setpoint time.Duration
+	stat     control.Statistic
+}
+
+// resolveControl checks spec and resolves its profile and top speed. Bad
+// specs are 400s: checked before anything starts.
+func resolveControl(spec client.Control) (controlPlan, error) {
 	bad := func(format string, args ...any) error {
 		return errf(http.StatusBadRequest, "control: "+format, args...)
 	}
-	if !(spec.MaxRate > 0) || math.IsInf(spec.MaxRate, 0) {
-		return nil, bad("max_rate %v must be a positive number of bytes/s", spec.MaxRate)
+	prof, err := control.ProfileFromJSON(spec.Profile)
+	if err != nil {
+		return controlPlan{}, bad("%v", err)
 	}
-	if math.IsNaN(spec.SetpointMs) || spec.SetpointMs < 0 {
-		return nil, bad("setpoint_ms %v must be positive", spec.SetpointMs)
+	if spec.Controller == "" {
+		spec.Controller = "pid"
 	}
-	if spec.StepMs != 0 && (spec.StepMs < 100 || spec.StepMs > 60000) {
-		return nil, bad("step_ms %v outside 100..60000", spec.StepMs)
+	if spec.MaxRate == 0 {
+		spec.MaxRate = prof.MaxRate
+	}
+	switch {
+	case !(spec.MaxRate > 0) || math.IsInf(spec.MaxRate, 0):
+		return controlPlan{}, bad("max_rate %v must be a positive number of bytes/s", spec.MaxRate)
+	case math.IsNaN(spec.SetpointMs) || math.IsInf(spec.SetpointMs, 0) || spec.SetpointMs < 0:
+		return controlPlan{}, bad("setpoint_ms %v must be positive", spec.SetpointMs)
+	case math.IsNaN(spec.Rate) || math.IsInf(spec.Rate, 0) || spec.Rate < 0:
+		return controlPlan{}, bad("rate %v must be >= 0 bytes/s", spec.Rate)
+	}
+	stat := control.Statistic(spec.Stat)
+	switch stat {
+	case "", control.StatMean, control.StatP95, control.StatP99:
+	default:
+		return controlPlan{}, bad("stat %q: want mean, p95 or p99", spec.Stat)
 	}
 	if u := spec.ClientLatencyURL; u != "" {
 		if err := client.CheckClientLatencyURL(u); err != nil {
-			return nil, bad("client_latency_url %v", err)
+			return controlPlan{}, bad("client_latency_url %v", err)
 		}
 	}
-	sp := time.Duration(spec.SetpointMs * float64(time.Millisecond))
+	if spec.Profile, err = json.Marshal(prof); err != nil {
+		return controlPlan{}, err
+	}
+	return controlPlan{spec: spec, profile: prof, setpoint: time.Duration(spec.SetpointMs * float64(time.Millisecond)), stat: stat}, nil
+}
+
+// controller builds the controller the plan names, the PID with reserve
+// (ns·steps, control.PIDParams.Reserve).
+func (cp controlPlan) controller(reserve time.Duration) (control.Controller, error) {
+	bad := func(format string, args ...any) error {
+		return errf(http.StatusBadRequest, "control: "+format, args...)
+	}
+	spec := cp.spec
 	switch spec.Controller {
 	case "fixed":
 		r := spec.Rate
@@ -60,44 +98,11 @@ func newController(spec client.Control, reserve time.Duration) (control.Controll
 		}
 		return c, nil
 	case "pid":
-		if sp <= 0 {
+		if cp.setpoint <= 0 {
 			return nil, bad("pid needs setpoint_ms")
 		}
-		p := control.DefaultPIDParams()
-		p.Setpoint, p.MaxRate = sp, spec.MaxRate
-		if spec.Rate > 0 {
-			// The operator's starting rate (default a tenth of max_rate).
-			p.Initial = math.Min(spec.Rate/spec.MaxRate, 1)
-		}
-		for _, g := range []struct {
-			v   *float64
-			dst *float64
-		}{{spec.Kp, &p.Kp}, {spec.Ki, &p.Ki}, {spec.Kd, &p.Kd}} {
-			if g.v != nil {
-				*g.dst = *g.v
-			}
-		}
-		p.StartGrowth = spec.StartGrowth
-		p.RearmGrowth = spec.RearmGrowth
-		p.StartBackoff = spec.StartBackoff
-		p.IdleFloor = spec.IdleFloor
-		p.ErrorFloor = spec.ErrorFloor
-		p.Headroom = spec.Headroom
-		p.MeanHorizon, p.MeanBand = spec.MeanHorizon, spec.MeanBand
-		if r := spec.HandoverReserveMsS; r != nil {
-			if !(*r >= 0) || math.IsInf(*r, 0) {
-				return nil, bad("handover_reserve_ms_s %v must be >= 0", *r)
-			}
-			reserve = time.Duration(*r * float64(time.Millisecond))
-		}
+		p := cp.profile.PID(cp.setpoint, spec.MaxRate, cp.stat)
 		p.Reserve = reserve
-		switch control.ErrorForm(spec.ErrorForm) {
-		case "":
-		case control.ErrorLinear, control.ErrorHybrid:
-			p.Error = control.ErrorForm(spec.ErrorForm)
-		default:
-			return nil, bad("error_form %q: want linear or hybrid", spec.ErrorForm)
-		}
 		c, err := control.NewPID(p)
 		if err != nil {
 			return nil, bad("%v", err)
@@ -106,8 +111,8 @@ func newController(spec client.Control, reserve time.Duration) (control.Controll
 	case "integral":
 		p := control.DefaultIntegralParams()
 		p.MaxRate, p.K = spec.MaxRate, spec.K
-		if sp > 0 {
-			p.DefaultContract = sp
+		if cp.setpoint > 0 {
+			p.DefaultContract = cp.setpoint
 		}
 		c, err := control.NewIntegral(p)
 		if err != nil {
@@ -126,129 +131,145 @@ func newController(spec client.Control, reserve time.Duration) (control.Controll
 		}
 		return c, nil
 	}
-	return nil, bad("unknown controller %q (fixed, pid, integral, interference)", spec.Controller)
+	return nil, bad("unknown controller %q (pid, fixed, integral, interference)", spec.Controller)
 }
 
-// checkControl validates a spec for a new migration of this agent.
+// byLatency reports whether the plan's controller steers by latency.
+func (cp controlPlan) byLatency() bool {
+	return cp.spec.Controller == "pid" || cp.spec.Controller == "integral"
+}
+
+// checkControl validates a spec for a new migration of this agent and
+// returns it resolved, as the catalog keeps it.
 func (a *Agent) checkControl(spec *client.Control) (json.RawMessage, error) {
 	if spec == nil {
 		return nil, nil
 	}
-	if _, err := newController(*spec, 0); err != nil {
-		return nil, err
-	}
-	if a.cfg.Proxy == "" && spec.ClientLatencyURL == "" && spec.Controller != "fixed" && spec.Controller != "interference" {
-		return nil, errf(http.StatusBadRequest, "control: the %s controller steers by the latency the proxy measures; this agent has no proxy configured (or give client_latency_url)", spec.Controller)
-	}
-	b, err := json.Marshal(spec)
+	cp, err := resolveControl(*spec)
 	if err != nil {
 		return nil, err
 	}
-	return b, nil
+	if _, err := cp.controller(0); err != nil {
+		return nil, err
+	}
+	if a.cfg.Proxy == "" && cp.spec.ClientLatencyURL == "" && cp.spec.Controller != "fixed" && cp.spec.Controller != "interference" {
+		return nil, errf(http.StatusBadRequest, "control: the %s controller steers by the latency the proxy measures; this agent has no proxy configured (or give client_latency_url)", cp.spec.Controller)
+	}
+	return json.Marshal(cp.spec)
 }
 
 // startControl runs the control loop of run r until ctx ends, if cm carries a
-// control spec. It returns at once.
+// control spec, and puts the controller's initial rate in force at once: the
+// copy's first byte is paced by it. It returns at once.
 func (a *Agent) startControl(ctx context.Context, cm catalog.Migration, r *run) {
 	if len(cm.Control) == 0 {
 		return
 	}
 	var spec client.Control
-	if err := json.Unmarshal(cm.Control, &spec); err != nil {
-		a.log.Error("control loop: bad stored spec; migration runs at its fixed rate", "migration", cm.ID, "err", err)
-		return
+	err := json.Unmarshal(cm.Control, &spec)
+	var cp controlPlan
+	if err == nil {
+		cp, err = resolveControl(spec)
 	}
 	var reserve time.Duration
-	if spec.Controller == "pid" && spec.MeanHorizon > 0 && spec.HandoverReserveMsS == nil && a.cfg.Proxy != "" {
+	if err == nil && spec.Controller == "pid" && cp.profile.LearnReserve && cp.profile.MeanHorizon > 0 && a.cfg.Proxy != "" {
 		reserve = a.learnReserve(ctx, cm)
 	}
-	ctrl, err := newController(spec, reserve)
+	var ctrl control.Controller
+	if err == nil {
+		ctrl, err = cp.controller(reserve)
+	}
 	if err != nil {
 		a.log.Error("control loop: bad stored spec; migration runs at its fixed rate", "migration", cm.ID, "err", err)
 		return
 	}
-	obs := &monitor.Observer{}
-	var lat *monitor.ProxyLatency
-	if a.cfg.Proxy != "" {
-		lat = &monitor.ProxyLatency{Proxy: proxyclient.New(a.cfg.Proxy, nil)}
-		if spec.Controller == "integral" {
-			lat.PerTenant = true
-			lat.Contracts = map[string]time.Duration{}
-			for name, ms := range spec.ContractsMs {
-				lat.Contracts[name] = time.Duration(ms * float64(time.Millisecond))
-			}
-		}
-		obs.Latency = lat
-	}
-	if spec.ClientLatencyURL != "" {
-		obs.Client = &monitor.ClientLatency{URL: spec.ClientLatencyURL}
-	}
-	if spec.Controller == "interference" {
-		obs.Host = &monitor.Host{Device: spec.Device}
-	}
-	if p := a.cpuStatPath(); p != "" {
-		obs.CPU = &monitor.CPUQuota{Stat: p}
-	}
+	r.lim.SetRate(ctrl.Initial())
+	r.pre.SetRate(ctrl.Initial())
+	obs := a.observer(cp)
 	peer, err := a.peerClient(cm.PeerURL)
 	if err != nil {
-		a.log.Error("control loop: peer; migration runs at its fixed rate", "migration", cm.ID, "err", err)
+		a.log.Error("control loop: peer; migration runs at its initial rate", "migration", cm.ID, "err", err)
 		return
 	}
 	l := &loop.Loop{
-		Controller: ctrl,
+		Controller: control.NewGovernor(ctrl, cp.profile.Governor(cp.setpoint, cp.spec.MaxRate, cp.byLatency())),
 		Send:       r.lim,
 		Prefetch:   r.pre,
-		Period:     time.Duration(spec.StepMs * float64(time.Millisecond)),
-		Setpoint:   time.Duration(spec.SetpointMs * float64(time.Millisecond)),
-		MaxRate:    spec.MaxRate,
+		Period:     cp.profile.Step(),
+		Setpoint:   cp.setpoint,
 		Observe: func(ctx context.Context, at time.Time) control.Observation {
-			if lat != nil {
+			if obs.lat != nil {
 				sctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-				lat.Servers = a.serverAddrs(sctx, peer)
+				obs.lat.Servers = a.serverAddrs(sctx, peer)
 				cancel()
 			}
 			return obs.Observe(ctx, at)
 		},
-		Status: func() (string, int64) {
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			return string(r.prog.Phase), r.prog.BytesDone
-		},
-		Lag: func() int64 {
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			return r.prog.LagBytes
-		},
-		Remaining: func() time.Duration {
-			r.mu.Lock()
-			p := r.prog
-			r.mu.Unlock()
-			return remaining(p, r.lim.Rate())
-		},
-	}
-	if spec.Controller == "pid" || spec.Controller == "integral" {
-		l.Settle = ControlSettle
+		Status: r.loopStatus,
 	}
 	r.mu.Lock()
-	r.loop, r.spec = l, &spec
-	if pid, ok := ctrl.(*control.PID); ok {
-		r.reserve = pid.Params().Reserve
-	}
+	r.loop, r.plan, r.reserve = l, &cp, reserve
 	r.mu.Unlock()
 	go func() {
 		if err := l.Run(ctx, nil); err != nil && ctx.Err() == nil {
 			a.log.Error("control loop stopped", "migration", cm.ID, "err", err)
 		}
 	}()
-	a.log.Info("control loop running", "migration", cm.ID, "controller", spec.Controller, "setpoint_ms", spec.SetpointMs, "max_rate", spec.MaxRate)
+	a.log.Info("control loop running", "migration", cm.ID, "controller", cp.spec.Controller, "profile", cp.profile.Label(),
+		"setpoint_ms", cp.spec.SetpointMs, "max_rate", cp.spec.MaxRate, "initial_rate", ctrl.Initial())
 }
 
-// ReserveHistory is how many of a tenant's last handovers the PID's
-// learned reserve is the median of (client.Control.HandoverReserveMsS).
-const ReserveHistory = 3
+// observer is the control loop's monitor for plan cp: the proxy's latency
+// windows (per tenant for the integral controller), the clients' own window
+// when the plan names one, host I/O for interference, and the agent's CPU
+// quota.
+type observer struct {
+	*monitor.Observer
+	lat *monitor.ProxyLatency
+}
+
+func (a *Agent) observer(cp controlPlan) observer {
+	o := observer{Observer: &monitor.Observer{}}
+	if a.cfg.Proxy != "" {
+		o.lat = &monitor.ProxyLatency{Proxy: proxyclient.New(a.cfg.Proxy, nil)}
+		if cp.spec.Controller == "integral" {
+			o.lat.PerTenant = true
+			o.lat.Contracts = map[string]time.Duration{}
+			for name, ms := range cp.spec.ContractsMs {
+				o.lat.Contracts[name] = time.Duration(ms * float64(time.Millisecond))
+			}
+		}
+		o.Latency = o.lat
+	}
+	if cp.spec.ClientLatencyURL != "" {
+		o.Client = &monitor.ClientLatency{URL: cp.spec.ClientLatencyURL}
+	}
+	if cp.spec.Controller == "interference" {
+		o.Host = &monitor.Host{Device: cp.spec.Device}
+	}
+	if p := a.cpuStatPath(); p != "" {
+		o.CPU = &monitor.CPUQuota{Stat: p}
+	}
+	return o
+}
+
+// loopStatus is the migration's progress as the control loop sees it.
+func (r *run) loopStatus() loop.Status {
+	r.mu.Lock()
+	p := r.prog
+	r.mu.Unlock()
+	st := loop.Status{Phase: string(p.Phase), Bytes: p.BytesDone, Lag: p.LagBytes, Remaining: remaining(p, r.lim.Rate())}
+	switch p.Phase {
+	case migration.PhaseSnapshot:
+		st.Stage = control.StageCopy
+	case migration.PhaseCatchUp, migration.PhaseWarm:
+		st.Stage = control.StageCatchUp
+	}
+	return st
+}
 
 // learnReserve returns the PID's reserve for migration cm's handover: the
-// median excess (never below 0) of the proxy's last ReserveHistory measured
+// median excess (never below 0) of the proxy's last control.ReserveHistory measured
 // handovers of the tenant; 0 if it has none or does not answer within 1 s.
 func (a *Agent) learnReserve(ctx context.Context, cm catalog.Migration) time.Duration {
 	tn, err := a.cat.Tenant(cm.TenantID)
@@ -262,8 +283,8 @@ func (a *Agent) learnReserve(ctx context.Context, cm catalog.Migration) time.Dur
 		a.log.Warn("control loop: the proxy's handover record is unavailable; no handover reserve", "migration", cm.ID, "err", err)
 		return 0
 	}
-	r := reserveOf(hs, ReserveHistory)
-	a.log.Info("control loop: handover reserve", "migration", cm.ID, "reserve_ms_s", float64(r.Microseconds())/1000, "from_handovers", min(len(hs), ReserveHistory))
+	r := reserveOf(hs, control.ReserveHistory)
+	a.log.Info("control loop: handover reserve", "migration", cm.ID, "reserve_ms_s", float64(r.Microseconds())/1000, "from_handovers", min(len(hs), control.ReserveHistory))
 	return r
 }
 
@@ -292,13 +313,6 @@ func remaining(p migration.Progress, rate float64) time.Duration {
 	s := float64(max(0, p.BytesTotal-p.BytesDone)) / rate
 	return time.Duration(min(s, 1e6) * float64(time.Second))
 }
-
-// ControlSettle is how long the latency controllers hold their starting rate
-// after the copy's first byte (loop.Loop.Settle): the proxy's window (3 s by
-// default), so the snapshot's start-up — pg_backup_start's fast checkpoint, a
-// 27–87 ms spike on the testbed's 0.25-CPU servers whatever the rate — has
-// left the window before the controller reads it.
-const ControlSettle = 3 * time.Second
 
 // serverAddrs lists host:port of every serving tenant here and on the peer:
 // the postmasters whose clients the migration may hurt. A peer that does not
@@ -344,12 +358,15 @@ func (a *Agent) cpuStatPath() string {
 // controlView fills a migration's progress with its loop's last step.
 func controlView(r *run, p *client.Progress) {
 	r.mu.Lock()
-	l, spec, reserve := r.loop, r.spec, r.reserve
+	l, cp, reserve := r.loop, r.plan, r.reserve
 	r.mu.Unlock()
 	if l == nil {
 		return
 	}
-	p.Controller, p.SetpointMs = spec.Controller, spec.SetpointMs
+	p.Controller, p.SetpointMs, p.MaxRate = cp.spec.Controller, cp.spec.SetpointMs, cp.spec.MaxRate
+	if cp.spec.Controller == "pid" {
+		p.Profile = cp.profile.Label()
+	}
 	p.ReserveMsS = float64(reserve.Microseconds()) / 1000
 	p.LatencyMs = -1
 	if s := l.Series(); len(s) > 0 {

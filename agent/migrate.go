@@ -51,8 +51,8 @@ type run struct {
 	cancel      context.CancelFunc // cancels the current migration.Run
 	abortReason string             // set once an operator asked to abort
 	loop        *loop.Loop         // the control loop, when the migration has one
-	spec        *client.Control    // its spec
-	reserve     time.Duration      // the PID's handover reserve (as given or learned)
+	plan        *controlPlan       // its resolved spec
+	reserve     time.Duration      // the PID's learned handover reserve
 	// sent is the most the snapshot's stream had sent in any attempt,
 	// bytes: what an aborted migration moved, which its record no longer
 	// holds once the rollback has reset the snapshot.
@@ -207,6 +207,14 @@ func (a *Agent) StartMigration(ctx context.Context, req client.StartMigration) (
 	if err != nil {
 		return client.Migration{}, err
 	}
+	var deadline time.Time
+	if req.Deadline != "" {
+		d, err := time.ParseDuration(req.Deadline)
+		if err != nil || d <= 0 {
+			return client.Migration{}, errf(http.StatusBadRequest, "deadline %q: want a positive duration such as 2h", req.Deadline)
+		}
+		deadline = time.Now().Add(d)
+	}
 	if req.Tenant <= 0 {
 		return client.Migration{}, errf(http.StatusBadRequest, "tenant id %d must be positive", req.Tenant)
 	}
@@ -263,7 +271,7 @@ func (a *Agent) StartMigration(ctx context.Context, req client.StartMigration) (
 		src.Close()
 		return client.Migration{}, err
 	}
-	cm := catalog.Migration{ID: rec.ID, TenantID: tn.ID, Role: catalog.Source, Peer: info.Name, PeerURL: peerURL, Mode: string(mode), Rate: req.Rate, Checkpoint: req.Checkpoint, WALRelay: req.WALRelay, Record: recJSON, Control: ctl}
+	cm := catalog.Migration{ID: rec.ID, TenantID: tn.ID, Role: catalog.Source, Peer: info.Name, PeerURL: peerURL, Mode: string(mode), Rate: req.Rate, Checkpoint: req.Checkpoint, WALRelay: req.WALRelay, Record: recJSON, Control: ctl, Deadline: deadline}
 	err = a.cat.Update(func(tx *catalog.Tx) error {
 		cur, err := tx.Tenant(tn.ID)
 		if err != nil {
@@ -368,6 +376,9 @@ func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *migratio
 	// first progress answer already shows it.
 	lctx, stopLoop := context.WithCancel(ctx)
 	a.startControl(lctx, cm, r)
+	if !cm.Deadline.IsZero() {
+		go a.enforceDeadline(lctx, cm.ID, cm.Deadline)
+	}
 	walRelayed := src.WALRelayed
 	if rt != nil && rt.walRate != nil {
 		walRelayed = rt.WALRelayed
@@ -689,6 +700,23 @@ func (a *Agent) SetMigrationRate(id string, rate float64) (client.Migration, err
 	}
 	a.log.Info("migration rate changed", "migration", id, "rate", rate)
 	return a.Migration(id)
+}
+
+// enforceDeadline aborts migration id at deadline unless ctx ends first
+// (the driver finished, or the agent stops: a restarted agent arms it
+// again). A migration past its route switch only completes; the abort is
+// then refused, and that refusal is the answer.
+func (a *Agent) enforceDeadline(ctx context.Context, id string, deadline time.Time) {
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-t.C:
+	}
+	if _, err := a.AbortMigration(id, "deadline "+deadline.UTC().Format(time.RFC3339)+" passed before the handover"); err != nil {
+		a.log.Warn("migration deadline passed; not aborted", "migration", id, "err", err)
+	}
 }
 
 // AbortMigration asks a running migration to roll back. It is refused once

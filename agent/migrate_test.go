@@ -294,6 +294,8 @@ func TestMigrationBadInput(t *testing.T) {
 		{"bad checkpoint", client.StartMigration{Tenant: tn.ID, To: "a2", Checkpoint: "gentle"}, 400, "checkpoint"},
 		{"bad WAL relay", client.StartMigration{Tenant: tn.ID, To: "a2", WALRelay: "middle"}, 400, `wal_relay "middle"`},
 		{"bad catch-up timeout", client.StartMigration{Tenant: tn.ID, To: "a2", CatchUpTimeout: "-5m"}, 400, "catch-up timeout \"-5m\""},
+		{"bad deadline", client.StartMigration{Tenant: tn.ID, To: "a2", Deadline: "soon"}, 400, `deadline "soon"`},
+		{"negative deadline", client.StartMigration{Tenant: tn.ID, To: "a2", Deadline: "-1h"}, 400, `deadline "-1h"`},
 		{"no space on target", client.StartMigration{Tenant: tn.ID, To: "a3"}, 422, "not enough space"},
 		{"other major version", client.StartMigration{Tenant: tn.ID, To: "a4"}, 422, "PostgreSQL 14"},
 		{"wal_level minimal", client.StartMigration{Tenant: minimal.ID, To: "a2"}, 422, "wal_level=minimal"},
@@ -393,6 +395,20 @@ func TestAbortMigration(t *testing.T) {
 	conn.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots").Scan(&slots)
 	if slots != 0 {
 		t.Fatalf("%d replication slots left on the source after abort", slots)
+	}
+
+	// A deadline that passes during the copy rolls the migration back the
+	// same way.
+	m, err = a1.c.StartMigration(ctx, client.StartMigration{Tenant: tn.ID, To: a2.URL(), Rate: 1 << 20, Deadline: "3s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = waitMigration(t, a1.c, m.ID, 2*time.Minute, nil)
+	if m.Outcome != "aborted" || !strings.Contains(m.Error, "deadline") {
+		t.Fatalf("migration past its deadline ended %s (%q), want aborted naming the deadline", m.Outcome, m.Error)
+	}
+	if cur, _ := a1.c.Tenant(ctx, tn.ID); cur.State != "running" || !cur.Alive {
+		t.Fatalf("source after the deadline: %+v", cur)
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/sluicedb/sluice/migration"
 	"github.com/sluicedb/sluice/proxy"
 	proxyclient "github.com/sluicedb/sluice/proxy/client"
+	"github.com/sluicedb/sluice/throttle"
 )
 
 // TestLiveMigrationThroughProxy: clients reach the tenant only through the
@@ -59,16 +59,22 @@ func TestLiveMigrationThroughProxy(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 
 	const maxRate = 16 << 20
-	kp, ki := 0.11, 0.10
-	m, err := a1.c.StartMigration(ctx, client.StartMigration{Tenant: tn.ID, To: "a2", Rate: 1 << 20,
-		Control: &client.Control{Controller: "pid", SetpointMs: 50, MaxRate: maxRate, Kp: &kp, Ki: &ki, StepMs: 200}})
+	m, err := a1.c.StartMigration(ctx, client.StartMigration{Tenant: tn.ID, To: "a2",
+		Control: &client.Control{SetpointMs: 50, MaxRate: maxRate, Profile: json.RawMessage(`{"step_ms": 200}`)}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The throttle is never unlimited nor above the top speed, from the
+	// first poll on: the profile's initial rate is in force before the copy
+	// starts (with no rate of its own, the migration would otherwise begin
+	// unthrottled).
 	sawLoop := false
 	m = waitMigration(t, a1.c, m.ID, 3*time.Minute, func(m client.Migration) bool {
-		if m.Progress.Controller == "pid" && m.Progress.SetpointMs == 50 {
+		if m.Progress.Controller == "pid" && m.Progress.SetpointMs == 50 && m.Progress.Profile == "sluice(step_ms=200)" {
 			sawLoop = true
+		}
+		if !m.Done && m.Progress.Phase == string(migration.PhaseSnapshot) && (m.Progress.Limit <= 0 || m.Progress.Limit > maxRate) {
+			t.Errorf("snapshot at %d bytes: throttle %v, want in (0, %d]", m.Progress.Bytes, m.Progress.Limit, maxRate)
 		}
 		return false
 	})
@@ -139,15 +145,19 @@ func TestControlBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, ctl := range map[string]client.Control{
-		"unknown controller":       {Controller: "bangbang", MaxRate: 1e6},
-		"no max rate":              {Controller: "fixed"},
-		"pid without setpoint":     {Controller: "pid", MaxRate: 1e6},
-		"pid without a proxy":      {Controller: "pid", SetpointMs: 40, MaxRate: 1e6},
-		"integral without k":       {Controller: "integral", SetpointMs: 40, MaxRate: 1e6},
-		"negative setpoint":        {Controller: "pid", SetpointMs: -1, MaxRate: 1e6},
-		"step too short":           {Controller: "fixed", MaxRate: 1e6, StepMs: 1},
-		"client latency not a URL": {Controller: "pid", SetpointMs: 40, MaxRate: 1e6, ClientLatencyURL: "127.0.0.1:7433"},
-		"client latency over ftp":  {Controller: "pid", SetpointMs: 40, MaxRate: 1e6, ClientLatencyURL: "ftp://127.0.0.1/"},
+		"unknown controller":         {Controller: "bangbang", MaxRate: 1e6},
+		"negative max rate":          {Controller: "fixed", MaxRate: -1},
+		"unknown profile":            {SetpointMs: 40, Profile: json.RawMessage(`{"name": "fast"}`)},
+		"unknown profile field":      {SetpointMs: 40, Profile: json.RawMessage(`{"kq": 1}`)},
+		"profile field out of range": {SetpointMs: 40, Profile: json.RawMessage(`{"ki": 0}`)},
+		"unknown statistic":          {SetpointMs: 40, Stat: "p50"},
+		"pid without setpoint":       {Controller: "pid", MaxRate: 1e6},
+		"pid without a proxy":        {Controller: "pid", SetpointMs: 40, MaxRate: 1e6},
+		"integral without k":         {Controller: "integral", SetpointMs: 40, MaxRate: 1e6},
+		"negative setpoint":          {Controller: "pid", SetpointMs: -1, MaxRate: 1e6},
+		"step too short":             {Controller: "fixed", MaxRate: 1e6, Profile: json.RawMessage(`{"step_ms": 1}`)},
+		"client latency not a URL":   {Controller: "pid", SetpointMs: 40, MaxRate: 1e6, ClientLatencyURL: "127.0.0.1:7433"},
+		"client latency over ftp":    {Controller: "pid", SetpointMs: 40, MaxRate: 1e6, ClientLatencyURL: "ftp://127.0.0.1/"},
 	} {
 		ctl := ctl
 		_, err := a1.c.StartMigration(ctx, client.StartMigration{Tenant: tn.ID, To: "a2", Control: &ctl})
@@ -183,8 +193,8 @@ func TestControlByClientLatency(t *testing.T) {
 		t.Fatal(err)
 	}
 	loadData(t, a1.ConnString(tn.Port, ""), 10)
-	m, err := a1.c.StartMigration(ctx, client.StartMigration{Tenant: tn.ID, To: "a2", Rate: 16 << 20,
-		Control: &client.Control{Controller: "pid", SetpointMs: 10, MaxRate: 16 << 20, Rate: 16 << 20, StepMs: 200, ClientLatencyURL: srv.URL + "/"}})
+	m, err := a1.c.StartMigration(ctx, client.StartMigration{Tenant: tn.ID, To: "a2",
+		Control: &client.Control{SetpointMs: 10, MaxRate: 16 << 20, Profile: json.RawMessage(`{"step_ms": 200, "initial": 1}`), ClientLatencyURL: srv.URL + "/"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,83 +241,70 @@ func waitProxyRoute(t *testing.T, api *proxyclient.Client, tenant, addr string) 
 	t.Fatalf("proxy never routed %s to %s; routes %+v", tenant, addr, last)
 }
 
-func TestNewControllerErrorForm(t *testing.T) {
-	if _, err := newController(client.Control{Controller: "pid", SetpointMs: 40, MaxRate: 1e6, ErrorForm: "cubic"}, 0); err == nil || !strings.Contains(err.Error(), "error_form") {
-		t.Fatalf("error form cubic: %v, want an error naming error_form", err)
+// TestResolveControl: a spec without a profile runs the default profile's
+// PID at the profile's top speed; a profile's changes reach the PID and are
+// kept, resolved, in the stored spec; the learned reserve reaches the PID.
+func TestResolveControl(t *testing.T) {
+	cp, err := resolveControl(client.Control{SetpointMs: 40})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, f := range []string{"", "linear", "hybrid"} {
-		if _, err := newController(client.Control{Controller: "pid", SetpointMs: 40, MaxRate: 1e6, ErrorForm: f}, 0); err != nil {
-			t.Fatalf("error form %q: %v", f, err)
+	c, err := cp.controller(40 * time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	def := control.DefaultProfile()
+	want := def.PID(40*time.Millisecond, def.MaxRate, "")
+	want.Reserve = 40 * time.Millisecond
+	if got := c.(*control.PID).Params(); got != want {
+		t.Fatalf("default spec's PID %+v, want the default profile's %+v", got, want)
+	}
+	if c.Initial() != def.Initial*def.MaxRate || cp.spec.MaxRate != def.MaxRate {
+		t.Errorf("initial rate %v at max %v, want %v at %v", c.Initial(), cp.spec.MaxRate, def.Initial*def.MaxRate, def.MaxRate)
+	}
+
+	cp, err = resolveControl(client.Control{SetpointMs: 40, MaxRate: 80e6, Stat: "p95", Profile: json.RawMessage(`{"name": "slacker", "ki": 0.01}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored control.Profile
+	if err := json.Unmarshal(cp.spec.Profile, &stored); err != nil || stored.Name != "slacker" || stored.Ki != 0.01 || stored.Kp != 0.025 {
+		t.Fatalf("stored profile %+v (%v), want slacker with ki 0.01", stored, err)
+	}
+	c, err = cp.controller(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.(*control.PID).Params(); p.Ki != 0.01 || p.Kp != 0.025 || p.MaxRate != 80e6 || p.Stat != control.StatP95 || p.StartGrowth > 1 {
+		t.Errorf("slacker with ki 0.01: PID %+v", p)
+	}
+	again, err := resolveControl(cp.spec)
+	if err != nil || string(again.spec.Profile) != string(cp.spec.Profile) {
+		t.Errorf("a stored spec resolved again: %s (%v), want %s", again.spec.Profile, err, cp.spec.Profile)
+	}
+
+	cp, err = resolveControl(client.Control{Controller: "fixed", MaxRate: 80e6, Rate: 20e6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err = cp.controller(0); err != nil || c.Initial() != 20e6 || c.Next(control.Observation{}).Rate != 20e6 {
+		t.Errorf("fixed at 20e6: %v, %v", c, err)
+	}
+}
+
+// TestLoopStatusStages: the loop's stage follows the migration's phase —
+// the hot copy, catch-up and warm (which waits for the lag again), other.
+func TestLoopStatusStages(t *testing.T) {
+	for ph, want := range map[migration.Phase]control.Stage{
+		migration.PhasePrepare: control.StageOther, migration.PhaseSnapshot: control.StageCopy,
+		migration.PhaseCatchUp: control.StageCatchUp, migration.PhaseWarm: control.StageCatchUp,
+		migration.PhaseHandover: control.StageOther,
+	} {
+		r := &run{lim: throttle.NewLimiter(1e6, 0)}
+		r.prog.Phase, r.prog.LagBytes = ph, 7
+		if st := r.loopStatus(); st.Stage != want || st.Phase != string(ph) || st.Lag != 7 {
+			t.Errorf("phase %s: status %+v, want stage %v", ph, st, want)
 		}
-	}
-}
-
-// TestNewControllerErrorFloor: the spec's error floor and headroom reach the
-// PID; negative ones are refused with the PID's reason.
-func TestNewControllerErrorFloor(t *testing.T) {
-	c, err := newController(client.Control{Controller: "pid", SetpointMs: 40, MaxRate: 1e6, ErrorFloor: 1}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := c.(*control.PID).Params().ErrorFloor; got != 1 {
-		t.Errorf("error floor %v reached the PID, want 1", got)
-	}
-	c, err = newController(client.Control{Controller: "pid", SetpointMs: 40, MaxRate: 1e6, Headroom: 0.25}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := c.(*control.PID).Params().Headroom; got != 0.25 {
-		t.Errorf("headroom %v reached the PID, want 0.25", got)
-	}
-	if _, err := newController(client.Control{Controller: "pid", SetpointMs: 40, MaxRate: 1e6, Headroom: -1}, 0); err == nil || !strings.Contains(err.Error(), "headroom") {
-		t.Fatalf("headroom -1: %v, want an error naming the headroom", err)
-	}
-	if _, err := newController(client.Control{Controller: "pid", SetpointMs: 40, MaxRate: 1e6, ErrorFloor: -0.5}, 0); err == nil || !strings.Contains(err.Error(), "error floor") {
-		t.Fatalf("error floor -0.5: %v, want an error naming the error floor", err)
-	}
-}
-
-// TestNewControllerMeanHorizon: the spec's mean horizon and band reach the
-// PID; out-of-range ones are refused with the PID's reason.
-func TestNewControllerMeanHorizon(t *testing.T) {
-	c, err := newController(client.Control{Controller: "pid", SetpointMs: 40, MaxRate: 1e6, MeanHorizon: 20, MeanBand: 0.3}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p := c.(*control.PID).Params(); p.MeanHorizon != 20 || p.MeanBand != 0.3 {
-		t.Fatalf("pid params: horizon %d band %v, want 20 and 0.3", p.MeanHorizon, p.MeanBand)
-	}
-	for _, spec := range []client.Control{{MeanHorizon: -1}, {MeanHorizon: 20, MeanBand: 1}} {
-		spec.Controller, spec.SetpointMs, spec.MaxRate = "pid", 40, 1e6
-		if _, err := newController(spec, 0); err == nil || !strings.Contains(err.Error(), "mean") {
-			t.Errorf("horizon %d band %v: %v, want an error naming the mean horizon or band", spec.MeanHorizon, spec.MeanBand, err)
-		}
-	}
-}
-
-// TestNewControllerReserve: the spec's handover reserve (ms·s) reaches the
-// PID, overriding the learned one; without one the learned one does; a
-// negative one is refused.
-func TestNewControllerReserve(t *testing.T) {
-	spec := client.Control{Controller: "pid", SetpointMs: 10, MaxRate: 1e6, MeanHorizon: 20}
-	c, err := newController(spec, 40*time.Millisecond)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r := c.(*control.PID).Params().Reserve; r != 40*time.Millisecond {
-		t.Errorf("learned reserve: PID got %v, want 40ms", r)
-	}
-	v := 25.0
-	spec.HandoverReserveMsS = &v
-	if c, err = newController(spec, 40*time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
-	if r := c.(*control.PID).Params().Reserve; r != 25*time.Millisecond {
-		t.Errorf("spec reserve 25 ms·s: PID got %v", r)
-	}
-	v = -1
-	if _, err := newController(spec, 0); err == nil || !strings.Contains(err.Error(), "handover_reserve_ms_s") {
-		t.Errorf("negative reserve: %v, want an error naming handover_reserve_ms_s", err)
 	}
 }
 
@@ -357,27 +354,5 @@ func TestRemaining(t *testing.T) {
 		if got := remaining(c.p, c.rate); got != c.want {
 			t.Errorf("remaining(%+v, %v) = %v, want %v", c.p, c.rate, got, c.want)
 		}
-	}
-}
-
-// TestNewControllerStartRate: a PID starts at the spec's Rate (a fraction of
-// MaxRate), at a tenth of MaxRate without one; a fixed controller runs at
-// Rate, capped by MaxRate.
-func TestNewControllerStartRate(t *testing.T) {
-	for _, tc := range []struct{ rate, want float64 }{{0, 0.1}, {20e6, 0.25}, {1e9, 1}} {
-		c, err := newController(client.Control{Controller: "pid", SetpointMs: 40, MaxRate: 80e6, Rate: tc.rate}, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := c.(*control.PID).Params().Initial; got != tc.want {
-			t.Errorf("rate %v: initial %v, want %v", tc.rate, got, tc.want)
-		}
-	}
-	c, err := newController(client.Control{Controller: "fixed", MaxRate: 80e6, Rate: 20e6}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d := c.Next(control.Observation{}); d.Rate != 20e6 {
-		t.Errorf("fixed at 20e6: rate %v", d.Rate)
 	}
 }

@@ -26,7 +26,7 @@ func BenchmarkNext(b *testing.B) {
 		o.Host = &h
 		obs[i] = o
 	}
-	pp := DefaultPIDParams()
+	pp := slackerParams()
 	pp.Setpoint, pp.MaxRate = 15*time.Millisecond, 100e6
 	ip := DefaultIntegralParams()
 	ip.MaxRate, ip.K = 100e6, HeuristicIntegralK(100e6, 10*time.Millisecond)

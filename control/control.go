@@ -15,9 +15,7 @@
 //   - Fixed (fixed.go): a constant rate, the baseline. It uses no
 //     measurement, so it never holds.
 //   - PID (pid.go): Slacker's velocity-form PID on the worst server's
-//     latency. DefaultPIDParams carries Slacker's gains; they are safe but
-//     slow on a plant that answers within a step, so tune them
-//     (control/tune.Recommend) for anything that matters.
+//     latency, with a slow start and the setpoint held as the run's mean.
 //   - Integral (integral.go): Aqueduct's integral law on the worst store's
 //     error against per-store contracts; K = (1 − p)/G from control/tune.
 //   - Interference (interference.go, model.go): the migration-buffering
@@ -26,12 +24,16 @@
 //     hysteresis; sends from the read-ahead buffer while locked. The thesis's
 //     coefficients are the default model; fit your own for a new host
 //     (LabelByLatency on recorded observations, then Fit), since a model
-//     fitted elsewhere may never fire: on the simulator's transactional host
-//     (~4800 IOPS) the default model says p ≈ 0 always and the migration runs
-//     flat out (mean latency ~12 s against a 30 ms setpoint), while a model
-//     fitted to 854 labelled simulator steps (CV accuracy 0.98) kept the mean
-//     between 29% under and 21% over the setpoint on steady, step40, bursty
-//     and diurnal (2 seeds each; measured 2026-11-22).
+//     fitted elsewhere may never fire.
+//
+// # Profiles and the governor
+//
+// A Profile (profile.go) is the loop's tuning as one named value: the PID's
+// gains and options, the control period, the settling time and the catch-up
+// floor. DefaultProfile ("sluice") is what every command and benchmark
+// runs; "slacker" is the paper's controller. A Governor (governor.go) wraps
+// any controller with the migration's own policy: hold through the copy's
+// start-up, and never let catch-up stall.
 //
 // # Tuning
 //
@@ -101,13 +103,14 @@ type Observation struct {
 	// rate); 0 = unknown. The PID's contract on the run's mean
 	// (PIDParams.MeanHorizon) settles its balance by then.
 	Remaining time.Duration
-	// Moved is the rate at which the migration's copy actually moved data
-	// over the step, bytes/s; 0 = not measured (outside the copy, or no
-	// bytes). A rate well under the one decided for the step says that
-	// something else is the bottleneck — the target's CPU, a disk, the
-	// network — and that a lower decision would change nothing until it
-	// falls below what moves (PIDParams.Headroom).
-	Moved float64
+	// Stage is the part of the migration the step falls in (Governor).
+	Stage Stage
+	// Bytes is what the migration's current copy has moved so far, bytes
+	// (the snapshot's in StageCopy); 0 before its first byte.
+	Bytes int64
+	// Lag is the standby's replay lag, bytes; < 0 = unknown (Governor's
+	// catch-up floor).
+	Lag int64
 }
 
 // ErrSettling is the error of the latency signals of a Settling step.
@@ -127,4 +130,7 @@ type Controller interface {
 	Name() string
 	// Next returns the decision for the step ending at obs.At.
 	Next(obs Observation) Decision
+	// Initial is the send rate in force before the first step, bytes/s:
+	// the caller applies it from the first byte, before Next is called.
+	Initial() float64
 }

@@ -70,14 +70,18 @@ func (s *script) do(t *testing.T, d *datadriven.TestData) string {
 			s.ctl, s.rate, s.maxRate, s.ref = f, f.rate, f.rate, 0
 		}
 	case "pid":
-		p := DefaultPIDParams()
-		p.Setpoint = a.dur("setpoint", 0)
-		p.MaxRate = a.rate("max", 0)
+		// profile= picks the base (default slacker: the paper's law, each
+		// option off); the other arguments override it.
+		prof, perr := ProfileNamed(a.str("profile", "slacker"))
+		if perr != nil {
+			return "error: " + perr.Error()
+		}
+		p := prof.PID(a.dur("setpoint", 0), a.rate("max", 0), StatMean)
 		if d.HasArg("recommended") {
 			if s.rec == nil {
 				t.Fatalf("%s: pid recommended before recommend", d.Pos)
 			}
-			p.Kp, p.Ki, p.Kd, p.Error = s.rec.PID.Kp, s.rec.PID.Ki, s.rec.PID.Kd, ErrorForm(s.rec.ErrorForm)
+			p.Kp, p.Ki, p.Kd = s.rec.PID.Kp, s.rec.PID.Ki, s.rec.PID.Kd
 		}
 		if d.HasArg("tuned") {
 			if s.tuned == nil {
@@ -88,12 +92,9 @@ func (s *script) do(t *testing.T, d *datadriven.TestData) string {
 		p.Kp, p.Ki, p.Kd = a.float("kp", p.Kp), a.float("ki", p.Ki), a.float("kd", p.Kd)
 		p.Initial = a.float("initial", p.Initial)
 		p.Stat = Statistic(a.str("stat", string(p.Stat)))
-		p.Error = ErrorForm(a.str("error", string(p.Error)))
 		p.StartGrowth, p.StartExit = a.float("growth", p.StartGrowth), a.float("exit", p.StartExit)
 		p.MeanHorizon, p.MeanBand = a.int("horizon", p.MeanHorizon), a.float("band", p.MeanBand)
 		p.Reserve = a.dur("reserve", p.Reserve)
-		p.ErrorFloor = a.float("floor", p.ErrorFloor)
-		p.Headroom = a.float("headroom", p.Headroom)
 		var c *PID
 		if c, err = NewPID(p); err == nil {
 			s.ctl, s.rate, s.maxRate = c, p.Initial*p.MaxRate, p.MaxRate
@@ -152,7 +153,7 @@ func (s *script) do(t *testing.T, d *datadriven.TestData) string {
 		}
 		fmt.Fprintf(&b, "model=%s idle=%.2fms gain@setpoint=%.3gms/MBps rate@setpoint=%.2fMB/s\n", rec.Model, rec.IdleLatency*1e3, rec.Gain*1e9, rec.RateAtSetpoint/mb)
 		fmt.Fprintf(&b, "integral: pole=%.2f K=%.3gMB/s per ms (stable below %.3g)\n", rec.Pole, rec.K/mb/1e3, 2/rec.Gain/mb/1e3)
-		fmt.Fprintf(&b, "pid: kp=%.4f ki=%.4f kd=%.4f error=%s radius=%.3f settle≈%d steps\n", rec.PID.Kp, rec.PID.Ki, rec.PID.Kd, rec.ErrorForm, rec.PID.Radius, rec.PID.SettleSteps)
+		fmt.Fprintf(&b, "pid: kp=%.4f ki=%.4f kd=%.4f radius=%.3f settle≈%d steps\n", rec.PID.Kp, rec.PID.Ki, rec.PID.Kd, rec.PID.Radius, rec.PID.SettleSteps)
 		for _, w := range rec.Warnings {
 			fmt.Fprintf(&b, "warning: %s\n", w)
 		}
@@ -250,16 +251,6 @@ func (s *script) run(a args) string {
 	// store (a migration's start-up: the snapshot's checkpoint), and the
 	// steps while it is in the window are Settling, as loop.Loop marks them.
 	startup, startupLat := a.int("startup", 0), a.dur("startuplat", 0)
-	// pipe=R: the copy moves at most R whatever the rate decided (the
-	// target's CPU is the bottleneck); the plant sees what moved, and the
-	// controller is told it (Observation.Moved).
-	pipe := a.rate("pipe", 0)
-	eff := func(r float64) float64 {
-		if pipe > 0 {
-			return min(r, pipe)
-		}
-		return r
-	}
 	var moved float64
 	copied := -1
 	var tr trace
@@ -269,9 +260,9 @@ func (s *script) run(a args) string {
 			hist = append(hist, plant.latency(0, 0))
 		}
 	}
-	lats := plant.latency(0, eff(s.rate))
+	lats := plant.latency(0, s.rate)
 	for k := range steps {
-		moved += eff(s.rate) // this step's copy, at the rate decided before it
+		moved += s.rate // this step's copy, at the rate decided before it
 		if k < startup {
 			lats = slices.Repeat([]time.Duration{startupLat}, len(lats))
 		}
@@ -287,11 +278,8 @@ func (s *script) run(a args) string {
 			}
 		}
 		obs := Observation{At: s.at(), Signals: s.signals(a, seen)}
-		if pipe > 0 {
-			obs.Moved = eff(s.rate)
-		}
 		if size > 0 && s.rate > 0 && !a.d.HasArg("untold") {
-			obs.Remaining = time.Duration(max(0, size-moved) / eff(s.rate) * float64(time.Second))
+			obs.Remaining = time.Duration(max(0, size-moved) / s.rate * float64(time.Second))
 		}
 		if k < startup+window-1 {
 			obs.Settling = true
@@ -315,7 +303,7 @@ func (s *script) run(a args) string {
 		}
 		s.rate = dec.Rate
 		s.k++
-		lats = plant.latency(k+1, eff(dec.Rate)) // burst steps count from the run's start
+		lats = plant.latency(k+1, dec.Rate) // burst steps count from the run's start
 		if size > 0 && moved >= size {
 			copied = k + 1
 			break

@@ -67,7 +67,7 @@ func TestPIDHoldsSetpointOnSteadyPlants(t *testing.T) {
 		{"tuned, stiff plant", 200 * time.Millisecond, 150 * time.Millisecond, 2e-9, 3, 0.05, false, 400},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := DefaultPIDParams()
+			p := slackerParams()
 			p.Setpoint, p.MaxRate = tc.sp, maxRate
 			if !tc.slacker {
 				pr, err := tune.ProposePID(tc.G, tc.sp, maxRate, tc.window, 0.6)
@@ -93,7 +93,7 @@ func TestPIDHoldsSetpointOnSteadyPlants(t *testing.T) {
 // and say so.
 func TestNoDataNeverSpeedsUp(t *testing.T) {
 	rng := rand.New(rand.NewSource(42))
-	pp := DefaultPIDParams()
+	pp := slackerParams()
 	pp.Setpoint, pp.MaxRate = 40*time.Millisecond, 100e6
 	pid, _ := NewPID(pp)
 	ip := DefaultIntegralParams()
@@ -221,7 +221,7 @@ func TestDeterministic(t *testing.T) {
 }
 
 func TestParamsValidate(t *testing.T) {
-	okPID := DefaultPIDParams()
+	okPID := slackerParams()
 	okPID.Setpoint, okPID.MaxRate = time.Second, 1
 	okInt := DefaultIntegralParams()
 	okInt.MaxRate, okInt.K = 1, 1
@@ -233,7 +233,7 @@ func TestParamsValidate(t *testing.T) {
 		bad  bool
 	}{
 		{"pid ok", okPID.Validate(), false},
-		{"pid default needs setpoint", DefaultPIDParams().Validate(), true},
+		{"pid default needs setpoint", slackerParams().Validate(), true},
 		{"pid negative kd", func() error { p := okPID; p.Kd = -1; return p.Validate() }(), true},
 		{"pid initial > 1", func() error { p := okPID; p.Initial = 1.5; return p.Validate() }(), true},
 		{"pid NaN max", func() error { p := okPID; p.MaxRate = math.NaN(); return p.Validate() }(), true},
@@ -400,7 +400,7 @@ func TestInterferenceRejectsImpossibleHostIO(t *testing.T) {
 // textbook positional PID while the output stays inside its clamps:
 // u(k) = u(0) + Kp(e(k) − e(0)) + Ki·Σ_{j=1..k} e(j) + Kd((e(k) − e(k−1)) − 0).
 func TestPIDVelocityEqualsPositional(t *testing.T) {
-	p := DefaultPIDParams()
+	p := slackerParams()
 	p.Setpoint, p.MaxRate, p.Kp, p.Ki, p.Kd, p.Initial = 40*time.Millisecond, 1, 0.01, 0.002, 0.005, 0.5
 	c, _ := NewPID(p)
 	rng := rand.New(rand.NewSource(9))

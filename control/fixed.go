@@ -29,6 +29,9 @@ func NewFixed(rate float64) (*Fixed, error) {
 // Name implements Controller.
 func (f *Fixed) Name() string { return "fixed" }
 
+// Initial implements Controller: the fixed rate.
+func (f *Fixed) Initial() float64 { return f.rate }
+
 // Next implements Controller. It ignores obs.
 func (f *Fixed) Next(Observation) Decision {
 	return Decision{Rate: f.rate, Prefetch: f.rate, Reason: "fixed"}

@@ -300,3 +300,13 @@ func (tr trace) settle(ref, tol float64) int {
 func fmtDecision(d Decision) string {
 	return fmt.Sprintf("rate=%.3fMB/s prefetch=%.3fMB/s hold=%t %s", d.Rate/mb, d.Prefetch/mb, d.Hold, d.Reason)
 }
+
+// slackerParams is the slacker profile's PID parameters (the paper's law,
+// each option off), setpoint and max rate left 0.
+func slackerParams() PIDParams {
+	p, err := ProfileNamed("slacker")
+	if err != nil {
+		panic(err)
+	}
+	return p.PID(0, 0, StatMean)
+}

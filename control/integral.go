@@ -99,6 +99,9 @@ func NewIntegral(p IntegralParams) (*Integral, error) {
 // Name implements Controller.
 func (c *Integral) Name() string { return "integral" }
 
+// Initial implements Controller.
+func (c *Integral) Initial() float64 { return c.p.Initial }
+
 // Params returns the controller's parameters.
 func (c *Integral) Params() IntegralParams { return c.p }
 

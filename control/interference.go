@@ -153,6 +153,9 @@ func NewInterference(p InterferenceParams) (*Interference, error) {
 // Name implements Controller.
 func (c *Interference) Name() string { return "interference" }
 
+// Initial implements Controller: Initial × MaxRate.
+func (c *Interference) Initial() float64 { return c.p.Initial * c.p.MaxRate }
+
 // Params returns the controller's parameters.
 func (c *Interference) Params() InterferenceParams { return c.p }
 

@@ -7,27 +7,9 @@ import (
 	"time"
 )
 
-// Slacker's PID gains (Barker et al., EDBT 2012, §5.3): found by
-// Ziegler-Nichols and manual tuning on their MySQL testbed, with the error
-// normalised by the setpoint and the output a fraction of maximum speed, one
-// step per second over a 3 s latency window. Ki is small and Kd large relative
-// to Kp because latency reacts slowly to a change of migration speed; that
-// damps overshoot at the price of a slow ramp. They are sluice's documented
-// starting point, not a law of nature: `sluice tune` fits the real plant and
-// proposes gains for it (control/tune.Recommend). Measured 2026-11-22 on the
-// simulator's steady scenario (setpoint 30 ms, 12 MB/s max): with these gains
-// the loop never reached the setpoint during the 190 s migration (mean
-// latency 8.4 ms); with Recommend's gains (Ki 0.031, hybrid error) the mean
-// after the first 30 s was within 1% of it and the migration took 102 s.
-const (
-	SlackerKp = 0.025 // fraction of max speed per unit change of normalised error, per step
-	SlackerKi = 0.005 // fraction of max speed per unit normalised error, per step
-	SlackerKd = 0.015 // fraction of max speed per unit second difference of normalised error, per step
-)
-
-// PIDParams configures a PID controller. Obtain defaults with
-// DefaultPIDParams and set Setpoint and MaxRate, which have no sensible
-// defaults.
+// PIDParams configures a PID controller. A Profile supplies everything but
+// Setpoint, MaxRate, Stat and Reserve (Profile.PID); the zero value of each
+// option turns it off, which with Slacker's gains is the paper's controller.
 type PIDParams struct {
 	// Setpoint is the target latency of the process variable; > 0. The
 	// operator names it (Slacker §6: a setpoint near the knee of the
@@ -37,89 +19,65 @@ type PIDParams struct {
 	MaxRate float64
 	// Kp, Ki, Kd are the velocity-form gains per step, with the error
 	// normalised by the setpoint and the output a fraction of MaxRate; each
-	// >= 0, Ki > 0 (without it the loop has no steady state). Default:
-	// Slacker's 0.025 / 0.005 / 0.015.
+	// >= 0, Ki > 0 (without it the loop has no steady state).
 	Kp, Ki, Kd float64
 	// Initial is the output before the first step, a fraction of MaxRate in
-	// [0, 1]. Default 0.1: start at a tenth of full speed, so a loaded server
-	// is not hit at full speed before the first measurement, and let the loop
-	// find the slack.
+	// [0, 1]: a loaded server is not hit at full speed before the first
+	// measurement.
 	Initial float64
-	// Stat is the latency statistic used as the process variable. Default
-	// (and "") StatMean (Slacker: the mean over the window).
+	// Stat is the latency statistic used as the process variable; "" is
+	// StatMean (Slacker: the mean over the window).
 	Stat Statistic
-	// Error is how the error is normalised. Default (and "") ErrorLinear
-	// (Slacker).
-	Error ErrorForm
 	// StartGrowth, when > 1, runs a slow start (TCP's, for the same reason:
 	// find the capacity fast without knowing it) before the PID law: while
 	// the process variable stays under the exit level (StartExit), each step
 	// multiplies the output by StartGrowth (from at least StartFloor). The
 	// first step at or above that level after the output has grown, or at
-	// full speed, ends the slow start for good, and the PID law runs on from
-	// the output reached; a step at or above it before any growth (the
-	// latency rose, but not because of the output: a migration's first
-	// window holds its snapshot's checkpoint, 15–98 ms on the testbed) is a
-	// step of the law, and the slow start goes on once the latency is back
-	// under the level, placed anew from the least latency seen until then. The
-	// linear law's ramp from a low start is Ki·e·MaxRate per step — about
-	// 1.5 MB/s per second at the testbed's gains — so a short migration
-	// ends before it reaches the setpoint; a geometric ramp covers a decade
-	// in ~20 steps at 1.12. 0 or 1: no slow start (Slacker). After the
-	// slow start, StartRearm consecutive steps under the exit level grow
-	// the output the same way again (the slack came back: a burst ended),
-	// until a step at or above it — but only up to half the highest output
-	// reached so far (TCP's ssthresh): above that the law alone climbs, so
-	// a noisy plant whose latency often dips under the exit level is not
-	// pushed past its setpoint on average (without the bound, a sweep ran
-	// 14–36 % over its setpoints on the loop's own measure).
+	// full speed, ends the slow start for good, and the law runs on from the
+	// output reached. A step at or above it before any growth — the latency
+	// rose, but not because of the output (a migration's first window can
+	// hold its snapshot's checkpoint) — is a step of the law, and the slow
+	// start goes on once the latency is back under the level, placed anew
+	// from the least latency seen until then. The linear law's ramp from a
+	// low start is Ki·e·MaxRate per step, so a short migration would end
+	// before it reached the setpoint; a geometric ramp covers a decade in ~20
+	// steps at 1.12. After the slow start, StartRearm consecutive steps
+	// under the exit level grow the output the same way again (the slack
+	// came back: a burst ended), up to half the highest output reached so
+	// far (TCP's ssthresh): above that the law alone climbs, so a noisy
+	// plant whose latency often dips under the exit level is not pushed past
+	// its setpoint on average. 0 or 1: no slow start (Slacker).
 	StartGrowth float64
 	// RearmGrowth, when > 1, changes how the slow start rearms after a
-	// pause (StartRearm steps under the exit level once it has ended): the
-	// output grows by RearmGrowth a step instead of StartGrowth, up to the
-	// rate that last held the latency near the working setpoint (an
-	// average of the output in force at the law's steps whose error was
-	// within ±HeldBand) or half the peak, whichever is more, instead of
-	// half the peak alone. A burst no rate caused (host CPU steal on the
-	// testbed: 20–40 % for 10–20 s) pauses the copy; when it passes, the
-	// slack is back where it was, and the copy returns to the rate that
-	// used it in a few steps. Without it the copy climbed back at ×1.12 a
-	// step to half a peak that was itself an overshoot, then at the law's
-	// ~2.5 MB/s a step: a slack-sweep trial (2026-11-26 09:10 UTC, 8 ms)
-	// spent 20 s of a 98 s copy and most of its 34 s catch-up at 3–5 ms
-	// latency and 5–25 MB/s after such pauses, where 50–57 MB/s had held 8
-	// ms. 0 or 1: StartGrowth up to half the peak (as before). Needs a
-	// slow start (StartGrowth > 1): without one nothing rearms.
+	// pause: the output grows by RearmGrowth a step instead of StartGrowth,
+	// up to the rate that last held the latency near the working setpoint
+	// (an average of the output in force at the law's steps whose error was
+	// within ±HeldBand) or half the peak, whichever is more. A burst no rate
+	// caused (host CPU steal) pauses the copy; when it passes, the slack is
+	// back where it was, and the copy returns to the rate that used it in a
+	// few steps rather than climbing at the law's pace. 0 or 1: StartGrowth
+	// up to half the peak. Needs a slow start (StartGrowth > 1).
 	RearmGrowth float64
 	// StartExit places the level that ends the slow start between the
 	// first latency measured (L0, the server before the migration loads it)
-	// and the setpoint: L0 + StartExit·(Setpoint − L0); (0, 1]. Default (0)
-	// 0.5: the process variable is a window mean that lags the rate by about
-	// half a window, so the exit leaves room for the growth still in the
-	// pipe. (A fraction of the setpoint alone would end it at once for a
-	// setpoint near the idle latency.)
+	// and the setpoint: L0 + StartExit·(Setpoint − L0); (0, 1]; 0 =
+	// DefaultStartExit. The process variable is a window mean that lags the
+	// rate by about half a window, so the exit leaves room for the growth
+	// still in the pipe. (A fraction of the setpoint alone would end it at
+	// once for a setpoint near the idle latency.)
 	StartExit float64
 	// StartBackoff, when > 0, takes back the slow start's last steps of
 	// growth when it ends: the output at its exit is at most what it was
-	// StartBackoff steps before (the law's, when that is lower). The exit
-	// is judged on a window that shows the latency of rates a few steps
-	// old — a 3 s window mean, plus the time the server takes to feel a
-	// rate — so by the time it crosses the exit level the output has grown
-	// past the rate that put it there: on the testbed (2026-11-26 11:40
-	// UTC) a slow start at ×1.12 a step saw 3.5 ms at 83 MB/s and exited
-	// at 117, three steps later, and its clients spent 16 s at 12–30 ms
-	// while the law cut back. TCP halves its window on a loss for the same
-	// reason: the pipe held more than the signal said. Steps, in [0,
-	// MaxStartBackoff]; 0 = none (the law runs on from the output reached).
-	// With MeanHorizon, only a run that owes latency at the exit (its
-	// balance D <= 0: a costly start-up, a Reserve not yet earned) backs
-	// off; one with latency in hand keeps the growth and spends that
-	// balance on the overshoot, which its working setpoint then repays. A
-	// slow start below the setpoint nearly always ends in hand, and a
-	// backoff there cost short runs their mean: on the burst plant with a
-	// 130 MB/s server, 3.2 GB copies of 35–45 steps ended 8–15 % under
-	// setpoints of 18–30 ms, their law climbing back from the backoff at
-	// Ki a step while the run ran out (TestPIDStartBackoffInHand).
+	// StartBackoff steps before (the law's, when that is lower). The exit is
+	// judged on a window that shows the latency of rates a few steps old, so
+	// by the time it crosses the exit level the output has grown past the
+	// rate that put it there; TCP halves its window on a loss for the same
+	// reason. With MeanHorizon, only a run that owes latency at the exit
+	// (its balance D <= 0) backs off; one with latency in hand keeps the
+	// growth and spends that balance on the overshoot, which its working
+	// setpoint then repays (a backoff there left short runs under their
+	// setpoints: TestPIDStartBackoffInHand). Steps in [0, MaxStartBackoff];
+	// 0 = none.
 	StartBackoff int
 	// MeanHorizon, when > 0, makes the setpoint a contract on the mean of
 	// the process variable over the whole run (Slacker's measure: the mean
@@ -131,85 +89,38 @@ type PIDParams struct {
 	// repaid under it, at 1/MeanHorizon of the balance per step. D is held
 	// within ±MeanBand·Setpoint·MeanHorizon, so the working setpoint stays
 	// within Setpoint·(1 ± MeanBand) and a balance that large (a stall of
-	// seconds, a long idle start) is forgotten beyond it rather than
-	// repaid for minutes. When the run says how long it has left
+	// seconds, a long idle start) is forgotten beyond it rather than repaid
+	// for minutes. When the run says how long it has left
 	// (Observation.Remaining), the steps left (plus AfterCopySteps) take
 	// MeanHorizon's place in both: the working setpoint is then what the
 	// rest of the run must average for the whole run to average the
-	// setpoint, so a short run settles its balance by its end (it would
-	// otherwise end with its slow start's savings in hand) and a long one
-	// keeps a large balance — a start-up's checkpoint, a reserve — and
-	// repays it gently. The steps of the migration's start-up
-	// (Observation.Settling) count too: the output holds through them, but
-	// the run's clients saw their latency. Steps; 0 = off (Slacker: each
-	// window against the setpoint).
+	// setpoint. The steps of the migration's start-up (Observation.Settling)
+	// count too: the output holds through them, but the run's clients saw
+	// their latency. Steps in [0, 3600]; 0 = off (Slacker).
 	MeanHorizon int
 	// MeanBand bounds the working setpoint of MeanHorizon, a fraction of
 	// the setpoint in (0, 1); 0 = DefaultMeanBand.
 	MeanBand float64
-	// IdleFloor, when > 0 and the slow start has placed its L0 (the
-	// server's latency before the migration loads it) under the setpoint,
-	// keeps MeanHorizon's working setpoint at or above L0 + IdleFloor·
-	// (Setpoint − L0): a run that owes latency repays it no lower than
-	// that. Near L0 the latency no longer follows the rate down, so
-	// repaying there costs the copy nearly all its speed for little
-	// latency: on the testbed (2026-11-26 13:54 UTC) a 7 ms loop whose
-	// start met 28 ms windows held its working setpoint at 3.5 ms — the
-	// plant's idle latency — for 150 s at 10–25 MB/s, and still ended 13 %
-	// over. On the burst plant at a setpoint 1.3× its idle latency,
-	// 0.5 took 8 % fewer steps at a mean 0.6 % higher
-	// (TestPIDIdleFloor). Fraction in [0, 1); 0 = none.
+	// IdleFloor, when > 0 and the slow start has placed its L0 under the
+	// setpoint, keeps MeanHorizon's working setpoint at or above
+	// L0 + IdleFloor·(Setpoint − L0): a run that owes latency repays it no
+	// lower than that. Near L0 the latency no longer follows the rate down,
+	// so repaying there costs the copy nearly all its speed for little
+	// latency (TestPIDIdleFloor). Fraction in [0, 1); 0 = none.
 	IdleFloor float64
 	// Reserve is the latency above the setpoint the run's clients are
 	// expected to see after its last step — a handover's freeze and the new
 	// server's drain, which no step controls — summed over 1-step windows:
 	// 100 ms is one step's window mean 100 ms over. With MeanHorizon, the
-	// balance D starts at −Reserve (within its band from the first step), so the run spends it
-	// under the setpoint beforehand and the mean over the whole run,
-	// handover included, lands on the setpoint. ns·steps, >= 0; 0 = none.
+	// balance D starts at −Reserve, so the run spends it under the setpoint
+	// beforehand and the mean over the whole run, handover included, lands
+	// on the setpoint. ns·steps, >= 0; 0 = none.
 	Reserve time.Duration
-	// ErrorFloor, when > 0, bounds the error the law acts on from below:
-	// a window more than (1 + ErrorFloor)·SP(k) counts as that much, so
-	// the integral term cuts the output by at most Ki·ErrorFloor a step.
-	// A stall that no speed causes — a server out of its CPU quota for a
-	// second, a checkpoint, a vacuum — otherwise reads as an error of −6
-	// at 7× the setpoint and cuts the copy to a crawl for a second that
-	// the copy did not make (the testbed, 2026-11-24: 42 → 2 MB/s after
-	// one 21.9 ms second, back at 35 MB/s 12 s later). A sustained burst
-	// is still met, step after step, at the bounded slope; with
-	// MeanHorizon the stall's latency is still owed in full and repaid at
-	// the horizon's pace. Fraction of the setpoint, >= 0; 0 = no floor
-	// (Slacker).
-	ErrorFloor float64
-	// Headroom, when > 0, keeps the output near what the copy can take:
-	// when the copy moved less than (1 − TrackSlack) of the rate decided
-	// for the step (Observation.Moved), the output is held to at most
-	// (1 + Headroom) × what moved. It is anti-windup for an actuator that
-	// saturates below MaxRate. Without it, a loop whose copy is bound
-	// elsewhere (on the testbed the target's quarter core took ~63 MB/s
-	// while the loop asked for 100–140) climbs on towards MaxRate, and
-	// in a burst its cuts change nothing until they get below what
-	// moves: 6–13 MB/s a step from 140 took the 2026-11-24 4.6 ms loop
-	// past the handover at 5.7 ms. Fraction, >= 0; 0 = off (Slacker).
-	Headroom float64
 }
-
-// TrackSlack is the share of the decided rate the copy may fall short of
-// before PIDParams.Headroom holds the output to what moved: a token bucket
-// over a 1 s step delivers a little less than its rate.
-const TrackSlack = 0.2
-
-// DefaultMeanHorizon is the mean horizon (PIDParams.MeanHorizon, steps)
-// that `sluice migrate` and the benchmarks use unless told otherwise; the
-// library's own zero value stays Slacker's per-window law. Chosen on three
-// A/B runs on the testbed (docs/benchmarks.md, seventh and eighth rounds):
-// with 20 the loop's own mean came nearer its setpoint than without at 8 of
-// 10 setpoints and the clients' at 6 of 10 — thin evidence; 0 turns it off.
-const DefaultMeanHorizon = 20
 
 // AfterCopySteps is what the PID's mean contract (PIDParams.MeanHorizon)
 // adds to the steps the copy has left (Observation.Remaining) for the steps
-// a migration runs after its copy: catch-up and warm, ~6 s on the testbed.
+// a migration runs after its copy: catch-up and warm take a few seconds.
 // After the last estimate the steps left count down by one a step, so the
 // working setpoint does not swing to the band's edge at the copy's end.
 const AfterCopySteps = 5
@@ -246,39 +157,6 @@ const MaxStartBackoff = 8
 // DefaultStartExit is StartExit's default.
 const DefaultStartExit = 0.5
 
-// ErrorForm names how the PID turns latency into a normalised error.
-type ErrorForm string
-
-// Error forms. Both are 0 at the setpoint with slope −1/SP there, so the same
-// gains give the same loop at the setpoint.
-const (
-	// ErrorLinear is e = (SP − PV)/SP (Slacker). On a server whose latency
-	// bends up near its knee the loop gain grows with latency: far below the
-	// setpoint the ramp is slow, above it the slowdown is strong.
-	ErrorLinear ErrorForm = "linear"
-	// ErrorHybrid is e = SP/PV − 1 below the setpoint (capped at
-	// HybridErrorCap) and (SP − PV)/SP at or above it. Below the setpoint it
-	// makes a queueing plant (L = L0/(1 − r/C): 1/L falls linearly with rate)
-	// exactly linear, so gains tuned at the setpoint
-	// (control/tune.Queue.GainAt) hold all the way down and the ramp from an
-	// idle server is fast; above it, it keeps the linear form's unbounded
-	// push-back in bursts (a pure SP/PV − 1 is >= −1 and backs off too
-	// gently: on the simulator's bursty scenario it doubled the mean latency).
-	ErrorHybrid ErrorForm = "hybrid"
-)
-
-// HybridErrorCap bounds ErrorHybrid's error from above: a process variable
-// under a tenth of the setpoint counts as a tenth, so that a near-empty
-// window (a few microseconds of latency) cannot command a huge step.
-const HybridErrorCap = 9.0
-
-// DefaultPIDParams returns Slacker's gains, Initial 0.1, the mean latency as
-// process variable and the linear error. Setpoint and MaxRate are left zero:
-// the caller must set them (Validate says so if not).
-func DefaultPIDParams() PIDParams {
-	return PIDParams{Kp: SlackerKp, Ki: SlackerKi, Kd: SlackerKd, Initial: 0.1, Stat: StatMean, Error: ErrorLinear}
-}
-
 // Validate reports the first out-of-range parameter.
 func (p PIDParams) Validate() error {
 	switch {
@@ -287,41 +165,35 @@ func (p PIDParams) Validate() error {
 	case !finite(p.MaxRate) || p.MaxRate <= 0:
 		return fmt.Errorf("control: pid: max rate must be > 0 bytes/s, got %v", p.MaxRate)
 	case !finite(p.Kp) || p.Kp < 0:
-		return fmt.Errorf("control: pid: Kp must be >= 0, got %v", p.Kp)
+		return fmt.Errorf("control: pid: kp must be >= 0, got %v", p.Kp)
 	case !finite(p.Ki) || p.Ki <= 0:
-		return fmt.Errorf("control: pid: Ki must be > 0, got %v", p.Ki)
+		return fmt.Errorf("control: pid: ki must be > 0, got %v", p.Ki)
 	case !finite(p.Kd) || p.Kd < 0:
-		return fmt.Errorf("control: pid: Kd must be >= 0, got %v", p.Kd)
+		return fmt.Errorf("control: pid: kd must be >= 0, got %v", p.Kd)
 	case !finite(p.Initial) || p.Initial < 0 || p.Initial > 1:
 		return fmt.Errorf("control: pid: initial must be a fraction of max rate in [0,1], got %v", p.Initial)
 	case !p.Stat.valid():
 		return fmt.Errorf("control: pid: unknown statistic %q (want mean, p95 or p99)", p.Stat)
-	case p.Error != "" && p.Error != ErrorLinear && p.Error != ErrorHybrid:
-		return fmt.Errorf("control: pid: unknown error form %q (want linear or hybrid)", p.Error)
 	case !finite(p.StartGrowth) || p.StartGrowth < 0 || p.StartGrowth > 4:
-		return fmt.Errorf("control: pid: start growth must be in [0, 4] (per step; 0 or 1 = none), got %v", p.StartGrowth)
+		return fmt.Errorf("control: pid: start_growth must be in [0, 4] (per step; 0 or 1 = none), got %v", p.StartGrowth)
 	case !finite(p.RearmGrowth) || p.RearmGrowth < 0 || p.RearmGrowth > 4:
-		return fmt.Errorf("control: pid: rearm growth must be in [0, 4] (per step; 0 or 1 = the slow start's), got %v", p.RearmGrowth)
+		return fmt.Errorf("control: pid: rearm_growth must be in [0, 4] (per step; 0 or 1 = the slow start's), got %v", p.RearmGrowth)
 	case p.RearmGrowth > 1 && !(p.StartGrowth > 1):
-		return fmt.Errorf("control: pid: rearm growth %v needs a slow start (start growth > 1), got start growth %v", p.RearmGrowth, p.StartGrowth)
+		return fmt.Errorf("control: pid: rearm_growth %v needs a slow start (start_growth > 1), got start_growth %v", p.RearmGrowth, p.StartGrowth)
 	case !finite(p.IdleFloor) || p.IdleFloor < 0 || p.IdleFloor >= 1:
-		return fmt.Errorf("control: pid: idle floor must be a fraction in [0, 1), got %v", p.IdleFloor)
+		return fmt.Errorf("control: pid: idle_floor must be a fraction in [0, 1), got %v", p.IdleFloor)
 	case p.StartBackoff < 0 || p.StartBackoff > MaxStartBackoff:
-		return fmt.Errorf("control: pid: start backoff must be in [0, %d] steps, got %d", MaxStartBackoff, p.StartBackoff)
+		return fmt.Errorf("control: pid: start_backoff must be in [0, %d] steps, got %d", MaxStartBackoff, p.StartBackoff)
 	case p.StartBackoff > 0 && !(p.StartGrowth > 1):
-		return fmt.Errorf("control: pid: start backoff %d needs a slow start (start growth > 1), got start growth %v", p.StartBackoff, p.StartGrowth)
+		return fmt.Errorf("control: pid: start_backoff %d needs a slow start (start_growth > 1), got start_growth %v", p.StartBackoff, p.StartGrowth)
 	case !finite(p.StartExit) || p.StartExit < 0 || p.StartExit > 1:
-		return fmt.Errorf("control: pid: start exit must be a fraction of the setpoint in (0, 1], got %v", p.StartExit)
+		return fmt.Errorf("control: pid: start_exit must be a fraction of the setpoint in (0, 1], got %v", p.StartExit)
 	case p.MeanHorizon < 0 || p.MeanHorizon > 3600:
-		return fmt.Errorf("control: pid: mean horizon must be 0 (off) to 3600 steps, got %d", p.MeanHorizon)
+		return fmt.Errorf("control: pid: mean_horizon must be 0 (off) to 3600 steps, got %d", p.MeanHorizon)
 	case !finite(p.MeanBand) || p.MeanBand < 0 || p.MeanBand >= 1:
-		return fmt.Errorf("control: pid: mean band must be a fraction of the setpoint in (0, 1), got %v", p.MeanBand)
+		return fmt.Errorf("control: pid: mean_band must be a fraction of the setpoint in (0, 1), got %v", p.MeanBand)
 	case p.Reserve < 0:
 		return fmt.Errorf("control: pid: reserve must be >= 0, got %v", p.Reserve)
-	case !finite(p.Headroom) || p.Headroom < 0:
-		return fmt.Errorf("control: pid: headroom must be >= 0 (a fraction of the rate that moved; 0 = off), got %v", p.Headroom)
-	case !finite(p.ErrorFloor) || p.ErrorFloor < 0:
-		return fmt.Errorf("control: pid: error floor must be >= 0 (a fraction of the setpoint; 0 = none), got %v", p.ErrorFloor)
 	}
 	return nil
 }
@@ -345,9 +217,6 @@ func (p PIDParams) Validate() error {
 //	        (IdleFloor f > 0, L0 known and < Setpoint:
 //	         SP(k) = max(SP(k), L0 + f·(Setpoint − L0)))
 //	e(k)  = (SP(k) − PV(k)) / SP(k)               // > 0: room to go faster
-//	        (ErrorHybrid, when PV(k) < SP(k):
-//	         e(k) = min(SP(k)/PV(k) − 1, HybridErrorCap))
-//	        (ErrorFloor F > 0: e(k) = max(e(k), −F))
 //	on the first usable step: e(k−1) = e(k−2) = e(k)  // no derivative kick
 //	slow start (StartGrowth > 1, until the first PV(k) >= L0 + StartExit·(Setpoint − L0)
 //	after it has grown u once, L0 the least usable PV before that growth, or
@@ -362,8 +231,6 @@ func (p PIDParams) Validate() error {
 //	u(k)  = clamp(u(k−1) + Δu, 0, 1)
 //	        (StartBackoff n > 0, at the step whose PV ends the slow start,
 //	         unless MeanHorizon > 0 and D(k) > 0: u(k) = min(u(k), u(k−n)))
-//	Headroom h > 0, when Moved < (1 − TrackSlack)·u(k−1)·MaxRate:
-//	u(k)  = min(u(k), (1 + h)·Moved/MaxRate)        // the copy is bound elsewhere
 //	Rate  = Prefetch = u(k) · MaxRate               // u = 0 means paused
 //
 // The velocity form keeps no sum of past errors, so a long stretch below the
@@ -413,6 +280,9 @@ func NewPID(p PIDParams) (*PID, error) {
 // Name implements Controller.
 func (c *PID) Name() string { return "pid" }
 
+// Initial implements Controller: Initial × MaxRate.
+func (c *PID) Initial() float64 { return c.p.Initial * c.p.MaxRate }
+
 // Params returns the controller's parameters.
 func (c *PID) Params() PIDParams { return c.p }
 
@@ -457,12 +327,6 @@ func (c *PID) next(obs Observation) Decision {
 		}
 	}
 	e := (spk - float64(pv)) / spk
-	if c.p.Error == ErrorHybrid && float64(pv) < spk {
-		e = min(spk/float64(pv)-1, HybridErrorCap)
-	}
-	if c.p.ErrorFloor > 0 {
-		e = max(e, -c.p.ErrorFloor)
-	}
 	if !c.primed {
 		c.e1, c.e2, c.primed = e, e, true
 	}
@@ -505,7 +369,6 @@ func (c *PID) next(obs Observation) Decision {
 			if !c.starting {
 				c.u = min(c.u, max(ceil, law))
 			}
-			c.u, spNote = c.track(c.u, prev, obs.Moved, spNote)
 			c.peak = max(c.peak, c.u)
 			c.e2, c.e1 = c.e1, e
 			r := c.u * c.p.MaxRate
@@ -523,7 +386,7 @@ func (c *PID) next(obs Observation) Decision {
 		}
 		c.held += heldWeight * (prev - c.held)
 	}
-	c.u, spNote = c.track(law, prev, obs.Moved, spNote)
+	c.u = law
 	c.peak = max(c.peak, c.u)
 	c.e2, c.e1 = c.e1, e
 	r := c.u * c.p.MaxRate
@@ -532,20 +395,6 @@ func (c *PID) next(obs Observation) Decision {
 		Prefetch: r,
 		Reason:   fmt.Sprintf(LawReason+"%v(%s)%s e=%+.3f du=%+.4f%s u=%.3f", pv.Round(10*time.Microsecond), who, spNote, e, du, exitNote, c.u),
 	}
-}
-
-// track applies PIDParams.Headroom to output u, given the output prev in
-// force during the step and the rate that moved (bytes/s; 0 = unknown),
-// and notes a hold in the decision's reason.
-func (c *PID) track(u, prev, moved float64, note string) (float64, string) {
-	if c.p.Headroom <= 0 || moved <= 0 || moved >= (1-TrackSlack)*prev*c.p.MaxRate {
-		return u, note
-	}
-	ceil := (1 + c.p.Headroom) * moved / c.p.MaxRate
-	if u <= ceil {
-		return u, note
-	}
-	return ceil, note + fmt.Sprintf(" moved=%.1fMB/s", moved/1e6)
 }
 
 // countdown updates the steps the run has left from obs.Remaining, over

@@ -69,7 +69,7 @@ func TestPIDStartBackoffPlants(t *testing.T) {
 	const seeds, size = 20, 3.2e9
 	pid := func(sp time.Duration, n int) *PID {
 		c, err := NewPID(PIDParams{Setpoint: sp, MaxRate: 120e6, Kp: 0.02, Ki: 0.04, Initial: 0.25,
-			StartGrowth: 1.12, MeanHorizon: DefaultMeanHorizon, RearmGrowth: 1.5, StartBackoff: n})
+			StartGrowth: 1.12, MeanHorizon: 20, RearmGrowth: 1.5, StartBackoff: n})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -57,7 +57,7 @@ func burstCopy(t *testing.T, seed int64, c Controller, size float64) (steps int,
 func burstPID(t *testing.T, sp time.Duration, g float64) *PID {
 	t.Helper()
 	c, err := NewPID(PIDParams{Setpoint: sp, MaxRate: 120e6, Kp: 0.02, Ki: 0.04, Initial: 0.25,
-		StartGrowth: 1.12, MeanHorizon: DefaultMeanHorizon, RearmGrowth: g})
+		StartGrowth: 1.12, MeanHorizon: 20, RearmGrowth: g})
 	if err != nil {
 		t.Fatal(err)
 	}

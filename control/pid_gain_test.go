@@ -40,7 +40,8 @@ type swingMeter struct {
 	sum float64
 }
 
-func (m *swingMeter) Name() string { return m.c.Name() }
+func (m *swingMeter) Name() string     { return m.c.Name() }
+func (m *swingMeter) Initial() float64 { return m.c.Initial() }
 
 func (m *swingMeter) Next(obs Observation) Decision {
 	d := m.c.Next(obs)

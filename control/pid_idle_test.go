@@ -87,13 +87,10 @@ func TestPIDIdleFloorAgainstFixed(t *testing.T) {
 	}
 }
 
-// benchPIDParams are the benchmarks' PID at setpoint sp: Kp 0.02, Ki 0.08
-// (0.04 before 2026-11-27: figures dated earlier were measured with it),
-// from a quarter of 120 MB/s, slow start ×1.12 with backoff 3, rearm ×1.5,
-// mean horizon 20, idle floor 0.5.
+// benchPIDParams are the default profile's PID at setpoint sp and 120 MB/s:
+// what `sluice migrate` and the benchmarks run.
 func benchPIDParams(sp time.Duration) PIDParams {
-	return PIDParams{Setpoint: sp, MaxRate: 120e6, Kp: 0.02, Ki: 0.08, Initial: 0.25,
-		StartGrowth: 1.12, MeanHorizon: DefaultMeanHorizon, RearmGrowth: 1.5, StartBackoff: 3, IdleFloor: 0.5}
+	return DefaultProfile().PID(sp, 120e6, StatMean)
 }
 
 // The burst plant's comparisons: this many seeds, a copy this size (bytes).

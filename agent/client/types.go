@@ -63,6 +63,11 @@ type StartMigration struct {
 	// paced: "target" (the default: the target agent, so that relaying costs
 	// the target's CPU, not the source's) or "source" (the source agent).
 	WALRelay string `json:"wal_relay,omitempty"`
+	// Deadline, when set, is how long the migration may run before it
+	// rolls back, a duration such as "2h": past it, a migration that has
+	// not switched its route is aborted and the source serves on as if
+	// nothing happened. "" = none.
+	Deadline string `json:"deadline,omitempty"`
 	// Control, if set, runs a control loop in the source agent that sets the
 	// rate every step from the latency the proxy measures.
 	Control *Control `json:"control,omitempty"`
@@ -84,10 +89,12 @@ type Progress struct {
 	Warning string `json:"warning,omitempty"`
 	// Set while a control loop runs (StartMigration.Control):
 	Controller string  `json:"controller,omitempty"`
+	Profile    string  `json:"profile,omitempty"`     // the loop's profile and its changes, e.g. "sluice" or "sluice(ki=0.1)"
 	LatencyMs  float64 `json:"latency_ms,omitempty"`  // the loop's last process variable; -1 = no data
 	SetpointMs float64 `json:"setpoint_ms,omitempty"` // the loop's target
-	// ReserveMsS is the PID's handover reserve, ms·s
-	// (Control.HandoverReserveMsS, as given or learned).
+	MaxRate    float64 `json:"max_rate,omitempty"`    // the loop's top speed, bytes/s
+	// ReserveMsS is the PID's handover reserve, ms·s, learned from the
+	// proxy's measured handovers (control.Profile.LearnReserve).
 	ReserveMsS float64 `json:"handover_reserve_ms_s,omitempty"`
 	// CPUThrottledPct is the share (%) of the source server's CPU quota
 	// periods in the loop's last step in which its cgroup was throttled

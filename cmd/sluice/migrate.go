@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -49,155 +50,41 @@ type migrateResult struct {
 
 func init() {
 	var (
-		agentURL, to, rate, mode                string
-		catchUpTimeout                          string
-		checkpoint                              string
-		walRelay                                string
-		tenant                                  int64
-		asJSON, detach                          bool
-		controller, setpoint                    string
-		clientLatency                           string
-		maxRate                                 string
-		kp, ki, kd, k, startGrowth, rearmGrowth float64
-		startBackoff                            int
-		idleFloor                               float64
-		errorFloor, headroom                    float64
-		meanHorizon                             int
+		agentURL, to, rate, mode, catchUpTimeout string
+		checkpoint, walRelay, deadline           string
+		setpoint, percentile, maxRate, profile   string
+		tenant                                   int64
+		asJSON, detach                           bool
 	)
 	cmd := &cobra.Command{
-		Use:   "migrate --tenant ID --to AGENT [--agent URL] [--rate R] [--mode live|stop-and-copy] [--controller pid --setpoint 40ms --max-rate R]",
-		Short: "Move a tenant to another agent and follow it: phase, bytes, rate, ETA, lag",
+		Use:   "migrate --tenant ID --to AGENT [--setpoint 40ms] [--max-rate R | --rate R]",
+		Short: "Move a tenant to another agent and follow it: phase, bytes, rate, ETA, lag, latency",
 		Long: `Start a migration of tenant ID from the agent at --agent (its current home) to
 AGENT (a peer name from the source agent's config, or an agent URL), then follow
 it: a live progress line on a terminal (plain lines otherwise) and a final
-summary (bytes, seconds, freeze or downtime). --rate caps the copy (e.g. 20MB/s;
-default unlimited); change it later with POST /v1/migrations/{id}/rate.
-With --controller, the source agent runs a control loop that sets the rate every
-second from the latency its proxy measures (--setpoint for pid; --k for
-integral, from sluice tune); --max-rate is the top speed (required), --rate the
-starting rate, and the progress line shows latency against the setpoint.
-Interrupting the command stops following; the migration carries on.`,
+summary (bytes, seconds, freeze or downtime).
+
+With --setpoint, the source agent's control loop sets the copy's speed every
+second from the latency its proxy measures, to hold the clients' mean latency
+during the migration at the setpoint (or its --percentile), never above
+--max-rate (default the profile's) — from the first byte. --profile names the
+loop's tuning: a built-in profile (sluice, the default and what the benchmarks
+measure; slacker, the paper's) or a YAML/JSON file naming a base and the
+fields it changes (docs/control.md). Without --setpoint, --rate caps the copy
+(default unlimited); change it later with sluice migration rate.
+
+--deadline rolls the migration back if it has not handed over in time; the
+source then serves on as if nothing happened. Interrupting the command stops
+following; the migration carries on.`,
+		Example: `  sluice migrate --tenant 1 --to b --setpoint 40ms
+  sluice migrate --tenant 1 --to b --setpoint 40ms --max-rate 200MB/s --profile tuned.yaml
+  sluice migrate --tenant 1 --to b --rate 20MB/s --deadline 1h`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if tenant <= 0 {
-				return cli.Usagef("migrate: --tenant ID is required (a positive integer)")
-			}
-			if to == "" {
-				return cli.Usagef("migrate: --to AGENT is required")
-			}
-			if mode != "live" && mode != "stop-and-copy" {
-				return cli.Usagef("migrate: --mode %q: want live or stop-and-copy", mode)
-			}
-			if _, _, err := snapshot.ParseCheckpoint(checkpoint); err != nil {
-				return cli.Usagef("migrate: --checkpoint: %v", err)
-			}
-			if walRelay != client.WALRelayTarget && walRelay != client.WALRelaySource {
-				return cli.Usagef("migrate: --wal-relay %q: want target or source", walRelay)
-			}
-			if _, err := migration.ParseCatchUpTimeout(catchUpTimeout); err != nil {
-				return cli.Usagef("migrate: --catch-up-timeout %v", err)
-			}
-			r := 0.0
-			if rate != "" {
-				v, err := units.ParseRate(rate)
-				if err != nil {
-					return cli.Usagef("migrate: --rate: %v", err)
-				}
-				if v == 0 {
-					return cli.Usagef("migrate: --rate 0 would never finish; omit it for unlimited")
-				}
-				if !math.IsInf(v, 1) {
-					r = v
-				}
-			}
-			var ctl *client.Control
-			if controller != "" {
-				ctl = &client.Control{Controller: controller, K: k, Rate: r}
-				if maxRate == "" {
-					return cli.Usagef("migrate: --controller needs --max-rate, the migration's top speed")
-				}
-				v, err := units.ParseRate(maxRate)
-				if err != nil || v <= 0 || math.IsInf(v, 0) {
-					return cli.Usagef("migrate: --max-rate %q: want a positive finite rate such as 50MB/s", maxRate)
-				}
-				ctl.MaxRate = v
-				if setpoint != "" {
-					d, err := time.ParseDuration(setpoint)
-					if err != nil || d <= 0 {
-						return cli.Usagef("migrate: --setpoint %q: want a positive duration such as 40ms", setpoint)
-					}
-					ctl.SetpointMs = float64(d) / float64(time.Millisecond)
-				}
-				if cmd.Flags().Changed("start-growth") {
-					if !(startGrowth >= 1 && startGrowth <= 4) {
-						return cli.Usagef("migrate: --start-growth %v: want 1 (none) to 4", startGrowth)
-					}
-					ctl.StartGrowth = startGrowth
-				}
-				if cmd.Flags().Changed("rearm-growth") {
-					if !(rearmGrowth >= 1 && rearmGrowth <= 4) {
-						return cli.Usagef("migrate: --rearm-growth %v: want 1 (the slow start's) to 4", rearmGrowth)
-					}
-					ctl.RearmGrowth = rearmGrowth
-				}
-				if cmd.Flags().Changed("start-backoff") {
-					if startBackoff < 0 || startBackoff > control.MaxStartBackoff {
-						return cli.Usagef("migrate: --start-backoff %d: want 0 (none) to %d steps", startBackoff, control.MaxStartBackoff)
-					}
-					ctl.StartBackoff = startBackoff
-				}
-				if cmd.Flags().Changed("idle-floor") {
-					if !(idleFloor >= 0 && idleFloor < 1) {
-						return cli.Usagef("migrate: --idle-floor %v: want a fraction in [0, 1) (0 = none)", idleFloor)
-					}
-					ctl.IdleFloor = idleFloor
-				}
-				for _, o := range []struct {
-					name, want string
-					v          float64
-					dst        *float64
-				}{
-					{"error-floor", "a fraction of the setpoint >= 0 (0 = none)", errorFloor, &ctl.ErrorFloor},
-					{"headroom", "a fraction >= 0 (0 = off)", headroom, &ctl.Headroom},
-				} {
-					if !cmd.Flags().Changed(o.name) {
-						continue
-					}
-					if !(o.v >= 0) || math.IsInf(o.v, 0) {
-						return cli.Usagef("migrate: --%s %v: want %s", o.name, o.v, o.want)
-					}
-					if controller != "pid" {
-						return cli.Usagef("migrate: --%s goes with --controller pid, not %s", o.name, controller)
-					}
-					*o.dst = o.v
-				}
-				if meanHorizon < 0 || meanHorizon > 3600 {
-					return cli.Usagef("migrate: --mean-horizon %d: want 0 (off) to 3600 steps", meanHorizon)
-				}
-				switch {
-				case controller == "pid":
-					ctl.MeanHorizon = meanHorizon
-				case cmd.Flags().Changed("mean-horizon"):
-					return cli.Usagef("migrate: --mean-horizon goes with --controller pid, not %s", controller)
-				}
-				for _, g := range []struct {
-					name string
-					v    float64
-					dst  **float64
-				}{{"kp", kp, &ctl.Kp}, {"ki", ki, &ctl.Ki}, {"kd", kd, &ctl.Kd}} {
-					if cmd.Flags().Changed(g.name) {
-						v := g.v
-						*g.dst = &v
-					}
-				}
-				if clientLatency != "" {
-					if err := client.CheckClientLatencyURL(clientLatency); err != nil {
-						return cli.Usagef("migrate: --client-latency %v", err)
-					}
-					ctl.ClientLatencyURL = clientLatency
-				}
-			} else if setpoint != "" || maxRate != "" || clientLatency != "" || cmd.Flags().Changed("mean-horizon") || cmd.Flags().Changed("error-floor") || cmd.Flags().Changed("headroom") {
-				return cli.Usagef("migrate: --setpoint, --max-rate, --client-latency, --mean-horizon, --error-floor and --headroom go with --controller")
+			req, err := migrateRequest(cmd, migrateFlags{tenant: tenant, to: to, rate: rate, mode: mode, catchUpTimeout: catchUpTimeout,
+				checkpoint: checkpoint, walRelay: walRelay, deadline: deadline, setpoint: setpoint, percentile: percentile, maxRate: maxRate, profile: profile})
+			if err != nil {
+				return err
 			}
 			c, err := agentClient(agentURL)
 			if err != nil {
@@ -205,17 +92,13 @@ Interrupting the command stops following; the migration carries on.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
 			defer stop()
-			m, err := c.StartMigration(ctx, client.StartMigration{Tenant: tenant, To: to, Rate: r, Mode: mode, Checkpoint: checkpoint, WALRelay: walRelay, CatchUpTimeout: catchUpTimeout, Control: ctl})
+			m, err := c.StartMigration(ctx, req)
 			if err != nil {
 				return agentErr("migrate", err)
 			}
 			errw := cmd.ErrOrStderr()
 			if !asJSON {
-				loopText := ""
-				if ctl != nil {
-					loopText = fmt.Sprintf(", %s control loop up to %s", ctl.Controller, units.FormatRate(ctl.MaxRate))
-				}
-				fmt.Fprintf(errw, "migration %s: tenant %d from %s to %s (%s, rate %s%s)\n", m.ID, tenant, c.URL(), m.Peer, mode, units.FormatRate(limiterRateCLI(r)), loopText)
+				fmt.Fprintf(errw, "migration %s: tenant %d from %s to %s (%s, %s)\n", m.ID, tenant, c.URL(), m.Peer, req.Mode, pacingText(req))
 			}
 			if detach {
 				return printMigrate(cmd.OutOrStdout(), asJSON, result(m, c.URL()))
@@ -239,32 +122,131 @@ Interrupting the command stops following; the migration carries on.`,
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&agentURL, "agent", "", "source agent API URL (default $SLUICE_AGENT or "+defaultAgentURL+")")
 	f.Int64Var(&tenant, "tenant", 0, "tenant id to move")
 	f.StringVar(&to, "to", "", "target agent: a peer name of the source agent, or its URL")
-	f.StringVar(&agentURL, "agent", "", "source agent API URL (default $SLUICE_AGENT or "+defaultAgentURL+")")
-	f.StringVar(&rate, "rate", "", "copy rate cap, e.g. 20MB/s (default unlimited); with --controller: the fixed controller's rate, the PID's starting rate (default a tenth of --max-rate)")
+	f.StringVar(&setpoint, "setpoint", "", "latency to hold during the migration, e.g. 40ms: the control loop sets the copy's speed")
+	f.StringVar(&percentile, "percentile", "mean", "what the setpoint holds: mean, p95 or p99 of each window")
+	f.StringVar(&maxRate, "max-rate", "", "with --setpoint: the copy's top speed, e.g. 200MB/s (default: the profile's, 120MB/s)")
+	f.StringVar(&profile, "profile", control.DefaultProfileName, "with --setpoint: the control loop's tuning, sluice or slacker, or a YAML/JSON profile file")
+	f.StringVar(&rate, "rate", "", "without --setpoint: a fixed cap on the copy, e.g. 20MB/s (default unlimited)")
+	f.StringVar(&deadline, "deadline", "", "roll back if not handed over within this long, e.g. 2h (default none)")
 	f.StringVar(&mode, "mode", "live", "live or stop-and-copy")
-	f.StringVar(&checkpoint, "checkpoint", "fast", "how the snapshot's checkpoint writes the source's dirty buffers: fast (at once), spread (the server's own pacing, minutes by default), or a pace such as 3s (spread over about that long, up to 27s; the copy starts that much later)")
-	f.StringVar(&walRelay, "wal-relay", "target", "where the standby's WAL stream of catch-up is relayed and paced: target (the target agent: the source's CPU pays only its walsender) or source (the source agent)")
-	f.StringVar(&catchUpTimeout, "catch-up-timeout", "", "how long the catch-up of the WAL written during the copy may take before the migration rolls back, e.g. 30m (default 10m); the progress warns early when it will not end in time")
+	f.StringVar(&checkpoint, "checkpoint", "fast", "how the snapshot's checkpoint writes the source's dirty buffers: fast (at once), spread (the server's own pacing), or a pace such as 3s (up to 27s)")
+	f.StringVar(&walRelay, "wal-relay", "target", "which agent relays and paces the standby's WAL stream: target (the source's CPU pays only its walsender) or source")
+	f.StringVar(&catchUpTimeout, "catch-up-timeout", "", "how long catch-up may take before the migration rolls back, e.g. 30m (default 10m)")
 	f.BoolVar(&asJSON, "json", false, "print one final JSON object instead of progress and summary")
 	f.BoolVar(&detach, "detach", false, "start the migration and return at once")
-	f.StringVar(&controller, "controller", "", "run a control loop in the source agent: fixed, pid, integral or interference")
-	f.StringVar(&setpoint, "setpoint", "", "latency the controller holds, e.g. 40ms (pid)")
-	f.StringVar(&maxRate, "max-rate", "", "the controller's top speed, e.g. 50MB/s")
-	f.Float64Var(&kp, "kp", 0, "PID proportional gain (default Slacker's 0.025)")
-	f.Float64Var(&ki, "ki", 0, "PID integral gain (default Slacker's 0.005)")
-	f.Float64Var(&kd, "kd", 0, "PID derivative gain (default Slacker's 0.015)")
-	f.Float64Var(&startGrowth, "start-growth", 0, "PID slow start: rate × this per step until the latency is half-way to the setpoint (default none)")
-	f.Float64Var(&rearmGrowth, "rearm-growth", 0, "PID with a slow start: after a pause, rate × this per step back to the rate that last held the setpoint (default: the slow start's growth, to half the peak)")
-	f.IntVar(&startBackoff, "start-backoff", 0, "PID with a slow start: when it ends, take back this many steps of its growth, since the latency that ended it is a few steps old (default 0: none)")
-	f.Float64Var(&idleFloor, "idle-floor", 0, "PID with a slow start and a mean horizon: repay latency owed no lower than this fraction of the way from the idle latency to the setpoint, where the copy would crawl (default 0: none, down to half the setpoint)")
-	f.Float64Var(&errorFloor, "error-floor", 0, "PID: a latency window more than (1 + this)× the setpoint slows the copy as one at that level would, so a one-second stall no speed causes does not cut it to a crawl (default 0: none, Slacker)")
-	f.Float64Var(&headroom, "headroom", 0, "PID: while the copy moves less than it is allowed (bound elsewhere: the target's CPU, a disk, the network), allow at most (1 + this)× what it moved, so a cut bites at once (default 0: off)")
-	f.IntVar(&meanHorizon, "mean-horizon", control.DefaultMeanHorizon, "PID: hold the migration's mean latency (not each window's) at the setpoint, working off a shortfall or excess over this many steps, or, once the copy's time left is known, over the rest of the run (0 = off: each window against the setpoint, Slacker)")
-	f.StringVar(&clientLatency, "client-latency", "", "also steer by the clients' own latency (queue wait + execution, which the proxy cannot see): an http URL serving latency windows, e.g. the address of `sluice workload run --latency-listen`")
-	f.Float64Var(&k, "k", 0, "integral controller gain, (bytes/s) per second of latency error (sluice tune proposes one)")
 	root.AddCommand(cmd)
+}
+
+// migrateFlags are `sluice migrate`'s flags that shape the request.
+type migrateFlags struct {
+	tenant                                               int64
+	to, rate, mode, catchUpTimeout, checkpoint, walRelay string
+	deadline, setpoint, percentile, maxRate, profile     string
+}
+
+// migrateRequest checks the flags and builds the migration's request; every
+// mistake is a usage error naming its flag.
+func migrateRequest(cmd *cobra.Command, f migrateFlags) (client.StartMigration, error) {
+	req := client.StartMigration{Tenant: f.tenant, To: f.to, Mode: f.mode, Checkpoint: f.checkpoint, WALRelay: f.walRelay, CatchUpTimeout: f.catchUpTimeout, Deadline: f.deadline}
+	switch {
+	case f.tenant <= 0:
+		return req, cli.Usagef("migrate: --tenant ID is required (a positive integer)")
+	case f.to == "":
+		return req, cli.Usagef("migrate: --to AGENT is required")
+	case f.mode != "live" && f.mode != "stop-and-copy":
+		return req, cli.Usagef("migrate: --mode %q: want live or stop-and-copy", f.mode)
+	case f.walRelay != client.WALRelayTarget && f.walRelay != client.WALRelaySource:
+		return req, cli.Usagef("migrate: --wal-relay %q: want target or source", f.walRelay)
+	}
+	if _, _, err := snapshot.ParseCheckpoint(f.checkpoint); err != nil {
+		return req, cli.Usagef("migrate: --checkpoint: %v", err)
+	}
+	if _, err := migration.ParseCatchUpTimeout(f.catchUpTimeout); err != nil {
+		return req, cli.Usagef("migrate: --catch-up-timeout %v", err)
+	}
+	if f.deadline != "" {
+		if d, err := time.ParseDuration(f.deadline); err != nil || d <= 0 {
+			return req, cli.Usagef("migrate: --deadline %q: want a positive duration such as 2h", f.deadline)
+		}
+	}
+	if f.rate != "" {
+		v, err := units.ParseRate(f.rate)
+		switch {
+		case err != nil:
+			return req, cli.Usagef("migrate: --rate: %v", err)
+		case v == 0:
+			return req, cli.Usagef("migrate: --rate 0 would never finish; omit it for unlimited")
+		case f.setpoint != "":
+			return req, cli.Usagef("migrate: --rate fixes the speed and --setpoint lets the control loop set it; give one (--max-rate caps the loop)")
+		case !math.IsInf(v, 1):
+			req.Rate = v
+		}
+	}
+	if f.setpoint == "" {
+		for _, name := range []string{"max-rate", "percentile", "profile"} {
+			if cmd.Flags().Changed(name) {
+				return req, cli.Usagef("migrate: --%s goes with --setpoint (the control loop)", name)
+			}
+		}
+		return req, nil
+	}
+	sp, err := time.ParseDuration(f.setpoint)
+	if err != nil || sp <= 0 {
+		return req, cli.Usagef("migrate: --setpoint %q: want a positive duration such as 40ms", f.setpoint)
+	}
+	ctl := &client.Control{Controller: "pid", SetpointMs: float64(sp) / float64(time.Millisecond), Stat: f.percentile}
+	switch control.Statistic(f.percentile) {
+	case control.StatMean, control.StatP95, control.StatP99:
+	default:
+		return req, cli.Usagef("migrate: --percentile %q: want mean, p95 or p99", f.percentile)
+	}
+	prof, err := loadProfile(f.profile)
+	if err != nil {
+		return req, cli.Usagef("migrate: --profile: %v", err)
+	}
+	if ctl.Profile, err = json.Marshal(prof); err != nil {
+		return req, err
+	}
+	ctl.MaxRate = prof.MaxRate
+	if f.maxRate != "" {
+		v, err := units.ParseRate(f.maxRate)
+		if err != nil || v <= 0 || math.IsInf(v, 0) {
+			return req, cli.Usagef("migrate: --max-rate %q: want a positive finite rate such as 200MB/s", f.maxRate)
+		}
+		ctl.MaxRate = v
+	}
+	req.Control = ctl
+	return req, nil
+}
+
+// loadProfile is the built-in profile named s, or the profile in file s.
+func loadProfile(s string) (control.Profile, error) {
+	if p, err := control.ProfileNamed(s); err == nil {
+		return p, nil
+	}
+	fh, err := os.Open(s)
+	if err != nil {
+		return control.Profile{}, fmt.Errorf("%q is neither a profile (%s) nor a readable file: %v", s, strings.Join(control.Profiles(), ", "), err)
+	}
+	defer fh.Close()
+	p, err := control.LoadProfile(fh)
+	if err != nil {
+		return control.Profile{}, fmt.Errorf("%s: %v", s, strings.TrimPrefix(err.Error(), "control: "))
+	}
+	return p, nil
+}
+
+// pacingText says how a migration request paces its copy.
+func pacingText(req client.StartMigration) string {
+	if c := req.Control; c != nil {
+		var p control.Profile
+		json.Unmarshal(c.Profile, &p)
+		return fmt.Sprintf("control loop: %s %.1f ms, up to %s, profile %s", c.Stat, c.SetpointMs, units.FormatRate(c.MaxRate), p.Label())
+	}
+	return "rate " + units.FormatRate(limiterRateCLI(req.Rate))
 }
 
 func limiterRateCLI(r float64) float64 {

@@ -45,10 +45,6 @@ type Recommendation struct {
 	K    float64 `json:"integral_K"` // (bytes/s) per second of error
 	// PID is the velocity-form proposal (ProposePID at Gain).
 	PID PIDProposal `json:"pid"`
-	// ErrorForm is the PID error form to use with these gains: "hybrid" on
-	// a queue model (it keeps the tuned loop gain at every latency below the
-	// setpoint), "linear" on a line.
-	ErrorForm string `json:"pid_error_form"`
 	// Warnings name the ways the profile may mislead (setpoint outside the
 	// profiled latencies, plant never reaching the setpoint).
 	Warnings []string `json:"warnings,omitempty"`
@@ -91,12 +87,12 @@ func Recommend(rates, latencies []float64, setpoint time.Duration, maxRate float
 	}
 	switch {
 	case r.Queue != nil && (lineErr != nil || sse(r.Queue.Latency) <= sse(r.Line.Latency)):
-		r.Model, r.ErrorForm = "queue", "hybrid"
+		r.Model = "queue"
 		r.IdleLatency = r.Queue.L0
 		r.Gain = r.Queue.GainAt(sp)
 		r.RateAtSetpoint = r.Queue.RateAt(sp)
 	case lineErr == nil:
-		r.Model, r.ErrorForm = "line", "linear"
+		r.Model = "line"
 		r.IdleLatency = b
 		r.Gain = G
 		r.RateAtSetpoint = (sp - b) / G

@@ -30,6 +30,8 @@ type randomRates struct {
 
 func (c *randomRates) Name() string { return "random" }
 
+func (c *randomRates) Initial() float64 { return 0 }
+
 func (c *randomRates) Next(o control.Observation) control.Decision {
 	c.obs = append(c.obs, o)
 	if c.k%c.hold == 0 {

@@ -94,6 +94,8 @@ type staircase struct {
 
 func (s *staircase) Name() string { return "staircase" }
 
+func (s *staircase) Initial() float64 { return s.rates[0] }
+
 func (s *staircase) Next(obs control.Observation) control.Decision {
 	rung := s.k / s.hold
 	s.k++
