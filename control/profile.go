@@ -116,7 +116,7 @@ var (
 	// the setpoint held as the migration's mean (docs/control.md).
 	sluiceProfile = Profile{
 		Name: "sluice",
-		Kp:   0.02, Ki: 0.08, Kd: 0.015,
+		Kp:   0.02, Ki: 0.08, Kd: 0,
 		Initial:     0.25,
 		StartGrowth: 1.12, StartExit: 0.5, StartBackoff: 3, RearmGrowth: 1.5,
 		MeanHorizon: 20, MeanBand: 0.5, IdleFloor: 0.5, LearnReserve: true,
