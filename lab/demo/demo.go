@@ -30,7 +30,6 @@ import (
 	"github.com/sluicedb/sluice/control"
 	"github.com/sluicedb/sluice/internal/units"
 	"github.com/sluicedb/sluice/lab/chart"
-	"github.com/sluicedb/sluice/lab/sim"
 	"github.com/sluicedb/sluice/lab/workload"
 	"github.com/sluicedb/sluice/loop"
 	"github.com/sluicedb/sluice/pgcluster"
@@ -243,11 +242,6 @@ func Run(ctx context.Context, opt Options) (Result, error) {
 	defer stopServe()
 	ctl.ClientLatencyURL = u
 	switch opt.Controller {
-	case "pid":
-		// The gains tuned on the simulator (go doc ./sim SimKp); Slacker's own
-		// are too slow to settle within a 200 MB migration.
-		kp, ki := sim.SimKp, sim.SimKi
-		ctl.Kp, ctl.Ki = &kp, &ki
 	case "integral":
 		ctl.K = control.HeuristicIntegralK(opt.MaxRate, sp)
 	}

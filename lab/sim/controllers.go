@@ -164,8 +164,8 @@ func NewController(s Scenario, cfg ControllerConfig, opt Options) (control.Contr
 		}
 		return control.NewFixed(math.Min(r, max))
 	case "pid":
-		p := control.DefaultPIDParams()
-		p.Setpoint, p.MaxRate = sp, max
+		prof, _ := control.ProfileNamed("slacker")
+		p := prof.PID(sp, max, control.StatMean)
 		p.Kp, p.Ki, p.Kd, p.Initial = SimKp, SimKi, SimKd, SimPIDInitial
 		return control.NewPID(p)
 	case "integral":

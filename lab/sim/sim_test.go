@@ -14,7 +14,8 @@ import (
 // depend on control's constructors.
 type fixedRate float64
 
-func (f fixedRate) Name() string { return "fixed" }
+func (f fixedRate) Name() string     { return "fixed" }
+func (f fixedRate) Initial() float64 { return float64(f) }
 func (f fixedRate) Next(control.Observation) control.Decision {
 	return control.Decision{Rate: float64(f), Prefetch: float64(f)}
 }
@@ -165,7 +166,8 @@ func TestPrefetchBuffer(t *testing.T) {
 // reading.
 type prefetcher struct{ k int }
 
-func (p *prefetcher) Name() string { return "prefetcher" }
+func (p *prefetcher) Name() string     { return "prefetcher" }
+func (p *prefetcher) Initial() float64 { return 0 }
 func (p *prefetcher) Next(control.Observation) control.Decision {
 	p.k++
 	if p.k <= 20 {
