@@ -171,7 +171,7 @@ func LoadProfile(r io.Reader) (Profile, error) {
 		Name string `yaml:"name"`
 	}
 	if err := yaml.Unmarshal(b, &head); err != nil {
-		return Profile{}, fmt.Errorf("control: profile: %v", yamlError(err))
+		return Profile{}, fmt.Errorf("control: profile: %v", yamlError(err, b))
 	}
 	p, err := ProfileNamed(head.Name)
 	if err != nil {
@@ -180,7 +180,7 @@ func LoadProfile(r io.Reader) (Profile, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&p); err != nil && !errors.Is(err, io.EOF) {
-		return Profile{}, fmt.Errorf("control: profile: %v", yamlError(err))
+		return Profile{}, fmt.Errorf("control: profile: %v", yamlError(err, b))
 	}
 	if err := p.Validate(); err != nil {
 		return Profile{}, err
@@ -216,14 +216,25 @@ func ProfileFromJSON(b []byte) (Profile, error) {
 	return p, nil
 }
 
-// yamlError is err on one line: yaml.v3 lists each field's error on a line
-// of its own.
-func yamlError(err error) string {
+// yamlError is err on one line, each of yaml.v3's per-field errors named by
+// the key on its line of src.
+func yamlError(err error, src []byte) string {
 	var te *yaml.TypeError
-	if errors.As(err, &te) {
-		return strings.Join(te.Errors, "; ")
+	if !errors.As(err, &te) {
+		return strings.ReplaceAll(err.Error(), "\n", "; ")
 	}
-	return strings.ReplaceAll(err.Error(), "\n", "; ")
+	lines := strings.Split(string(src), "\n")
+	msgs := make([]string, len(te.Errors))
+	for i, m := range te.Errors {
+		msgs[i] = m
+		var n int
+		if _, err := fmt.Sscanf(m, "line %d:", &n); err == nil && n >= 1 && n <= len(lines) {
+			if key, _, ok := strings.Cut(strings.TrimSpace(lines[n-1]), ":"); ok && !strings.Contains(m, " field ") {
+				msgs[i] = fmt.Sprintf("%s (%s)", m, strings.Trim(key, `"`))
+			}
+		}
+	}
+	return strings.Join(msgs, "; ")
 }
 
 // Validate reports the first field out of range, naming it as in a profile

@@ -40,6 +40,10 @@ func TestAgentCommandsBadInput(t *testing.T) {
 	os.WriteFile(badCfg, []byte(`{"name":"x","root":"/tmp/x","nonsense":1}`), 0o644)
 	badAnalyze := filepath.Join(root, "bad-analyze.json")
 	os.WriteFile(badAnalyze, []byte(`{"name":"x","root":"/tmp/x","analyze_after":"-1s"}`), 0o644)
+	badProfile := filepath.Join(root, "bad-profile.yaml")
+	os.WriteFile(badProfile, []byte("name: sluice\nkq: 1\n"), 0o644)
+	rangeProfile := filepath.Join(root, "range-profile.yaml")
+	os.WriteFile(rangeProfile, []byte("ki: 0\n"), 0o644)
 
 	for _, tc := range []struct {
 		name string
@@ -57,11 +61,15 @@ func TestAgentCommandsBadInput(t *testing.T) {
 		{"migrate bad WAL relay", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--wal-relay", "middle"}, 2, "--wal-relay \"middle\""},
 		{"migrate bad catch-up timeout", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--catch-up-timeout", "10ms"}, 2, "--catch-up-timeout \"10ms\""},
 		{"migrate unreachable agent", []string{"migrate", "--agent", "127.0.0.1:1", "--tenant", "1", "--to", "c2"}, 1, "connection refused"},
-		{"migrate mean horizon without controller", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--mean-horizon", "20"}, 2, "go with --controller"},
-		// (after the case above: flag values stick between cases)
-		{"migrate mean horizon with another controller", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--controller", "fixed", "--max-rate", "10MB/s", "--mean-horizon", "20"}, 2, "goes with --controller pid"},
-		{"migrate negative error floor", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--controller", "pid", "--setpoint", "40ms", "--max-rate", "10MB/s", "--error-floor", "-1"}, 2, "--error-floor -1"},
-		{"migrate client latency not a URL", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--controller", "pid", "--setpoint", "40ms", "--max-rate", "10MB/s", "--error-floor", "0", "--client-latency", "127.0.0.1:7433"}, 2, "--client-latency"},
+		{"migrate max rate without setpoint", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--max-rate", "10MB/s"}, 2, "--max-rate goes with --setpoint"},
+		{"migrate rate and setpoint", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--setpoint", "40ms", "--rate", "10MB/s"}, 2, "give one"},
+		{"migrate bad setpoint", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--setpoint", "soon"}, 2, "--setpoint \"soon\""},
+		{"migrate bad percentile", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--setpoint", "40ms", "--percentile", "p50"}, 2, "--percentile \"p50\""},
+		{"migrate bad max rate", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--setpoint", "40ms", "--max-rate", "-5MB/s"}, 2, "--max-rate"},
+		{"migrate unknown profile", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--setpoint", "40ms", "--profile", "turbo"}, 2, "neither a profile"},
+		{"migrate bad profile file", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--setpoint", "40ms", "--profile", badProfile}, 2, "field kq not found"},
+		{"migrate profile out of range", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--setpoint", "40ms", "--profile", rangeProfile}, 2, "ki must be > 0"},
+		{"migrate bad deadline", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--deadline", "never"}, 2, "--deadline \"never\""},
 		{"tenant show unknown", []string{"tenant", "show", "4", "--agent", url}, 2, "unknown tenant 4"},
 		{"tenant start bad id", []string{"tenant", "start", "x", "--agent", url}, 2, "bad tenant id"},
 		{"tenant create bad set", []string{"tenant", "create", "--set", "novalue", "--agent", url}, 2, "key=value"},
@@ -166,15 +174,15 @@ func TestTenantAndMigrateCommands(t *testing.T) {
 	if code, out, errs = agentRunCLI(t, "migration", "show", res["id"].(string), "--agent", urls[0], "--json"); code != 0 || !strings.Contains(out, `"catch_up_timeout_ns": 420000000000`) {
 		t.Fatalf("migration show after --catch-up-timeout 7m: exit %d, want the record's catch_up_timeout_ns 420 s\n%s%s", code, out, errs)
 	}
-	// A PID needs the proxy's latency: these agents have none, so it is
-	// refused up front (exit 2) and nothing starts.
-	if code, _, errs = agentRunCLI(t, "migrate", "--agent", urls[1], "--tenant", "1", "--to", urls[0], "--controller", "pid", "--setpoint", "40ms", "--max-rate", "30MB/s"); code != 2 || !strings.Contains(errs, "no proxy") {
-		t.Fatalf("migrate --controller pid without a proxy: exit %d: %s", code, errs)
+	// A setpoint needs the proxy's latency: these agents have none, so it
+	// is refused up front (exit 2) and nothing starts.
+	if code, _, errs = agentRunCLI(t, "migrate", "--agent", urls[1], "--tenant", "1", "--to", urls[0], "--setpoint", "40ms", "--max-rate", "30MB/s"); code != 2 || !strings.Contains(errs, "no proxy") {
+		t.Fatalf("migrate --setpoint without a proxy: exit %d: %s", code, errs)
 	}
-	// Human output of a second move back, under a (fixed) control loop: the
-	// start line names the loop, a summary line goes to stdout.
-	code, out, errs = agentRunCLI(t, "migrate", "--agent", urls[1], "--tenant", "1", "--to", urls[0], "--controller", "fixed", "--max-rate", "30MB/s")
-	if code != 0 || !strings.Contains(out, "committed") || !strings.Contains(out, "freeze") || !strings.Contains(errs, "ETA") || !strings.Contains(errs, "done") || !strings.Contains(errs, "fixed control loop") {
+	// Human output of a second move back at a fixed rate: the start line
+	// names it, a summary line goes to stdout.
+	code, out, errs = agentRunCLI(t, "migrate", "--agent", urls[1], "--tenant", "1", "--to", urls[0], "--rate", "30MB/s")
+	if code != 0 || !strings.Contains(out, "committed") || !strings.Contains(out, "freeze") || !strings.Contains(errs, "ETA") || !strings.Contains(errs, "done") || !strings.Contains(errs, "rate 30") {
 		t.Fatalf("migrate back: exit %d\nstdout %s\nstderr %s", code, out, errs)
 	}
 	if code, out, _ = agentRunCLI(t, "migration", "list", "--agent", urls[1]); code != 0 || strings.Count(out, "committed") != 2 {
