@@ -1,8 +1,6 @@
 package migration
 
-import (
-	"time"
-)
+import "time"
 
 // Env is what Run works with. Source, Target and Router are required.
 type Env struct {
@@ -11,7 +9,7 @@ type Env struct {
 	Router Router
 	// Limiter paces SNAPSHOT and WARM (bytes). The control loop changes its
 	// rate while Run works: give the same *throttle.Limiter to a loop.Loop as
-	// its Send throttle (see TestControlLoopPacesSnapshot); nil is unpaced.
+	// its Send throttle (see migration/pg's TestControlLoopPacesSnapshot); nil is unpaced.
 	// Stop-and-copy's copy is never paced: clients are waiting.
 	Limiter Limiter
 	// Persist stores the record; Run calls it after every Step, before the

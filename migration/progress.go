@@ -22,6 +22,7 @@ type Progress struct {
 	Warning string `json:"warning,omitempty"`
 }
 
+// progress reports the phase and the lag (progressBytes with no copy bytes).
 func (r *runner) progress(rec Record, action string, force bool) {
 	r.progressBytes(rec, action, 0, force)
 }

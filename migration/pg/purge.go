@@ -41,7 +41,12 @@ func Purge(ctx context.Context, dir string, rate float64) (int64, error) {
 	pace := func() error {
 		due := start.Add(time.Duration(float64(freed) / rate * float64(time.Second)))
 		if d := time.Until(due); d > 0 {
-			return sleep(ctx, d)
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
 		}
 		return ctx.Err()
 	}
@@ -76,16 +81,4 @@ func Purge(ctx context.Context, dir string, rate float64) (int64, error) {
 		return freed, err
 	}
 	return freed, os.RemoveAll(dir)
-}
-
-// sleep waits d or until ctx ends, returning ctx's error then.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
