@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluicedb/sluice/catalog"
 	"github.com/sluicedb/sluice/migration"
+	"github.com/sluicedb/sluice/migration/pg"
 )
 
 // Agent is one server's sluice agent: the goroutine-and-I/O shell around the
@@ -176,7 +177,7 @@ func (a *Agent) reconcileTenants(ctx context.Context) {
 		return
 	}
 	for _, tn := range ts {
-		if err := migration.RemoveRetired(tn.Dir, a.cfg.RetireGrace.D(), time.Now()); err != nil {
+		if err := pg.RemoveRetired(tn.Dir, a.cfg.RetireGrace.D(), time.Now()); err != nil {
 			a.log.Warn("reconcile: removing retired directories", "tenant", tn.ID, "err", err)
 		}
 		switch {

@@ -82,7 +82,7 @@ type Config struct {
 	// RetireGrace is how long a migrated-away tenant's data directory is kept
 	// (renamed <dir>.retired-<unix time>) before removal, e.g. "10m"; "0s"
 	// keeps it only until the paced background purge starts
-	// (migration.PurgeDelay after the handover). Default 10m.
+	// (pg.PurgeDelay after the handover). Default 10m.
 	RetireGrace *Duration `json:"retire_grace"`
 	// AnalyzeAfter is how long after a migration commits here the agent
 	// runs ANALYZE in every database of the tenant it received, e.g. "30s";

@@ -20,6 +20,7 @@ import (
 	"github.com/sluicedb/sluice/catalog"
 	"github.com/sluicedb/sluice/loop"
 	"github.com/sluicedb/sluice/migration"
+	"github.com/sluicedb/sluice/migration/pg"
 	"github.com/sluicedb/sluice/snapshot"
 	"github.com/sluicedb/sluice/throttle"
 )
@@ -58,11 +59,11 @@ type run struct {
 	// holds once the rollback has reset the snapshot.
 	sent int64
 	// checkpointing is the checkpoint a snapshot's backup start is waiting
-	// for ("paced 3s"); "" when none is (migration.LocalSource.OnBackupStart).
+	// for ("paced 3s"); "" when none is (pg.LocalSource.OnBackupStart).
 	checkpointing string
 }
 
-// backupStart is the run's migration.LocalSource.OnBackupStart: the
+// backupStart is the run's pg.LocalSource.OnBackupStart: the
 // progress shows the checkpoint a snapshot waits for until its backup has
 // started.
 func (r *run) backupStart(started bool, checkpoint string) {
@@ -328,12 +329,12 @@ func (a *Agent) activeRecords() ([]migration.Record, error) {
 }
 
 // source returns the migration Source for a tenant of this agent.
-func (a *Agent) source(tn catalog.Tenant) (*migration.LocalSource, error) {
+func (a *Agent) source(tn catalog.Tenant) (*pg.LocalSource, error) {
 	c, err := a.cluster(tn)
 	if err != nil {
 		return nil, err
 	}
-	s := migration.NewLocalSource(c)
+	s := pg.NewLocalSource(c)
 	s.RetireGrace = a.cfg.RetireGrace.D()
 	s.Log = a.log.With("tenant", tn.Name)
 	return s, nil
@@ -345,7 +346,7 @@ func (a *Agent) remoteTarget(pc *client.Client, tn catalog.Tenant) *RemoteTarget
 }
 
 // launch starts the driver goroutine of a source-side migration.
-func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *migration.LocalSource, tgt migration.Target) {
+func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *pg.LocalSource, tgt migration.Target) {
 	r := &run{id: rec.ID, tenant: cm.TenantID, lim: throttle.NewLimiter(limiterRate(cm.Rate), 0), pre: throttle.NewLimiter(limiterRate(cm.Rate), 0), abort: make(chan string, 1), started: time.Now()}
 	src.Prefetch = r.pre
 	src.Checkpoint = cm.Checkpoint
@@ -379,9 +380,9 @@ func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *migratio
 	if !cm.Deadline.IsZero() {
 		go a.enforceDeadline(lctx, cm.ID, cm.Deadline)
 	}
-	walRelayed := src.WALRelayed
+	walRelayed := func() int64 { n, _ := src.WALRelayed(); return n }
 	if rt != nil && rt.walRate != nil {
-		walRelayed = rt.WALRelayed
+		walRelayed = func() int64 { n, _ := rt.WALRelayed(); return n }
 		go rt.paceWAL(lctx, walPushEvery)
 	}
 	go func() {

@@ -86,7 +86,7 @@ func TestLiveMigrationThroughProxy(t *testing.T) {
 	t.Logf("handover: hold→fence %v, →replayed %v, →promoted %v, →switched %v, →released %v",
 		rec.FencedAt.Sub(rec.HeldAt), rec.ReplayedAt.Sub(rec.HeldAt), rec.PromotedAt.Sub(rec.HeldAt), rec.SwitchedAt.Sub(rec.HeldAt), rec.ReleasedAt.Sub(rec.HeldAt))
 	// The proxy named the writer's idle session on the source, and the fence
-	// spared it (migration.IdleHolder); the ledger below shows nothing lost.
+	// spared it (migration.Router.Hold's idle); the ledger below shows nothing lost.
 	if len(rec.HeldIdle) != 1 {
 		t.Fatalf("held idle backends %v, want the writer's one", rec.HeldIdle)
 	}
@@ -102,7 +102,7 @@ func TestLiveMigrationThroughProxy(t *testing.T) {
 	waitProxyRoute(t, api, "acme", "127.0.0.1:"+strconv.Itoa(a2.TenantPort(tn.ID)))
 	w.verify(t, a2.ConnString(a2.TenantPort(tn.ID), ""))
 	// The writer's session moved on a server session the agent had the proxy
-	// open on the standby before the hold (migration.Preparer).
+	// open on the standby before the hold (migration.Router.Prepare).
 	resp, err := http.Get("http://" + px.APIAddr() + "/v1/stats")
 	if err != nil {
 		t.Fatal(err)

@@ -137,7 +137,7 @@ type RemoteTarget struct {
 	walMID  string
 	// walSource is the source's primary conninfo (migration.Source's
 	// PrimaryConnInfo): with walRate set, the snapshot's request asks the
-	// target to stream the WAL during the copy (migration.LocalTarget.StreamWAL).
+	// target to stream the WAL during the copy (pg.LocalTarget.StreamWAL).
 	walSource  string
 	walUnpaced atomic.Bool  // UnpaceWAL(true) in force
 	walStarted atomic.Bool  // the target runs the relay (from the copy, for the early WAL, or the standby's start): pushes have one to reach
@@ -151,28 +151,31 @@ type RemoteTarget struct {
 // a target that relays its WAL (a control loop's step is 1 s or more).
 const walPushEvery = 250 * time.Millisecond
 
-var (
-	_ migration.Target            = (*RemoteTarget)(nil)
-	_ migration.PromotionPreparer = (*RemoteTarget)(nil)
-	_ migration.WALRelayHost      = (*RemoteTarget)(nil)
-)
+var _ migration.Target = (*RemoteTarget)(nil)
 
-// RelaysWAL implements migration.WALRelayHost: true when the target agent
-// relays the standby's WAL stream.
-func (t *RemoteTarget) RelaysWAL() bool { return t.walRate != nil }
+// WALRelayed implements migration.WALRelayer: the bytes the target's relay
+// had passed to the standby at its last answer; migration.ErrUnsupported
+// when the target agent relays no WAL (walRate unset: the source's does).
+func (t *RemoteTarget) WALRelayed() (int64, error) {
+	if t.walRate == nil {
+		return 0, migration.ErrUnsupported
+	}
+	return t.walRelayed.Load(), nil
+}
 
-// WALRelayed implements migration.WALRelayHost: the bytes the target's relay
-// had passed to the standby at its last answer.
-func (t *RemoteTarget) WALRelayed() int64 { return t.walRelayed.Load() }
-
-// UnpaceWAL implements migration.WALRelayHost: the target's relay runs at
+// UnpaceWAL implements migration.WALRelayer: the target's relay runs at
 // full speed (on) or at the pushed rate again (off), from this call's
-// answer on (HANDOVER's hold: one round trip).
-func (t *RemoteTarget) UnpaceWAL(on bool) {
+// answer on (HANDOVER's hold: one round trip); a failed push is retried by
+// the next. migration.ErrUnsupported when the target agent relays no WAL.
+func (t *RemoteTarget) UnpaceWAL(on bool) error {
+	if t.walRate == nil {
+		return migration.ErrUnsupported
+	}
 	t.walUnpaced.Store(on)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	t.pushWAL(ctx)
+	return nil
 }
 
 // walPace is the pace to push, encodeRate's.
@@ -359,7 +362,7 @@ func (t *RemoteTarget) Prewarm(ctx context.Context, m migration.Record, blocks [
 	return nil
 }
 
-// PreparePromotion implements migration.PromotionPreparer.
+// PreparePromotion implements migration.Target.
 func (t *RemoteTarget) PreparePromotion(ctx context.Context, m migration.Record) error {
 	if err := t.c.Do(ctx, http.MethodPost, t.path(m, "prepare-promotion"), recordRequest{Record: m}, nil); err != nil {
 		return fmt.Errorf("remote target: prepare promotion: %w", err)

@@ -50,21 +50,16 @@ func (p proxyRouter) timed(call string, f func() error) error {
 	return err
 }
 
-var (
-	_ migration.Router        = proxyRouter{}
-	_ migration.Preparer      = proxyRouter{}
-	_ migration.IdleHolder    = proxyRouter{}
-	_ migration.BackendLister = proxyRouter{}
-	_ migration.ReleaseTimer  = proxyRouter{}
-)
+var _ migration.Router = proxyRouter{}
 
-// Backends implements migration.BackendLister.
+// Backends names the proxy's backends of the tenant on its current server.
 func (p proxyRouter) Backends(ctx context.Context, _ string) ([]int, error) {
 	res, err := p.c.Backends(ctx, p.name)
 	return res.PIDs, err
 }
 
-// Prepare implements migration.Preparer.
+// Prepare opens a server session on addr for every session of the tenant;
+// sessions it could not prepare make an error (not fatal to the migration).
 func (p proxyRouter) Prepare(ctx context.Context, _ string, addr string) error {
 	res, err := p.c.Prepare(ctx, p.name, addr)
 	if err == nil && res.Failed > 0 {
@@ -73,16 +68,9 @@ func (p proxyRouter) Prepare(ctx context.Context, _ string, addr string) error {
 	return err
 }
 
-func (p proxyRouter) Hold(ctx context.Context, _ string, deadline time.Duration) error {
-	return p.timed("hold", func() error {
-		_, err := p.c.Hold(ctx, p.name, deadline)
-		return err
-	})
-}
-
-// HoldIdle implements migration.IdleHolder: the proxy names the source
-// backends of the sessions it holds idle.
-func (p proxyRouter) HoldIdle(ctx context.Context, _ string, deadline time.Duration) ([]int, error) {
+// Hold holds the tenant; the proxy names the source backends of the
+// sessions it holds idle.
+func (p proxyRouter) Hold(ctx context.Context, _ string, deadline time.Duration) ([]int, error) {
 	var idle []int
 	err := p.timed("hold", func() error {
 		res, err := p.c.Hold(ctx, p.name, deadline)
@@ -96,12 +84,9 @@ func (p proxyRouter) Switch(ctx context.Context, _ string, addr string) error {
 	return p.timed("switch", func() error { return p.c.Switch(ctx, p.name, addr) })
 }
 
-func (p proxyRouter) Release(ctx context.Context, _ string) error {
-	return p.timed("release", func() error { return p.c.Release(ctx, p.name) })
-}
-
-// ReleaseAt implements migration.ReleaseTimer.
-func (p proxyRouter) ReleaseAt(ctx context.Context, _ string) (time.Time, error) {
+// Release releases the tenant and says when the proxy let its sessions go,
+// by the proxy's clock.
+func (p proxyRouter) Release(ctx context.Context, _ string) (time.Time, error) {
 	var at time.Time
 	err := p.timed("release", func() error {
 		var err error

@@ -68,7 +68,7 @@ func (a *Agent) targetRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST "+targetPrefix+"/{mid}/prepare-promotion", func(w http.ResponseWriter, r *http.Request) {
 		var req recordRequest
 		a.targetCall(w, r, &req, &req.Record, func(ctx context.Context) (any, error) {
-			return nil, a.localTarget().(migration.PromotionPreparer).PreparePromotion(ctx, req.Record)
+			return nil, a.localTarget().PreparePromotion(ctx, req.Record)
 		})
 	})
 	mux.HandleFunc("POST "+targetPrefix+"/{mid}/promote", func(w http.ResponseWriter, r *http.Request) {

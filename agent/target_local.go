@@ -7,27 +7,25 @@ import (
 	"strconv"
 
 	"github.com/sluicedb/sluice/migration"
+	"github.com/sluicedb/sluice/migration/pg"
 	"github.com/sluicedb/sluice/pgcluster"
 )
 
-// agentTarget is the migration package's LocalTarget with the agent's
+// agentTarget is package pg's LocalTarget with the agent's
 // placement rules: tenant N lives in Root/tenants/N on port base_port+N (as
 // every tenant created here does), and Info reports the agent's own space
 // (capacity_bytes honoured) and PostgreSQL version.
 type agentTarget struct {
-	*migration.LocalTarget
+	*pg.LocalTarget
 	a *Agent
 }
 
-var (
-	_ migration.Target            = agentTarget{}
-	_ migration.PromotionPreparer = agentTarget{}
-)
+var _ migration.Target = agentTarget{}
 
 // localTarget returns the Target this agent serves to source agents.
 func (a *Agent) localTarget() migration.Target {
 	a.tgtOnce.Do(func() {
-		lt := migration.NewLocalTarget(a.cfg.Root+"/tenants", pgcluster.Options{BinDir: a.cfg.PGBinDir, OSUser: a.cfg.OSUser, ListenAddr: a.cfg.Tenant.ListenAddr})
+		lt := pg.NewLocalTarget(a.cfg.Root+"/tenants", pgcluster.Options{BinDir: a.cfg.PGBinDir, OSUser: a.cfg.OSUser, ListenAddr: a.cfg.Tenant.ListenAddr})
 		lt.Settings = a.cfg.Tenant.Settings
 		lt.OnAdoptWAL = a.adoptedWAL
 		a.tgt = agentTarget{LocalTarget: lt, a: a}

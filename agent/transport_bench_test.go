@@ -14,7 +14,10 @@ import (
 
 // discardTarget is a migration.Target whose snapshot writer counts and drops
 // bytes: the transport benchmark measures the agent-to-agent stream alone.
+// Only OpenSnapshot may be called (the embedded Target is nil).
 type discardTarget struct{ migration.Target }
+
+var _ migration.Target = discardTarget{}
 
 type countWriter struct{ n int64 }
 

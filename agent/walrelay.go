@@ -14,21 +14,22 @@ import (
 
 	"github.com/sluicedb/sluice/catalog"
 	"github.com/sluicedb/sluice/migration"
+	"github.com/sluicedb/sluice/migration/pg"
 )
 
 // WAL relay placement (client.StartMigration.WALRelay). The standby's WAL
-// stream of CATCH-UP is paced by a relay (migration.WALRelay); where it runs
+// stream of CATCH-UP is paced by a relay (pg.WALRelay); where it runs
 // decides whose CPU pays for it (client.WALRelayTarget, the default, or
 // client.WALRelaySource). On the source agent, the relay and the
-// walsender both cost the source — the server the migration must protect:
-// a probe of a catch-up (2026-11-27 04:05 UTC, perf on the source agent)
-// put 47 % of the agent's CPU in the relay's two copy loops. On the target
-// agent, the walsender's stream goes straight to the target's relay, TCP's
-// flow control paces the walsender, and the relay costs the target.
+// walsender both cost the source — the server the migration must protect —
+// and the relay's two copy loops can take nearly half the agent's CPU
+// (docs/results.md). On the target agent, the walsender's stream goes
+// straight to the target's relay, TCP's flow control paces the walsender,
+// and the relay costs the target.
 // targetRelay is a WAL relay a target agent runs in front of a migration's
 // standby, paced at the rate its source agent last pushed.
 type targetRelay struct {
-	relay *migration.WALRelay
+	relay *pg.WALRelay
 	rate  atomic.Uint64 // math.Float64bits of bytes/s
 	id    int64         // paceWALResponse.Relay: when it started, Unix ns
 }
@@ -63,7 +64,7 @@ func (a *Agent) startTargetRelay(mid, primaryConnInfo string, rate float64) (str
 	if tr == nil {
 		tr = &targetRelay{id: time.Now().UnixNano()}
 		tr.rate.Store(math.Float64bits(rate))
-		r, err := migration.StartWALRelay("127.0.0.1", src, func() float64 { return math.Float64frombits(tr.rate.Load()) })
+		r, err := pg.StartWALRelay("127.0.0.1", src, func() float64 { return math.Float64frombits(tr.rate.Load()) })
 		if err != nil {
 			return "", err
 		}
@@ -78,7 +79,7 @@ func (a *Agent) startTargetRelay(mid, primaryConnInfo string, rate float64) (str
 
 // streamEarlyWAL starts migration rec's relay towards the source postmaster
 // primaryConnInfo names and, through it, a receiver of the WAL the source
-// writes during the copy (migration.LocalTarget.StreamWAL).
+// writes during the copy (pg.LocalTarget.StreamWAL).
 func (a *Agent) streamEarlyWAL(rec migration.Record, primaryConnInfo string) error {
 	ci, err := a.startTargetRelay(rec.ID, primaryConnInfo, 0)
 	if err != nil {
@@ -91,7 +92,7 @@ func (a *Agent) streamEarlyWAL(rec migration.Record, primaryConnInfo string) err
 }
 
 // adoptedWAL records what a standby took from its early WAL
-// (migration.LocalTarget.OnAdoptWAL).
+// (pg.LocalTarget.OnAdoptWAL).
 func (a *Agent) adoptedWAL(m migration.Record, segments int, bytes int64) {
 	a.log.Info("early WAL adopted", "migration", m.ID, "segments", segments, "bytes", bytes)
 	err := a.cat.Update(func(tx *catalog.Tx) error {
@@ -125,9 +126,9 @@ func (a *Agent) keepWALSource(mid, primaryConnInfo string) error {
 // migrations this agent is the target of in CATCH-UP or WARM: the relay died
 // with the agent's process, while the standby, whose postmaster outlives it,
 // keeps dialing the dead relay's port. The new relay listens on a new port
-// and the standby is pointed at it (migration.LocalTarget.StartStandby: a
+// and the standby is pointed at it (pg.LocalTarget.StartStandby: a
 // new primary_conninfo and a reload, or a fresh start if it is down). It
-// runs at the relay's floor (migration.DefaultWALFloor) until the source's
+// runs at the relay's floor (pg.DefaultWALFloor) until the source's
 // next push of the migration's rate (every walPushEvery). Meanwhile the
 // source's driver waits through the outage (migration.Env.TargetOutage).
 func (a *Agent) resumeTargetRelays(ctx context.Context) {
@@ -161,7 +162,7 @@ func (a *Agent) resumeTargetRelays(ctx context.Context) {
 }
 
 // paceTargetRelay sets migration mid's relay's pace (bytes/s; unpaced: full
-// speed, see migration.WALRelay.Unpace) and returns the bytes it relayed so
+// speed, see pg.WALRelay.Unpace) and returns the bytes it relayed so
 // far and the relay's id (targetRelay.id); ok is false when this agent runs
 // no relay for mid.
 func (a *Agent) paceTargetRelay(mid string, rate float64, unpaced bool) (relayed, id int64, ok bool) {

@@ -43,7 +43,7 @@ type (
 	}
 	// Held: the router holds new transactions and in-flight ones finished.
 	// Idle lists the source backends (PostgreSQL pids) the router holds idle
-	// between transactions (IdleHolder); nil when the router does not say.
+	// between transactions (Router.Hold); nil when the router does not say.
 	Held struct{ Idle []int }
 	// FlushRead: the source's flush LSN, read after Held.
 	FlushRead struct{ LSN LSN }
@@ -58,7 +58,7 @@ type (
 	// Switched: the router now sends the tenant's transactions to the target.
 	Switched struct{}
 	// Released: the router released the held transactions, at At by its
-	// clock if it said (ReleaseTimer; zero = when this event arrived).
+	// clock if it said (Router.Release; zero = when this event arrived).
 	Released struct{ At time.Time }
 	// CleanedUp: source stopped and removed, slot dropped, target committed.
 	CleanedUp struct{}

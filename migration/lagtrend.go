@@ -11,9 +11,9 @@ import (
 // Catch-up outlook: CATCH-UP's replay lag over the last LagTrendWindow,
 // fitted by least squares, gives the phase an ETA and warns, long before
 // Env.CatchUpTimeout rolls the migration back, when the lag will not drain
-// in time: a rate below the WAL the clients write never catches up (a
-// step40 trial at a fixed 4.0 MB/s under 210 → 294 tx/s, 2026-11-26: replay
-// lag flat at 2.85 GB for minutes, with nothing on the progress to say so).
+// in time: a rate below the WAL the clients write never catches up, and
+// the lag stays flat for minutes with nothing else on the progress to say
+// so (docs/results.md).
 const (
 	// LagTrendWindow is how far back the lag's slope is fitted.
 	LagTrendWindow = 30 * time.Second

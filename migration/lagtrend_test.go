@@ -90,20 +90,25 @@ func TestCatchUpOutlook(t *testing.T) {
 // stuckSource is a Source whose WAL flush position is fixed; stuckTarget a
 // Target whose standby replays to replay.
 type stuckSource struct {
-	Source
+	fakeSource
 	flush LSN
 }
 
 func (s *stuckSource) FlushLSN(context.Context) (LSN, error) { return s.flush, nil }
 
 type stuckTarget struct {
-	Target
+	fakeTarget
 	replay LSN
 }
 
 func (t *stuckTarget) Position(context.Context, Record) (Position, error) {
 	return Position{Receive: t.replay, Replay: t.replay, InRecovery: true}, nil
 }
+
+var (
+	_ Source = (*stuckSource)(nil)
+	_ Target = (*stuckTarget)(nil)
+)
 
 // stuckCatchUp is a runner in CATCH-UP on a fake clock over a source whose
 // WAL is 3 GiB ahead of its standby's replay, neither moving until the test

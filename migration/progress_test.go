@@ -6,13 +6,15 @@ import (
 )
 
 // countingSource is a Source whose relay has shipped n bytes; only
-// WALRelayed is called.
+// WALRelayed is called (the Target relays nothing).
 type countingSource struct {
-	Source
+	fakeSource
 	n int64
 }
 
-func (s *countingSource) WALRelayed() int64 { return s.n }
+func (s *countingSource) WALRelayed() (int64, error) { return s.n, nil }
+
+var _ Source = (*countingSource)(nil)
 
 // TestCatchUpProgressRate: in CATCH-UP every progress report — the forced
 // one before each poll as well — carries the WAL shipped per second since
@@ -22,7 +24,7 @@ func TestCatchUpProgressRate(t *testing.T) {
 	now := t0
 	src := &countingSource{n: 7 << 20}
 	var got []Progress
-	r := &runner{env: Env{Source: src, Now: func() time.Time { return now }, ProgressEvery: time.Second,
+	r := &runner{env: Env{Source: src, Target: fakeTarget{}, Now: func() time.Time { return now }, ProgressEvery: time.Second,
 		Progress: func(p Progress) { got = append(got, p) }}}
 
 	rec := Record{ID: "m1", Phase: PhaseSnapshot}

@@ -24,11 +24,9 @@ const (
 	// terminated, a tiny synchronous commit flushes the WAL; then the flush
 	// LSN is read (nothing acknowledged can be after it).
 	//
-	// The default, because it is the faster safe fence and the cheaper one to
-	// undo. Measured with `sluice bench handover` (20 handovers under 500
-	// writes/s, 2 shared cores, 16 MiB WAL segments): freeze p50/p99 170/376
-	// ms vs 205/409 ms for FenceStop through the proxy; 142 vs 181 ms p50
-	// direct. It needs no shutdown checkpoint, and a rollback only restores
+	// The default, because it is the faster safe fence (its freeze is
+	// shorter than FenceStop's: docs/results.md) and the cheaper one to
+	// undo. It needs no shutdown checkpoint, and a rollback only restores
 	// two settings while the source keeps its buffer cache (FenceStop's
 	// rollback restarts it).
 	// Safe: no TCP client can connect once the reload is seen, no old session
@@ -132,7 +130,7 @@ type Record struct {
 
 	// HANDOVER (timestamps are zero until the step is done)
 	HeldAt     time.Time `json:"held_at,omitzero"`
-	HeldIdle   []int     `json:"held_idle,omitempty"` // source backends the router holds idle (IdleHolder); the fence spares them
+	HeldIdle   []int     `json:"held_idle,omitempty"` // source backends the router holds idle (Router.Hold); the fence spares them
 	FlushLSN   LSN       `json:"flush_lsn,omitempty"` // source flush LSN read after Hold
 	FlushAt    time.Time `json:"flush_at,omitzero"`   // when it was read (the hold is complete)
 	FencedAt   time.Time `json:"fenced_at,omitzero"`

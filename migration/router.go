@@ -8,14 +8,16 @@ import (
 )
 
 // DirectRouter is a Router for clients that do not go through a proxy: Hold,
-// Switch and Release do nothing. Safe only when whatever checks "nothing
-// lost" counts acknowledged writes alone (the fence turns late writes into
-// errors the client sees).
+// Switch and Release do nothing; Prepare and Backends are unsupported. Safe
+// only when whatever checks "nothing lost" counts acknowledged writes alone
+// (the fence turns late writes into errors the client sees).
 type DirectRouter struct{}
 
-func (DirectRouter) Hold(context.Context, string, time.Duration) error { return nil }
-func (DirectRouter) Switch(context.Context, string, string) error      { return nil }
-func (DirectRouter) Release(context.Context, string) error             { return nil }
+func (DirectRouter) Prepare(context.Context, string, string) error              { return ErrUnsupported }
+func (DirectRouter) Backends(context.Context, string) ([]int, error)            { return nil, ErrUnsupported }
+func (DirectRouter) Hold(context.Context, string, time.Duration) ([]int, error) { return nil, nil }
+func (DirectRouter) Switch(context.Context, string, string) error               { return nil }
+func (DirectRouter) Release(context.Context, string) (time.Time, error)         { return time.Time{}, nil }
 
 var _ Router = DirectRouter{}
 
@@ -71,8 +73,15 @@ func (g *GateRouter) Addr() string {
 	return g.addr
 }
 
-// Hold closes the gate and waits for in-flight transactions, at most deadline.
-func (g *GateRouter) Hold(ctx context.Context, tenant string, deadline time.Duration) error {
+// Prepare is unsupported: a transaction opens its own connection.
+func (g *GateRouter) Prepare(context.Context, string, string) error { return ErrUnsupported }
+
+// Backends is unsupported: the gate does not know its clients' backends.
+func (g *GateRouter) Backends(context.Context, string) ([]int, error) { return nil, ErrUnsupported }
+
+// Hold closes the gate and waits for in-flight transactions, at most
+// deadline. It names no idle backends.
+func (g *GateRouter) Hold(ctx context.Context, tenant string, deadline time.Duration) ([]int, error) {
 	ctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
 	stop := context.AfterFunc(ctx, func() { g.mu.Lock(); g.cond.Broadcast(); g.mu.Unlock() })
@@ -82,11 +91,11 @@ func (g *GateRouter) Hold(ctx context.Context, tenant string, deadline time.Dura
 	g.held = true
 	for g.inFlight > 0 {
 		if ctx.Err() != nil {
-			return fmt.Errorf("migration: hold %s: %d transactions still in flight after %s", tenant, g.inFlight, deadline)
+			return nil, fmt.Errorf("migration: hold %s: %d transactions still in flight after %s", tenant, g.inFlight, deadline)
 		}
 		g.cond.Wait()
 	}
-	return nil
+	return nil, nil
 }
 
 // Switch changes the route.
@@ -97,13 +106,13 @@ func (g *GateRouter) Switch(_ context.Context, _ string, addr string) error {
 	return nil
 }
 
-// Release opens the gate.
-func (g *GateRouter) Release(context.Context, string) error {
+// Release opens the gate; it does not say when (zero time).
+func (g *GateRouter) Release(context.Context, string) (time.Time, error) {
 	g.mu.Lock()
 	g.held = false
 	g.cond.Broadcast()
 	g.mu.Unlock()
-	return nil
+	return time.Time{}, nil
 }
 
 var _ Router = (*GateRouter)(nil)

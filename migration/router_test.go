@@ -16,11 +16,11 @@ func TestGateRouter(t *testing.T) {
 	if err != nil || addr != "a:1" {
 		t.Fatalf("Enter = %q, %v", addr, err)
 	}
-	if err := g.Hold(ctx, "t", time.Millisecond); err == nil {
+	if _, err := g.Hold(ctx, "t", time.Millisecond); err == nil {
 		t.Fatal("Hold returned nil with a transaction still in flight past the deadline")
 	}
 	held := make(chan error, 1)
-	go func() { held <- g.Hold(ctx, "t", time.Minute) }()
+	go func() { _, err := g.Hold(ctx, "t", time.Minute); held <- err }()
 	entered := make(chan string, 1)
 	go func() {
 		a, _ := g.Enter(ctx)
@@ -39,7 +39,7 @@ func TestGateRouter(t *testing.T) {
 	if err := g.Switch(ctx, "t", "b:2"); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Release(ctx, "t"); err != nil {
+	if _, err := g.Release(ctx, "t"); err != nil {
 		t.Fatal(err)
 	}
 	if a := <-entered; a != "b:2" {

@@ -336,7 +336,7 @@ func handoverAction(rec Record) Action {
 func rollbackAction(rec Record) Rollback {
 	inHandover := rec.FailedIn == PhaseHandover
 	return Rollback{
-		// WARM may have fenced early (EarlyFencer).
+		// WARM may have fenced early (Source.FenceEarly).
 		Unfence:     inHandover || rec.FailedIn == PhaseWarm && rec.Mode == Live,
 		SwitchBack:  inHandover,
 		Release:     inHandover,

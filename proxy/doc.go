@@ -57,7 +57,7 @@
 // idle_backends lists the backend pids of the held sessions' server sessions
 // on the tenant's current server: the proxy sends them nothing until release
 // and moves their sessions before their next transaction, so a fence may
-// leave them be (migration.IdleHolder).
+// leave them be (migration.Router.Hold).
 // POST …/switch changes the route; POST …/release lets held sessions go. A
 // session whose route changed moves at its next boundary: the proxy opens a
 // server session with the client's startup parameters plus reported

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicedb/sluice/internal/cli"
 	"github.com/sluicedb/sluice/lab/ledger"
 	"github.com/sluicedb/sluice/migration"
+	"github.com/sluicedb/sluice/migration/pg"
 	"github.com/sluicedb/sluice/pgcluster"
 	"github.com/sluicedb/sluice/proxy"
 )
@@ -158,8 +159,8 @@ func runBenchHandover(cmd *cobra.Command, _ []string) error {
 		if rec.Mode == migration.Live {
 			rec.Fence = migration.FenceMode(bf.fence)
 		}
-		src := migration.NewLocalSource(c)
-		tgt := migration.NewLocalTarget(host, pgcluster.Options{})
+		src := pg.NewLocalSource(c)
+		tgt := pg.NewLocalTarget(host, pgcluster.Options{})
 		out, err := migration.Run(ctx, rec, migration.Env{Source: src, Target: tgt, Router: router})
 		src.Close()
 		if err != nil {
@@ -314,16 +315,20 @@ func migLoadFiller(ctx context.Context, c *pgcluster.Cluster, mb int) error {
 	return err
 }
 
-// proxyRouter is migration.Router over an in-process sluice proxy.
+// proxyRouter is migration.Router over an in-process sluice proxy. It
+// neither prepares sessions nor lists backends (no early fence), as the
+// benchmark has always run.
 type proxyRouter struct{ p *proxy.Proxy }
 
-func (r proxyRouter) Hold(ctx context.Context, tenant string, deadline time.Duration) error {
-	_, err := r.HoldIdle(ctx, tenant, deadline)
-	return err
+var _ migration.Router = proxyRouter{}
+
+func (r proxyRouter) Prepare(context.Context, string, string) error { return migration.ErrUnsupported }
+func (r proxyRouter) Backends(context.Context, string) ([]int, error) {
+	return nil, migration.ErrUnsupported
 }
 
-// HoldIdle implements migration.IdleHolder.
-func (r proxyRouter) HoldIdle(ctx context.Context, tenant string, deadline time.Duration) ([]int, error) {
+// Hold holds the tenant and names the backends the proxy holds idle.
+func (r proxyRouter) Hold(ctx context.Context, tenant string, deadline time.Duration) ([]int, error) {
 	res, err := r.p.Hold(ctx, tenant, deadline)
 	if err != nil {
 		return nil, err
@@ -336,7 +341,11 @@ func (r proxyRouter) HoldIdle(ctx context.Context, tenant string, deadline time.
 func (r proxyRouter) Switch(_ context.Context, tenant, addr string) error {
 	return r.p.Switch(tenant, addr, "")
 }
-func (r proxyRouter) Release(_ context.Context, tenant string) error { return r.p.Release(tenant) }
+
+// Release releases the tenant; it does not say when (zero time).
+func (r proxyRouter) Release(_ context.Context, tenant string) (time.Time, error) {
+	return time.Time{}, r.p.Release(tenant)
+}
 
 // fixedRoute is a ledger.Router that always answers the same address (the
 // proxy's) and never waits: the proxy does the holding.

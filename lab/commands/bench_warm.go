@@ -20,6 +20,7 @@ import (
 	"github.com/sluicedb/sluice/internal/stats"
 	"github.com/sluicedb/sluice/lab/cgroup"
 	"github.com/sluicedb/sluice/migration"
+	"github.com/sluicedb/sluice/migration/pg"
 	"github.com/sluicedb/sluice/pgcluster"
 )
 
@@ -190,8 +191,8 @@ func runBenchWarm(cmd *cobra.Command, _ []string) error {
 		baseline := rd.rate(now.Add(-3*time.Second), now)
 		rec := migration.New(fmt.Sprintf("w%d", i+1), "bench", b.names[i%2], b.names[(i+1)%2], migration.Live, now)
 		rec.Warm = warm
-		src := migration.NewLocalSource(c)
-		tgt := warmColdTarget{LocalTarget: migration.NewLocalTarget(b.hosts[(i+1)%2], pgcluster.Options{}), group: newGroup}
+		src := pg.NewLocalSource(c)
+		tgt := warmColdTarget{LocalTarget: pg.NewLocalTarget(b.hosts[(i+1)%2], pgcluster.Options{}), group: newGroup}
 		out, err := migration.Run(ctx, rec, migration.Env{Source: src, Target: tgt, Router: g})
 		src.Close()
 		if err != nil {
@@ -347,9 +348,11 @@ func (r *warmReadWorkload) recovery(ctx context.Context, released time.Time, bas
 // warmColdTarget is a LocalTarget whose received files are written back and
 // dropped from the page cache, and whose postmaster runs in a memory cgroup.
 type warmColdTarget struct {
-	*migration.LocalTarget
+	*pg.LocalTarget
 	group func(pid int) error
 }
+
+var _ migration.Target = warmColdTarget{}
 
 func (t warmColdTarget) OpenSnapshot(ctx context.Context, m migration.Record) (io.WriteCloser, error) {
 	w, err := t.LocalTarget.OpenSnapshot(ctx, m)

@@ -43,7 +43,7 @@ type HoldResult struct {
 	// tenant's current server, that the hold keeps idle between
 	// transactions: the proxy sends them nothing until Release and, after a
 	// Switch, moves their sessions away before their next transaction. A
-	// source's fence may leave them alone (migration.IdleHolder).
+	// source's fence may leave them alone (migration.Router.Hold).
 	IdleBackends []int `json:"idle_backends,omitempty"`
 }
 

@@ -1,10 +1,11 @@
-package migration
+package pg
 
 import (
 	"context"
 	"testing"
 	"time"
 
+	"github.com/sluicedb/sluice/migration"
 	"github.com/sluicedb/sluice/pgcluster"
 )
 
@@ -14,7 +15,7 @@ import (
 // with no server at all, that is an error).
 func TestPositionWaitsForConsistency(t *testing.T) {
 	tgt := NewLocalTarget(t.TempDir(), pgcluster.Options{})
-	m := New("m1", "t1", "a", "b", Live, time.Now())
+	m := migration.New("m1", "t1", "a", "b", migration.Live, time.Now())
 	tgt.notReady = map[string]time.Time{m.ID: time.Now().Add(time.Minute)}
 	p, err := tgt.Position(context.Background(), m)
 	if err != nil || !p.InRecovery || p.Replay != 0 || p.Receive != 0 {

@@ -1,4 +1,4 @@
-package migration
+package pg
 
 import (
 	"archive/tar"
@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/sluicedb/sluice/migration"
 )
 
 // The cold directory stream (stop-and-copy) is a tar archive of a stopped
@@ -51,7 +53,7 @@ var (
 type streamWriter struct {
 	ctx  context.Context
 	w    io.Writer
-	lim  Limiter
+	lim  migration.Limiter
 	n    int64
 	done func(int64)
 }
@@ -59,7 +61,7 @@ type streamWriter struct {
 func (s *streamWriter) Write(b []byte) (int, error) {
 	written := 0
 	for len(b) > 0 {
-		c := min(len(b), ChunkBytes)
+		c := min(len(b), migration.ChunkBytes)
 		if s.lim != nil {
 			if err := s.lim.WaitN(s.ctx, c); err != nil {
 				return written, err

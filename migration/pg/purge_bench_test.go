@@ -1,4 +1,4 @@
-package migration
+package pg
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // the neighbour's fsync p99 and max, ms. Run it with -benchtime 1x (each
 // iteration writes and deletes 1 GiB):
 //
-//	go test -run XXX -bench PurgeNeighbour -benchtime 1x ./migration
+//	go test -run XXX -bench PurgeNeighbour -benchtime 1x ./migration/pg
 func BenchmarkPurgeNeighbour(b *testing.B) {
 	for _, mode := range []struct {
 		name string

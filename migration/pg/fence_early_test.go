@@ -1,4 +1,4 @@
-package migration
+package pg
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/sluicedb/sluice/migration"
 )
 
 // TestFenceEarly: the early fence changes nothing for open sessions and
@@ -92,7 +93,7 @@ func TestFenceEarly(t *testing.T) {
 	}
 
 	logged.Reset()
-	if _, err := f.source.Fence(ctx, FenceReadOnly, []int{routerPID}); err != nil {
+	if _, err := f.source.Fence(ctx, migration.FenceReadOnly, []int{routerPID}); err != nil {
 		t.Fatal(err)
 	}
 	line := logged.String()

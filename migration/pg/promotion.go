@@ -1,4 +1,4 @@
-package migration
+package pg
 
 import (
 	"context"
@@ -9,42 +9,19 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/sluicedb/sluice/migration"
 )
-
-// PromotionPreparer is implemented by Targets that can prepare a standby's
-// promotion before the hold (LocalTarget, RemoteTarget). HANDOVER calls it
-// just before it holds the tenant, outside the freeze; an error costs only
-// the preparation, never the migration.
-//
-// Why: a promoted server writes its WAL on a new timeline, and none of the
-// segment files it has are named for it — the ones a standby recycles at its
-// restartpoints carry the timeline it was replaying. So its first segments
-// after the promotion are created on demand: zero-filled (wal_init_zero) and
-// synced while WAL insertion waits, at the moment the backlog of held
-// transactions arrives. On the testbed's 0.25-CPU servers that was 330–850
-// ms with 10–13 backends on LWLock:WALInsert in the first seconds after the
-// release (2026-11-23, docs/benchmarks.md).
-type PromotionPreparer interface {
-	// PreparePromotion creates, if missing, the first WAL segments the
-	// promoted server will write after the one it is replaying, named for
-	// its new timeline, zero-filled and synced. A server not in recovery is
-	// left alone.
-	PreparePromotion(ctx context.Context, m Record) error
-}
-
-var _ PromotionPreparer = (*LocalTarget)(nil)
 
 // PromotionBytes is how much WAL past the replay position PreparePromotion
 // creates on the new timeline, bytes: 32 MiB, in whole segments and at least
-// two (PromotionSegments). That is 10–30 s of WAL at the rates the testbed
-// writes after a release (1–3 MB/s: the promotion requests a checkpoint, and
-// every page's first change after it is a full page image), past the
-// handover's backlog. (A fixed count of two segments covered 32 MiB only at the default
-// 16 MiB segment size: at the testbed's 1 MiB it was 2 MiB, a second or two
-// before the zero-filling under the clients that PromotionPreparer's comment
-// describes came back.)
+// two (PromotionSegments). That is 10–30 s of WAL at 1–3 MB/s, the rate a
+// new primary writes after a release (the promotion requests a checkpoint,
+// and every page's first change after it is a full page image): past the
+// handover's backlog. A count of segments instead would cover far less with
+// small (1 MiB) segments.
 const PromotionBytes = 32 << 20
 
 // PromotionSegments is how many segments of segSize bytes PreparePromotion
@@ -61,8 +38,18 @@ func PromotionSegments(segSize uint64) uint64 {
 // in small bursts rather than one 16 MiB one.
 const segmentSyncBytes = 2 << 20
 
-// PreparePromotion implements PromotionPreparer.
-func (t *LocalTarget) PreparePromotion(ctx context.Context, m Record) error {
+// PreparePromotion creates, if missing, the first WAL segments the standby
+// of m will write once promoted, after the one it is replaying: named for
+// its new timeline, zero-filled and synced. A server not in recovery is
+// left alone.
+//
+// Why: a promoted server writes its WAL on a new timeline, and none of the
+// segment files it has are named for it (the ones a standby recycles at its
+// restartpoints carry the timeline it was replaying). Without this, its
+// first segments after the promotion are created on demand, zero-filled
+// (wal_init_zero) and synced while WAL insertion waits — just as the held
+// transactions arrive (docs/results.md).
+func (t *LocalTarget) PreparePromotion(ctx context.Context, m migration.Record) error {
 	c, err := t.cluster(m)
 	if err != nil {
 		return err
@@ -84,7 +71,7 @@ func (t *LocalTarget) PreparePromotion(ctx context.Context, m Record) error {
 	if !inRecovery || replay == "" {
 		return nil
 	}
-	lsn, err := ParseLSN(replay)
+	lsn, err := migration.ParseLSN(replay)
 	if err != nil {
 		return fmt.Errorf("migration: prepare promotion: %w", err)
 	}
@@ -205,4 +192,38 @@ func syncDir(dir string) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// Promote ends recovery with pg_promote(wait => false) over the persistent
+// connection (no pg_ctl process, no 100 ms polling inside pg_promote) and
+// polls pg_is_in_recovery() every PollInterval until it is false. A server
+// already out of recovery returns at once.
+func (t *LocalTarget) Promote(ctx context.Context, m migration.Record) error {
+	err := t.withConn(ctx, m, func(c *pgx.Conn) error {
+		var rec bool
+		if err := c.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&rec); err != nil {
+			return err
+		}
+		if !rec {
+			return nil
+		}
+		if _, err := c.Exec(ctx, "SELECT pg_promote(false)"); err != nil {
+			return err
+		}
+		for rec {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(t.poll()):
+			}
+			if err := c.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&rec); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("migration: promote: %w", err)
+	}
+	return nil
 }

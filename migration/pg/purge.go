@@ -1,4 +1,4 @@
-package migration
+package pg
 
 import (
 	"context"
@@ -9,24 +9,20 @@ import (
 )
 
 // A retired data directory is deleted in the background and paced, the way
-// RocksDB's delete scheduler deletes its files. BenchmarkPurgeNeighbour (an
-// 8 KiB write+fdatasync every 10 ms beside the deletion of a 1 GiB file) on
-// this machine's ext4, mounted with online discard, 2026-11-24: removed at
-// once, the neighbour's fsync p99 was 32 ms (max 38), against 0.5 ms (max
-// 1.8) idle; cut away by Purge at 64 or 256 MB/s, p99 3.1 and 2.9 ms (max 5.0
-// and 5.7). Inside a handover's cleanup, removing a tenant's 1.1 GB
-// directory took 0.8–1.2 s (the retire log line), on the disk the new owner
-// had just started committing to.
+// RocksDB's delete scheduler deletes its files: removing a large file at once
+// (on ext4 with online discard) stalls a neighbour's fsyncs by tens of
+// milliseconds, and a tenant's directory is removed on the disk its new owner
+// has just started committing to. Cut away in steps, the stall is a few
+// milliseconds (BenchmarkPurgeNeighbour; docs/results.md).
 const (
-	// PurgeRate is how fast Purge frees file data, bytes/s: a testbed
-	// tenant's 1.3–2 GB directory (its WAL included) in 5–8 s.
+	// PurgeRate is how fast Purge frees file data, bytes/s: a 1.3–2 GB
+	// tenant directory (its WAL included) in 5–8 s.
 	PurgeRate = 256e6
 	// PurgeStep is how much of a file one truncation frees, bytes.
 	PurgeStep = 16 << 20
 	// PurgeDelay is how long after a retire without grace its directory's
 	// purge starts: the new owner first drains the freeze's backlog (the
-	// clients' latency is back to normal within ~2 s of the release on the
-	// testbed).
+	// clients' latency is back to normal within seconds of the release).
 	PurgeDelay = 5 * time.Second
 )
 
@@ -45,7 +41,12 @@ func Purge(ctx context.Context, dir string, rate float64) (int64, error) {
 	pace := func() error {
 		due := start.Add(time.Duration(float64(freed) / rate * float64(time.Second)))
 		if d := time.Until(due); d > 0 {
-			return sleep(ctx, d)
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
 		}
 		return ctx.Err()
 	}

@@ -1,4 +1,4 @@
-package migration
+package pg
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/sluicedb/sluice/migration"
 )
 
 func TestWALFileName(t *testing.T) {
@@ -96,12 +97,14 @@ func TestPromotionSegments(t *testing.T) {
 // inodeRouter is a GateRouter that, when HANDOVER holds the tenant (right
 // after PreparePromotion), records the inodes of the target's WAL segments.
 type inodeRouter struct {
-	*GateRouter
+	*migration.GateRouter
 	walDir func() string
 	seen   map[string]uint64
 }
 
-func (r *inodeRouter) Hold(ctx context.Context, tenant string, deadline time.Duration) error {
+var _ migration.Router = (*inodeRouter)(nil)
+
+func (r *inodeRouter) Hold(ctx context.Context, tenant string, deadline time.Duration) ([]int, error) {
 	es, _ := os.ReadDir(r.walDir())
 	for _, e := range es {
 		if fi, err := e.Info(); err == nil && len(e.Name()) == 24 {
@@ -116,12 +119,12 @@ func (r *inodeRouter) Hold(ctx context.Context, tenant string, deadline time.Dur
 // writes into them instead of creating its own.
 func TestPromotionUsesPreparedSegments(t *testing.T) {
 	f := newFixture(t, 8)
-	var rec Record // as runMigration makes it
-	r := &inodeRouter{GateRouter: NewGateRouter(f.src.Addr()), seen: map[string]uint64{},
+	var rec migration.Record // as runMigration makes it
+	r := &inodeRouter{GateRouter: migration.NewGateRouter(f.src.Addr()), seen: map[string]uint64{},
 		walDir: func() string { return filepath.Join(f.target.dirFor(rec), "pg_wal") }}
 	w, stop := startWorkload(t, r.GateRouter)
 	waitAcked(t, w, 200)
-	out, err := runMigration(t, f, Live, r, func(m *Record) { rec = *m })
+	out, err := runMigration(t, f, migration.Live, r, func(m *migration.Record) { rec = *m })
 	stop()
 	if err != nil {
 		t.Fatalf("migration: %v", err)
@@ -175,25 +178,30 @@ type orderTarget struct {
 	log *[]string
 }
 
-func (t orderTarget) Prewarm(ctx context.Context, m Record, blocks []Block) error {
+var _ migration.Target = orderTarget{}
+
+func (t orderTarget) Prewarm(ctx context.Context, m migration.Record, blocks []migration.Block) error {
 	if l := *t.log; len(l) == 0 || l[len(l)-1] != "prewarm" {
 		*t.log = append(*t.log, "prewarm")
 	}
 	return t.LocalTarget.Prewarm(ctx, m, blocks)
 }
 
-// orderRouter is a GateRouter that is a Preparer, logging Prepare and Hold.
+// orderRouter is a GateRouter that prepares sessions, logging Prepare and
+// Hold.
 type orderRouter struct {
-	*GateRouter
+	*migration.GateRouter
 	log *[]string
 }
+
+var _ migration.Router = orderRouter{}
 
 func (r orderRouter) Prepare(ctx context.Context, tenant, addr string) error {
 	*r.log = append(*r.log, "prepare")
 	return nil
 }
 
-func (r orderRouter) Hold(ctx context.Context, tenant string, deadline time.Duration) error {
+func (r orderRouter) Hold(ctx context.Context, tenant string, deadline time.Duration) ([]int, error) {
 	*r.log = append(*r.log, "hold")
 	return r.GateRouter.Hold(ctx, tenant, deadline)
 }
@@ -204,16 +212,16 @@ func (r orderRouter) Hold(ctx context.Context, tenant string, deadline time.Dura
 func TestPrepareBeforeWarm(t *testing.T) {
 	f := newFixture(t, 8)
 	var log []string
-	r := orderRouter{GateRouter: NewGateRouter(f.src.Addr()), log: &log}
+	r := orderRouter{GateRouter: migration.NewGateRouter(f.src.Addr()), log: &log}
 	w, stop := startWorkload(t, r.GateRouter)
 	waitAcked(t, w, 200)
-	rec := New("m1", "t1", "a", "b", Live, time.Now())
-	env := Env{Source: f.source, Target: orderTarget{LocalTarget: f.target, log: &log}, Router: r, Persist: func(Record) error { return nil }}
+	rec := migration.New("m1", "t1", "a", "b", migration.Live, time.Now())
+	env := migration.Env{Source: f.source, Target: orderTarget{LocalTarget: f.target, log: &log}, Router: r, Persist: func(migration.Record) error { return nil }}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	out, err := Run(ctx, rec, env)
+	out, err := migration.Run(ctx, rec, env)
 	stop()
-	if err != nil || out.Phase != PhaseDone {
+	if err != nil || out.Phase != migration.PhaseDone {
 		t.Fatalf("migration: %v (phase %s)", err, out.Phase)
 	}
 	verify(t, w, r.Addr())

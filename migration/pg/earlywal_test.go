@@ -1,4 +1,4 @@
-package migration
+package pg
 
 import (
 	"os"
@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/sluicedb/sluice/migration"
 	"github.com/sluicedb/sluice/pgcluster"
 )
 
@@ -15,7 +16,7 @@ import (
 // receiver's directory.
 func TestAdoptWAL(t *testing.T) {
 	root := t.TempDir()
-	m := Record{ID: "m1", TargetDir: filepath.Join(root, "7")}
+	m := migration.Record{ID: "m1", TargetDir: filepath.Join(root, "7")}
 	pgwal := filepath.Join(m.TargetDir, "pg_wal")
 	if err := os.MkdirAll(pgwal, 0o700); err != nil {
 		t.Fatal(err)

@@ -1,8 +1,9 @@
-package migration
+package pg
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/sluicedb/sluice/internal/pgtest"
 	"github.com/sluicedb/sluice/lab/ledger"
+	"github.com/sluicedb/sluice/migration"
 	"github.com/sluicedb/sluice/pgcluster"
 	"github.com/sluicedb/sluice/throttle"
 	"golang.org/x/sys/unix"
@@ -89,15 +91,28 @@ func exec1(t *testing.T, cs, sql string, args ...any) {
 	}
 }
 
+// roundTrip returns r as the catalog would give it back (JSON).
+func roundTrip(t *testing.T, r migration.Record) migration.Record {
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out migration.Record
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatalf("unmarshal %s: %v", b, err)
+	}
+	return out
+}
+
 func connURL(addr string) string { return "postgres://postgres@" + addr + "/postgres?sslmode=disable" }
 
 // startWorkload runs a ledger workload through a gate router at 500 writes/s
 // and returns it with a stop function that waits for it to end.
-func startWorkload(t *testing.T, g *GateRouter) (*ledger.Workload, func()) {
+func startWorkload(t *testing.T, g *migration.GateRouter) (*ledger.Workload, func()) {
 	return startWorkloadSQL(t, g, "")
 }
 
-func startWorkloadSQL(t *testing.T, g *GateRouter, sessionSQL string) (*ledger.Workload, func()) {
+func startWorkloadSQL(t *testing.T, g *migration.GateRouter, sessionSQL string) (*ledger.Workload, func()) {
 	w := &ledger.Workload{Router: g, ConnString: connURL, Rate: 500, Workers: 4, SessionSQL: sessionSQL}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -131,16 +146,16 @@ func verify(t *testing.T, w *ledger.Workload, addr string) ledger.Report {
 	return rep
 }
 
-func runMigration(t *testing.T, f *fixture, mode Mode, router Router, mutate func(*Record)) (Record, error) {
+func runMigration(t *testing.T, f *fixture, mode migration.Mode, router migration.Router, mutate func(*migration.Record)) (migration.Record, error) {
 	t.Helper()
-	rec := New("m1", "t1", "a", "b", mode, time.Now())
+	rec := migration.New("m1", "t1", "a", "b", mode, time.Now())
 	if mutate != nil {
 		mutate(&rec)
 	}
-	var persisted []Phase
-	env := Env{
+	var persisted []migration.Phase
+	env := migration.Env{
 		Source: f.source, Target: f.target, Router: router,
-		Persist: func(r Record) error {
+		Persist: func(r migration.Record) error {
 			if len(persisted) == 0 || persisted[len(persisted)-1] != r.Phase {
 				persisted = append(persisted, r.Phase)
 			}
@@ -149,7 +164,7 @@ func runMigration(t *testing.T, f *fixture, mode Mode, router Router, mutate fun
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	out, err := Run(ctx, rec, env)
+	out, err := migration.Run(ctx, rec, env)
 	t.Logf("phases %v; freeze %s; error %q", persisted, out.Freeze, out.Error)
 	if !out.ReleasedAt.IsZero() {
 		t.Logf("handover: %s", handoverBreakdown(out))
@@ -163,13 +178,13 @@ func runMigration(t *testing.T, f *fixture, mode Mode, router Router, mutate fun
 func TestLiveMigrationNothingLost(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
-		fence      FenceMode
+		fence      migration.FenceMode
 		sessionSQL string
 	}{
-		{"read-only", FenceReadOnly, ""},
-		{"stop", FenceStop, ""},
+		{"read-only", migration.FenceReadOnly, ""},
+		{"stop", migration.FenceStop, ""},
 		// Clients acknowledged before their commit is flushed.
-		{"read-only-async-commit", FenceReadOnly, "SET synchronous_commit = off"},
+		{"read-only-async-commit", migration.FenceReadOnly, "SET synchronous_commit = off"},
 	} {
 		fence := tc.fence
 		t.Run(tc.name, func(t *testing.T) {
@@ -178,15 +193,15 @@ func TestLiveMigrationNothingLost(t *testing.T) {
 			f.source.OnBackupStart = func(started bool, checkpoint string) {
 				backup = append(backup, fmt.Sprintf("%t %s", started, checkpoint))
 			}
-			g := NewGateRouter(f.src.Addr())
+			g := migration.NewGateRouter(f.src.Addr())
 			w, stop := startWorkloadSQL(t, g, tc.sessionSQL)
 			waitAcked(t, w, 200)
-			rec, err := runMigration(t, f, Live, g, func(r *Record) { r.Fence = fence })
+			rec, err := runMigration(t, f, migration.Live, g, func(r *migration.Record) { r.Fence = fence })
 			if err != nil {
 				stop()
 				t.Fatalf("migration: %v", err)
 			}
-			if rec.Phase != PhaseDone || rec.Freeze <= 0 || !rec.Warmed || rec.WarmBlocks == 0 {
+			if rec.Phase != migration.PhaseDone || rec.Freeze <= 0 || !rec.Warmed || rec.WarmBlocks == 0 {
 				t.Fatalf("record: %+v", rec)
 			}
 			if rec.SnapshotCheckpoint != "fast" || rec.SnapshotStartSeconds <= 0 || !slices.Equal(backup, []string{"false fast", "true fast"}) {
@@ -229,15 +244,15 @@ func TestLiveMigrationNothingLost(t *testing.T) {
 // is the freeze.
 func TestStopAndCopyNothingLost(t *testing.T) {
 	f := newFixture(t, 8)
-	g := NewGateRouter(f.src.Addr())
+	g := migration.NewGateRouter(f.src.Addr())
 	w, stop := startWorkload(t, g)
 	waitAcked(t, w, 200)
-	rec, err := runMigration(t, f, StopAndCopy, g, nil)
+	rec, err := runMigration(t, f, migration.StopAndCopy, g, nil)
 	if err != nil {
 		stop()
 		t.Fatalf("migration: %v", err)
 	}
-	if rec.Phase != PhaseDone || rec.CopyBytes == 0 || rec.Freeze <= 0 {
+	if rec.Phase != migration.PhaseDone || rec.CopyBytes == 0 || rec.Freeze <= 0 {
 		t.Fatalf("record: %+v", rec)
 	}
 	waitAcked(t, w, 200)
@@ -250,7 +265,9 @@ func TestStopAndCopyNothingLost(t *testing.T) {
 // standby: a failure injected in CATCH-UP.
 type killingTarget struct{ *LocalTarget }
 
-func (k killingTarget) StartStandby(ctx context.Context, m Record, ci, slot string) error {
+var _ migration.Target = killingTarget{}
+
+func (k killingTarget) StartStandby(ctx context.Context, m migration.Record, ci, slot string) error {
 	if err := k.LocalTarget.StartStandby(ctx, m, ci, slot); err != nil {
 		return err
 	}
@@ -274,12 +291,12 @@ func (k killingTarget) StartStandby(ctx context.Context, m Record, ci, slot stri
 // acknowledged write and keeps serving, the slot and target directory are gone.
 func TestRollbackWhenTargetDies(t *testing.T) {
 	f := newFixture(t, 2)
-	g := NewGateRouter(f.src.Addr())
+	g := migration.NewGateRouter(f.src.Addr())
 	w, stop := startWorkload(t, g)
 	waitAcked(t, w, 100)
-	rec := New("m1", "t1", "a", "b", Live, time.Now())
-	out, err := Run(context.Background(), rec, Env{Source: f.source, Target: killingTarget{f.target}, Router: g})
-	if !errors.Is(err, ErrAborted) || out.Phase != PhaseAborted || out.FailedIn != PhaseCatchUp {
+	rec := migration.New("m1", "t1", "a", "b", migration.Live, time.Now())
+	out, err := migration.Run(context.Background(), rec, migration.Env{Source: f.source, Target: killingTarget{f.target}, Router: g})
+	if !errors.Is(err, migration.ErrAborted) || out.Phase != migration.PhaseAborted || out.FailedIn != migration.PhaseCatchUp {
 		t.Fatalf("Run = %v, record %+v", err, out)
 	}
 	t.Logf("rolled back: %s", out.Error)
@@ -342,12 +359,12 @@ func TestFences(t *testing.T) {
 	if err := spared.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&sparedPID); err != nil {
 		t.Fatal(err)
 	}
-	for _, mode := range []FenceMode{FenceReadOnly, FenceStop} {
+	for _, mode := range []migration.FenceMode{migration.FenceReadOnly, migration.FenceStop} {
 		lsn, err := f.source.Fence(ctx, mode, []int{sparedPID})
 		if err != nil {
 			t.Fatalf("fence %s: %v", mode, err)
 		}
-		if mode == FenceReadOnly {
+		if mode == migration.FenceReadOnly {
 			var pid int
 			if err := spared.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil || pid != sparedPID {
 				t.Fatalf("fence %s: spared backend %d: pid %d, %v", mode, sparedPID, pid, err)
@@ -368,7 +385,7 @@ func TestFences(t *testing.T) {
 		if _, err := held.Exec(ctx, "INSERT INTO sluice_ledger (id) VALUES (-2)"); err == nil {
 			t.Fatalf("fence %s: an old connection could still write", mode)
 		}
-		if mode == FenceStop {
+		if mode == migration.FenceStop {
 			out, err := f.src.Run(ctx, "pg_controldata", "-D", f.src.Dir)
 			if err != nil {
 				t.Fatalf("pg_controldata: %v\n%s", err, out)
@@ -404,12 +421,12 @@ func TestPreflight(t *testing.T) {
 	defer s.Close()
 	tgt := NewLocalTarget(pgtest.TempDir(t), pgcluster.Options{})
 	ctx := context.Background()
-	err := Preflight(ctx, Request{Tenant: "t1", Source: "a", Target: "b"}, s, tgt, nil)
-	if !errors.Is(err, ErrWALLevel) {
+	err := migration.Preflight(ctx, migration.Request{Tenant: "t1", Source: "a", Target: "b"}, s, tgt, nil)
+	if !errors.Is(err, migration.ErrWALLevel) {
 		t.Fatalf("Preflight = %v, want ErrWALLevel", err)
 	}
 	t.Log(err)
-	if err := Preflight(ctx, Request{Tenant: "t1", Source: "a", Target: "b", Mode: StopAndCopy}, s, tgt, nil); err != nil {
+	if err := migration.Preflight(ctx, migration.Request{Tenant: "t1", Source: "a", Target: "b", Mode: migration.StopAndCopy}, s, tgt, nil); err != nil {
 		t.Fatalf("stop-and-copy needs no wal_level: %v", err)
 	}
 	ti, err := tgt.Info(ctx, "t1")
@@ -425,24 +442,24 @@ func TestRateChangeMidSnapshot(t *testing.T) {
 	lim := throttle.NewLimiter(8<<20, 0)
 	var done atomic.Int64
 	var phase atomic.Value
-	phase.Store(PhasePending)
-	env := Env{
-		Source: f.source, Target: f.target, Router: DirectRouter{}, Limiter: lim,
+	phase.Store(migration.PhasePending)
+	env := migration.Env{
+		Source: f.source, Target: f.target, Router: migration.DirectRouter{}, Limiter: lim,
 		ProgressEvery: time.Nanosecond,
-		Progress: func(p Progress) {
+		Progress: func(p migration.Progress) {
 			phase.Store(p.Phase)
-			if p.Phase == PhaseSnapshot {
+			if p.Phase == migration.PhaseSnapshot {
 				done.Store(p.BytesDone)
 			}
 		},
 	}
 	type result struct {
-		rec Record
+		rec migration.Record
 		err error
 	}
 	res := make(chan result, 1)
 	go func() {
-		r, err := Run(context.Background(), New("m1", "t1", "a", "b", Live, time.Now()), env)
+		r, err := migration.Run(context.Background(), migration.New("m1", "t1", "a", "b", migration.Live, time.Now()), env)
 		res <- result{r, err}
 	}()
 	for done.Load() < 2<<20 {
@@ -460,12 +477,12 @@ func TestRateChangeMidSnapshot(t *testing.T) {
 		}
 	}
 	time.Sleep(500 * time.Millisecond)
-	if moved := done.Load() - paused; moved > 0 || phase.Load() != PhaseSnapshot {
+	if moved := done.Load() - paused; moved > 0 || phase.Load() != migration.PhaseSnapshot {
 		t.Fatalf("paused stream moved %d bytes (phase %v)", moved, phase.Load())
 	}
 	lim.SetRate(math.Inf(1))
 	r := <-res
-	if r.err != nil || r.rec.Phase != PhaseDone {
+	if r.err != nil || r.rec.Phase != migration.PhaseDone {
 		t.Fatalf("Run: %v, %+v", r.err, r.rec)
 	}
 	if r.rec.SnapshotBytes <= paused {
@@ -479,32 +496,32 @@ func TestRateChangeMidSnapshot(t *testing.T) {
 // nothing lost.
 func TestResumeAfterInterruptedRun(t *testing.T) {
 	f := newFixture(t, 2)
-	g := NewGateRouter(f.src.Addr())
+	g := migration.NewGateRouter(f.src.Addr())
 	w, stop := startWorkload(t, g)
 	waitAcked(t, w, 100)
-	var saved Record
+	var saved migration.Record
 	ctx, cancel := context.WithCancel(context.Background())
-	env := Env{
+	env := migration.Env{
 		Source: f.source, Target: f.target, Router: g,
-		Persist: func(r Record) error {
+		Persist: func(r migration.Record) error {
 			saved = roundTrip(t, r)
-			if r.Phase == PhaseCatchUp && r.StandbyStarted {
+			if r.Phase == migration.PhaseCatchUp && r.StandbyStarted {
 				cancel() // the agent dies during CATCH-UP
 			}
 			return nil
 		},
 	}
-	_, err := Run(ctx, New("m1", "t1", "a", "b", Live, time.Now()), env)
-	if !errors.Is(err, context.Canceled) || saved.Phase != PhaseCatchUp {
+	_, err := migration.Run(ctx, migration.New("m1", "t1", "a", "b", migration.Live, time.Now()), env)
+	if !errors.Is(err, context.Canceled) || saved.Phase != migration.PhaseCatchUp {
 		t.Fatalf("first Run: %v, saved phase %s", err, saved.Phase)
 	}
 	// A new agent: fresh Source and Target objects, the persisted record.
 	f.source.Close()
 	env.Source = NewLocalSource(f.src)
 	env.Target = NewLocalTarget(f.root, pgcluster.Options{})
-	env.Persist = func(r Record) error { saved = r; return nil }
-	rec, err := Run(context.Background(), saved, env)
-	if err != nil || rec.Phase != PhaseDone || rec.Attempt != 2 {
+	env.Persist = func(r migration.Record) error { saved = r; return nil }
+	rec, err := migration.Run(context.Background(), saved, env)
+	if err != nil || rec.Phase != migration.PhaseDone || rec.Attempt != 2 {
 		t.Fatalf("resumed Run: %v, %+v", err, rec)
 	}
 	waitAcked(t, w, 100)
@@ -513,7 +530,7 @@ func TestResumeAfterInterruptedRun(t *testing.T) {
 }
 
 // handoverBreakdown lists the handover steps of rec with their durations.
-func handoverBreakdown(rec Record) string {
+func handoverBreakdown(rec migration.Record) string {
 	steps := []struct {
 		name string
 		at   time.Time
@@ -535,17 +552,17 @@ func handoverBreakdown(rec Record) string {
 // objects, the persisted record) rolls back: the fence is lifted, the target
 // removed, the slot dropped, and the source serves every acknowledged write.
 func TestResumeMidHandoverRollsBack(t *testing.T) {
-	for _, fence := range []FenceMode{FenceReadOnly, FenceStop} {
+	for _, fence := range []migration.FenceMode{migration.FenceReadOnly, migration.FenceStop} {
 		t.Run(string(fence), func(t *testing.T) {
 			f := newFixture(t, 2)
-			g := NewGateRouter(f.src.Addr())
+			g := migration.NewGateRouter(f.src.Addr())
 			w, stop := startWorkload(t, g)
 			waitAcked(t, w, 100)
-			var saved Record
+			var saved migration.Record
 			ctx, cancel := context.WithCancel(context.Background())
-			env := Env{
+			env := migration.Env{
 				Source: f.source, Target: f.target, Router: g,
-				Persist: func(r Record) error {
+				Persist: func(r migration.Record) error {
 					saved = roundTrip(t, r)
 					if !r.FencedAt.IsZero() {
 						cancel() // the agent dies right after the fence
@@ -553,17 +570,17 @@ func TestResumeMidHandoverRollsBack(t *testing.T) {
 					return nil
 				},
 			}
-			rec := New("m1", "t1", "a", "b", Live, time.Now())
+			rec := migration.New("m1", "t1", "a", "b", migration.Live, time.Now())
 			rec.Fence = fence
-			if _, err := Run(ctx, rec, env); !errors.Is(err, context.Canceled) || saved.FencedAt.IsZero() {
+			if _, err := migration.Run(ctx, rec, env); !errors.Is(err, context.Canceled) || saved.FencedAt.IsZero() {
 				t.Fatalf("first Run: %v, saved %+v", err, saved)
 			}
 			f.source.Close()
 			env.Source = NewLocalSource(f.src)
 			env.Target = NewLocalTarget(f.root, pgcluster.Options{})
-			env.Persist = func(r Record) error { saved = r; return nil }
-			out, err := Run(context.Background(), saved, env)
-			if !errors.Is(err, ErrAborted) || out.Phase != PhaseAborted || out.FailedIn != PhaseHandover {
+			env.Persist = func(r migration.Record) error { saved = r; return nil }
+			out, err := migration.Run(context.Background(), saved, env)
+			if !errors.Is(err, migration.ErrAborted) || out.Phase != migration.PhaseAborted || out.FailedIn != migration.PhaseHandover {
 				t.Fatalf("resumed Run: %v, %+v", err, out)
 			}
 			waitAcked(t, w, 100) // the source takes writes again
@@ -582,9 +599,11 @@ func TestResumeMidHandoverRollsBack(t *testing.T) {
 // switchThenDie routes to the target and then "kills the agent" before the
 // Switched event is recorded.
 type switchThenDie struct {
-	*GateRouter
+	*migration.GateRouter
 	cancel context.CancelFunc
 }
+
+var _ migration.Router = switchThenDie{}
 
 func (s switchThenDie) Switch(ctx context.Context, tenant, addr string) error {
 	err := s.GateRouter.Switch(ctx, tenant, addr)
@@ -598,24 +617,24 @@ func (s switchThenDie) Switch(ctx context.Context, tenant, addr string) error {
 // target and nothing acknowledged is lost.
 func TestResumeAfterUnrecordedSwitch(t *testing.T) {
 	f := newFixture(t, 2)
-	g := NewGateRouter(f.src.Addr())
+	g := migration.NewGateRouter(f.src.Addr())
 	w, stop := startWorkload(t, g)
 	waitAcked(t, w, 100)
-	var saved Record
+	var saved migration.Record
 	ctx, cancel := context.WithCancel(context.Background())
-	env := Env{
+	env := migration.Env{
 		Source: f.source, Target: f.target, Router: switchThenDie{g, cancel},
-		Persist: func(r Record) error { saved = roundTrip(t, r); return nil },
+		Persist: func(r migration.Record) error { saved = roundTrip(t, r); return nil },
 	}
-	if _, err := Run(ctx, New("m1", "t1", "a", "b", Live, time.Now()), env); !errors.Is(err, context.Canceled) || saved.PromotedAt.IsZero() || saved.Switched() {
+	if _, err := migration.Run(ctx, migration.New("m1", "t1", "a", "b", migration.Live, time.Now()), env); !errors.Is(err, context.Canceled) || saved.PromotedAt.IsZero() || saved.Switched() {
 		t.Fatalf("first Run: %v, saved %+v", err, saved)
 	}
 	if g.Addr() == f.src.Addr() {
 		t.Fatal("the route did not move")
 	}
 	env.Source, env.Target, env.Router = NewLocalSource(f.src), NewLocalTarget(f.root, pgcluster.Options{}), g
-	out, err := Run(context.Background(), saved, env)
-	if !errors.Is(err, ErrAborted) || out.Phase != PhaseAborted {
+	out, err := migration.Run(context.Background(), saved, env)
+	if !errors.Is(err, migration.ErrAborted) || out.Phase != migration.PhaseAborted {
 		t.Fatalf("resumed Run: %v, %+v", err, out)
 	}
 	if g.Addr() != f.src.Addr() {
@@ -670,40 +689,40 @@ func TestSlotLost(t *testing.T) {
 // fresh directory and a fresh slot, and completes with nothing lost.
 func TestResumeMidSnapshot(t *testing.T) {
 	f := newFixture(t, 8)
-	g := NewGateRouter(f.src.Addr())
+	g := migration.NewGateRouter(f.src.Addr())
 	w, stop := startWorkload(t, g)
 	waitAcked(t, w, 100)
-	var saved Record
+	var saved migration.Record
 	ctx, cancel := context.WithCancel(context.Background())
-	env := Env{
+	env := migration.Env{
 		Source: f.source, Target: f.target, Router: g,
 		Limiter:       throttle.NewLimiter(8<<20, 0),
 		ProgressEvery: time.Nanosecond,
-		Progress: func(p Progress) {
-			if p.Phase == PhaseSnapshot && p.BytesDone > 2<<20 {
+		Progress: func(p migration.Progress) {
+			if p.Phase == migration.PhaseSnapshot && p.BytesDone > 2<<20 {
 				cancel() // the agent dies mid-stream
 			}
 		},
-		Persist: func(r Record) error { saved = roundTrip(t, r); return nil },
+		Persist: func(r migration.Record) error { saved = roundTrip(t, r); return nil },
 	}
-	if _, err := Run(ctx, New("m1", "t1", "a", "b", Live, time.Now()), env); !errors.Is(err, context.Canceled) || saved.Phase != PhaseSnapshot {
+	if _, err := migration.Run(ctx, migration.New("m1", "t1", "a", "b", migration.Live, time.Now()), env); !errors.Is(err, context.Canceled) || saved.Phase != migration.PhaseSnapshot {
 		t.Fatalf("first Run: %v, saved phase %s", err, saved.Phase)
 	}
 	firstSlotLSN := saved.SlotLSN
 	f.source.Close()
 	env.Source, env.Target, env.Limiter, env.Progress = NewLocalSource(f.src), NewLocalTarget(f.root, pgcluster.Options{}), nil, nil
-	var phases []Phase
-	env.Persist = func(r Record) error {
+	var phases []migration.Phase
+	env.Persist = func(r migration.Record) error {
 		if len(phases) == 0 || phases[len(phases)-1] != r.Phase {
 			phases = append(phases, r.Phase)
 		}
 		return nil
 	}
-	rec, err := Run(context.Background(), saved, env)
-	if err != nil || rec.Phase != PhaseDone {
+	rec, err := migration.Run(context.Background(), saved, env)
+	if err != nil || rec.Phase != migration.PhaseDone {
 		t.Fatalf("resumed Run: %v, %+v", err, rec)
 	}
-	if len(phases) < 2 || phases[0] != PhaseSnapshot || phases[1] != PhasePrepare || rec.SlotLSN <= firstSlotLSN {
+	if len(phases) < 2 || phases[0] != migration.PhaseSnapshot || phases[1] != migration.PhasePrepare || rec.SlotLSN <= firstSlotLSN {
 		t.Fatalf("resume did not restart from a fresh slot: phases %v, slot LSN %s then %s", phases, firstSlotLSN, rec.SlotLSN)
 	}
 	waitAcked(t, w, 100)

@@ -1,4 +1,4 @@
-package migration
+package pg
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicedb/sluice/control"
 	"github.com/sluicedb/sluice/loop"
+	"github.com/sluicedb/sluice/migration"
 	"github.com/sluicedb/sluice/throttle"
 )
 
@@ -24,7 +25,7 @@ func TestControlLoopPacesSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	var phase atomic.Value
-	phase.Store(string(PhasePending))
+	phase.Store(string(migration.PhasePending))
 	var bytes atomic.Int64
 	l := &loop.Loop{
 		Controller: ctl,
@@ -37,14 +38,14 @@ func TestControlLoopPacesSnapshot(t *testing.T) {
 	defer stopLoop()
 	l.Step(lctx, time.Now())
 	go l.Run(lctx, nil)
-	env := Env{
-		Source: f.source, Target: f.target, Router: DirectRouter{}, Limiter: lim, ProgressEvery: time.Nanosecond,
-		Progress: func(p Progress) { phase.Store(string(p.Phase)); bytes.Store(p.BytesDone) },
+	env := migration.Env{
+		Source: f.source, Target: f.target, Router: migration.DirectRouter{}, Limiter: lim, ProgressEvery: time.Nanosecond,
+		Progress: func(p migration.Progress) { phase.Store(string(p.Phase)); bytes.Store(p.BytesDone) },
 	}
 	start := time.Now()
 	var snapStart, snapEnd time.Time
-	env.Persist = func(r Record) error {
-		if r.Phase == PhaseSnapshot && snapStart.IsZero() {
+	env.Persist = func(r migration.Record) error {
+		if r.Phase == migration.PhaseSnapshot && snapStart.IsZero() {
 			snapStart = time.Now()
 		}
 		if r.SnapshotDone && snapEnd.IsZero() {
@@ -52,7 +53,7 @@ func TestControlLoopPacesSnapshot(t *testing.T) {
 		}
 		return nil
 	}
-	rec, err := Run(context.Background(), New("m1", "t1", "a", "b", Live, start), env)
+	rec, err := migration.Run(context.Background(), migration.New("m1", "t1", "a", "b", migration.Live, start), env)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +68,7 @@ func TestControlLoopPacesSnapshot(t *testing.T) {
 		if p.Rate != rate {
 			t.Fatalf("loop applied rate %v, want %v", p.Rate, rate)
 		}
-		sawSnapshot = sawSnapshot || p.Phase == string(PhaseSnapshot)
+		sawSnapshot = sawSnapshot || p.Phase == string(migration.PhaseSnapshot)
 	}
 	if !sawSnapshot {
 		t.Fatal("the loop never stepped during the snapshot")

@@ -1,4 +1,4 @@
-package migration
+package pg
 
 import (
 	"context"
@@ -10,16 +10,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sluicedb/sluice/migration"
 	"github.com/sluicedb/sluice/pgcluster"
 )
 
 // Early WAL. A standby can start only once the snapshot is complete, and
 // until then the source keeps, in the migration's slot, all the WAL its
-// clients write: a slow copy leaves a lag of the same order as the tenant
-// (a step40 trial, 2026-11-27 06:46 UTC: 2.0 GB of WAL after a 548 s copy
-// of 3.1 GB), which CATCH-UP must then read back and ship in one go, at a
-// rate the clients feel (its catch-up floor held 40 MB/s and the clients at
-// 26.5 ms against a 7 ms setpoint for 66 s). StreamWAL receives that WAL
+// clients write: a slow copy leaves a lag of the same order as the tenant,
+// which CATCH-UP must then read back and ship in one go, at a rate the
+// clients feel (docs/results.md). StreamWAL receives that WAL
 // while the copy runs instead, as it is written (pg_receivewal on the
 // slot, through the caller's paced relay), into a directory next to the
 // tenant's; StartStandby moves it into the new data directory, so the
@@ -37,7 +36,7 @@ type earlyWAL struct {
 
 // WALDir is where StreamWAL puts migration m's WAL until StartStandby
 // adopts it: a sibling of m.TargetDir.
-func WALDir(m Record) string { return m.TargetDir + ".wal" }
+func WALDir(m migration.Record) string { return m.TargetDir + ".wal" }
 
 // StreamWAL starts receiving the source's WAL from slot, at the server
 // primaryConnInfo names (the caller's relay paces it), into WALDir(m),
@@ -45,7 +44,7 @@ func WALDir(m Record) string { return m.TargetDir + ".wal" }
 // left alone. It runs until StartStandby or Abort stops it, or its stream
 // breaks (then the standby streams all the rest from the slot, as without
 // it).
-func (t *LocalTarget) StreamWAL(m Record, primaryConnInfo, slot string) error {
+func (t *LocalTarget) StreamWAL(m migration.Record, primaryConnInfo, slot string) error {
 	if m.TargetDir == "" || m.TargetPort == 0 || slot == "" {
 		return fmt.Errorf("migration: stream WAL: migration %s has no reserved directory or slot", m.ID)
 	}
@@ -105,7 +104,7 @@ func (t *LocalTarget) StreamWAL(m Record, primaryConnInfo, slot string) error {
 }
 
 // stopWAL stops migration m's receiver, if one runs, and waits for it.
-func (t *LocalTarget) stopWAL(m Record) {
+func (t *LocalTarget) stopWAL(m migration.Record) {
 	t.mu.Lock()
 	w := t.wal[m.ID]
 	delete(t.wal, m.ID)
@@ -134,7 +133,7 @@ func (t *LocalTarget) StopWAL() {
 // standby replays up to where it ends and then streams from there), then
 // removes WALDir(m). It returns the segments moved and their bytes (a
 // partial segment counts whole).
-func (t *LocalTarget) adoptWAL(m Record) (segments int, bytes int64, err error) {
+func (t *LocalTarget) adoptWAL(m migration.Record) (segments int, bytes int64, err error) {
 	t.stopWAL(m)
 	dir := WALDir(m)
 	es, err := os.ReadDir(dir)
@@ -177,7 +176,7 @@ func (t *LocalTarget) adoptWAL(m Record) (segments int, bytes int64, err error) 
 }
 
 // discardWAL stops m's receiver and removes what it received (Abort).
-func (t *LocalTarget) discardWAL(m Record) error {
+func (t *LocalTarget) discardWAL(m migration.Record) error {
 	t.stopWAL(m)
 	if m.TargetDir == "" {
 		return nil
