@@ -32,7 +32,9 @@ func TestControlLoopPacesSnapshot(t *testing.T) {
 		Observe:    func(_ context.Context, at time.Time) control.Observation { return control.Observation{At: at} },
 		Send:       lim,
 		Period:     100 * time.Millisecond,
-		Status:     func() (string, int64) { return phase.Load().(string), bytes.Load() },
+		Status: func() loop.Status {
+			return loop.Status{Phase: phase.Load().(string), Bytes: bytes.Load(), Lag: -1}
+		},
 	}
 	lctx, stopLoop := context.WithCancel(context.Background())
 	defer stopLoop()
