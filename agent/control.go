@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"math"
@@ -41,38 +42,16 @@ type controlPlan struct {
 // resolveControl checks spec and resolves its profile and top speed. Bad
 // specs are 400s: checked before anything starts.
 func resolveControl(spec client.Control) (controlPlan, error) {
-	bad := func(format string, args ...any) error {
-		return errf(http.StatusBadRequest, "control: "+format, args...)
+	if err := spec.Validate(); err != nil {
+		return controlPlan{}, errf(http.StatusBadRequest, "%v", err)
 	}
-	prof, err := control.ProfileFromJSON(spec.Profile)
-	if err != nil {
-		return controlPlan{}, bad("%v", err)
-	}
-	if spec.Controller == "" {
-		spec.Controller = "pid"
-	}
+	prof, _ := control.ProfileFromJSON(spec.Profile)
+	spec.Controller = cmp.Or(spec.Controller, "pid")
 	if spec.MaxRate == 0 {
 		spec.MaxRate = prof.MaxRate
 	}
-	switch {
-	case !(spec.MaxRate > 0) || math.IsInf(spec.MaxRate, 0):
-		return controlPlan{}, bad("max_rate %v must be a positive number of bytes/s", spec.MaxRate)
-	case math.IsNaN(spec.SetpointMs) || math.IsInf(spec.SetpointMs, 0) || spec.SetpointMs < 0:
-		return controlPlan{}, bad("setpoint_ms %v must be positive", spec.SetpointMs)
-	case math.IsNaN(spec.Rate) || math.IsInf(spec.Rate, 0) || spec.Rate < 0:
-		return controlPlan{}, bad("rate %v must be >= 0 bytes/s", spec.Rate)
-	}
 	stat := control.Statistic(spec.Stat)
-	switch stat {
-	case "", control.StatMean, control.StatP95, control.StatP99:
-	default:
-		return controlPlan{}, bad("stat %q: want mean, p95 or p99", spec.Stat)
-	}
-	if u := spec.ClientLatencyURL; u != "" {
-		if err := client.CheckClientLatencyURL(u); err != nil {
-			return controlPlan{}, bad("client_latency_url %v", err)
-		}
-	}
+	var err error
 	if spec.Profile, err = json.Marshal(prof); err != nil {
 		return controlPlan{}, err
 	}
@@ -98,9 +77,6 @@ func (cp controlPlan) controller(reserve time.Duration) (control.Controller, err
 		}
 		return c, nil
 	case "pid":
-		if cp.setpoint <= 0 {
-			return nil, bad("pid needs setpoint_ms")
-		}
 		p := cp.profile.PID(cp.setpoint, spec.MaxRate, cp.stat)
 		p.Reserve = reserve
 		c, err := control.NewPID(p)

@@ -21,7 +21,6 @@ import (
 	"github.com/sluicedb/sluice/loop"
 	"github.com/sluicedb/sluice/migration"
 	"github.com/sluicedb/sluice/migration/pg"
-	"github.com/sluicedb/sluice/snapshot"
 	"github.com/sluicedb/sluice/throttle"
 )
 
@@ -182,42 +181,18 @@ func newMigrationID(tenant int64, now time.Time) string {
 // records the migration, marks the tenant migrating-out and starts driving
 // it in the background. It returns the new migration.
 func (a *Agent) StartMigration(ctx context.Context, req client.StartMigration) (client.Migration, error) {
-	mode := migration.Mode(req.Mode)
-	if mode == "" {
-		mode = migration.Live
-	}
-	if mode != migration.Live && mode != migration.StopAndCopy {
-		return client.Migration{}, errf(http.StatusBadRequest, "mode %q is not %q or %q", req.Mode, migration.Live, migration.StopAndCopy)
-	}
-	if math.IsNaN(req.Rate) || req.Rate < 0 {
-		return client.Migration{}, errf(http.StatusBadRequest, "rate %v must be >= 0 bytes/s (0 = unlimited)", req.Rate)
-	}
-	if req.Checkpoint != "" {
-		if _, _, err := snapshot.ParseCheckpoint(req.Checkpoint); err != nil {
-			return client.Migration{}, errf(http.StatusBadRequest, "%v", err)
-		}
-	}
-	if err := client.CheckWALRelay(req.WALRelay); err != nil {
+	if err := req.Validate(); err != nil {
 		return client.Migration{}, errf(http.StatusBadRequest, "%v", err)
 	}
-	catchUp, err := migration.ParseCatchUpTimeout(req.CatchUpTimeout)
-	if err != nil {
-		return client.Migration{}, errf(http.StatusBadRequest, "catch-up timeout %v", err)
+	mode := migration.Mode(cmp.Or(req.Mode, string(migration.Live)))
+	catchUp, _ := migration.ParseCatchUpTimeout(req.CatchUpTimeout)
+	var deadline time.Time
+	if d, _ := req.DeadlineAfter(); d > 0 {
+		deadline = time.Now().Add(d)
 	}
 	ctl, err := a.checkControl(req.Control)
 	if err != nil {
 		return client.Migration{}, err
-	}
-	var deadline time.Time
-	if req.Deadline != "" {
-		d, err := time.ParseDuration(req.Deadline)
-		if err != nil || d <= 0 {
-			return client.Migration{}, errf(http.StatusBadRequest, "deadline %q: want a positive duration such as 2h", req.Deadline)
-		}
-		deadline = time.Now().Add(d)
-	}
-	if req.Tenant <= 0 {
-		return client.Migration{}, errf(http.StatusBadRequest, "tenant id %d must be positive", req.Tenant)
 	}
 	tn, err := a.liveTenant(req.Tenant)
 	if err != nil {

@@ -293,7 +293,7 @@ func TestMigrationBadInput(t *testing.T) {
 		{"checkpoint pace too long", client.StartMigration{Tenant: tn.ID, To: "a2", Checkpoint: "28s"}, 400, "checkpoint pace"},
 		{"bad checkpoint", client.StartMigration{Tenant: tn.ID, To: "a2", Checkpoint: "gentle"}, 400, "checkpoint"},
 		{"bad WAL relay", client.StartMigration{Tenant: tn.ID, To: "a2", WALRelay: "middle"}, 400, `wal_relay "middle"`},
-		{"bad catch-up timeout", client.StartMigration{Tenant: tn.ID, To: "a2", CatchUpTimeout: "-5m"}, 400, "catch-up timeout \"-5m\""},
+		{"bad catch-up timeout", client.StartMigration{Tenant: tn.ID, To: "a2", CatchUpTimeout: "-5m"}, 400, "catch_up_timeout \"-5m\""},
 		{"bad deadline", client.StartMigration{Tenant: tn.ID, To: "a2", Deadline: "soon"}, 400, `deadline "soon"`},
 		{"negative deadline", client.StartMigration{Tenant: tn.ID, To: "a2", Deadline: "-1h"}, 400, `deadline "-1h"`},
 		{"no space on target", client.StartMigration{Tenant: tn.ID, To: "a3"}, 422, "not enough space"},

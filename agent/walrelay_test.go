@@ -25,9 +25,6 @@ func TestConnInfoAddr(t *testing.T) {
 			t.Errorf("connInfoAddr(%q): no error", bad)
 		}
 	}
-	if err := client.CheckWALRelay("middle"); err == nil || !strings.Contains(err.Error(), `"middle"`) {
-		t.Errorf("client.CheckWALRelay(middle) = %v", err)
-	}
 }
 
 // TestRateEncoding: an unlimited pace survives JSON (which has no +Inf).

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
 
@@ -52,16 +51,6 @@ type Control struct {
 	// the controller steers by the worse: queue wait in the clients, which
 	// the proxy cannot see, then counts too.
 	ClientLatencyURL string `json:"client_latency_url,omitempty"`
-}
-
-// CheckClientLatencyURL reports whether u can be a ClientLatencyURL: an
-// http:// or https:// URL with a host.
-func CheckClientLatencyURL(u string) error {
-	pu, err := url.Parse(u)
-	if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
-		return fmt.Errorf("%q: want an http:// or https:// URL with a host, such as http://127.0.0.1:7433/", u)
-	}
-	return nil
 }
 
 // MigrationSeries returns the control loop's record of a migration (one

@@ -2,7 +2,6 @@ package client
 
 import (
 	"encoding/json"
-	"fmt"
 	"time"
 )
 
@@ -154,15 +153,6 @@ const (
 	WALRelayTarget = "target" // the target agent relays (the default)
 	WALRelaySource = "source" // the source agent relays
 )
-
-// CheckWALRelay validates a StartMigration.WALRelay value ("" = default).
-func CheckWALRelay(s string) error {
-	switch s {
-	case "", WALRelayTarget, WALRelaySource:
-		return nil
-	}
-	return fmt.Errorf("wal_relay %q: want %q or %q", s, WALRelayTarget, WALRelaySource)
-}
 
 // SetRate is the body of POST /v1/migrations/{id}/rate.
 type SetRate struct {

@@ -19,8 +19,6 @@ import (
 	"github.com/sluicedb/sluice/control"
 	"github.com/sluicedb/sluice/internal/cli"
 	"github.com/sluicedb/sluice/internal/units"
-	"github.com/sluicedb/sluice/migration"
-	"github.com/sluicedb/sluice/snapshot"
 )
 
 // migrateResult is what `sluice migrate --json` prints: the final migration
@@ -148,7 +146,9 @@ type migrateFlags struct {
 }
 
 // migrateRequest checks the flags and builds the migration's request; every
-// mistake is a usage error naming its flag.
+// mistake is a usage error naming its flag. The request's own rules are
+// client.StartMigration.Validate's; this adds only what flags alone can get
+// wrong (a rate of 0, a rate with a setpoint, a control flag without one).
 func migrateRequest(cmd *cobra.Command, f migrateFlags) (client.StartMigration, error) {
 	req := client.StartMigration{Tenant: f.tenant, To: f.to, Mode: f.mode, Checkpoint: f.checkpoint, WALRelay: f.walRelay, CatchUpTimeout: f.catchUpTimeout, Deadline: f.deadline}
 	switch {
@@ -156,21 +156,6 @@ func migrateRequest(cmd *cobra.Command, f migrateFlags) (client.StartMigration, 
 		return req, cli.Usagef("migrate: --tenant ID is required (a positive integer)")
 	case f.to == "":
 		return req, cli.Usagef("migrate: --to AGENT is required")
-	case f.mode != "live" && f.mode != "stop-and-copy":
-		return req, cli.Usagef("migrate: --mode %q: want live or stop-and-copy", f.mode)
-	case f.walRelay != client.WALRelayTarget && f.walRelay != client.WALRelaySource:
-		return req, cli.Usagef("migrate: --wal-relay %q: want target or source", f.walRelay)
-	}
-	if _, _, err := snapshot.ParseCheckpoint(f.checkpoint); err != nil {
-		return req, cli.Usagef("migrate: --checkpoint: %v", err)
-	}
-	if _, err := migration.ParseCatchUpTimeout(f.catchUpTimeout); err != nil {
-		return req, cli.Usagef("migrate: --catch-up-timeout %v", err)
-	}
-	if f.deadline != "" {
-		if d, err := time.ParseDuration(f.deadline); err != nil || d <= 0 {
-			return req, cli.Usagef("migrate: --deadline %q: want a positive duration such as 2h", f.deadline)
-		}
 	}
 	if f.rate != "" {
 		v, err := units.ParseRate(f.rate)
@@ -191,35 +176,55 @@ func migrateRequest(cmd *cobra.Command, f migrateFlags) (client.StartMigration, 
 				return req, cli.Usagef("migrate: --%s goes with --setpoint (the control loop)", name)
 			}
 		}
-		return req, nil
+	} else {
+		ctl, err := controlFlags(f)
+		if err != nil {
+			return req, err
+		}
+		req.Control = ctl
 	}
+	if err := req.Validate(); err != nil {
+		var fe *client.FieldError
+		if errors.As(err, &fe) {
+			if flag, ok := fieldFlags[fe.Field]; ok {
+				return req, cli.Usagef("migrate: %s %s", flag, fe.Msg)
+			}
+		}
+		return req, cli.Usagef("migrate: %v", err)
+	}
+	return req, nil
+}
+
+// fieldFlags names the flag that sets each request field.
+var fieldFlags = map[string]string{
+	"mode": "--mode", "checkpoint": "--checkpoint", "wal_relay": "--wal-relay", "catch_up_timeout": "--catch-up-timeout",
+	"deadline": "--deadline", "control.setpoint_ms": "--setpoint", "control.stat": "--percentile",
+	"control.max_rate": "--max-rate", "control.profile": "--profile",
+}
+
+// controlFlags is the control loop's spec the flags ask for.
+func controlFlags(f migrateFlags) (*client.Control, error) {
 	sp, err := time.ParseDuration(f.setpoint)
 	if err != nil || sp <= 0 {
-		return req, cli.Usagef("migrate: --setpoint %q: want a positive duration such as 40ms", f.setpoint)
+		return nil, cli.Usagef("migrate: --setpoint %q: want a positive duration such as 40ms", f.setpoint)
 	}
-	ctl := &client.Control{Controller: "pid", SetpointMs: float64(sp) / float64(time.Millisecond), Stat: f.percentile}
-	switch control.Statistic(f.percentile) {
-	case control.StatMean, control.StatP95, control.StatP99:
-	default:
-		return req, cli.Usagef("migrate: --percentile %q: want mean, p95 or p99", f.percentile)
-	}
+	ctl := &client.Control{SetpointMs: float64(sp) / float64(time.Millisecond), Stat: f.percentile}
 	prof, err := loadProfile(f.profile)
 	if err != nil {
-		return req, cli.Usagef("migrate: --profile: %v", err)
+		return nil, cli.Usagef("migrate: --profile: %v", err)
 	}
 	if ctl.Profile, err = json.Marshal(prof); err != nil {
-		return req, err
+		return nil, err
 	}
 	ctl.MaxRate = prof.MaxRate
 	if f.maxRate != "" {
 		v, err := units.ParseRate(f.maxRate)
 		if err != nil || v <= 0 || math.IsInf(v, 0) {
-			return req, cli.Usagef("migrate: --max-rate %q: want a positive finite rate such as 200MB/s", f.maxRate)
+			return nil, cli.Usagef("migrate: --max-rate %q: want a positive finite rate such as 200MB/s", f.maxRate)
 		}
 		ctl.MaxRate = v
 	}
-	req.Control = ctl
-	return req, nil
+	return ctl, nil
 }
 
 // loadProfile is the built-in profile named s, or the profile in file s.

@@ -1,0 +1,120 @@
+package client
+
+import (
+	"fmt"
+	"math"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/sluicedb/sluice/control"
+	"github.com/sluicedb/sluice/migration"
+	"github.com/sluicedb/sluice/snapshot"
+)
+
+// FieldError is a request's first bad field: Field is its JSON name
+// ("mode", "control.setpoint_ms"), Msg what is wrong with its value. The
+// agent answers it with a 400; the CLI names the flag that set the field.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return e.Field + " " + e.Msg }
+
+func bad(field, format string, args ...any) error {
+	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Validate checks a migration request by itself: every field's syntax and
+// range (whether the tenant and the target exist is the agent's to say).
+// It is the one place these rules live; the agent and the CLI both call it.
+func (r StartMigration) Validate() error {
+	switch {
+	case r.Tenant <= 0:
+		return bad("tenant", "%d: want a positive tenant id", r.Tenant)
+	case strings.TrimSpace(r.To) == "":
+		return bad("to", `"": want a peer name or an agent URL`)
+	case r.Mode != "" && r.Mode != string(migration.Live) && r.Mode != string(migration.StopAndCopy):
+		return bad("mode", "%q: want %s or %s", r.Mode, migration.Live, migration.StopAndCopy)
+	case math.IsNaN(r.Rate) || math.IsInf(r.Rate, 0) || r.Rate < 0:
+		return bad("rate", "%v: want >= 0 bytes/s (0 = unlimited)", r.Rate)
+	case r.WALRelay != "" && r.WALRelay != WALRelayTarget && r.WALRelay != WALRelaySource:
+		return bad("wal_relay", "%q: want %s or %s", r.WALRelay, WALRelayTarget, WALRelaySource)
+	}
+	if r.Checkpoint != "" {
+		if _, _, err := snapshot.ParseCheckpoint(r.Checkpoint); err != nil {
+			return bad("checkpoint", "%s", strings.TrimPrefix(err.Error(), "checkpoint "))
+		}
+	}
+	if _, err := migration.ParseCatchUpTimeout(r.CatchUpTimeout); err != nil {
+		return bad("catch_up_timeout", "%v", err)
+	}
+	if _, err := r.DeadlineAfter(); err != nil {
+		return err
+	}
+	if r.Control != nil {
+		return r.Control.Validate()
+	}
+	return nil
+}
+
+// DeadlineAfter is the request's deadline as a duration from its start; 0
+// = none.
+func (r StartMigration) DeadlineAfter() (time.Duration, error) {
+	if r.Deadline == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(r.Deadline)
+	if err != nil || d <= 0 {
+		return 0, bad("deadline", "%q: want a positive duration such as 2h", r.Deadline)
+	}
+	return d, nil
+}
+
+// Controllers are the controllers a Control may name ("" is pid).
+var Controllers = []string{"pid", "fixed", "integral", "interference"}
+
+// Validate checks a control spec by itself. Its profile must resolve
+// (control.ProfileFromJSON); the controller's own parameters are checked when
+// it is built.
+func (c Control) Validate() error {
+	if c.Controller != "" && !slices.Contains(Controllers, c.Controller) {
+		return bad("control.controller", "%q: want one of %s", c.Controller, strings.Join(Controllers, ", "))
+	}
+	switch {
+	case math.IsNaN(c.SetpointMs) || math.IsInf(c.SetpointMs, 0) || c.SetpointMs < 0:
+		return bad("control.setpoint_ms", "%v: want a positive number of ms", c.SetpointMs)
+	case (c.Controller == "" || c.Controller == "pid") && c.SetpointMs == 0:
+		return bad("control.setpoint_ms", "missing: the pid controller holds a setpoint")
+	case math.IsNaN(c.MaxRate) || math.IsInf(c.MaxRate, 0) || c.MaxRate < 0:
+		return bad("control.max_rate", "%v: want a positive number of bytes/s (0 = the profile's)", c.MaxRate)
+	case math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) || c.Rate < 0:
+		return bad("control.rate", "%v: want >= 0 bytes/s", c.Rate)
+	}
+	switch control.Statistic(c.Stat) {
+	case "", control.StatMean, control.StatP95, control.StatP99:
+	default:
+		return bad("control.stat", "%q: want mean, p95 or p99", c.Stat)
+	}
+	if _, err := control.ProfileFromJSON(c.Profile); err != nil {
+		return bad("control.profile", "%s", strings.TrimPrefix(err.Error(), "control: "))
+	}
+	if u := c.ClientLatencyURL; u != "" {
+		if err := checkClientLatencyURL(u); err != nil {
+			return bad("control.client_latency_url", "%v", err)
+		}
+	}
+	return nil
+}
+
+// checkClientLatencyURL reports whether u can be a ClientLatencyURL: an
+// http:// or https:// URL with a host.
+func checkClientLatencyURL(u string) error {
+	pu, err := url.Parse(u)
+	if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+		return fmt.Errorf("%q: want an http:// or https:// URL with a host, such as http://127.0.0.1:7433/", u)
+	}
+	return nil
+}
