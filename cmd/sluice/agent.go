@@ -27,12 +27,9 @@ const defaultAgentURL = "http://127.0.0.1:7001"
 // says otherwise: 1. The agent lives inside the server whose slack it spends
 // and mostly waits (on its pacers, the network, PostgreSQL); with more Ps the
 // runtime wakes and spins idle threads at every hand-off between its
-// goroutines. Measured 2026-11-24 with `go test -run XXX -bench
-// PacedSnapshotCPU -benchtime=1x ./agent` (its "after" against
-// "after-2procs"; docs/benchmarks.md, "The copy's own CPU"): a paced snapshot
-// stream over the agents' HTTP transport used 17–26 % less CPU per MB with 1
-// P than with 2 at 2, 10 and 40 MB/s. One P still copies hundreds of MB/s,
-// more than a migration is paced at.
+// goroutines, which cost a paced snapshot stream 17–26 % more CPU per MB at 2
+// Ps (`go test -run XXX -bench PacedSnapshotCPU -benchtime=1x ./agent`). One P
+// still copies hundreds of MB/s, more than a migration is paced at.
 const defaultAgentProcs = 1
 
 func init() {
