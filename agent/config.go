@@ -119,7 +119,7 @@ type TenantDefaults struct {
 	// WALSegSizeMB is the tenants' WAL segment size in MiB (initdb
 	// --wal-segsize: a power of 2). Default 1: a promotion copies the last
 	// segment to the new timeline, so 1 MiB instead of PostgreSQL's 16 halves
-	// a handover's freeze (docs/benchmarks.md, sluice bench handover).
+	// a handover's freeze (docs/results.md, the handover benchmark).
 	WALSegSizeMB int `json:"wal_segsize_mb"`
 	// Settings are further postgresql.conf parameters (raw values).
 	Settings map[string]string `json:"settings"`

@@ -17,8 +17,8 @@ import (
 // — from URL, which answers GET with a JSON array of windows in the proxy's
 // shape (proxy/client.Window; `sluice workload --latency-listen` serves
 // one). The proxy sees execution only: a client's queue in front of its
-// connections is invisible to it, and on the testbed that queue was 0.2–0.5
-// ms of a 7–9 ms mean (docs/benchmarks.md, twenty-third round).
+// connections is invisible to it (on the testbed 0.2–0.5 ms of a 7–9 ms
+// mean, docs/control.md).
 //
 // Each window becomes one Signal named "client" (or "client:"+Tenant);
 // a window with fewer than MinCount transactions (default 1) carries

@@ -63,7 +63,7 @@ type Options struct {
 	// WALSegSizeMB is initdb's --wal-segsize in MiB (a power of 2, 1..1024);
 	// 0 = PostgreSQL's default 16. Small segments shorten a promotion, which
 	// copies the last segment to the new timeline: 1 MiB halves a
-	// handover's freeze (docs/benchmarks.md).
+	// handover's freeze (docs/results.md, the handover benchmark).
 	WALSegSizeMB int
 }
 

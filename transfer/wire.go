@@ -24,8 +24,7 @@ const (
 	// and that a frame's CPU (about half a millisecond to read and send) fits
 	// well inside a 10 ms CFS period of a quarter-core server. (1 MiB frames
 	// used less CPU per MB, but on the testbed the clients at fixed 40 MB/s
-	// were worse with them in three pairs of runs out of three:
-	// docs/benchmarks.md, "The copy's own CPU".)
+	// were worse with them in three pairs of runs out of three.)
 	DefaultChunkSize = 256 << 10
 	// MaxChunkSize is the largest data frame a receiver accepts, bytes (4 MiB).
 	MaxChunkSize = 4 << 20
