@@ -60,11 +60,11 @@ func lagPlant(seed int64, delay int) func(k int, r float64) time.Duration {
 // late, and the burst plant — the benchmarks' backoff (3 steps) changes the
 // steps of a 3.2 GB copy and the clients' mean by under 2 % over 20 seeds:
 // the mean contract repays an overshoot's latency either way, and these
-// queues keep no backlog after one. Measured 2026-11-26: within ±1 %; since
-// 2026-11-27 identical, their slow starts ending with latency in hand
+// queues keep no backlog after one. Measured: identical, their slow
+// starts ending with latency in hand
 // (TestPIDStartBackoffOwed). What it is for, a server whose clients queue
 // behind an overshoot, the models do not have; the testbed has
-// (docs/benchmarks.md, twenty-eighth round).
+// (docs/control.md).
 func TestPIDStartBackoffPlants(t *testing.T) {
 	const seeds, size = 20, 3.2e9
 	pid := func(sp time.Duration, n int) *PID {
@@ -131,7 +131,7 @@ func TestPIDStartBackoffOwed(t *testing.T) {
 
 // shortCopy copies 3.2 GB on the burst plant with a 130 MB/s server — the
 // testbed's short trials, 35–45 steps at 14–30 ms — under the benchmarks'
-// PID with the integral gain they had until 2026-11-27, 0.04: where the
+// PID at the integral gain 0.04 (the sluice profile's is 0.08): where the
 // law's climb back from a backoff is slowest, the case the rule is for (at
 // 0.08 the same copies end −0.2…+5.5 %, TestPIDIntegralGain). It returns
 // the steps and the clients' mean (ms) over seeds 1..20.
@@ -146,7 +146,7 @@ func shortCopy(t *testing.T, sp time.Duration, backoff int) (steps, mean float64
 // Short runs: with the backoff taken only when the run owes latency, the
 // benchmarks' PID (backoff 3) ends within ±5 % of setpoints of 14–30 ms on
 // copies of 35–45 steps, and within 1 % of the steps and mean of no backoff.
-// Measured 2026-11-27: 18, 22, 26, 30 ms at −0.4, +1.3, −1.2, −3.8 %; with
+// Measured: 18, 22, 26, 30 ms at −0.4, +1.3, −1.2, −3.8 %; with
 // the backoff taken in hand as well they had ended −8.3, −8.4, −9.7,
 // −14.5 %, the law climbing back from it at Ki a step while the run ran out.
 func TestPIDStartBackoffInHand(t *testing.T) {

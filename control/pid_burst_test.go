@@ -67,7 +67,7 @@ func burstPID(t *testing.T, sp time.Duration, g float64) *PID {
 // On the burst plant over 20 seeds, the rearm to the held rate (growth 1.5)
 // copies in fewer steps than the rearm to half the peak at ×1.12, with the
 // clients' mean within ±5 % of the setpoint both ways and within 1 % of each
-// other. Measured 2026-11-26: 6 ms 190.2 → 184.1 steps, 8 ms 90.7 → 88.7,
+// other. Measured: 6 ms 190.2 → 184.1 steps, 8 ms 90.7 → 88.7,
 // 10 ms 69.4 → 69.0, the means 0.3–0.5 % higher. A small gain on this
 // plant, whose bursts come every ~90 s; the testbed's came every 20–60 s.
 func TestPIDRearmBursts(t *testing.T) {

@@ -63,15 +63,15 @@ func burstPlantCap(c float64, bursts bool) func(seed int64) func(k int, r float6
 	}
 }
 
-// The benchmarks' integral gain, 0.08 since 2026-11-27 (0.04 before), on the
+// The sluice profile's integral gain, 0.08 (0.04 before), on the
 // burst plant's server over 20 seeds. Without bursts (100 MB/s, 8 GB, 6–14
 // ms) no gain from 0.04 to 0.32 makes a limit cycle: every mean ends within
 // ±1 % of its setpoint, and the output's swing grows with the gain (0.007 →
 // 0.05–0.09 of MaxRate a step), which costs steps from 0.16 up; 0.08 is
 // within 1 % of 0.04's steps. On short copies with bursts (130 MB/s, 3.2
 // GB, 14–30 ms, the testbed's 35–45 s trials) 0.08 takes 3–5 % fewer steps
-// than 0.04, ending −0.2…+5.5 % off (0.04: −3.8…+1.7 %). Measured
-// 2026-11-27: steady 0.04 / 0.08 / 0.32 at 6 ms 326 / 328 / 356 steps, at
+// than 0.04, ending −0.2…+5.5 % off (0.04: −3.8…+1.7 %). Measured:
+// steady 0.04 / 0.08 / 0.32 at 6 ms 326 / 328 / 356 steps, at
 // 14 ms 120 / 120 / 133; short bursts at 14 ms 44.0 → 42.5 steps (+1.7 →
 // +5.5 %), at 30 ms 35.5 → 34.4 (−3.8 → +3.4 %). TestPIDLateSlack and
 // TestPIDSteadyPlantCost hold the rest of the trade: the late slack is

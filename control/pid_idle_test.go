@@ -31,9 +31,9 @@ func TestPIDIdleFloorBound(t *testing.T) {
 // On the burst plant (idle latency 4.5 ms) over 20 seeds: at a setpoint
 // 1.33× the idle latency, the floor (0.5) copies in fewer steps at a mean
 // still within ±5 % of the setpoint; well above it (10 ms) it changes the
-// run by under 1 %. Measured 2026-11-26: 6 ms 185.0 → 169.9 steps at 6.13 →
+// run by under 1 %. Measured: 6 ms 185.0 → 169.9 steps at 6.13 →
 // 6.17 ms; 10 ms 69.8 → 69.9 steps at 10.03 ms both. At Ki 0.08
-// (2026-11-27): 6 ms 187.2 → 174.0 steps at 6.12 → 6.19 ms; 10 ms 68.8 →
+//: 6 ms 187.2 → 174.0 steps at 6.12 → 6.19 ms; 10 ms 68.8 →
 // 68.5 steps at 10.10 → 10.11 ms.
 func TestPIDIdleFloor(t *testing.T) {
 	s0, m0 := benchPIDBursts(t, 6*time.Millisecond, 0)
@@ -57,9 +57,9 @@ func TestPIDIdleFloor(t *testing.T) {
 // bisection over the same 20 seeds), the benchmarks' PID — rearm ×1.5,
 // start backoff 3, idle floor 0.5 — copies in no more steps at 6, 7, 8 and
 // 10 ms, and at 6 ms (1.33× the plant's idle latency) the idle floor narrows
-// the gap further. Measured 2026-11-26: 6 ms 0.91× the fixed rate's steps
+// the gap further. Measured: 6 ms 0.91× the fixed rate's steps
 // without the floor, 0.86× with it; 7, 8, 10 ms 0.96, 0.97, 1.00× with it.
-// At Ki 0.08 (2026-11-27): 6 ms 0.91× without, 0.90× with; 7, 8, 10 ms
+// At Ki 0.08: 6 ms 0.91× without, 0.90× with; 7, 8, 10 ms
 // 0.95, 0.95, 0.98×.
 func TestPIDIdleFloorAgainstFixed(t *testing.T) {
 	fixedSteps := func(mean float64) float64 {

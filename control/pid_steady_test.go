@@ -45,11 +45,11 @@ func (p *steadyPlant) latency(k int, r float64) time.Duration {
 // first steps finding it. A swing of the load helps it only when slow
 // against the loop's response (tens of steps): then it copies in the light
 // half and holds back in the busy one, where a fixed rate pays the busy
-// half's latency at full speed. Measured 2026-11-26, PID ÷ fixed steps at 6
+// half's latency at full speed. Measured: PID ÷ fixed steps at 6
 // / 8 ms, 3.2 GB: noise 0.3 1.02 / 1.03, noise 0.6 1.03 / 1.05, a swing of
 // period 20 s 1.04 / 1.07, 40 s 1.04 / 1.17; 9.6 GB: steady 1.01 / 1.02, a
 // swing of 120 s about even (0.98 / 1.01), of 240 s 0.87 / 0.87. At Ki 0.08
-// (2026-11-27; 0.04 before): 3.2 GB noise 0.3 1.01 / 1.03, noise 0.6 1.06 /
+// (0.04 before): 3.2 GB noise 0.3 1.01 / 1.03, noise 0.6 1.06 /
 // 1.07, a swing of 20 s 1.10 / 1.28 — the faster integral chases a swing
 // that quick behind the 3 s window, and at 8 ms ends 10 % over — 40 s 1.16
 // / 1.16; 9.6 GB steady 1.01 / 1.02, 120 s 0.94 / 0.98, 240 s 0.85 / 0.86.
@@ -102,13 +102,13 @@ func TestPIDSteadyPlantCost(t *testing.T) {
 // MB/s). After the ease the law climbs at most Ki·MaxRate a step (the linear
 // error is at most 1) and a rearm stops at the rate that held the busy
 // plant, so a short copy ends with latency in hand — the undershoot the
-// testbed's short copies showed (docs/benchmarks.md, rounds 29 and 30).
-// Measured 2026-11-26 over 20 seeds, the clients' mean against the setpoint
+// testbed's short copies showed (docs/control.md).
+// Measured over 20 seeds, the clients' mean against the setpoint
 // at 6 / 8 / 10 ms: −6 / −10 / −13 %, where the same plant without the ease
-// is within 1 %. At Ki 0.08 (2026-11-27), where the law climbs twice as
+// is within 1 %. At Ki 0.08, where the law climbs twice as
 // fast, the late slack is spent: −0.6 / −1.3 / −1.3 % in 65.3 / 55.9 / 51.9
 // steps, against −5.0 / −8.8 / −11.8 % in 68.2 / 58.5 / 53.8 at 0.04 the
-// same day (the command: docs/benchmarks.md, thirty-sixth round). The
+// same day (the command: docs/control.md). The
 // bounds hold those figures: a change that spends the late slack should
 // tighten them; one that makes the undershoot worse fails.
 func TestPIDLateSlack(t *testing.T) {
