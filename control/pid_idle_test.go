@@ -32,8 +32,8 @@ func TestPIDIdleFloorBound(t *testing.T) {
 // 1.33× the idle latency, the floor (0.5) copies in fewer steps at a mean
 // still within ±5 % of the setpoint; well above it (10 ms) it changes the
 // run by under 1 %. Measured: 6 ms 185.0 → 169.9 steps at 6.13 →
-// 6.17 ms; 10 ms 69.8 → 69.9 steps at 10.03 ms both. At Ki 0.08
-// : 6 ms 187.2 → 174.0 steps at 6.12 → 6.19 ms; 10 ms 68.8 →
+// 6.17 ms; 10 ms 69.8 → 69.9 steps at 10.03 ms both. At Ki 0.08:
+// 6 ms 187.2 → 174.0 steps at 6.12 → 6.19 ms; 10 ms 68.8 →
 // 68.5 steps at 10.10 → 10.11 ms.
 func TestPIDIdleFloor(t *testing.T) {
 	s0, m0 := benchPIDBursts(t, 6*time.Millisecond, 0)
