@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicedb/sluice/catalog"
+	"github.com/sluicedb/sluice/internal/clock"
 )
 
 // AnalyzeCostDelay is the vacuum_cost_delay of the ANALYZE a received
@@ -29,12 +30,8 @@ func (a *Agent) analyzeLater(id int64) {
 	a.bg.Add(1)
 	go func() {
 		defer a.bg.Done()
-		t := time.NewTimer(after)
-		defer t.Stop()
-		select {
-		case <-a.bgCtx.Done():
+		if clock.Sleep(a.bgCtx, after) != nil {
 			return
-		case <-t.C:
 		}
 		start := time.Now()
 		n, err := a.analyzeTenant(a.bgCtx, id)

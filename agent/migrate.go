@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/catalog"
+	"github.com/sluicedb/sluice/internal/clock"
 	"github.com/sluicedb/sluice/loop"
 	"github.com/sluicedb/sluice/migration"
 	"github.com/sluicedb/sluice/migration/pg"
@@ -683,12 +684,8 @@ func (a *Agent) SetMigrationRate(id string, rate float64) (client.Migration, err
 // again). A migration past its route switch only completes; the abort is
 // then refused, and that refusal is the answer.
 func (a *Agent) enforceDeadline(ctx context.Context, id string, deadline time.Time) {
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
+	if clock.Sleep(ctx, time.Until(deadline)) != nil {
 		return
-	case <-t.C:
 	}
 	if _, err := a.AbortMigration(id, "deadline "+deadline.UTC().Format(time.RFC3339)+" passed before the handover"); err != nil {
 		a.log.Warn("migration deadline passed; not aborted", "migration", id, "err", err)

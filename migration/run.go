@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/sluicedb/sluice/internal/clock"
 )
 
 // ErrStuck is returned by Run when a roll-forward or rollback action failed
@@ -104,16 +106,8 @@ func Run(ctx context.Context, rec Record, env Env) (Record, error) {
 	}
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+// sleep is clock.Sleep: the driver's waits end with its context.
+var sleep = clock.Sleep
 
 type runner struct {
 	env          Env

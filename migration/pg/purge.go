@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/sluicedb/sluice/internal/clock"
 )
 
 // A retired data directory is deleted in the background and paced, the way
@@ -40,15 +42,7 @@ func Purge(ctx context.Context, dir string, rate float64) (int64, error) {
 	start := time.Now()
 	pace := func() error {
 		due := start.Add(time.Duration(float64(freed) / rate * float64(time.Second)))
-		if d := time.Until(due); d > 0 {
-			t := time.NewTimer(d)
-			defer t.Stop()
-			select {
-			case <-ctx.Done():
-			case <-t.C:
-			}
-		}
-		return ctx.Err()
+		return clock.Sleep(ctx, time.Until(due))
 	}
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
