@@ -225,174 +225,224 @@ func receive(ctx context.Context, r io.Reader, s sink, prog *Progress, interrupt
 			<-parseDone
 		}
 	}()
-	seen := make(map[string]bool)
-	// listed holds files announced by 'L' frames whose 'F' (or 'S') has not
-	// come yet, with their modes; pre creates them meanwhile.
-	listed := make(map[string]fs.FileMode)
-	pre := newPreparer(s)
-	defer pre.close()
-	var (
-		cur     fileSink
-		curPath string
-		curCRC  uint32 // of the data of cur so far, from the parser
-		curLen  uint64
-	)
-	fail := func(err error) (ReceiveStats, error) {
-		if cur != nil {
-			cur.Close()
+	rc := &receiver{s: s, prog: prog, free: free, seen: map[string]bool{}, listed: map[string]fs.FileMode{}, pre: newPreparer(s)}
+	defer rc.pre.close()
+	defer func() {
+		if err != nil && rc.cur != nil {
+			rc.cur.Close()
 		}
-		return st, err
-	}
-	corrupt := func(format string, args ...any) (ReceiveStats, error) {
-		return fail(fmt.Errorf("transfer: receive: %w: "+format, append([]any{ErrCorrupt}, args...)...))
-	}
-	claim := func(what, p string) error {
-		if err := checkPath(p); err != nil {
-			return fmt.Errorf("transfer: receive: %s: %w", what, err)
-		}
-		if seen[p] {
-			return fmt.Errorf("transfer: receive: %w: %s %s appears twice", ErrCorrupt, what, p)
-		}
-		seen[p] = true
-		return nil
-	}
+	}()
 	for {
 		var p parsed
 		var ok bool
 		select {
 		case p, ok = <-frames:
 		case <-ctx.Done():
-			return fail(ctx.Err())
+			return rc.st, ctx.Err()
 		}
 		if !ok {
-			return corrupt("frame parser ended without end frame")
+			return rc.st, rc.corrupt("frame parser ended without end frame")
 		}
-		f, err := p.f, p.err
-		if err != nil {
-			if cur != nil {
-				err = fmt.Errorf("in file %s: %w", curPath, err)
+		if p.err != nil {
+			err := p.err
+			if rc.cur != nil {
+				err = fmt.Errorf("in file %s: %w", rc.curPath, err)
 			}
-			return fail(fmt.Errorf("transfer: receive: %w", err))
+			return rc.st, fmt.Errorf("transfer: receive: %w", err)
 		}
-		if cur != nil && f.typ != frameChunk && f.typ != frameTrailer && f.typ != frameAbort {
-			return corrupt("frame %q inside file %s", f.typ, curPath)
-		}
-		switch f.typ {
-		case frameDir:
-			if err := claim("directory", f.path); err != nil {
-				return fail(err)
-			}
-			if err := s.mkdir(f.path, fs.FileMode(f.mode).Perm()); err != nil {
-				return fail(err)
-			}
-			st.Dirs++
-		case frameListed:
-			if err := claim("file", f.path); err != nil {
-				return fail(err)
-			}
-			listed[f.path] = fs.FileMode(f.mode).Perm()
-			pre.announce(f.path, fs.FileMode(f.mode).Perm())
-		case frameFile:
-			mode := fs.FileMode(f.mode).Perm()
-			if lm, ok := listed[f.path]; ok {
-				delete(listed, f.path)
-				if lm != mode {
-					return corrupt("file %s: mode %v differs from its listing's %v", f.path, mode, lm)
-				}
-				if err := pre.await(f.path); err != nil {
-					return fail(err)
-				}
-				if cur, err = s.openPrepared(f.path); err != nil {
-					return fail(err)
-				}
-			} else {
-				if err := claim("file", f.path); err != nil {
-					return fail(err)
-				}
-				if cur, err = s.create(f.path, mode); err != nil {
-					return fail(err)
-				}
-			}
-			curPath, curCRC, curLen = f.path, 0, 0
-		case frameChunk:
-			if cur == nil {
-				return corrupt("data chunk outside a file")
-			}
-			curCRC = p.sum
-			if _, err := cur.Write(f.data); err != nil {
-				return fail(fmt.Errorf("transfer: receive: write %s: %w", curPath, err))
-			}
-			curLen += uint64(len(f.data))
-			prog.BytesSent.Add(int64(len(f.data)))
-			select {
-			case free <- f.data[:cap(f.data)]:
-			default: // cannot happen: free has room for every buffer
-			}
-		case frameTrailer:
-			if cur == nil {
-				return corrupt("file trailer outside a file")
-			}
-			if f.size != curLen {
-				return corrupt("file %s: trailer says %d bytes, received %d", curPath, f.size, curLen)
-			}
-			if f.crc != curCRC {
-				return fail(fmt.Errorf("transfer: receive: file %s: %w (sent crc32c %08x, received %08x)", curPath, ErrChecksum, f.crc, curCRC))
-			}
-			err := cur.Close()
-			cur = nil
-			if err != nil {
-				return fail(fmt.Errorf("transfer: receive: close %s: %w", curPath, err))
-			}
-			st.Files++
-			st.Bytes += int64(curLen)
-			prog.FilesSent.Add(1)
-		case frameSkipped:
-			if err := checkPath(f.path); err != nil {
-				return fail(fmt.Errorf("transfer: receive: skipped file: %w", err))
-			}
-			if _, ok := listed[f.path]; ok {
-				delete(listed, f.path)
-				if err := pre.await(f.path); err != nil {
-					return fail(err)
-				}
-				if err := s.discard(f.path); err != nil {
-					return fail(err)
-				}
-			}
-			st.Skipped = append(st.Skipped, f.path)
-		case frameDocument:
-			if err := claim("document", f.path); err != nil {
-				return fail(err)
-			}
-			if crc32.Checksum(f.data, castagnoli) != f.crc {
-				return fail(fmt.Errorf("transfer: receive: document %s: %w", f.path, ErrChecksum))
-			}
-			data := f.data // owned: the parser does not reuse it
-			if err := s.document(f.path, data); err != nil {
-				return fail(err)
-			}
-			st.Documents = append(st.Documents, Document{Name: f.path, Data: data})
-		case frameAbort:
-			where := ""
-			if cur != nil {
-				where = " during file " + curPath
-			}
-			return fail(fmt.Errorf("transfer: receive: %w%s: %s", ErrAborted, where, f.path))
-		case frameEnd:
-			if len(listed) > 0 {
-				left := slices.Sorted(maps.Keys(listed))
-				return corrupt("file %s was listed but never sent (%d such files)", left[0], len(left))
-			}
-			want := totals{Files: uint64(st.Files), Dirs: uint64(st.Dirs), Bytes: uint64(st.Bytes), Documents: uint64(len(st.Documents)), Skipped: uint64(len(st.Skipped))}
-			if f.totals != want {
-				return corrupt("end frame totals %+v, received %+v", f.totals, want)
-			}
-			if err := s.finish(); err != nil {
-				return fail(err)
-			}
-			return st, nil
+		if end, err := rc.frame(p); err != nil || end {
+			return rc.st, err
 		}
 	}
+}
+
+// receiver is the state of receive's writing stage between frames.
+type receiver struct {
+	s      sink
+	prog   *Progress
+	free   chan<- []byte // chunk buffers back to the parser
+	st     ReceiveStats
+	seen   map[string]bool        // every path claimed so far
+	listed map[string]fs.FileMode // files announced ('L') whose 'F' or 'S' has not come, with their modes
+	pre    *preparer              // creates the listed files meanwhile
+
+	cur     fileSink // the file being written; nil between files
+	curPath string
+	curCRC  uint32 // of cur's data so far, from the parser
+	curLen  uint64
+}
+
+func (rc *receiver) corrupt(format string, args ...any) error {
+	return fmt.Errorf("transfer: receive: %w: "+format, append([]any{ErrCorrupt}, args...)...)
+}
+
+// claim records that the stream names path p (a what) once.
+func (rc *receiver) claim(what, p string) error {
+	if err := checkPath(p); err != nil {
+		return fmt.Errorf("transfer: receive: %s: %w", what, err)
+	}
+	if rc.seen[p] {
+		return fmt.Errorf("transfer: receive: %w: %s %s appears twice", ErrCorrupt, what, p)
+	}
+	rc.seen[p] = true
+	return nil
+}
+
+// frame handles one frame; end reports the stream's end frame, received
+// whole.
+func (rc *receiver) frame(p parsed) (end bool, err error) {
+	f := p.f
+	if rc.cur != nil && f.typ != frameChunk && f.typ != frameTrailer && f.typ != frameAbort {
+		return false, rc.corrupt("frame %q inside file %s", f.typ, rc.curPath)
+	}
+	switch f.typ {
+	case frameDir:
+		if err := rc.claim("directory", f.path); err != nil {
+			return false, err
+		}
+		if err := rc.s.mkdir(f.path, fs.FileMode(f.mode).Perm()); err != nil {
+			return false, err
+		}
+		rc.st.Dirs++
+	case frameListed:
+		if err := rc.claim("file", f.path); err != nil {
+			return false, err
+		}
+		rc.listed[f.path] = fs.FileMode(f.mode).Perm()
+		rc.pre.announce(f.path, fs.FileMode(f.mode).Perm())
+	case frameFile:
+		return false, rc.file(f)
+	case frameChunk:
+		return false, rc.chunk(f, p.sum)
+	case frameTrailer:
+		return false, rc.trailer(f)
+	case frameSkipped:
+		return false, rc.skipped(f)
+	case frameDocument:
+		if err := rc.claim("document", f.path); err != nil {
+			return false, err
+		}
+		if crc32.Checksum(f.data, castagnoli) != f.crc {
+			return false, fmt.Errorf("transfer: receive: document %s: %w", f.path, ErrChecksum)
+		}
+		data := f.data // owned: the parser does not reuse it
+		if err := rc.s.document(f.path, data); err != nil {
+			return false, err
+		}
+		rc.st.Documents = append(rc.st.Documents, Document{Name: f.path, Data: data})
+	case frameAbort:
+		where := ""
+		if rc.cur != nil {
+			where = " during file " + rc.curPath
+		}
+		return false, fmt.Errorf("transfer: receive: %w%s: %s", ErrAborted, where, f.path)
+	case frameEnd:
+		return true, rc.end(f)
+	}
+	return false, nil
+}
+
+// file opens the file an 'F' frame starts: created ahead when it was
+// listed, else now.
+func (rc *receiver) file(f frame) error {
+	mode := fs.FileMode(f.mode).Perm()
+	var err error
+	if lm, ok := rc.listed[f.path]; ok {
+		delete(rc.listed, f.path)
+		if lm != mode {
+			return rc.corrupt("file %s: mode %v differs from its listing's %v", f.path, mode, lm)
+		}
+		if err := rc.pre.await(f.path); err != nil {
+			return err
+		}
+		if rc.cur, err = rc.s.openPrepared(f.path); err != nil {
+			return err
+		}
+	} else {
+		if err := rc.claim("file", f.path); err != nil {
+			return err
+		}
+		if rc.cur, err = rc.s.create(f.path, mode); err != nil {
+			return err
+		}
+	}
+	rc.curPath, rc.curCRC, rc.curLen = f.path, 0, 0
+	return nil
+}
+
+// chunk writes a data frame into the current file and gives its buffer
+// back to the parser; sum is the file's checksum so far.
+func (rc *receiver) chunk(f frame, sum uint32) error {
+	if rc.cur == nil {
+		return rc.corrupt("data chunk outside a file")
+	}
+	rc.curCRC = sum
+	if _, err := rc.cur.Write(f.data); err != nil {
+		return fmt.Errorf("transfer: receive: write %s: %w", rc.curPath, err)
+	}
+	rc.curLen += uint64(len(f.data))
+	rc.prog.BytesSent.Add(int64(len(f.data)))
+	select {
+	case rc.free <- f.data[:cap(f.data)]:
+	default: // cannot happen: free has room for every buffer
+	}
+	return nil
+}
+
+// trailer checks and closes the current file.
+func (rc *receiver) trailer(f frame) error {
+	if rc.cur == nil {
+		return rc.corrupt("file trailer outside a file")
+	}
+	if f.size != rc.curLen {
+		return rc.corrupt("file %s: trailer says %d bytes, received %d", rc.curPath, f.size, rc.curLen)
+	}
+	if f.crc != rc.curCRC {
+		return fmt.Errorf("transfer: receive: file %s: %w (sent crc32c %08x, received %08x)", rc.curPath, ErrChecksum, f.crc, rc.curCRC)
+	}
+	err := rc.cur.Close()
+	rc.cur = nil
+	if err != nil {
+		return fmt.Errorf("transfer: receive: close %s: %w", rc.curPath, err)
+	}
+	rc.st.Files++
+	rc.st.Bytes += int64(rc.curLen)
+	rc.prog.FilesSent.Add(1)
+	return nil
+}
+
+// skipped records a file the sender could not read; one created ahead is
+// removed.
+func (rc *receiver) skipped(f frame) error {
+	if err := checkPath(f.path); err != nil {
+		return fmt.Errorf("transfer: receive: skipped file: %w", err)
+	}
+	if _, ok := rc.listed[f.path]; ok {
+		delete(rc.listed, f.path)
+		if err := rc.pre.await(f.path); err != nil {
+			return err
+		}
+		if err := rc.s.discard(f.path); err != nil {
+			return err
+		}
+	}
+	rc.st.Skipped = append(rc.st.Skipped, f.path)
+	return nil
+}
+
+// end checks the end frame's totals against what arrived and finishes the
+// tree.
+func (rc *receiver) end(f frame) error {
+	if len(rc.listed) > 0 {
+		left := slices.Sorted(maps.Keys(rc.listed))
+		return rc.corrupt("file %s was listed but never sent (%d such files)", left[0], len(left))
+	}
+	st := rc.st
+	want := totals{Files: uint64(st.Files), Dirs: uint64(st.Dirs), Bytes: uint64(st.Bytes), Documents: uint64(len(st.Documents)), Skipped: uint64(len(st.Skipped))}
+	if f.totals != want {
+		return rc.corrupt("end frame totals %+v, received %+v", f.totals, want)
+	}
+	return rc.s.finish()
 }
 
 // diskSink writes the received tree under root.
