@@ -203,7 +203,7 @@ func migrateRequest(cmd *cobra.Command, f migrateFlags) (client.StartMigration, 
 	default:
 		return req, cli.Usagef("migrate: --percentile %q: want mean, p95 or p99", f.percentile)
 	}
-	prof, err := loadProfile(f.profile)
+	prof, err := cli.Profile(f.profile)
 	if err != nil {
 		return req, cli.Usagef("migrate: --profile: %v", err)
 	}
@@ -220,23 +220,6 @@ func migrateRequest(cmd *cobra.Command, f migrateFlags) (client.StartMigration, 
 	}
 	req.Control = ctl
 	return req, nil
-}
-
-// loadProfile is the built-in profile named s, or the profile in file s.
-func loadProfile(s string) (control.Profile, error) {
-	if p, err := control.ProfileNamed(s); err == nil {
-		return p, nil
-	}
-	fh, err := os.Open(s)
-	if err != nil {
-		return control.Profile{}, fmt.Errorf("%q is neither a profile (%s) nor a readable file: %v", s, strings.Join(control.Profiles(), ", "), err)
-	}
-	defer fh.Close()
-	p, err := control.LoadProfile(fh)
-	if err != nil {
-		return control.Profile{}, fmt.Errorf("%s: %v", s, strings.TrimPrefix(err.Error(), "control: "))
-	}
-	return p, nil
 }
 
 // pacingText says how a migration request paces its copy.
