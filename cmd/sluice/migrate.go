@@ -209,7 +209,7 @@ func controlFlags(f migrateFlags) (*client.Control, error) {
 		return nil, cli.Usagef("migrate: --setpoint %q: want a positive duration such as 40ms", f.setpoint)
 	}
 	ctl := &client.Control{SetpointMs: float64(sp) / float64(time.Millisecond), Stat: f.percentile}
-	prof, err := loadProfile(f.profile)
+	prof, err := cli.Profile(f.profile)
 	if err != nil {
 		return nil, cli.Usagef("migrate: --profile: %v", err)
 	}
@@ -225,23 +225,6 @@ func controlFlags(f migrateFlags) (*client.Control, error) {
 		ctl.MaxRate = v
 	}
 	return ctl, nil
-}
-
-// loadProfile is the built-in profile named s, or the profile in file s.
-func loadProfile(s string) (control.Profile, error) {
-	if p, err := control.ProfileNamed(s); err == nil {
-		return p, nil
-	}
-	fh, err := os.Open(s)
-	if err != nil {
-		return control.Profile{}, fmt.Errorf("%q is neither a profile (%s) nor a readable file: %v", s, strings.Join(control.Profiles(), ", "), err)
-	}
-	defer fh.Close()
-	p, err := control.LoadProfile(fh)
-	if err != nil {
-		return control.Profile{}, fmt.Errorf("%s: %v", s, strings.TrimPrefix(err.Error(), "control: "))
-	}
-	return p, nil
 }
 
 // pacingText says how a migration request paces its copy.

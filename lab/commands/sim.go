@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicedb/sluice/control"
 	"github.com/sluicedb/sluice/internal/cli"
 	"github.com/sluicedb/sluice/internal/units"
 	"github.com/sluicedb/sluice/lab/sim"
@@ -33,6 +34,7 @@ type simFlags struct {
 	steps      int
 	window     string
 	noise      float64
+	profile    string
 }
 
 var simF simFlags
@@ -46,6 +48,12 @@ how fast it moved and what it did to transaction latency (see package sim for th
 Scenarios: ` + strings.Join(sim.ScenarioNames(), ", ") + `
 Controllers: ` + strings.Join(sim.ControllerNames, ", ") + `
 
+The PID runs a control profile, as sluice migrate does: the default (` + control.DefaultProfileName + `)
+unless --profile names another built-in (` + strings.Join(control.Profiles(), ", ") + `) or a YAML/JSON
+file naming a base and the fields it changes (docs/control.md). Every controller
+runs inside a governor, as on an agent: the PID and the integral hold their initial
+rate for the profile's settling time (settle_ms) after the first byte.
+
 Without --json it prints a summary and an ASCII plot; --json prints one object with
 scenario, controller, seed, setpoint_ms, idle_latency_ms, mean_latency_ms, p95_latency_ms,
 p99_latency_ms, violation_fraction, migration_seconds, mean_rate (bytes/s) and completed.
@@ -54,6 +62,7 @@ without a migration; violation_fraction is the share of 1 s windows whose mean l
 exceeds --contract (default: the setpoint; multitenant: each store's own contract, worst store).
 --out DIR writes series.csv and summary.json, --png FILE a plot.`,
 	Example: `  sluice sim --scenario step40 --controller pid --setpoint 30ms
+  sluice sim --scenario step40 --profile slacker
   sluice sim --scenario steady --controller fixed --rate 10MB/s --json
   sluice sim --scenario multitenant --controller integral --out out/mt --png out/mt.png`,
 	Args: cobra.NoArgs,
@@ -64,9 +73,9 @@ var simSweepCmd = &cobra.Command{
 	Use:   "sweep",
 	Short: "Find the fastest fixed rate that meets a setpoint and compare it with the PID",
 	Long: `sweep runs a ladder of fixed rates (every 1/--steps of the plant's max rate, fastest
-first, until one meets the setpoint: that is the best fixed rate) and the simulator's PID
-on one scenario, and prints best_fixed_rate (bytes/s), best_fixed_seconds,
-best_fixed_mean_latency_ms, pid_seconds and pid_mean_latency_ms.`,
+first, until one meets the setpoint: that is the best fixed rate) and the PID (the default
+profile, or --profile's) on one scenario, and prints best_fixed_rate (bytes/s),
+best_fixed_seconds, best_fixed_mean_latency_ms, pid_seconds and pid_mean_latency_ms.`,
 	Example: `  sluice sim sweep --scenario bursty --setpoint 30ms --json`,
 	Args:    cobra.NoArgs,
 	RunE:    func(cmd *cobra.Command, _ []string) error { return runSweep(cmd, simF) },
@@ -79,7 +88,8 @@ func init() {
 		f.StringVar(&simF.setpoint, "setpoint", "", "latency setpoint, e.g. 30ms (default: the scenario's)")
 		f.Uint64Var(&simF.seed, "seed", 1, "random seed: same seed, same result")
 		f.BoolVar(&simF.json, "json", false, "print the figures as one JSON object")
-		f.StringVar(&simF.window, "window", "3s", "latency window the controller is shown, whole seconds (Slacker: 3s)")
+		f.StringVar(&simF.window, "window", sim.DefaultWindow.String(), "latency window the controller is shown, whole seconds (the proxy's: "+sim.DefaultWindow.String()+")")
+		f.StringVar(&simF.profile, "profile", control.DefaultProfileName, "the PID's profile: "+strings.Join(control.Profiles(), ", ")+", or a YAML/JSON profile file")
 		f.Float64Var(&simF.noise, "noise", sim.DefaultNoise, "relative measurement noise on the latency the controller sees (0 = exact)")
 	}
 	f := simCmd.Flags()
@@ -100,6 +110,7 @@ type simSetup struct {
 	scn  sim.Scenario
 	opt  sim.Options
 	ccfg sim.ControllerConfig
+	prof control.Profile // the PID's
 }
 
 // parseSimFlags checks every flag before anything runs or is written.
@@ -122,6 +133,13 @@ func parseSimFlags(cmd *cobra.Command, f simFlags, withController bool) (simSetu
 		return s, cli.Usagef("sim: --window %q: want whole seconds from 1s to 1m", f.window)
 	}
 	s.opt.Window = w
+	if cmd.Flags().Changed("profile") && withController && f.controller != "pid" {
+		return s, cli.Usagef("sim: --profile applies to --controller pid only")
+	}
+	if s.prof, err = simProfile(f.profile); err != nil {
+		return s, err
+	}
+	s.opt.Step = s.prof.Step()
 	if cmd.Flags().Changed("setpoint") {
 		d, err := simParseLatency("setpoint", f.setpoint)
 		if err != nil {
@@ -140,7 +158,7 @@ func parseSimFlags(cmd *cobra.Command, f simFlags, withController bool) (simSetu
 			}
 			s.opt.Contract = d
 		}
-		s.ccfg = sim.ControllerConfig{Kind: f.controller, Setpoint: s.opt.Setpoint, Rate: -1}
+		s.ccfg = sim.ControllerConfig{Kind: f.controller, Setpoint: s.opt.Setpoint, Rate: -1, Profile: s.prof}
 		if cmd.Flags().Changed("rate") {
 			if f.controller != "fixed" {
 				return s, cli.Usagef("sim: --rate applies to --controller fixed only")
@@ -187,6 +205,18 @@ func parseSimFlags(cmd *cobra.Command, f simFlags, withController bool) (simSetu
 			s.opt.Setpoint, worst.Round(10*time.Microsecond), scn.Name)
 	}
 	return s, nil
+}
+
+// simProfile resolves --profile; the simulator steps in whole seconds.
+func simProfile(arg string) (control.Profile, error) {
+	p, err := cli.Profile(arg)
+	if err != nil {
+		return p, cli.Usagef("sim: --profile: %v", err)
+	}
+	if st := p.Step(); st%time.Second != 0 {
+		return p, cli.Usagef("sim: --profile %s: step_ms %v: the simulator steps in whole seconds", p.Label(), p.StepMs)
+	}
+	return p, nil
 }
 
 // parseLatency parses a positive duration flag ("40ms", "0.03s").
@@ -242,8 +272,16 @@ func runSim(cmd *cobra.Command, f simFlags) error {
 		fmt.Fprintf(out, "interference model fitted on %d steps of random rates (%d interfering: latency over the setpoint): %d-fold CV accuracy %.3f, F1 %.3f\n",
 			fit.Samples, fit.Positive, fit.CV.Folds, fit.CV.MeanAccuracy, fit.CV.MeanF1)
 	}
-	printSimHuman(out, r)
+	printSimHuman(out, r, simControllerName(r.Controller, s.prof))
 	return nil
+}
+
+// simControllerName is controller kind with its profile, for people.
+func simControllerName(kind string, prof control.Profile) string {
+	if kind != "pid" {
+		return kind
+	}
+	return kind + " (profile " + prof.Label() + ")"
 }
 
 // writeSimFiles writes --out's CSV and summary and --png's plot.
@@ -320,12 +358,12 @@ func simDetail(r sim.Result) simDetailJSON {
 // ms is d in milliseconds rounded to microseconds.
 func simMS(d time.Duration) float64 { return math.Round(float64(d)/1e3) / 1e3 }
 
-func printSimHuman(w io.Writer, r sim.Result) {
+func printSimHuman(w io.Writer, r sim.Result, controller string) {
 	done := "completed"
 	if !r.Completed {
 		done = "NOT completed (time limit)"
 	}
-	fmt.Fprintf(w, "scenario %s, controller %s, seed %d, setpoint %v\n", r.Scenario, r.Controller, r.Seed, r.Setpoint)
+	fmt.Fprintf(w, "scenario %s, controller %s, seed %d, setpoint %v\n", r.Scenario, controller, r.Seed, r.Setpoint)
 	fmt.Fprintf(w, "migration %s in %.1f s at %s mean\n", done, r.MigrationSeconds, units.FormatRate(r.MeanRate))
 	fmt.Fprintf(w, "latency during migration: mean %.2f ms (idle %.2f ms), p95 %.2f ms, p99 %.2f ms\n",
 		simMS(r.MeanLatency), simMS(r.IdleLatency), simMS(r.P95Latency), simMS(r.P99Latency))
@@ -354,7 +392,7 @@ func runSweep(cmd *cobra.Command, f simFlags) error {
 	if f.steps < 1 || f.steps > 1000 {
 		return cli.Usagef("sim sweep: --steps must be in [1, 1000], got %d", f.steps)
 	}
-	sr, err := sim.Sweep(s.scn, s.opt, f.steps)
+	sr, err := sim.Sweep(s.scn, s.opt, f.steps, s.prof)
 	if err != nil {
 		return fmt.Errorf("sim sweep: %w", err)
 	}
@@ -372,7 +410,7 @@ func runSweep(cmd *cobra.Command, f simFlags) error {
 	} else {
 		fmt.Fprintf(out, "best fixed: %s, %.1f s, mean %.2f ms\n", units.FormatRate(sr.BestFixedRate), sr.BestFixedSeconds, simMS(sr.BestFixedMeanLatency))
 	}
-	fmt.Fprintf(out, "pid:        %s mean, %.1f s, mean %.2f ms (%.3f× the best fixed time)\n",
-		units.FormatRate(sr.PID.MeanRate), sr.PID.MigrationSeconds, simMS(sr.PID.MeanLatency), sr.PID.MigrationSeconds/math.Max(sr.BestFixedSeconds, 1e-9))
+	fmt.Fprintf(out, "%s: %s mean, %.1f s, mean %.2f ms (%.3f× the best fixed time)\n",
+		simControllerName("pid", s.prof), units.FormatRate(sr.PID.MeanRate), sr.PID.MigrationSeconds, simMS(sr.PID.MeanLatency), sr.PID.MigrationSeconds/math.Max(sr.BestFixedSeconds, 1e-9))
 	return nil
 }

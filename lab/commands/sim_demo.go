@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicedb/sluice/control"
 	"github.com/sluicedb/sluice/internal/cli"
 	"github.com/sluicedb/sluice/internal/units"
 	"github.com/sluicedb/sluice/lab/sim"
@@ -29,8 +30,9 @@ var demoCmd = &cobra.Command{
 	Short: "Demonstrate the control loop: +40% load mid-migration, PID vs the best fixed rate (simulated)",
 	Long: `sim demo finds the fastest fixed rate that meets the setpoint on the steady workload, then runs the
 step40 scenario (arrivals +40% one minute into the migration, Slacker Fig. 13a) with that
-fixed rate and with the PID. It prints both summaries and the PID's plot, and writes
-pid.png, fixed.png, pid.csv, fixed.csv and summary.json into --out.`,
+fixed rate and with the PID on the default profile (` + control.DefaultProfileName + `), as sluice migrate runs it.
+It prints both summaries and the PID's plot, and writes pid.png, fixed.png, pid.csv,
+fixed.csv and summary.json into --out.`,
 	Args: cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, _ []string) error { return runDemo(cmd, demoF) },
 }
@@ -46,6 +48,7 @@ func init() {
 // demoJSON is `sluice sim demo --json` and summary.json.
 type demoJSON struct {
 	Scenario   string      `json:"scenario"`
+	Profile    string      `json:"profile"` // the PID's
 	SetpointMS float64     `json:"setpoint_ms"`
 	FixedRate  float64     `json:"fixed_rate"`
 	PID        sim.Summary `json:"pid"`
@@ -68,12 +71,13 @@ func runDemo(cmd *cobra.Command, f demoFlags) error {
 	if err != nil {
 		return err
 	}
-	opt := sim.Options{Seed: f.seed, Setpoint: step.Setpoint}
+	prof := control.DefaultProfile()
+	opt := sim.Options{Seed: f.seed, Setpoint: step.Setpoint, Step: prof.Step()}
 	errOut := cmd.ErrOrStderr()
 	if !f.json {
 		fmt.Fprintf(errOut, "demo: finding the best fixed rate for %v on the steady workload...\n", opt.Setpoint)
 	}
-	sw, err := sim.Sweep(steady, opt, 0)
+	sw, err := sim.Sweep(steady, opt, 0, prof)
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
@@ -88,19 +92,19 @@ func runDemo(cmd *cobra.Command, f demoFlags) error {
 		return sim.Run(step, c, opt)
 	}
 	if !f.json {
-		fmt.Fprintf(errOut, "demo: running step40 with fixed %s and with the PID...\n", units.FormatRate(sw.BestFixedRate))
+		fmt.Fprintf(errOut, "demo: running step40 with fixed %s and with the PID (profile %s)...\n", units.FormatRate(sw.BestFixedRate), prof.Label())
 	}
 	fixed, err := run(sim.ControllerConfig{Kind: "fixed", Rate: sw.BestFixedRate})
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
-	pid, err := run(sim.ControllerConfig{Kind: "pid", Setpoint: opt.Setpoint})
+	pid, err := run(sim.ControllerConfig{Kind: "pid", Setpoint: opt.Setpoint, Profile: prof})
 	if err != nil {
 		return fmt.Errorf("demo: %w", err)
 	}
 	const stepAt = 60.0 // s: step40's load step
 	j := demoJSON{
-		Scenario: step.Name, SetpointMS: simMS(opt.Setpoint), FixedRate: sw.BestFixedRate,
+		Scenario: step.Name, Profile: prof.Label(), SetpointMS: simMS(opt.Setpoint), FixedRate: sw.BestFixedRate,
 		PID: pid.Summary(), Fixed: fixed.Summary(),
 		PIDAfterStepMS:   simMS(sim.MeanBetween(pid.Points, stepAt+10, pid.MigrationSeconds)),
 		FixedAfterStepMS: simMS(sim.MeanBetween(fixed.Points, stepAt+10, fixed.MigrationSeconds)),
@@ -132,7 +136,7 @@ func runDemo(cmd *cobra.Command, f demoFlags) error {
 	if f.json {
 		return cli.WriteJSON(out, j)
 	}
-	fmt.Fprintf(out, "sluice demo (simulated): %s, setpoint %v, arrivals +40%% at %.0f s\n\n", step.Name, opt.Setpoint, stepAt)
+	fmt.Fprintf(out, "sluice demo (simulated): %s, setpoint %v, arrivals +40%% at %.0f s; PID profile %s\n\n", step.Name, opt.Setpoint, stepAt, prof.Label())
 	fmt.Fprintf(out, "%-28s %14s %14s\n", "", "fixed", "pid")
 	fmt.Fprintf(out, "%-28s %14s %14s\n", "rate", units.FormatRate(sw.BestFixedRate), units.FormatRate(pid.MeanRate)+" avg")
 	fmt.Fprintf(out, "%-28s %13.1fs %13.1fs\n", "migration time", fixed.MigrationSeconds, pid.MigrationSeconds)
@@ -140,6 +144,6 @@ func runDemo(cmd *cobra.Command, f demoFlags) error {
 	fmt.Fprintf(out, "%-28s %12.1fms %12.1fms\n", "mean latency after the step", j.FixedAfterStepMS, j.PIDAfterStepMS)
 	fmt.Fprintf(out, "%-28s %12.1fms %12.1fms\n", "p99 latency", simMS(fixed.P99Latency), simMS(pid.P99Latency))
 	fmt.Fprintf(out, "%-28s %13.1f%% %13.1f%%\n", "1 s windows over setpoint", 100*fixed.ViolationFraction, 100*pid.ViolationFraction)
-	fmt.Fprintf(out, "\nPID:\n%s\nfiles: %v\n", sim.ASCIIPlot(pid, 72), j.Files)
+	fmt.Fprintf(out, "\n%s:\n%s\nfiles: %v\n", simControllerName("pid", prof), sim.ASCIIPlot(pid, 72), j.Files)
 	return nil
 }

@@ -100,7 +100,19 @@ func TestSimBadInputWritesNothing(t *testing.T) {
 	dir := t.TempDir()
 	outDir := filepath.Join(dir, "out")
 	png := filepath.Join(dir, "p.png")
+	badProfile := filepath.Join(dir, "bad.yaml")
+	halfStep := filepath.Join(dir, "half.yaml")
+	for path, body := range map[string]string{badProfile: "kp: -1\n", halfStep: "step_ms: 1500\n"} {
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for name, args := range map[string][]string{
+		"unknown profile":        {"sim", "--profile", "fast"},
+		"profile out of range":   {"sim", "--profile", badProfile},
+		"profile half a second":  {"sim", "--profile", halfStep},
+		"profile with fixed":     {"sim", "--controller", "fixed", "--profile", "slacker"},
+		"sweep unknown profile":  {"sim", "sweep", "--profile", "fast"},
 		"unknown scenario":       {"sim", "--scenario", "nope"},
 		"unknown controller":     {"sim", "--controller", "bangbang"},
 		"zero setpoint":          {"sim", "--setpoint", "0s"},
@@ -147,6 +159,35 @@ func TestSimBadInputWritesNothing(t *testing.T) {
 	}
 }
 
+// --profile picks the PID's profile, a built-in or a file, as migrate's does.
+func TestSimProfile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "p.yaml")
+	if err := os.WriteFile(file, []byte("name: sluice\nki: 0.1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runs := map[string][]string{
+		"pid (profile sluice)":         {"sim", "--scenario", "steady"},
+		"pid (profile slacker)":        {"sim", "--scenario", "steady", "--profile", "slacker"},
+		"pid (profile sluice(ki=0.1))": {"sim", "--scenario", "steady", "--profile", file},
+	}
+	seen := map[string]string{}
+	for want, args := range runs {
+		code, out, errs := labRunCLI(t, args...)
+		if code != 0 || !strings.Contains(out, "controller "+want) {
+			t.Fatalf("%v: exit %d %s\n%s", args, code, errs, out)
+		}
+		line := out[strings.Index(out, "migration "):]
+		seen[want] = line[:strings.Index(line, "\n")]
+	}
+	if seen["pid (profile sluice)"] == seen["pid (profile slacker)"] || seen["pid (profile sluice)"] == seen["pid (profile sluice(ki=0.1))"] {
+		t.Fatalf("profiles made no difference: %v", seen)
+	}
+	code, out, errs := labRunCLI(t, "sim", "sweep", "--scenario", "steady", "--profile", "slacker")
+	if code != 0 || !strings.Contains(out, "pid (profile slacker):") {
+		t.Fatalf("sweep: exit %d %s\n%s", code, errs, out)
+	}
+}
+
 func TestSweepJSONHasExactlyTheKeys(t *testing.T) {
 	code, out, errs := labRunCLI(t, "sim", "sweep", "--scenario", "steady", "--setpoint", "30ms", "--json")
 	if code != 0 {
@@ -189,7 +230,8 @@ func TestTuneProposesAndRefusesUnstable(t *testing.T) {
 	}
 	// Human output names the fits and the stability range.
 	code, out, _ = labRunCLI(t, "tune", "--scenario", "steady", "--setpoint", "30ms", "--pole", "0.5")
-	if code != 0 || !strings.Contains(out, "local fit") || !strings.Contains(out, "stable iff 0 < K <") || !strings.Contains(out, "pid (setpoint 30.0 ms)") {
+	if code != 0 || !strings.Contains(out, "local fit") || !strings.Contains(out, "stable iff 0 < K <") || !strings.Contains(out, "pid (setpoint 30.0 ms)") ||
+		!strings.Contains(out, "a suggestion") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 }
@@ -215,6 +257,9 @@ func TestDemoWritesPlots(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("%s: %v", f, err)
 		}
+	}
+	if m["profile"] != "sluice" {
+		t.Errorf("demo runs profile %v, want the default", m["profile"])
 	}
 	if m["pid_after_step_ms"].(float64) >= m["fixed_after_step_ms"].(float64) {
 		t.Fatalf("demo: PID after the step %v not below fixed %v", m["pid_after_step_ms"], m["fixed_after_step_ms"])

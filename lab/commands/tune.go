@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicedb/sluice/control"
 	"github.com/sluicedb/sluice/control/tune"
 	"github.com/sluicedb/sluice/internal/cli"
 	"github.com/sluicedb/sluice/internal/units"
@@ -40,6 +41,9 @@ method) and over the operating region near the contract (local: the plant is con
 the slope where a controller works is steeper), and proposes, from the local fit:
   - Aqueduct's integral gain K = (1-p)/G for the pole --pole (stable iff 0 < K < 2/G),
   - velocity-form PID gains for the setpoint (control/tune.ProposePID, spectral radius --radius),
+    a suggestion only: the PID runs a control profile, whose gains come from the real
+    testbed (docs/control.md); to try these, write them into a profile file (name: sluice,
+    kp, ki, kd) and pass it to sluice sim --profile,
   - a starting rate: the fastest step whose latency stayed under 75% of the contract.
 An unstable choice (a pole outside (-1,1), or --k outside (0, 2/G)) is refused unless --force.`,
 	Example: `  sluice tune --scenario multitenant
@@ -203,4 +207,7 @@ func printTune(w io.Writer, j tuneJSON) {
 	fmt.Fprintf(w, "start rate: %s\n", units.FormatRate(j.StartRate))
 	fmt.Fprintf(w, "pid (setpoint %.1f ms): Kp %.4f  Ki %.4f  Kd %.4f  (normalised gain %.2f, radius %.2f, ~%d steps to settle)\n",
 		j.SetpointMS, j.PIDKp, j.PIDKi, j.PIDKd, j.PIDNormGain, j.PIDRadius, j.PIDSettleSteps)
+	def := control.DefaultProfile()
+	fmt.Fprintf(w, "  a suggestion (the %s profile runs Kp %g  Ki %g  Kd %g): try it with sluice sim --profile FILE,\n", def.Name, def.Kp, def.Ki, def.Kd)
+	fmt.Fprintf(w, "  FILE holding name: %s, kp: %.4g, ki: %.4g, kd: %.4g\n", def.Name, j.PIDKp, j.PIDKi, j.PIDKd)
 }

@@ -3,6 +3,8 @@ package sim
 import (
 	"testing"
 	"time"
+
+	"github.com/sluicedb/sluice/control"
 )
 
 // BenchmarkRun times one whole run (the migration plus its idle twin) per
@@ -40,14 +42,14 @@ func BenchmarkRun(b *testing.B) {
 }
 
 // BenchmarkSweep times `sluice sim sweep` on steady: the fixed-rate ladder
-// down to the best rate, plus the PID.
+// down to the best rate, plus the default profile's PID.
 func BenchmarkSweep(b *testing.B) {
 	s, err := Lookup("steady")
 	if err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		if _, err := Sweep(s, Options{Seed: 1, Setpoint: 30 * time.Millisecond}, 0); err != nil {
+		if _, err := Sweep(s, Options{Seed: 1, Setpoint: 30 * time.Millisecond}, 0, control.Profile{}); err != nil {
 			b.Fatal(err)
 		}
 	}

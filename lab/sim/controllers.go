@@ -10,56 +10,6 @@ import (
 	"github.com/sluicedb/sluice/control/tune"
 )
 
-// The PID gains the simulator uses, in control.PID's units (per 1 s step,
-// error normalised by the setpoint, output a fraction of max rate).
-//
-// Slacker's gains (control.SlackerKp/Ki/Kd = 0.025/0.005/0.015) are far too
-// slow on this plant: Ki = 0.005 moves the rate by 0.5% of max per step, so
-// on `steady` at 30 ms the migration settles at a third of the slack.
-// `sluice tune --scenario steady --setpoint 30ms` fits the local gain near
-// the setpoint (G ≈ 1.2e-8 s per byte/s, normalised g ≈ 4.7) and
-// control/tune.ProposePID (3-step window, radius 0.5) proposes Kp 0.016,
-// Ki 0.064, Kd 0. Those meet the steady targets, but after Slacker's +40%
-// step they take ~20 s to come back: latency jumps to ~10× the setpoint,
-// the velocity form's Ki·e drives the output to 0, and Ki alone ramps it
-// back. A larger Kp undoes that over-reaction as the error swings back (the
-// velocity P term is Kp·Δe) and a larger Ki ramps faster. Measured on
-// step40 (recovery = first 1 s window back within ±10%, 10–16 seeds) and on
-// steady with setpoint 27 ms against a 30 ms contract (worst violation
-// fraction over 12 seeds):
-//
-//	Kp 0.10 Ki 0.10: recovery 12–13 s
-//	Kp 0.13 Ki 0.10: recovery  9–12 s
-//	Kp 0.14 Ki 0.12: recovery  7–8 s on 16 seeds; violations up to 0.167
-//	Kp 0.15 Ki 0.10: recovery  6–8 s, one seed in 16 at 11 s; violations ≤ 0.123
-//	Kp 0.15 Ki 0.12: recovery  6–8 s; violations up to 0.158 on 4 seeds
-//	Kp ≥ 0.17: bounces back into overload on some seeds; 0.2 on all
-//
-// Those rows are on Slacker's 3 s window. A grid over window × Kp × Ki
-// (16 seeds each; worst step40 recovery, worst violation fraction at 27 ms
-// against 30 ms) shows the window's lag is what costs the last seconds:
-//
-//	3 s window: Kp 0.12 Ki 0.10: 12 s, 0.079   Kp 0.15 Ki 0.10: 11 s, 0.149
-//	            Kp 0.15 Ki 0.08: 11 s, 0.079   Kp 0.18 Ki 0.08: 71 s, 0.105
-//	2 s window: Kp 0.10 Ki 0.10: 11 s, 0.105   Kp 0.11 Ki 0.09: 10 s, 0.105
-//	            Kp 0.11 Ki 0.10:  9 s, 0.114   Kp 0.11 Ki 0.11:  9 s, 0.140
-//	            Kp 0.12 Ki 0.10:  9 s, 0.132   Kp 0.13 Ki 0.10: 17 s, 0.158
-//	            Kp 0.15 Ki 0.10: never (oscillates), 0.191
-//
-// We use a 2 s window (PIDWindow) with Kp 0.11 Ki 0.10, the middle of
-// the region that meets both bounds on all 16 seeds. Larger Kp makes the
-// velocity form's P kick overshoot back into overload after the step.
-const (
-	SimKp = 0.11
-	SimKi = 0.10
-	SimKd = 0.0
-	// SimPIDInitial is the PID's starting output, a fraction of max rate:
-	// 70% of max (8.4 MB/s) is ~17 ms on the one-store scenarios, below
-	// every setpoint we test, and starting there rather than at Slacker's
-	// 10% saves ~10 s of ramp.
-	SimPIDInitial = 0.7
-)
-
 // Controller kinds NewController knows.
 var ControllerNames = []string{"fixed", "pid", "integral", "interference"}
 
@@ -67,7 +17,12 @@ var ControllerNames = []string{"fixed", "pid", "integral", "interference"}
 type ControllerConfig struct {
 	Kind     string        // one of ControllerNames
 	Setpoint time.Duration // PID setpoint; default the scenario's
-	Rate     float64       // fixed: the rate, bytes/s; < 0 or +Inf: Plant.MaxRate (unthrottled)
+	// Profile is the loop's tuning, as for `sluice migrate --profile`: the
+	// PID's gains and options, and the governor's settling; the zero value
+	// is control.DefaultProfile(). Its top speed gives way to the plant's
+	// (Plant.MaxRate), and its step must be the run's (Options.Step).
+	Profile control.Profile
+	Rate    float64 // fixed: the rate, bytes/s; < 0 or +Inf: Plant.MaxRate (unthrottled)
 	// Integral: K and Initial; 0 means from the tune path (profile the
 	// scenario, fit the local gain, K = (1−Pole)/G, start at Tuned.Start).
 	K       float64
@@ -149,12 +104,30 @@ func (p Profile) bindingLatency(pt ProfilePoint) time.Duration {
 	return pt.Latency
 }
 
-// NewController builds the controller cfg names for scenario s run with opt.
+// NewController builds the controller cfg names for scenario s run with
+// opt, as the agent builds a migration's: the controller inside a
+// control.Governor with the profile's policy (settling for the controllers
+// that steer by latency). The simulated migration is one copy, so the
+// governor's catch-up floor never acts.
 func NewController(s Scenario, cfg ControllerConfig, opt Options) (control.Controller, error) {
 	sp := cfg.Setpoint
 	if sp == 0 {
 		sp = s.Setpoint
 	}
+	prof := cfg.Profile
+	if prof.Name == "" {
+		prof = control.DefaultProfile()
+	}
+	ctl, err := newController(s, cfg, opt, sp, prof)
+	if err != nil {
+		return nil, err
+	}
+	byLatency := cfg.Kind == "pid" || cfg.Kind == "integral"
+	return control.NewGovernor(ctl, prof.Governor(sp, s.Plant.MaxRate, byLatency)), nil
+}
+
+// newController is NewController's controller, ungoverned, at setpoint sp.
+func newController(s Scenario, cfg ControllerConfig, opt Options, sp time.Duration, prof control.Profile) (control.Controller, error) {
 	max := s.Plant.MaxRate
 	switch cfg.Kind {
 	case "fixed":
@@ -164,10 +137,14 @@ func NewController(s Scenario, cfg ControllerConfig, opt Options) (control.Contr
 		}
 		return control.NewFixed(math.Min(r, max))
 	case "pid":
-		prof, _ := control.ProfileNamed("slacker")
-		p := prof.PID(sp, max, control.StatMean)
-		p.Kp, p.Ki, p.Kd, p.Initial = SimKp, SimKi, SimKd, SimPIDInitial
-		return control.NewPID(p)
+		step := opt.Step
+		if step == 0 {
+			step = DefaultStep
+		}
+		if prof.Step() != step {
+			return nil, fmt.Errorf("sim: profile %s steps every %v, the run every %v: its gains are per step", prof.Label(), prof.Step(), step)
+		}
+		return control.NewPID(prof.PID(sp, max, control.StatMean))
 	case "integral":
 		p := control.DefaultIntegralParams()
 		p.MaxRate, p.K, p.Initial = max, cfg.K, cfg.Initial

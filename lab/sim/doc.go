@@ -35,15 +35,17 @@
 // migration less finds the same slack as before.
 //
 // Migration. A controller is asked for a Decision every Options.Step (1 s)
-// and shown the latency of the last Options.Window (3 s) per store, with
-// multiplicative Gaussian measurement noise (Options.Noise, 3%), plus the
-// host's I/O figures derived from the load (IOPS, io_ticks, throughput and
-// utilisation of the disk). Sends draw from a read-ahead buffer and read
-// through to disk when it is empty; Decision.Prefetch fills the buffer up to
-// Plant.Buffer. Only disk reads cost capacity. Rates are clamped to
-// [0, Plant.MaxRate]. The migration moves Plant.Size bytes and completes;
-// the run stops Options.Tail after that, or abandons it at
-// Options.MaxDuration.
+// and shown the latency of the last Options.Window (3 s, the proxy's) per
+// store, with multiplicative Gaussian measurement noise (Options.Noise, 3%),
+// plus the host's I/O figures derived from the load (IOPS, io_ticks,
+// throughput and utilisation of the disk) and the migration's progress as
+// the agent reports a snapshot's (bytes moved, time left at the rate in
+// force). The migration is one copy: there is no catch-up stage. Sends draw
+// from a read-ahead buffer and read through to disk when it is empty;
+// Decision.Prefetch fills the buffer up to Plant.Buffer. Only disk reads
+// cost capacity. Rates are clamped to [0, Plant.MaxRate]. The migration
+// moves Plant.Size bytes and completes; the run stops Options.Tail after
+// that, or abandons it at Options.MaxDuration.
 //
 // # Calibration
 //
@@ -58,9 +60,17 @@
 // tenant in about 113 s; after step40's +40% the same setpoint needs about
 // 7 MB/s, and 9.5 MB/s overloads the server.
 //
-// The PID gains the simulator uses (SimKp, SimKi, SimKd) and why are
-// documented next to them; Integral gains come from the tune path (Tune:
-// profile, local gain fit, K = (1−p)/G).
+// # Controllers
+//
+// NewController builds a controller as the agent builds a migration's: the
+// PID from a control.Profile (control.DefaultProfile() unless one is named,
+// as for `sluice migrate --profile`; its gains were measured on the real
+// testbed, not here), the Integral's K from the tune path (Tune: profile,
+// local gain fit, K = (1−p)/G), and every controller inside a
+// control.Governor with the profile's policy: a controller that steers by
+// latency holds its initial rate for the profile's settling time after the
+// copy's first byte; the catch-up floor never acts, as there is no
+// catch-up.
 //
 // # Determinism
 //

@@ -465,7 +465,10 @@ func (e *engine) flow() {
 }
 
 // control builds the observation of the window ending now and asks the
-// controller for the next rate.
+// controller for the next rate. The observation carries the migration's
+// progress as the agent's loop reports a snapshot's: the copy's stage and
+// bytes, and the time it still needs at the rate in force; the replay lag
+// is unknown (there is no catch-up stage).
 func (e *engine) control() {
 	obs := control.Observation{At: e.epoch.Add(secs(e.t))}
 	var pv time.Duration
@@ -496,6 +499,7 @@ func (e *engine) control() {
 		obs.Signals = append(obs.Signals, sig)
 	}
 	obs.Host = e.hostIO()
+	obs.Stage, obs.Bytes, obs.Lag, obs.Remaining = control.StageCopy, int64(e.sent), -1, e.remaining()
 	d := e.ctrl.Next(obs)
 	e.steps++
 	e.rate = clampRate(d.Rate, e.scn.Plant.MaxRate)
@@ -509,6 +513,16 @@ func (e *engine) control() {
 		p.Hold = d.Hold
 		p.Reason = d.Reason
 	}
+}
+
+// remaining is the time the copy still needs at the rate in force, as the
+// agent reports it (control.Observation.Remaining): 0 (unknown) when paused,
+// at most 10⁶ s.
+func (e *engine) remaining() time.Duration {
+	if e.rate <= 0 {
+		return 0
+	}
+	return secs(min((e.size-e.sent)/e.rate, 1e6))
 }
 
 // hostIO derives the block-device figures of the last control step from the

@@ -119,6 +119,34 @@ func ProfilePlant(s Scenario, po ProfileOptions, opt Options) (Profile, error) {
 	if err != nil {
 		return Profile{}, err
 	}
+	if po, err = po.resolve(s, o); err != nil {
+		return Profile{}, err
+	}
+	perRung := int(po.Hold / o.Step)
+	sc := &staircase{rates: po.Rates, hold: perRung, aborted: -1}
+	for _, st := range s.Stores {
+		sc.abort = append(sc.abort, time.Duration(AbortFactor*float64(contractOf(st, o))))
+	}
+	// The migration must not complete during the profile: make it endless.
+	big := s
+	big.Plant.Size = math.MaxInt64 / 4
+	o.MaxDuration = time.Duration(len(po.Rates)) * po.Hold
+	e := newEngine(big, sc, o)
+	e.run()
+
+	prof := Profile{Scenario: s.Name, Seed: o.Seed}
+	for _, st := range s.Stores {
+		prof.StoreNames = append(prof.StoreNames, st.Name)
+	}
+	prof.Points = measureRungs(e, po, sc.aborted)
+	if err := prof.fitGains(e.stores); err != nil {
+		return prof, fmt.Errorf("sim: profile %s: %w", s.Name, err)
+	}
+	return prof, nil
+}
+
+// resolve fills po's defaults for scenario s run with o and checks them.
+func (po ProfileOptions) resolve(s Scenario, o Options) (ProfileOptions, error) {
 	if po.Steps == 0 {
 		po.Steps = DefaultProfileSteps
 	}
@@ -133,46 +161,37 @@ func ProfilePlant(s Scenario, po ProfileOptions, opt Options) (Profile, error) {
 	}
 	switch {
 	case po.Steps < 2:
-		return Profile{}, fmt.Errorf("sim: profile: need at least 2 steps, got %d", po.Steps)
+		return po, fmt.Errorf("sim: profile: need at least 2 steps, got %d", po.Steps)
 	case po.Hold%o.Step != 0 || po.Hold < 2*o.Step:
-		return Profile{}, fmt.Errorf("sim: profile: hold must be a multiple of the step and at least 2 steps, got %v", po.Hold)
+		return po, fmt.Errorf("sim: profile: hold must be a multiple of the step and at least 2 steps, got %v", po.Hold)
 	case po.Settle < 0 || po.Settle >= po.Hold:
-		return Profile{}, fmt.Errorf("sim: profile: settle must be in [0, hold), got %v", po.Settle)
+		return po, fmt.Errorf("sim: profile: settle must be in [0, hold), got %v", po.Settle)
 	case !(po.P > 0 && po.P <= 1):
-		return Profile{}, fmt.Errorf("sim: profile: P must be in (0,1], got %v", po.P)
+		return po, fmt.Errorf("sim: profile: P must be in (0,1], got %v", po.P)
 	}
-	rates := po.Rates
-	if len(rates) == 0 {
-		rates = []float64{0}
+	if len(po.Rates) == 0 {
+		po.Rates = []float64{0}
 		for i := 1; i <= po.Steps; i++ {
-			rates = append(rates, s.Plant.MaxRate*float64(i)/float64(po.Steps))
+			po.Rates = append(po.Rates, s.Plant.MaxRate*float64(i)/float64(po.Steps))
 		}
 	}
-	for i, r := range rates {
-		if !(r >= 0) || math.IsInf(r, 0) || (i > 0 && r <= rates[i-1]) {
-			return Profile{}, fmt.Errorf("sim: profile: rates must be finite, >= 0 and ascending")
+	for i, r := range po.Rates {
+		if !(r >= 0) || math.IsInf(r, 0) || (i > 0 && r <= po.Rates[i-1]) {
+			return po, fmt.Errorf("sim: profile: rates must be finite, >= 0 and ascending")
 		}
 	}
-	perRung := int(po.Hold / o.Step)
-	sc := &staircase{rates: rates, hold: perRung, aborted: -1}
-	for _, st := range s.Stores {
-		sc.abort = append(sc.abort, time.Duration(AbortFactor*float64(contractOf(st, o))))
-	}
-	// The migration must not complete during the profile: make it endless.
-	big := s
-	big.Plant.Size = math.MaxInt64 / 4
-	o.MaxDuration = time.Duration(len(rates)) * po.Hold
-	e := newEngine(big, sc, o)
-	e.run()
+	return po, nil
+}
 
-	prof := Profile{Scenario: s.Name, Seed: o.Seed}
-	for _, st := range s.Stores {
-		prof.StoreNames = append(prof.StoreNames, st.Name)
-	}
+// measureRungs returns the staircase's rungs as measured in run e, up to
+// and including the first over a contract (or aborted: the rung index
+// aborted, -1 for none).
+func measureRungs(e *engine, po ProfileOptions, aborted int) []ProfilePoint {
+	var pts []ProfilePoint
 	hold, settle := po.Hold.Seconds(), po.Settle.Seconds()
-	for i, r := range rates {
+	for i, r := range po.Rates {
 		lo, hi := float64(i)*hold+settle, float64(i+1)*hold
-		pt := ProfilePoint{Rate: r, Stores: make([]time.Duration, len(e.stores)), Aborted: sc.aborted == i}
+		pt := ProfilePoint{Rate: r, Stores: make([]time.Duration, len(e.stores)), Aborted: aborted == i}
 		best := math.Inf(1)
 		for j, st := range e.stores {
 			var sum float64
@@ -194,51 +213,58 @@ func ProfilePlant(s Scenario, po ProfileOptions, opt Options) (Profile, error) {
 			}
 		}
 		pt.Over = pt.Over || pt.Aborted
-		prof.Points = append(prof.Points, pt)
+		pts = append(pts, pt)
 		if pt.Over {
 			break
 		}
 	}
+	return pts
+}
+
+// fitGains fits p's Global and Local gains over its points within the
+// contracts, and names its binding store (stores: the run's).
+func (p *Profile) fitGains(stores []*storeSim) error {
 	var xs, ys []float64
 	var in []ProfilePoint
-	for _, p := range prof.Points {
-		if !p.Over {
-			xs = append(xs, p.Rate)
-			ys = append(ys, p.Latency.Seconds())
-			in = append(in, p)
+	for _, pt := range p.Points {
+		if !pt.Over {
+			xs = append(xs, pt.Rate)
+			ys = append(ys, pt.Latency.Seconds())
+			in = append(in, pt)
 		}
 	}
-	if prof.Global, err = fit(xs, ys); err != nil {
-		return prof, fmt.Errorf("sim: profile %s: global fit: %w", s.Name, err)
+	var err error
+	if p.Global, err = fit(xs, ys); err != nil {
+		return fmt.Errorf("global fit: %w", err)
 	}
 	// Operating region of the binding store.
 	last := in[len(in)-1]
 	b := 0
-	for j, st := range e.stores {
+	for j, st := range stores {
 		if st.cfg.Name == last.Victim {
 			b = j
 		}
 	}
-	prof.Binding, prof.BindingContract = last.Victim, secs(e.stores[b].contract)
+	p.Binding, p.BindingContract = last.Victim, secs(stores[b].contract)
 	idle := in[0].Stores[b].Seconds()
-	cut := idle + 0.5*(e.stores[b].contract-idle)
+	cut := idle + 0.5*(stores[b].contract-idle)
 	var lx, ly []float64
-	for _, p := range in {
-		if y := p.Stores[b].Seconds(); y >= cut {
-			lx, ly = append(lx, p.Rate), append(ly, y)
+	for _, pt := range in {
+		if y := pt.Stores[b].Seconds(); y >= cut {
+			lx, ly = append(lx, pt.Rate), append(ly, y)
 		}
 	}
 	if len(lx) < 3 {
 		n := min(3, len(in))
 		lx, ly = nil, nil
-		for _, p := range in[len(in)-n:] {
-			lx, ly = append(lx, p.Rate), append(ly, p.Stores[b].Seconds())
+		for _, pt := range in[len(in)-n:] {
+			lx, ly = append(lx, pt.Rate), append(ly, pt.Stores[b].Seconds())
 		}
 	}
-	if prof.Local, err = fit(lx, ly); err != nil {
-		return prof, fmt.Errorf("sim: profile %s: local fit: %w", s.Name, err)
+	if p.Local, err = fit(lx, ly); err != nil {
+		return fmt.Errorf("local fit: %w", err)
 	}
-	return prof, nil
+	return nil
 }
 
 func fit(xs, ys []float64) (Fit, error) {

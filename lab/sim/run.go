@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/control"
+	"github.com/sluicedb/sluice/proxy"
 )
 
 // Options are a run's settings. The zero value of each field picks its
@@ -22,11 +23,11 @@ type Options struct {
 	// mean latency exceeds it is a violation. Default: each store's own
 	// contract, else the setpoint.
 	Contract time.Duration
-	// Step is the control period, whole seconds. Default 1 s (Slacker).
+	// Step is the control period, whole seconds. Default 1 s (Slacker). A
+	// PID's profile must step at the same period: its gains are per step.
 	Step time.Duration
 	// Window is the span of the latency window the controller is shown,
-	// whole seconds. The window is part of a controller's tuning: default
-	// PIDWindow for the PID, DefaultWindow (Slacker's 3 s) for the others.
+	// whole seconds. Default DefaultWindow.
 	Window time.Duration
 	// Noise is the relative standard deviation of the measurement noise on
 	// the latencies the controller sees (one factor per store and step,
@@ -47,12 +48,11 @@ type Options struct {
 
 // Defaults of Options.
 const (
-	DefaultStep   = time.Second
-	DefaultWindow = 3 * time.Second
-	// PIDWindow is the PID's default window: on this plant the third second
-	// of Slacker's window is lag that costs the PID its 10 s recovery after
-	// step40's load step (measurements at SimKp).
-	PIDWindow          = 2 * time.Second
+	DefaultStep = time.Second
+	// DefaultWindow is the proxy's latency window (Slacker's 3 s): the
+	// window's lag is part of the loop the profiles' gains were measured
+	// on, so the simulator shows controllers the window the product does.
+	DefaultWindow      = proxy.DefaultWindow
 	DefaultNoise       = 0.03
 	DefaultWarmup      = 10 * time.Second
 	DefaultMaxDuration = 20 * time.Minute
@@ -194,9 +194,6 @@ type Result struct {
 func Run(s Scenario, c control.Controller, opt Options) (Result, error) {
 	if c == nil {
 		return Result{}, fmt.Errorf("sim: run %s: nil controller", s.Name)
-	}
-	if opt.Window == 0 && c.Name() == "pid" {
-		opt.Window = PIDWindow
 	}
 	o, err := opt.resolve(s)
 	if err != nil {

@@ -7,17 +7,23 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+
+	"github.com/sluicedb/sluice/control"
+	"github.com/sluicedb/sluice/internal/cli"
 )
 
-// TestScripts runs the datadriven transcripts in testdata/: each directive
-// runs the simulator and prints its figures and plots. Regenerate with
-// `go test ./sim -run TestScripts -rewrite` and review the diff.
+// TestScripts runs the datadriven transcripts in testdata/scripts: each
+// directive runs the simulator and prints its figures and plots. Regenerate
+// with `go test ./lab/sim -run TestScripts -rewrite` and review the diff.
 //
-//	run scenario=S controller=C [setpoint=D] [contract=D] [rate=R] [seed=N]
-//	sweep scenario=S [setpoint=D] [seed=N]
+//	run scenario=S controller=C [setpoint=D] [contract=D] [rate=R] [seed=N] [profile=P]
+//	sweep scenario=S [setpoint=D] [seed=N] [profile=P]
 //	profile scenario=S [setpoint=D] [seed=N]
+//
+// profile=P is the PID's profile, as `sluice sim --profile` takes it: a
+// built-in name or a file (testdata/profiles/…); default the default profile.
 func TestScripts(t *testing.T) {
-	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+	datadriven.Walk(t, "testdata/scripts", func(t *testing.T, path string) {
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			return script(t, d)
 		})
@@ -28,6 +34,7 @@ func script(t *testing.T, d *datadriven.TestData) string {
 	var scn, ctrl string
 	var sp, contract time.Duration
 	var seed uint64 = 1
+	var prof control.Profile
 	rate := -1.0
 	for _, a := range d.CmdArgs {
 		v := ""
@@ -49,6 +56,8 @@ func script(t *testing.T, d *datadriven.TestData) string {
 			rate *= 1e6
 		case "seed":
 			_, err = fmt.Sscanf(v, "%d", &seed)
+		case "profile":
+			prof, err = cli.Profile(v)
 		default:
 			d.Fatalf(t, "unknown argument %q", a.Key)
 		}
@@ -64,7 +73,7 @@ func script(t *testing.T, d *datadriven.TestData) string {
 	var b strings.Builder
 	switch d.Cmd {
 	case "run":
-		c, err := NewController(s, ControllerConfig{Kind: ctrl, Setpoint: sp, Rate: rate}, o)
+		c, err := NewController(s, ControllerConfig{Kind: ctrl, Setpoint: sp, Rate: rate, Profile: prof}, o)
 		if err != nil {
 			d.Fatalf(t, "%v", err)
 		}
@@ -83,7 +92,7 @@ func script(t *testing.T, d *datadriven.TestData) string {
 		}
 		b.WriteString(ASCIIPlot(r, 60))
 	case "sweep":
-		sw, err := Sweep(s, o, 0)
+		sw, err := Sweep(s, o, 0, prof)
 		if err != nil {
 			d.Fatalf(t, "%v", err)
 		}

@@ -199,6 +199,14 @@ func TestBadOptions(t *testing.T) {
 	if _, err := NewController(s, ControllerConfig{Kind: "nope"}, Options{}); err == nil {
 		t.Error("unknown controller: no error")
 	}
+	slow := control.DefaultProfile()
+	slow.StepMs = 2000
+	if _, err := NewController(s, ControllerConfig{Kind: "pid", Profile: slow}, Options{}); err == nil {
+		t.Error("profile stepping every 2 s in a run stepping every 1 s: no error")
+	}
+	if _, err := NewController(s, ControllerConfig{Kind: "pid", Profile: slow}, Options{Step: 2 * time.Second}); err != nil {
+		t.Errorf("profile and run stepping every 2 s: %v", err)
+	}
 }
 
 func TestEveryScenarioAndControllerRuns(t *testing.T) {

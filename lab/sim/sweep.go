@@ -3,6 +3,8 @@ package sim
 import (
 	"fmt"
 	"time"
+
+	"github.com/sluicedb/sluice/control"
 )
 
 // DefaultSweepSteps is the ladder's resolution: fixed rates at every 1/48 of
@@ -34,9 +36,10 @@ type SweepResult struct {
 }
 
 // Sweep runs a ladder of fixed rates (steps equal steps up to the plant's
-// max, fastest first, until one meets the setpoint) and the simulator's PID
-// on scenario s. steps 0 means DefaultSweepSteps.
-func Sweep(s Scenario, opt Options, steps int) (SweepResult, error) {
+// max, fastest first, until one meets the setpoint) and the PID of profile
+// prof (the zero value: control.DefaultProfile()) on scenario s. steps 0
+// means DefaultSweepSteps.
+func Sweep(s Scenario, opt Options, steps int, prof control.Profile) (SweepResult, error) {
 	if steps == 0 {
 		steps = DefaultSweepSteps
 	}
@@ -66,7 +69,7 @@ func Sweep(s Scenario, opt Options, steps int) (SweepResult, error) {
 			break
 		}
 	}
-	c, err := NewController(s, ControllerConfig{Kind: "pid", Setpoint: o.Setpoint}, o)
+	c, err := NewController(s, ControllerConfig{Kind: "pid", Setpoint: o.Setpoint, Profile: prof}, o)
 	if err != nil {
 		return sr, err
 	}
