@@ -15,16 +15,13 @@
 package pgcluster
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -170,88 +167,6 @@ func Init(ctx context.Context, dir string, o Options) (*Cluster, error) {
 	return c, nil
 }
 
-// compactConf rewrites initdb's postgresql.conf without its comment and
-// blank lines (nearly all of the file; the settings are the same). The postmaster and every auxiliary process parse the file again on
-// each reload, and the read-only fence reloads inside the handover's freeze.
-// On an idle server one reload costs about half the CPU with the compact
-// file (BenchmarkReloadCPU); a quarter-core server needs four times that CPU
-// in wall time.
-func (c *Cluster) compactConf() error {
-	b, err := os.ReadFile(filepath.Join(c.Dir, "postgresql.conf"))
-	if err != nil {
-		return err
-	}
-	var out strings.Builder
-	out.WriteString("# initdb's settings, comments removed by sluice (see postgresql.conf.sample)\n")
-	for _, line := range strings.Split(string(b), "\n") {
-		t := strings.TrimSpace(line)
-		if t == "" || strings.HasPrefix(t, "#") {
-			continue
-		}
-		out.WriteString(line + "\n")
-	}
-	return c.writeFile("postgresql.conf", out.String())
-}
-
-// Configure writes sluice.conf (port, listen address, socket directory and
-// settings) and includes it from postgresql.conf, then rewrites pg_hba.conf.
-// Safe to call again: sluice.conf is replaced and the include is added once.
-// A running server must be restarted or reloaded to see changes.
-func (c *Cluster) Configure(settings map[string]string) error {
-	all := map[string]string{
-		"port":                    strconv.Itoa(c.Port),
-		"listen_addresses":        quoteConf(c.Host),
-		"unix_socket_directories": quoteConf(c.Dir),
-		"wal_level":               "replica",
-		"max_wal_senders":         "10",
-		"max_replication_slots":   "10",
-		"hot_standby":             "on",
-	}
-	for k, v := range settings {
-		all[k] = v
-	}
-	keys := make([]string, 0, len(all))
-	for k := range all {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	b.WriteString("# written by sluice; edits are replaced\n")
-	for _, k := range keys {
-		v := all[k]
-		if k != "listen_addresses" && k != "unix_socket_directories" && needsQuote(v) {
-			v = quoteConf(v)
-		}
-		fmt.Fprintf(&b, "%s = %s\n", k, v)
-	}
-	if err := c.writeFile("sluice.conf", b.String()); err != nil {
-		return err
-	}
-	conf := filepath.Join(c.Dir, "postgresql.conf")
-	cur, err := os.ReadFile(conf)
-	if err != nil {
-		return fmt.Errorf("pgcluster: configure: %w", err)
-	}
-	if !bytes.Contains(cur, []byte("include_if_exists = 'sluice.conf'")) {
-		cur = append(cur, []byte("\ninclude_if_exists = 'sluice.conf'\n")...)
-		if err := c.writeFile("postgresql.conf", string(cur)); err != nil {
-			return err
-		}
-	}
-	m := c.opts.AuthMethod
-	hba := "# written by sluice\n" +
-		"local all all trust\n" +
-		"local replication all trust\n" +
-		"host all all 127.0.0.1/32 " + m + "\n" +
-		"host all all ::1/128 " + m + "\n" +
-		"host replication all 127.0.0.1/32 " + m + "\n" +
-		"host replication all ::1/128 " + m + "\n"
-	if c.Host != "127.0.0.1" && c.Host != "localhost" {
-		hba += "host all all 0.0.0.0/0 " + m + "\nhost replication all 0.0.0.0/0 " + m + "\n"
-	}
-	return c.writeFile("pg_hba.conf", hba)
-}
-
 // TransientConf is the file of the settings sluice gives a running server
 // for a while (SetTransient), included from postgresql.conf after
 // sluice.conf. A setting made with ALTER SYSTEM (postgresql.auto.conf, read
@@ -259,48 +174,6 @@ func (c *Cluster) Configure(settings map[string]string) error {
 // settings do not outlive the postmaster they were given to, even when the
 // process that set them died before taking them back.
 const TransientConf = "sluice_transient.conf"
-
-// SetTransient writes settings to TransientConf, adding its include to
-// postgresql.conf once (after sluice.conf's, so they win over it); no
-// settings removes the file (none there is fine). The server sees the change
-// at its next reload, of every process (pg_reload_conf) or of the one that
-// reads the setting. Values are written as given, quoted when they need it.
-func (c *Cluster) SetTransient(settings map[string]string) error {
-	p := filepath.Join(c.Dir, TransientConf)
-	if len(settings) == 0 {
-		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("pgcluster: remove %s: %w", TransientConf, err)
-		}
-		return nil
-	}
-	conf := filepath.Join(c.Dir, "postgresql.conf")
-	cur, err := os.ReadFile(conf)
-	if err != nil {
-		return fmt.Errorf("pgcluster: set transient settings: %w", err)
-	}
-	line := "include_if_exists = '" + TransientConf + "'"
-	if !bytes.Contains(cur, []byte(line)) {
-		cur = append(cur, []byte("\n"+line+"\n")...)
-		if err := c.writeFile("postgresql.conf", string(cur)); err != nil {
-			return err
-		}
-	}
-	keys := make([]string, 0, len(settings))
-	for k := range settings {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	b.WriteString("# written by sluice for a while (pgcluster.TransientConf); removed after\n")
-	for _, k := range keys {
-		v := settings[k]
-		if needsQuote(v) {
-			v = quoteConf(v)
-		}
-		fmt.Fprintf(&b, "%s = %s\n", k, v)
-	}
-	return c.writeFile(TransientConf, b.String())
-}
 
 // Start starts the postmaster with pg_ctl and waits until it accepts
 // connections. The server log goes to Dir/log/postmaster.log.
@@ -488,64 +361,6 @@ func (c *Cluster) writeFile(rel, content string) error {
 	return c.chown(p)
 }
 
-// Chown gives path (recursively) to the cluster's OS user when running as root.
-func (c *Cluster) Chown(path string) error {
-	uid, gid, ok, err := osUserIDs(c.opts.OSUser)
-	if err != nil || !ok {
-		return err
-	}
-	return filepath.Walk(path, func(p string, _ os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, uid, gid)
-	})
-}
-
-func (c *Cluster) chown(path string) error {
-	uid, gid, ok, err := osUserIDs(c.opts.OSUser)
-	if err != nil || !ok {
-		return err
-	}
-	return os.Lchown(path, uid, gid)
-}
-
-func (c *Cluster) asOSUser(cmd *exec.Cmd) error {
-	uid, gid, ok, err := osUserIDs(c.opts.OSUser)
-	if err != nil {
-		return err
-	}
-	if ok {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
-		cmd.Env = append(os.Environ(), "HOME=/tmp", "USER="+c.opts.OSUser, "LOGNAME="+c.opts.OSUser)
-	}
-	return nil
-}
-
-// osUserIDs returns the uid and gid to run PostgreSQL as; ok is false when the
-// caller is not root (binaries run as the caller).
-func osUserIDs(name string) (uid, gid int, ok bool, err error) {
-	if os.Geteuid() != 0 {
-		return 0, 0, false, nil
-	}
-	u, err := user.Lookup(name)
-	if err != nil {
-		return 0, 0, false, fmt.Errorf("pgcluster: running as root needs OS user %q to run PostgreSQL: %w", name, err)
-	}
-	uid, _ = strconv.Atoi(u.Uid)
-	gid, _ = strconv.Atoi(u.Gid)
-	return uid, gid, true, nil
-}
-
-// OSUserIDs exposes the uid/gid PostgreSQL runs as (ok=false when not root),
-// for callers that create files a cluster must own.
-func OSUserIDs(name string) (uid, gid int, ok bool, err error) {
-	if name == "" {
-		name = "postgres"
-	}
-	return osUserIDs(name)
-}
-
 // FreePort asks the kernel for a free TCP port on loopback. Another process
 // may take it before it is used; callers that bind it retry on failure.
 func FreePort() (int, error) {
@@ -573,43 +388,6 @@ func (c *Cluster) WaitReady(ctx context.Context) error {
 	}
 }
 
-func readConfPort(path string) (int, error) {
-	for _, f := range []string{filepath.Join(filepath.Dir(path), "sluice.conf"), path} {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			continue
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			k, v, ok := strings.Cut(line, "=")
-			if !ok || strings.TrimSpace(k) != "port" {
-				continue
-			}
-			v, _, _ = strings.Cut(v, "#")
-			if p, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
-				return p, nil
-			}
-		}
-	}
-	return 0, errors.New("no port setting found")
-}
-
-func needsQuote(v string) bool {
-	if v == "" {
-		return true
-	}
-	if _, err := strconv.ParseFloat(v, 64); err == nil {
-		return false
-	}
-	for _, r := range v {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '.') {
-			return true
-		}
-	}
-	return false
-}
-
-func quoteConf(v string) string { return "'" + strings.ReplaceAll(v, "'", "''") + "'" }
-
 func urlEscape(s string) string {
 	var b strings.Builder
 	for _, r := range []byte(s) {
@@ -628,28 +406,4 @@ func tail(b []byte) string {
 		b = b[len(b)-max:]
 	}
 	return string(b)
-}
-
-// MkdirTemp creates a new temporary directory (os.MkdirTemp's pattern) that
-// the PostgreSQL OS user may use: mode 0755 and, when the caller is root,
-// owned by that user. Clusters can be made inside it. The caller removes it.
-func MkdirTemp(pattern string) (string, error) {
-	d, err := os.MkdirTemp("", pattern)
-	if err != nil {
-		return "", fmt.Errorf("pgcluster: temp dir: %w", err)
-	}
-	if err := os.Chmod(d, 0o755); err != nil {
-		os.RemoveAll(d)
-		return "", fmt.Errorf("pgcluster: temp dir: %w", err)
-	}
-	if uid, gid, ok, err := osUserIDs("postgres"); err != nil {
-		os.RemoveAll(d)
-		return "", err
-	} else if ok {
-		if err := os.Chown(d, uid, gid); err != nil {
-			os.RemoveAll(d)
-			return "", fmt.Errorf("pgcluster: temp dir: %w", err)
-		}
-	}
-	return d, nil
 }
