@@ -2,6 +2,7 @@ package commands
 
 import (
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/signal"
@@ -119,14 +120,7 @@ and downtime.png.`,
 			if asJSON {
 				return cli.WriteJSON(cmd.OutOrStdout(), res)
 			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "\n%-14s %10s %14s %14s %16s %11s %12s\n", "mode", "agent ms", "probe max ms", "probe gap ms", "workload max ms", "recovery s", "migration s")
-			fmt.Fprintf(w, "%-14s %10.1f %14.1f %14.1f %16.1f %11.2f %12.1f\n", "live", res.LiveFreezeMs, res.LiveProbeMaxMs, res.LiveProbeGapMs, res.LiveWorkloadMaxMs, res.LiveRecoveryS, res.LiveSeconds)
-			fmt.Fprintf(w, "%-14s %10.1f %14.1f %14.1f %16.1f %11.2f %12.1f\n", "stop-and-copy", res.StopAndCopyDowntimeMs, res.StopAndCopyProbeMaxMs, res.StopAndCopyProbeGapMs, res.StopAndCopyWorkloadMaxMs, res.StopAndCopyRecoveryS, res.StopAndCopySeconds)
-			fmt.Fprintf(w, "(baseline mean latency %.1f ms; recovered = a second with no queue and a mean ≤ %.1f ms)\n", res.BaselineMeanMs, res.RecoveryLimitMs)
-			fmt.Fprintf(w, "(medians of %d runs each; stop-and-copy's downtime is %.1f× the live freeze)\n", len(res.Live), res.DowntimeRatio)
-			fmt.Fprintf(w, "writes acknowledged %d, missing %d, duplicated %d\n", res.WritesAcknowledged, res.WritesMissing, res.WritesDuplicated)
-			fmt.Fprintf(w, "report: %s\n", filepath.Join(o.Out, "report.md"))
+			printDowntime(cmd.OutOrStdout(), res, o.Out)
 			return nil
 		},
 	}
@@ -162,4 +156,15 @@ func downtimeCommandLine(cmd *cobra.Command) string {
 		}
 	})
 	return strings.Join(parts, " ")
+}
+
+// printDowntime prints the medians of res and where its report is.
+func printDowntime(w io.Writer, res experiment.DowntimeResult, out string) {
+	fmt.Fprintf(w, "\n%-14s %10s %14s %14s %16s %11s %12s\n", "mode", "agent ms", "probe max ms", "probe gap ms", "workload max ms", "recovery s", "migration s")
+	fmt.Fprintf(w, "%-14s %10.1f %14.1f %14.1f %16.1f %11.2f %12.1f\n", "live", res.LiveFreezeMs, res.LiveProbeMaxMs, res.LiveProbeGapMs, res.LiveWorkloadMaxMs, res.LiveRecoveryS, res.LiveSeconds)
+	fmt.Fprintf(w, "%-14s %10.1f %14.1f %14.1f %16.1f %11.2f %12.1f\n", "stop-and-copy", res.StopAndCopyDowntimeMs, res.StopAndCopyProbeMaxMs, res.StopAndCopyProbeGapMs, res.StopAndCopyWorkloadMaxMs, res.StopAndCopyRecoveryS, res.StopAndCopySeconds)
+	fmt.Fprintf(w, "(baseline mean latency %.1f ms; recovered = a second with no queue and a mean ≤ %.1f ms)\n", res.BaselineMeanMs, res.RecoveryLimitMs)
+	fmt.Fprintf(w, "(medians of %d runs each; stop-and-copy's downtime is %.1f× the live freeze)\n", len(res.Live), res.DowntimeRatio)
+	fmt.Fprintf(w, "writes acknowledged %d, missing %d, duplicated %d\n", res.WritesAcknowledged, res.WritesMissing, res.WritesDuplicated)
+	fmt.Fprintf(w, "report: %s\n", filepath.Join(out, "report.md"))
 }

@@ -1,79 +1,122 @@
 package commands
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/sluicedb/sluice/lab/experiment"
 )
 
 // TestBenchLoopUsageErrors: bad flags of the closed-loop benchmarks exit 2
-// with one line, before any server is started or output written.
+// with one line naming the flag (and a bad --variant its key), before any
+// server is started or output written.
 func TestBenchLoopUsageErrors(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "never")
+	profile := filepath.Join(t.TempDir(), "tuned.yaml")
+	if err := os.WriteFile(profile, []byte("name: sluice\nkx: 1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		args []string
 		want string
 	}{
-		{[]string{"bench", "slack-sweep", "--out", out, "--compare-start-growth", "1.2,0.5"}, "--compare-start-growth"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--compare-start-growth", "", "--compare-rearm-growth", "1.5,0"}, "--compare-rearm-growth"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--compare-rearm-growth", "", "--rearm-growth", "0.5"}, "--rearm-growth"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--rearm-growth", "1.5", "--start-backoff", "9"}, "--start-backoff"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--start-backoff", "3", "--idle-floor", "1"}, "--idle-floor"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--idle-floor", "0.5", "--size", "10kB"}, "--size"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--size", "1GB", "--rounds", "0"}, "--rounds"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--rounds", "51"}, "--rounds"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--rounds", "2", "--size", "10kB"}, "--size"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--size", "1GB", "--swing", "140%"}, "--swing \"140%\""},
-		{[]string{"bench", "slack-sweep", "--out", out, "--swing", "40"}, "--swing \"40\""},
-		{[]string{"bench", "slack-sweep", "--out", out, "--swing", "40%", "--swing-period", "1s"}, "--swing-period"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--swing", "", "--swing-period", "1m", "--fixed-rates", "5MB/s,fast"}, "--fixed-rates"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--fixed-rates", "5MB/s", "--setpoints", "40ms,-5ms"}, "--setpoints"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--setpoints", "2x,40ms"}, "--setpoints"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--setpoints", "0.5x"}, "--setpoints"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--setpoints", "40ms", "--max-rate", "0"}, "--max-rate"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--max-rate", "30MB/s", "--keys", "pareto"}, "--keys"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--keys", "uniform", "--tps", "0"}, "--tps"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--tps", "100", "--ki", "0"}, "--ki"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--ki", "0.1", "--memory", "64"}, "memory"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--memory", "2048", "--error-form", "quadratic"}, "--error-form"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--error-form", "linear", "--mean-horizon", "-1"}, "--mean-horizon"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--mean-horizon", "20", "--compare-mean-horizons", "0,x"}, "--compare-mean-horizons"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--compare-mean-horizons", "", "--compare-ki", "0.02,-1"}, "--compare-ki"},
-		{[]string{"bench", "step40", "--out", out, "--start-backoff", "-1"}, "--start-backoff"},
-		{[]string{"bench", "step40", "--out", out, "--start-backoff", "3", "--factor", "0"}, "--factor"},
-		{[]string{"bench", "step40", "--out", out, "--factor", "1.4", "--step-after", "soon"}, "--step-after"},
-		{[]string{"bench", "step40", "--out", out, "--step-after", "60s", "--setpoint", "fast"}, "--setpoint"},
-		{[]string{"bench", "multitenant", "--out", out, "--tenants", "1"}, "--tenants"},
-		{[]string{"bench", "multitenant", "--out", out, "--tenants", "5", "--tenant-setting", "wal_init_zero"}, "--tenant-setting"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--handover-reserve", "auto", "--compare-ki", "", "--compare-handover-reserves", "0,-5"}, "--compare-handover-reserves"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--compare-handover-reserves", "", "--compare-error-floors", "1,-1"}, "--compare-error-floors"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--compare-error-floors", "", "--compare-headroom", "0.25,x"}, "--compare-headroom"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--error-form", "linear", "--tenant-setting", "wal_init_zero="}, "--tenant-setting"},
-		{[]string{"bench", "step40", "--out", out, "--setpoint", "40ms", "--tenant-setting", "x; DROP=1"}, "--tenant-setting"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--handover-reserve", "-1"}, "--handover-reserve"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--handover-reserve", "auto", "--error-floor", "-1"}, "--error-floor"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--error-floor", "0", "--headroom", "-0.1"}, "--headroom"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--headroom", "0", "--checkpoint", "30s"}, "--checkpoint"},
-		{[]string{"bench", "step40", "--out", out, "--setpoint", "40ms", "--checkpoint", "slow"}, "--checkpoint"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--wal-relay", "middle"}, "--wal-relay \"middle\""},
-		{[]string{"bench", "step40", "--out", out, "--handover-reserve", "lots"}, "--handover-reserve"},
-		{[]string{"bench", "step40", "--out", out, "--handover-reserve", "auto", "--error-floor", "NaN"}, "--error-floor"},
-		{[]string{"bench", "slack-sweep", "--out", out, "--headroom", "0", "--latency-source", "server"}, "--latency-source"},
-		{[]string{"bench", "step40", "--out", out, "--error-floor", "0", "--latency-source", "clients"}, "--latency-source"},
+		{[]string{"slack-sweep", "--variant", "kx=0.1"}, `--variant "kx=0.1": unknown key kx`},
+		{[]string{"slack-sweep", "--variant", "ki=0.04", "--variant", "catch_up.boost=0.5"}, `--variant "catch_up.boost=0.5"`},
+		{[]string{"slack-sweep", "--variant", "mean_horizon=soon"}, "mean_horizon=soon"},
+		{[]string{"slack-sweep", "--variant", "latency=server"}, "latency=server"},
+		{[]string{"slack-sweep", "--variant", "wal_relay=middle"}, "wal_relay=middle"},
+		{[]string{"slack-sweep", "--variant", "checkpoint=slow"}, "checkpoint=slow"},
+		{[]string{"slack-sweep", "--variant", "ki"}, `--variant "ki"`},
+		{[]string{"step40", "--variant", "start_backoff=9"}, "start_backoff"},
+		{[]string{"multitenant", "--variant", "ki=-1"}, "ki"},
+		{[]string{"slack-sweep", "--profile", "tuned"}, "--profile"},
+		{[]string{"step40", "--profile", profile}, "kx"},
+		{[]string{"slack-sweep", "--size", "10kB"}, "--size"},
+		{[]string{"slack-sweep", "--rounds", "0"}, "--rounds"},
+		{[]string{"slack-sweep", "--rounds", "51"}, "--rounds"},
+		{[]string{"slack-sweep", "--swing", "140%"}, `--swing "140%"`},
+		{[]string{"slack-sweep", "--swing", "40"}, `--swing "40"`},
+		{[]string{"slack-sweep", "--swing", "40%/1s"}, `--swing "40%/1s"`},
+		{[]string{"slack-sweep", "--swing", "40%/often"}, "period"},
+		{[]string{"slack-sweep", "--fixed-rates", "5MB/s,fast"}, "--fixed-rates"},
+		{[]string{"slack-sweep", "--setpoints", "40ms,-5ms"}, "--setpoints"},
+		{[]string{"slack-sweep", "--setpoints", "2x,40ms"}, "--setpoints"},
+		{[]string{"slack-sweep", "--setpoints", "0.5x"}, "--setpoints"},
+		{[]string{"slack-sweep", "--max-rate", "0"}, "--max-rate"},
+		{[]string{"slack-sweep", "--keys", "pareto"}, "--keys"},
+		{[]string{"slack-sweep", "--tps", "0"}, "--tps"},
+		{[]string{"slack-sweep", "--memory", "64"}, "memory"},
+		{[]string{"slack-sweep", "--calm", "0.5"}, "--calm"},
+		{[]string{"slack-sweep", "--tenant-setting", "wal_init_zero="}, "--tenant-setting"},
+		{[]string{"step40", "--factor", "0"}, "--factor"},
+		{[]string{"step40", "--step-after", "soon"}, "--step-after"},
+		{[]string{"step40", "--setpoint", "fast"}, "--setpoint"},
+		{[]string{"step40", "--tenant-setting", "x; DROP=1"}, "--tenant-setting"},
+		{[]string{"multitenant", "--tenants", "1"}, "--tenants"},
+		{[]string{"multitenant", "--tenant-setting", "wal_init_zero"}, "--tenant-setting"},
 	}
 	for _, c := range cases {
-		var stdout, errOut bytes.Buffer
-		code := run(c.args, &stdout, &errOut)
-		msg := errOut.String()
-		if code != 2 || !strings.Contains(msg, c.want) || strings.Count(msg, "\n") != 1 {
-			t.Errorf("sluice %s: exit %d, stderr %q; want 2 and one line mentioning %q", strings.Join(c.args, " "), code, msg, c.want)
+		args := append([]string{"bench", c.args[0], "--out", out}, c.args[1:]...)
+		code, stdout, stderr := labRunCLI(t, args...)
+		if code != 2 || !strings.Contains(stderr, c.want) || !strings.Contains(stderr, c.args[0]) || strings.Count(stderr, "\n") != 1 || stdout != "" {
+			t.Errorf("sluice %s: exit %d, stderr %q; want 2 and one line mentioning %q", strings.Join(args, " "), code, stderr, c.want)
 		}
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("a rejected run created %s", out)
+	}
+}
+
+// TestBenchLoopFlags: the closed-loop benchmarks take decisions, not a flag
+// per knob: the loop is a profile and variants of it.
+func TestBenchLoopFlags(t *testing.T) {
+	for _, c := range []struct {
+		bench string
+		most  int
+	}{{"slack-sweep", 25}, {"step40", 25}, {"multitenant", 25}} {
+		cmd, _, err := benchCmd.Find([]string{c.bench})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		cmd.Flags().VisitAll(func(f *pflag.Flag) {
+			if f.Name != "help" {
+				names = append(names, f.Name)
+			}
+		})
+		if len(names) > c.most {
+			t.Errorf("%s has %d flags, want at most %d: %v", c.bench, len(names), c.most, names)
+		}
+		for _, want := range []string{"profile", "variant", "max-rate"} {
+			if !slices.Contains(names, want) {
+				t.Errorf("%s has no --%s", c.bench, want)
+			}
+		}
+		for _, gone := range []string{"kp", "ki", "kd", "error-form", "mean-horizon", "start-growth", "latency-source", "handover-reserve", "compare-ki"} {
+			if slices.Contains(names, gone) {
+				t.Errorf("%s still has --%s", c.bench, gone)
+			}
+		}
+	}
+}
+
+// TestParseSwing: a percentage with an optional period after a slash.
+func TestParseSwing(t *testing.T) {
+	for s, want := range map[string]experiment.Schedule{
+		"":        {},
+		"40%":     experiment.Swing(time.Minute, 0.4),
+		"25%/90s": experiment.Swing(90*time.Second, 0.25),
+	} {
+		got, err := parseSwing(s)
+		if err != nil || got.Period != want.Period || !slices.Equal(got.Levels, want.Levels) {
+			t.Errorf("parseSwing(%q) = %+v, %v; want %+v", s, got, err, want)
+		}
 	}
 }
 
@@ -102,22 +145,5 @@ func TestSlackSweepStealFlags(t *testing.T) {
 	}
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("a rejected run created %s", out)
-	}
-}
-
-// The compare lists of floors, headrooms and reserves take 0 (the option
-// off, as their help says), which parseList refuses.
-func TestParseNonNegList(t *testing.T) {
-	got, err := parseNonNegList(" 0, 0.25,1 ,", "x >= 0")
-	if err != nil || !slices.Equal(got, []float64{0, 0.25, 1}) {
-		t.Errorf("parseNonNegList(0,0.25,1) = %v, %v", got, err)
-	}
-	if got, err := parseNonNegList("", "x >= 0"); err != nil || got != nil {
-		t.Errorf("parseNonNegList(\"\") = %v, %v; want nil, nil", got, err)
-	}
-	for _, bad := range []string{"-1", "NaN", "Inf", "x", "0,-0.5"} {
-		if _, err := parseNonNegList(bad, "x >= 0"); err == nil || !strings.Contains(err.Error(), "want x >= 0") {
-			t.Errorf("parseNonNegList(%q): %v, want an error saying what it wants", bad, err)
-		}
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/sluicedb/sluice/internal/cli"
+	"github.com/sluicedb/sluice/internal/clock"
 	"github.com/sluicedb/sluice/internal/stats"
 	"github.com/sluicedb/sluice/lab/cgroup"
 	"github.com/sluicedb/sluice/migration"
@@ -184,7 +185,7 @@ func runBenchWarm(cmd *cobra.Command, _ []string) error {
 	for i := 0; i < 2*bf.rounds; i++ {
 		warm := i%2 == 1
 		progress("workload settling for %s on %s", bf.warmup, b.names[i%2])
-		if err := migSleep(ctx, bf.warmup); err != nil {
+		if err := clock.Sleep(ctx, bf.warmup); err != nil {
 			return err
 		}
 		now := time.Now()
@@ -229,17 +230,6 @@ func runBenchWarm(cmd *cobra.Command, _ []string) error {
 }
 
 func migRound2(x float64) float64 { return float64(int64(x*100+0.5)) / 100 }
-
-func migSleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
 
 // warmLoadData creates table data(id primary key, pad) with rows rows and
 // loads the first hot fraction of the table and its index into shared buffers.
@@ -334,7 +324,7 @@ func (r *warmReadWorkload) rate(from, to time.Time) float64 {
 func (r *warmReadWorkload) recovery(ctx context.Context, released time.Time, baseline, frac float64, win, maxWait time.Duration) (time.Duration, bool) {
 	for t := released; t.Sub(released) <= maxWait; t = t.Add(warmBucket) {
 		for time.Now().Before(t.Add(win + warmBucket)) {
-			if migSleep(ctx, warmBucket) != nil {
+			if clock.Sleep(ctx, warmBucket) != nil {
 				return maxWait, false
 			}
 		}

@@ -12,26 +12,22 @@ package experiment
 // agent. At the end every acknowledged write is checked row by row.
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	agentclient "github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/internal/clock"
 	"github.com/sluicedb/sluice/internal/stats"
 	"github.com/sluicedb/sluice/internal/units"
-	"github.com/sluicedb/sluice/lab/chart"
 	"github.com/sluicedb/sluice/lab/testbed"
 	"github.com/sluicedb/sluice/lab/workload"
 	"github.com/sluicedb/sluice/migration"
@@ -228,214 +224,278 @@ func Downtime(ctx context.Context, bed *testbed.Bed, opt DowntimeOptions) (Downt
 			return DowntimeResult{}, fmt.Errorf("downtime: %w", err)
 		}
 	}
-	say := opt.Progress
-	start := time.Now()
-
-	say("creating a %s tenant on %s", units.FormatBytes(float64(opt.Size)), bed.Servers[0].Name)
-	tn, err := bed.CreateTenant(ctx, 0, "downtime", opt.Size, opt.Seed+1)
-	if err != nil {
+	d := &downtimeRun{opt: opt, bed: bed, say: opt.Progress, start: time.Now()}
+	d.say("creating a %s tenant on %s", units.FormatBytes(float64(opt.Size)), bed.Servers[0].Name)
+	if d.tn, err = bed.CreateTenant(ctx, 0, "downtime", opt.Size, opt.Seed+1); err != nil {
 		return DowntimeResult{}, fmt.Errorf("downtime: create tenant: %w", err)
 	}
-	res := DowntimeResult{TenantBytes: tn.Bytes}
-	say("tenant %q: %d rows, %s on disk", tn.Name, tn.Rows, units.FormatBytes(float64(tn.Bytes)))
+	d.res.TenantBytes = d.tn.Bytes
+	d.say("tenant %q: %d rows, %s on disk", d.tn.Name, d.tn.Rows, units.FormatBytes(float64(d.tn.Bytes)))
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-
-	// The probe: one connection, SELECT 1 every ProbeInterval.
-	pr := &dtProbe{dsn: tn.DSN, every: opt.ProbeInterval}
-	probeDone := make(chan error, 1)
-	pctx, stopProbe := context.WithCancel(ctx)
-	defer stopProbe()
-	if err := pr.connect(pctx); err != nil {
-		return res, fmt.Errorf("downtime: probe: %w", err)
+	if err := d.startProbe(ctx); err != nil {
+		return d.res, err
 	}
-	go func() { probeDone <- pr.run(pctx) }()
-	probeStopped := false
-	stopProbeWait := func() {
-		if !probeStopped {
-			probeStopped = true
-			stopProbe()
-			<-probeDone
+	defer d.stopProbe()
+	if err := d.startWorkload(ctx); err != nil {
+		return d.res, err
+	}
+	defer d.stopWorkload()
+	if err := d.baseline(ctx); err != nil {
+		return d.res, err
+	}
+	owner := 0
+	var migErr error
+	for i := range 2 * opt.Runs {
+		r, err := d.move(ctx, i, owner)
+		if err != nil {
+			migErr = err
+			break
+		}
+		owner = r.To
+		if r.Mode == string(migration.Live) {
+			d.res.Live = append(d.res.Live, r)
+		} else {
+			d.res.StopAndCopy = append(d.res.StopAndCopy, r)
 		}
 	}
-	defer stopProbeWait()
+	return d.res, d.finish(ctx, migErr)
+}
 
-	// The workload, through the proxy the whole time; its ledger proves nothing is lost.
-	run, err := workload.NewRunner(workload.Config{DSN: tn.DSN, Rate: opt.TxRate, MPL: opt.MPL, Records: tn.Rows, Duration: 24 * time.Hour, Seed: opt.Seed + 2})
+// downtimeRun is a Downtime experiment under way: its tenant, the probe
+// and the workload running through the proxy, and what they measured.
+type downtimeRun struct {
+	opt   DowntimeOptions
+	bed   *testbed.Bed
+	tn    testbed.Tenant
+	say   func(format string, args ...any)
+	start time.Time // the bench's, the outputs' clock
+	res   DowntimeResult
+
+	pr          *dtProbe
+	probeDone   chan error
+	cancelProbe context.CancelFunc
+	run         *workload.Runner // the workload, through the proxy the whole time
+	wStart      time.Time        // about the workload's clock's zero
+	workDone    chan error
+	cancelWork  context.CancelFunc
+	secsMu      sync.Mutex
+	secs        []workload.Second // the workload's, guarded by secsMu
+	limitMs     float64           // a recovered second's mean latency at most
+}
+
+// startProbe starts the probe: one connection, SELECT 1 every
+// ProbeInterval, until stopProbe.
+func (d *downtimeRun) startProbe(ctx context.Context) error {
+	d.pr = &dtProbe{dsn: d.tn.DSN, every: d.opt.ProbeInterval}
+	pctx, cancel := context.WithCancel(ctx)
+	if err := d.pr.connect(pctx); err != nil {
+		cancel()
+		return fmt.Errorf("downtime: probe: %w", err)
+	}
+	d.probeDone, d.cancelProbe = make(chan error, 1), cancel
+	go func() { d.probeDone <- d.pr.run(pctx) }()
+	return nil
+}
+
+// stopProbe stops the probe and waits for it; again, it does nothing.
+func (d *downtimeRun) stopProbe() {
+	if d.cancelProbe != nil {
+		d.cancelProbe()
+		<-d.probeDone
+		d.cancelProbe = nil
+	}
+}
+
+// startWorkload starts the workload, recording its seconds, until
+// stopWorkload. Its ledger proves nothing is lost.
+func (d *downtimeRun) startWorkload(ctx context.Context) error {
+	o := d.opt
+	run, err := workload.NewRunner(workload.Config{DSN: d.tn.DSN, Rate: o.TxRate, MPL: o.MPL, Records: d.tn.Rows, Duration: 24 * time.Hour, Seed: o.Seed + 2})
 	if err != nil {
-		return res, fmt.Errorf("downtime: %w", err)
+		return fmt.Errorf("downtime: %w", err)
 	}
-	wctx, stopWork := context.WithCancel(ctx)
-	defer stopWork()
-	var secsMu sync.Mutex
-	var secs []workload.Second
-	workDone := make(chan error, 1)
-	wStart := time.Now()
+	wctx, cancel := context.WithCancel(ctx)
+	d.run, d.workDone, d.cancelWork, d.wStart = run, make(chan error, 1), cancel, time.Now()
 	go func() {
-		_, err := run.Run(wctx, func(s workload.Second) { secsMu.Lock(); secs = append(secs, s); secsMu.Unlock() })
-		workDone <- err
+		_, err := run.Run(wctx, func(s workload.Second) { d.secsMu.Lock(); d.secs = append(d.secs, s); d.secsMu.Unlock() })
+		d.workDone <- err
 	}()
-	workStopped := false
-	stopWorkWait := func() error {
-		if workStopped {
-			return nil
-		}
-		workStopped = true
-		stopWork()
-		return <-workDone
+	d.say("workload: %.0f transactions/s over %d connections; probe every %v; baseline for %v", o.TxRate, o.MPL, o.ProbeInterval, o.Baseline)
+	return nil
+}
+
+// stopWorkload stops the workload and returns its error; again, it does
+// nothing.
+func (d *downtimeRun) stopWorkload() error {
+	if d.cancelWork == nil {
+		return nil
 	}
-	defer stopWorkWait()
-	say("workload: %.0f transactions/s over %d connections; probe every %v; baseline for %v", opt.TxRate, opt.MPL, opt.ProbeInterval, opt.Baseline)
-	if sleepCtx(ctx, opt.Baseline) != nil {
-		return res, ctx.Err()
+	d.cancelWork()
+	d.cancelWork = nil
+	return <-d.workDone
+}
+
+// baseline waits out the baseline and sets the recovery limit from it.
+func (d *downtimeRun) baseline(ctx context.Context) error {
+	o := d.opt
+	if clock.Sleep(ctx, o.Baseline) != nil {
+		return ctx.Err()
 	}
 	// The workload's clock starts once its connections are open: wait for
 	// its report of the baseline's last second (at most 10 s more).
-	nb := int(opt.Baseline / time.Second)
-	for i := 0; i < 100; i++ {
-		secsMu.Lock()
-		n := len(secs)
-		secsMu.Unlock()
-		if n >= nb || sleepCtx(ctx, 100*time.Millisecond) != nil {
+	nb := int(o.Baseline / time.Second)
+	for range 100 {
+		d.secsMu.Lock()
+		n := len(d.secs)
+		d.secsMu.Unlock()
+		if n >= nb || clock.Sleep(ctx, 100*time.Millisecond) != nil {
 			break
 		}
 	}
-	secsMu.Lock()
-	base := dtMeanLatency(secs, 1, nb)
-	secsMu.Unlock()
+	d.secsMu.Lock()
+	base := dtMeanLatency(d.secs, 1, nb)
+	d.secsMu.Unlock()
 	if math.IsNaN(base) {
-		return res, fmt.Errorf("downtime: the workload completed no transaction in its %v baseline", opt.Baseline)
+		return fmt.Errorf("downtime: the workload completed no transaction in its %v baseline", o.Baseline)
 	}
-	res.BaselineMeanMs = round(base, 1)
-	limitMs := max(opt.RecoverFactor*res.BaselineMeanMs, res.BaselineMeanMs+5)
-	res.RecoveryLimitMs = round(limitMs, 1)
-	say("baseline mean latency %.1f ms; recovered = a second with an empty queue and a mean ≤ %.1f ms", res.BaselineMeanMs, limitMs)
+	d.res.BaselineMeanMs = round(base, 1)
+	d.limitMs = max(o.RecoverFactor*d.res.BaselineMeanMs, d.res.BaselineMeanMs+5)
+	d.res.RecoveryLimitMs = round(d.limitMs, 1)
+	d.say("baseline mean latency %.1f ms; recovered = a second with an empty queue and a mean ≤ %.1f ms", d.res.BaselineMeanMs, d.limitMs)
+	return nil
+}
 
-	owner := 0
-	var migErr error
-	for i := 0; i < 2*opt.Runs && migErr == nil; i++ {
-		mode := string(migration.Live)
-		if i%2 == 1 {
-			mode = string(migration.StopAndCopy)
-		}
-		to := 1 - owner
-		req := agentclient.StartMigration{Mode: mode}
-		if mode == string(migration.Live) {
-			req.Rate = opt.Rate
-		}
-		n := i/2 + 1
-		say("%s %d/%d: %s → %s", mode, n, opt.Runs, bed.Servers[owner].Name, bed.Servers[to].Name)
-		lastPhase, lastSay := "", time.Time{}
-		m, err := bed.Migrate(ctx, tn, to, req, func(m agentclient.Migration) {
-			if p := m.Progress; p.Phase != lastPhase || time.Since(lastSay) > 5*time.Second {
-				lastPhase, lastSay = p.Phase, time.Now()
-				total := ""
-				if p.TotalBytes > 0 {
-					total = "of " + units.FormatBytes(float64(p.TotalBytes))
-				}
-				say("  %-9s %9s %-12s %12s", p.Phase, units.FormatBytes(float64(p.Bytes)), total, units.FormatRate(p.Rate))
+// move runs the i-th migration (live when i is even) of the tenant from
+// server owner to the other, waits for the workload to recover, and
+// returns its figures.
+func (d *downtimeRun) move(ctx context.Context, i, owner int) (DowntimeRun, error) {
+	o := d.opt
+	mode := string(migration.Live)
+	if i%2 == 1 {
+		mode = string(migration.StopAndCopy)
+	}
+	to, n := 1-owner, i/2+1
+	req := agentclient.StartMigration{Mode: mode}
+	if mode == string(migration.Live) {
+		req.Rate = o.Rate
+	}
+	d.say("%s %d/%d: %s → %s", mode, n, o.Runs, d.bed.Servers[owner].Name, d.bed.Servers[to].Name)
+	lastPhase, lastSay := "", time.Time{}
+	m, err := d.bed.Migrate(ctx, d.tn, to, req, func(m agentclient.Migration) {
+		if p := m.Progress; p.Phase != lastPhase || time.Since(lastSay) > 5*time.Second {
+			lastPhase, lastSay = p.Phase, time.Now()
+			total := ""
+			if p.TotalBytes > 0 {
+				total = "of " + units.FormatBytes(float64(p.TotalBytes))
 			}
-		})
-		if err != nil {
-			migErr = fmt.Errorf("downtime: %s migration %d: %w", mode, n, err)
-			break
+			d.say("  %-9s %9s %-12s %12s", p.Phase, units.FormatBytes(float64(p.Bytes)), total, units.FormatRate(p.Rate))
 		}
-		r := DowntimeRun{Run: n, Mode: mode, ID: m.ID, From: owner, To: to}
-		var rec migration.Record
-		if err := json.Unmarshal(m.Record, &rec); err != nil || rec.HeldAt.IsZero() || rec.ReleasedAt.IsZero() {
-			migErr = fmt.Errorf("downtime: migration %s: its record has no hold/release times", m.ID)
-			break
-		}
-		if m.Summary != nil {
-			r.Seconds, r.Bytes = m.Summary.Seconds, m.Summary.Bytes
-			r.AgentMs = m.Summary.FreezeMS
-			if mode == string(migration.StopAndCopy) {
-				r.AgentMs = m.Summary.DowntimeMS
-			}
-		}
-		r.HeldAtS, r.ReleasedAtS = rec.HeldAt.Sub(start).Seconds(), rec.ReleasedAt.Sub(start).Seconds()
-		owner = to
-		// Let the window's tail pass, then wait for the workload to recover
-		// (so that moves do not inherit each other's backlog).
-		if sleepCtx(ctx, max(opt.Settle, opt.Window+100*time.Millisecond)) != nil {
-			migErr = ctx.Err()
-			break
-		}
-		r.RecoveryS = -1
-		for {
-			secsMu.Lock()
-			rs, ok := dtRecovery(secs, rec.ReleasedAt.Sub(wStart), limitMs)
-			secsMu.Unlock()
-			if ok {
-				r.RecoveryS = rs
-				break
-			}
-			if time.Since(rec.ReleasedAt) > opt.Recover || sleepCtx(ctx, 200*time.Millisecond) != nil {
-				break
-			}
-		}
-		if ctx.Err() != nil {
-			migErr = ctx.Err()
-			break
-		}
-		from, until := rec.HeldAt.Add(-opt.Window), rec.ReleasedAt.Add(opt.Window)
-		st := dtStall(pr.snapshot(), from, until)
-		r.ProbeMaxMs, r.ProbeGapMs, r.ProbeErrors = st.MaxMs, st.GapMs, st.Errors
-		secsMu.Lock()
-		lo, hi, errs := dtWorkloadAround(secs, from.Sub(wStart), until.Sub(wStart))
-		secsMu.Unlock()
-		r.WorkloadErrors = errs
-		for _, l := range run.Latencies(lo, hi) {
-			r.WorkloadMaxMs = max(r.WorkloadMaxMs, l)
-		}
-		say("  %s %d/%d: agent %.1f ms; probe: longest %.1f ms, gap %.1f ms, %d errors; workload: longest %.1f ms, %d errors, recovered after %.1f s; %.1f s, %s",
-			mode, n, opt.Runs, r.AgentMs, r.ProbeMaxMs, r.ProbeGapMs, r.ProbeErrors, r.WorkloadMaxMs, r.WorkloadErrors, r.RecoveryS, r.Seconds, units.FormatBytes(float64(r.Bytes)))
-		r.round()
-		if mode == string(migration.Live) {
-			res.Live = append(res.Live, r)
-		} else {
-			res.StopAndCopy = append(res.StopAndCopy, r)
+	})
+	if err != nil {
+		return DowntimeRun{}, fmt.Errorf("downtime: %s migration %d: %w", mode, n, err)
+	}
+	r := DowntimeRun{Run: n, Mode: mode, ID: m.ID, From: owner, To: to}
+	var rec migration.Record
+	if err := json.Unmarshal(m.Record, &rec); err != nil || rec.HeldAt.IsZero() || rec.ReleasedAt.IsZero() {
+		return r, fmt.Errorf("downtime: migration %s: its record has no hold/release times", m.ID)
+	}
+	if m.Summary != nil {
+		r.Seconds, r.Bytes = m.Summary.Seconds, m.Summary.Bytes
+		r.AgentMs = m.Summary.FreezeMS
+		if mode == string(migration.StopAndCopy) {
+			r.AgentMs = m.Summary.DowntimeMS
 		}
 	}
+	r.HeldAtS, r.ReleasedAtS = rec.HeldAt.Sub(d.start).Seconds(), rec.ReleasedAt.Sub(d.start).Seconds()
+	// Let the window's tail pass, then wait for the workload to recover
+	// (so that moves do not inherit each other's backlog).
+	if clock.Sleep(ctx, max(o.Settle, o.Window+100*time.Millisecond)) != nil {
+		return r, ctx.Err()
+	}
+	r.RecoveryS = d.recovery(ctx, rec.ReleasedAt)
+	if ctx.Err() != nil {
+		return r, ctx.Err()
+	}
+	d.stall(&r, rec)
+	d.say("  %s %d/%d: agent %.1f ms; probe: longest %.1f ms, gap %.1f ms, %d errors; workload: longest %.1f ms, %d errors, recovered after %.1f s; %.1f s, %s",
+		mode, n, o.Runs, r.AgentMs, r.ProbeMaxMs, r.ProbeGapMs, r.ProbeErrors, r.WorkloadMaxMs, r.WorkloadErrors, r.RecoveryS, r.Seconds, units.FormatBytes(float64(r.Bytes)))
+	r.round()
+	return r, nil
+}
 
-	stoppedAt := time.Since(wStart)
-	werr := stopWorkWait()
-	stopProbeWait()
+// recovery waits, up to Recover after release, for the workload's first
+// recovered second (dtRecovery) and returns the time to its end, seconds;
+// -1 if none came.
+func (d *downtimeRun) recovery(ctx context.Context, release time.Time) float64 {
+	for {
+		d.secsMu.Lock()
+		rs, ok := dtRecovery(d.secs, release.Sub(d.wStart), d.limitMs)
+		d.secsMu.Unlock()
+		if ok {
+			return rs
+		}
+		if time.Since(release) > d.opt.Recover || clock.Sleep(ctx, 200*time.Millisecond) != nil {
+			return -1
+		}
+	}
+}
+
+// stall sets r's client-side figures: the probe's and the workload's
+// around the move's hold and release.
+func (d *downtimeRun) stall(r *DowntimeRun, rec migration.Record) {
+	from, until := rec.HeldAt.Add(-d.opt.Window), rec.ReleasedAt.Add(d.opt.Window)
+	st := dtStall(d.pr.snapshot(), from, until)
+	r.ProbeMaxMs, r.ProbeGapMs, r.ProbeErrors = st.MaxMs, st.GapMs, st.Errors
+	d.secsMu.Lock()
+	lo, hi, errs := dtWorkloadAround(d.secs, from.Sub(d.wStart), until.Sub(d.wStart))
+	d.secsMu.Unlock()
+	r.WorkloadErrors = errs
+	for _, l := range d.run.Latencies(lo, hi) {
+		r.WorkloadMaxMs = max(r.WorkloadMaxMs, l)
+	}
+}
+
+// finish stops the workload and the probe, sums the runs up, checks the
+// ledger on the final owner and writes the outputs; it returns the first
+// of migErr, the workload's, the check's and the outputs' errors.
+func (d *downtimeRun) finish(ctx context.Context, migErr error) error {
+	stoppedAt := time.Since(d.wStart)
+	werr := d.stopWorkload()
+	d.stopProbe()
 	if migErr == nil && werr != nil && !errors.Is(werr, context.Canceled) {
 		migErr = fmt.Errorf("downtime: workload: %w", werr)
 	}
-	secsMu.Lock()
-	_, _, errs := dtWorkloadAround(secs, 0, stoppedAt.Truncate(time.Second))
-	res.WorkloadErrors = int64(errs)
-	secsMu.Unlock()
-	res.summarise()
+	d.secsMu.Lock()
+	_, _, errs := dtWorkloadAround(d.secs, 0, stoppedAt.Truncate(time.Second))
+	d.res.WorkloadErrors = int64(errs)
+	all := slices.Clone(d.secs)
+	d.secsMu.Unlock()
+	d.res.summarise()
 
 	// Row by row on the final owner, through the proxy (not if interrupted).
 	vctx, vcancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer vcancel()
-	chk, verr := dtVerify(vctx, tn.DSN, run.Ledger)
+	chk, verr := dtVerify(vctx, d.tn.DSN, d.run.Ledger)
 	if verr == nil {
-		res.WritesAcknowledged, res.WritesMissing, res.WritesDuplicated = chk.Acknowledged, chk.Missing, chk.Duplicated
-		say("ledger: %d writes acknowledged, %d missing, %d duplicated", chk.Acknowledged, chk.Missing, chk.Duplicated)
+		d.res.WritesAcknowledged, d.res.WritesMissing, d.res.WritesDuplicated = chk.Acknowledged, chk.Missing, chk.Duplicated
+		d.say("ledger: %d writes acknowledged, %d missing, %d duplicated", chk.Acknowledged, chk.Missing, chk.Duplicated)
 	}
-	if opt.Out != "" {
-		secsMu.Lock()
-		all := slices.Clone(secs)
-		secsMu.Unlock()
-		if err := writeDowntimeOutputs(opt, bed.Describe(), start, res, pr.snapshot(), wStart, all); err != nil && migErr == nil {
+	if d.opt.Out != "" {
+		if err := writeDowntimeOutputs(d.opt, d.bed.Describe(), d.start, d.res, d.pr.snapshot(), d.wStart, all); err != nil && migErr == nil {
 			migErr = err
 		}
 	}
 	switch {
 	case migErr != nil:
-		return res, migErr
+		return migErr
 	case verr != nil:
-		return res, verr
+		return verr
 	case !chk.OK():
-		return res, fmt.Errorf("downtime: %d acknowledged writes missing, %d duplicated", chk.Missing, chk.Duplicated)
+		return fmt.Errorf("downtime: %d acknowledged writes missing, %d duplicated", chk.Missing, chk.Duplicated)
 	}
-	return res, nil
+	return nil
 }
 
 func dtVerify(ctx context.Context, dsn string, l *workload.Ledger) (workload.Check, error) {
@@ -492,332 +552,4 @@ func (r *DowntimeRun) round() {
 	}
 	r.Seconds, r.RecoveryS = round(r.Seconds, 2), round(r.RecoveryS, 2)
 	r.HeldAtS, r.ReleasedAtS = round(r.HeldAtS, 4), round(r.ReleasedAtS, 4)
-}
-
-// dtSample is one probe: when it was issued, how long it took, and whether it
-// failed.
-type dtSample struct {
-	At      time.Time
-	Latency time.Duration
-	Err     bool
-}
-
-// dtStallFigures is what the probe saw in one window.
-type dtStallFigures struct {
-	MaxMs  float64 // longest probe issued in the window
-	GapMs  float64 // longest time between successful completions (window edges count)
-	Errors int
-	Probes int
-}
-
-// dtStall measures the client-visible stall in [from, until] from samples
-// sorted by issue time. A probe counts if it was issued in the window. The gap
-// is the longest interval between consecutive successful completions, with
-// the window's edges as the first and last "completions" (a probe still
-// running past until stretches the last gap to its completion).
-func dtStall(samples []dtSample, from, until time.Time) dtStallFigures {
-	var f dtStallFigures
-	last := from
-	for _, s := range samples {
-		if s.At.Before(from) {
-			// A probe issued before the window that completes inside it ends a gap.
-			if end := s.At.Add(s.Latency); !s.Err && end.After(last) && !end.After(until) {
-				f.GapMs = max(f.GapMs, dtMs(end.Sub(last)))
-				last = end
-			}
-			continue
-		}
-		if s.At.After(until) {
-			break
-		}
-		f.Probes++
-		f.MaxMs = max(f.MaxMs, dtMs(s.Latency))
-		if s.Err {
-			f.Errors++
-			continue
-		}
-		end := s.At.Add(s.Latency)
-		if end.After(last) {
-			f.GapMs = max(f.GapMs, dtMs(end.Sub(last)))
-			last = end
-		}
-	}
-	if until.After(last) {
-		f.GapMs = max(f.GapMs, dtMs(until.Sub(last)))
-	}
-	return f
-}
-
-// dtWorkloadAround returns the workload seconds [lo, hi) that overlap
-// [from, until) (offsets since its start) and the transactions that failed
-// in them.
-func dtWorkloadAround(secs []workload.Second, from, until time.Duration) (lo, hi, errs int) {
-	lo, hi = int(max(from, 0)/time.Second), int((until+time.Second-1)/time.Second)
-	for _, s := range secs {
-		if s.T >= lo && s.T < hi {
-			errs += s.Errors
-		}
-	}
-	return lo, hi, errs
-}
-
-// dtMeanLatency is the transaction-weighted mean latency of the workload
-// seconds [from, to); NaN if none completed.
-func dtMeanLatency(secs []workload.Second, from, to int) float64 {
-	var sum float64
-	var n int
-	for _, s := range secs {
-		if s.T >= from && s.T < to {
-			sum += s.MeanMs * float64(s.Count)
-			n += s.Count
-		}
-	}
-	if n == 0 {
-		return math.NaN()
-	}
-	return sum / float64(n)
-}
-
-// dtRecovery finds the first whole workload second starting at or after
-// release (an offset since the workload started) that completed
-// transactions, ended with no arrival queued, and had a mean latency ≤
-// limitMs; it returns the time from release to that second's end, seconds.
-func dtRecovery(secs []workload.Second, release time.Duration, limitMs float64) (float64, bool) {
-	for _, s := range secs {
-		lo := time.Duration(s.T) * time.Second
-		if lo < release {
-			continue
-		}
-		if s.Count > 0 && s.QueueLen == 0 && s.MeanMs <= limitMs {
-			return (lo + time.Second - release).Seconds(), true
-		}
-	}
-	return 0, false
-}
-
-func dtMs(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// dtProbe issues `SELECT 1` (simple protocol, one connection) every `every`
-// and records each one. A failed probe is recorded and the connection
-// reopened before the next.
-type dtProbe struct {
-	dsn   string
-	every time.Duration
-	conn  *pgx.Conn
-
-	mu      sync.Mutex
-	samples []dtSample
-}
-
-func (p *dtProbe) connect(ctx context.Context) error {
-	c, err := pgx.Connect(ctx, p.dsn)
-	if err != nil {
-		return err
-	}
-	p.conn = c
-	return nil
-}
-
-// run probes until ctx ends. It owns p.conn.
-func (p *dtProbe) run(ctx context.Context) error {
-	defer func() {
-		if p.conn != nil {
-			p.conn.Close(context.Background())
-		}
-	}()
-	next := time.Now()
-	for ctx.Err() == nil {
-		if p.conn == nil || p.conn.IsClosed() {
-			if err := p.connect(ctx); err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				p.add(dtSample{At: time.Now(), Err: true})
-				sleepCtx(ctx, 20*time.Millisecond)
-				continue
-			}
-		}
-		at := time.Now()
-		_, err := p.conn.Exec(ctx, "SELECT 1", pgx.QueryExecModeSimpleProtocol)
-		lat := time.Since(at)
-		if err != nil && ctx.Err() != nil {
-			return nil // stopped mid-probe: not a client-visible failure
-		}
-		p.add(dtSample{At: at, Latency: lat, Err: err != nil})
-		if err != nil {
-			p.conn.Close(context.Background())
-			p.conn = nil
-		}
-		// Keep to the grid; after a long probe, start again from now.
-		next = next.Add(p.every)
-		if now := time.Now(); next.Before(now) {
-			next = now
-		}
-		sleepCtx(ctx, time.Until(next))
-	}
-	return nil
-}
-
-func (p *dtProbe) add(s dtSample) {
-	p.mu.Lock()
-	p.samples = append(p.samples, s)
-	p.mu.Unlock()
-}
-
-func (p *dtProbe) snapshot() []dtSample {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return slices.Clone(p.samples)
-}
-
-// writeDowntimeOutputs writes summary.json, probe.csv, workload.csv,
-// report.md and downtime.png into opt.Out.
-func writeDowntimeOutputs(opt DowntimeOptions, bed string, start time.Time, res DowntimeResult, samples []dtSample, wStart time.Time, secs []workload.Second) error {
-	b, _ := json.MarshalIndent(res, "", "  ")
-	if err := os.WriteFile(filepath.Join(opt.Out, "summary.json"), append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("downtime: %w", err)
-	}
-	runs := append(slices.Clone(res.Live), res.StopAndCopy...)
-	slices.SortFunc(runs, func(a, b DowntimeRun) int { return cmp.Compare(a.HeldAtS, b.HeldAtS) })
-	if err := writeDowntimeCSV(filepath.Join(opt.Out, "probe.csv"), start, samples, runs, opt.Window); err != nil {
-		return err
-	}
-	if err := writeDowntimeWorkloadCSV(filepath.Join(opt.Out, "workload.csv"), wStart.Sub(start), secs); err != nil {
-		return err
-	}
-	if err := writeDowntimePNG(filepath.Join(opt.Out, "downtime.png"), start, samples, res, opt.Window, opt.ProbeInterval); err != nil {
-		return err
-	}
-	return writeFile(opt.Out, "report.md", downtimeReport(opt, start, res, bed))
-}
-
-// writeDowntimeCSV writes one row per probe: t_s (issue time, seconds since
-// the bench started), latency_ms, ok, and — for probes within a move's
-// window — the move (mode, run, migration id) and the time since its hold.
-func writeDowntimeCSV(path string, start time.Time, samples []dtSample, runs []DowntimeRun, window time.Duration) error {
-	header := []string{"t_s", "latency_ms", "ok", "mode", "run", "migration_id", "since_hold_s"}
-	ws := window.Seconds()
-	return writeCSV(path, header, func(emit func([]string)) {
-		j := 0
-		for _, s := range samples {
-			t := s.At.Sub(start).Seconds()
-			for j < len(runs) && t > runs[j].ReleasedAtS+ws {
-				j++
-			}
-			row := []string{strconv.FormatFloat(t, 'f', 4, 64), strconv.FormatFloat(dtMs(s.Latency), 'f', 3, 64), strconv.FormatBool(!s.Err), "", "", "", ""}
-			if j < len(runs) && t >= runs[j].HeldAtS-ws {
-				r := runs[j]
-				row[3], row[4], row[5], row[6] = r.Mode, strconv.Itoa(r.Run), r.ID, strconv.FormatFloat(t-r.HeldAtS, 'f', 4, 64)
-			}
-			emit(row)
-		}
-	})
-}
-
-// writeDowntimeWorkloadCSV writes the workload's seconds: t_s (the second's
-// start, seconds since the bench started; offset is the workload's start
-// on that clock), then the workload's own figures.
-func writeDowntimeWorkloadCSV(path string, offset time.Duration, secs []workload.Second) error {
-	header := []string{"t_s", "count", "errors", "mean_ms", "p50_ms", "p99_ms", "queue_ms", "queue_len"}
-	ff := func(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) }
-	return writeCSV(path, header, func(emit func([]string)) {
-		for _, s := range secs {
-			emit([]string{ff((offset + time.Duration(s.T)*time.Second).Seconds()), strconv.Itoa(s.Count), strconv.Itoa(s.Errors),
-				ff(s.MeanMs), ff(s.P50Ms), ff(s.P99Ms), ff(s.QueueMs), strconv.Itoa(s.QueueLen)})
-		}
-	})
-}
-
-// writeDowntimePNG plots, against time since the hold, how long the probe in
-// flight has been waiting (a sawtooth: each probe's wait grows from its issue
-// to its completion), one line per move, live above and stop-and-copy below,
-// with the agent's median figure dashed.
-func writeDowntimePNG(path string, start time.Time, samples []dtSample, res DowntimeResult, window, every time.Duration) error {
-	panel := func(title string, runs []DowntimeRun, agentMs float64) chart.Panel {
-		p := chart.Panel{Title: title, YLabel: "probe's wait so far, ms"}
-		ws := window.Seconds()
-		var xmax float64
-		for _, r := range runs {
-			var xs, ys []float64
-			for _, s := range samples {
-				t := s.At.Sub(start).Seconds()
-				if t < r.HeldAtS-ws || t > r.ReleasedAtS+ws {
-					continue
-				}
-				// The probe's wait rises from 0 at its issue to its latency at
-				// its completion (a failed probe leaves a gap).
-				x0, y1 := t-r.HeldAtS, dtMs(s.Latency)
-				if s.Err {
-					y1 = math.NaN()
-				}
-				xs, ys = append(xs, x0, x0+s.Latency.Seconds()), append(ys, 0, y1)
-			}
-			xmax = max(xmax, r.ReleasedAtS-r.HeldAtS+ws)
-			p.Series = append(p.Series, chart.Series{Name: fmt.Sprintf("run %d (%s→%s)", r.Run, dtServer(r.From), dtServer(r.To)), X: xs, Y: ys})
-		}
-		p.Series = append(p.Series, chart.Series{Name: fmt.Sprintf("agent's median %.0f ms", agentMs), X: []float64{-ws, xmax}, Y: []float64{agentMs, agentMs}, Dashed: true})
-		return p
-	}
-	c := chart.Chart{
-		Title: fmt.Sprintf("sluice bench downtime: %s tenant under YCSB — live freeze %.0f ms vs stop-and-copy downtime %.0f ms (medians)",
-			units.FormatBytes(float64(res.TenantBytes)), res.LiveFreezeMs, res.StopAndCopyDowntimeMs),
-		XLabel: fmt.Sprintf("seconds since the proxy held the tenant (probe: SELECT 1 through the proxy every %v)", every),
-		Panels: []chart.Panel{
-			panel("live migration", res.Live, res.LiveFreezeMs),
-			panel("stop-and-copy", res.StopAndCopy, res.StopAndCopyDowntimeMs),
-		},
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("downtime: %w", err)
-	}
-	if err := chart.WritePNG(f, c); err != nil {
-		f.Close()
-		return fmt.Errorf("downtime: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("downtime: %w", err)
-	}
-	return nil
-}
-
-func dtServer(i int) string { return string(rune('A' + i)) }
-
-// downtimeReport is the Markdown report.
-func downtimeReport(opt DowntimeOptions, start time.Time, res DowntimeResult, bed string) string {
-	var b strings.Builder
-	cmdline := opt.Command
-	if cmdline == "" {
-		cmdline = "(library call)"
-	}
-	rate := "unlimited"
-	if opt.Rate > 0 {
-		rate = units.FormatRate(opt.Rate)
-	}
-	b.WriteString(reportHeader("sluice bench downtime: live migration vs stop-and-copy", cmdline, start, bed))
-	fmt.Fprintf(&b, "One tenant of %s (requested %s) under Slacker's YCSB workload (%.0f transactions/s, MPL %d) through the proxy, "+
-		"moved between two servers alternately by %d live migrations (copy rate %s) and %d stop-and-copy ones. "+
-		"*Agent* is the agent's hold → release time (live: the handover freeze; stop-and-copy: the downtime). "+
-		"*Probe* is a separate connection through the proxy issuing `SELECT 1` every %v: the longest probe, and the longest gap "+
-		"between successful probes, within %v of the hold and release. *Workload max* is the longest YCSB transaction (queue + execution) "+
-		"completed in the seconds overlapping the same window. *Recovery* is the time from the release to the end of the first whole second "+
-		"whose YCSB transactions had a mean latency ≤ %.1f ms (%.1f× the baseline mean of %.1f ms, at least +5 ms) with no arrival left queued; "+
-		"the next move waits for it (at most %v; -1 = not recovered by then). Medians over the runs:\n\n",
-		units.FormatBytes(float64(res.TenantBytes)), units.FormatBytes(float64(opt.Size)), opt.TxRate, opt.MPL,
-		len(res.Live), rate, len(res.StopAndCopy), opt.ProbeInterval, opt.Window, res.RecoveryLimitMs, opt.RecoverFactor, res.BaselineMeanMs, opt.Recover)
-	fmt.Fprintf(&b, "| mode | agent, ms | probe max, ms | probe gap, ms | workload max, ms | recovery, s | migration, s |\n|---|---:|---:|---:|---:|---:|---:|\n")
-	fmt.Fprintf(&b, "| live | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f |\n", res.LiveFreezeMs, res.LiveProbeMaxMs, res.LiveProbeGapMs, res.LiveWorkloadMaxMs, res.LiveRecoveryS, res.LiveSeconds)
-	fmt.Fprintf(&b, "| stop-and-copy | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f |\n\n", res.StopAndCopyDowntimeMs, res.StopAndCopyProbeMaxMs, res.StopAndCopyProbeGapMs, res.StopAndCopyWorkloadMaxMs, res.StopAndCopyRecoveryS, res.StopAndCopySeconds)
-	if res.DowntimeRatio > 0 {
-		fmt.Fprintf(&b, "Stop-and-copy's downtime is %.1f× the live freeze.\n\n", res.DowntimeRatio)
-	}
-	fmt.Fprintf(&b, "Every run:\n\n| mode | run | from→to | agent, ms | probe max, ms | probe gap, ms | probe errors | workload max, ms | workload errors | recovery, s | migration, s | bytes |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, r := range append(slices.Clone(res.Live), res.StopAndCopy...) {
-		fmt.Fprintf(&b, "| %s | %d | %s→%s | %.1f | %.1f | %.1f | %d | %.1f | %d | %.2f | %.1f | %s |\n", r.Mode, r.Run, dtServer(r.From), dtServer(r.To),
-			r.AgentMs, r.ProbeMaxMs, r.ProbeGapMs, r.ProbeErrors, r.WorkloadMaxMs, r.WorkloadErrors, r.RecoveryS, r.Seconds, units.FormatBytes(float64(r.Bytes)))
-	}
-	fmt.Fprintf(&b, "\nLedger, checked row by row on the final owner: %d writes acknowledged, %d missing, %d duplicated (%d failed transactions over the run).\n",
-		res.WritesAcknowledged, res.WritesMissing, res.WritesDuplicated, res.WorkloadErrors)
-	fmt.Fprintf(&b, "\nFiles: summary.json, probe.csv (every probe; mode/run/since_hold_s set within a move's window), workload.csv (the YCSB workload per second), downtime.png.\n")
-	return b.String()
 }

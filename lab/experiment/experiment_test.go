@@ -71,7 +71,6 @@ func readJSON(t *testing.T, path string) map[string]any {
 func TestSlackSweepSmall(t *testing.T) {
 	b := smallBed(t)
 	c := small(t)
-	c.ClientLatency = true // the loop reads the workload's own window too
 	// Each attempt's samples start with one taken as it starts, so a new
 	// first sample is a new attempt; attempts are numbered in the order
 	// they run: the ladder's fixed trial (1, 2), the first PID trial (3,
@@ -122,8 +121,8 @@ func TestSlackSweepSmall(t *testing.T) {
 	if res.PID[0].LoopMeanMs == nil {
 		t.Fatalf("PID point %+v: no loop mean", res.PID[0])
 	}
-	if res.PID[0].LatencySource != "client" {
-		t.Fatalf("PID point %+v: want latency source client", res.PID[0])
+	if p := res.PID[0]; p.LatencySource != "proxy" || p.Loop != control.DefaultProfileName {
+		t.Fatalf("PID point %+v: want the default loop, steering by the proxy's windows", p)
 	}
 	for _, x := range []float64{res.Fixed[0].MeanLatencyMs, res.Fixed[0].MigrationSeconds, res.PID[0].MeanLatencyMs, res.PID[0].MigrationSeconds, res.PID[0].MeanRateMBs,
 		res.Fixed[0].BeforeHandoverMs, res.Fixed[0].FreezeMs, res.PID[0].BeforeHandoverMs, *res.PID[0].LoopMeanMs, res.PID[0].FreezeMs} {
@@ -200,21 +199,43 @@ func TestSlackSweepBaselineAboveSetpoint(t *testing.T) {
 	}
 }
 
+// TestMultitenantSmall moves one of two tenants under the default loop,
+// then, moved back, under a variant that steers by the workload's own
+// window too (its URL served by the trial) with another integral gain.
 func TestMultitenantSmall(t *testing.T) {
 	b := smallBed(t)
 	c := small(t)
+	v, err := ParseVariant(control.DefaultProfile(), "ki=0.1,latency=client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Variants = []Variant{v}
 	res, err := Multitenant(context.Background(), b, MultiOptions{Common: c, Tenants: 2, SetpointMs: 50})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Tenants) != 2 || !res.Tenants[0].Moved || res.Tenants[1].Moved || res.WritesAcknowledged == 0 || !(res.ServerMeanLatencyMs > 0) {
-		t.Fatalf("result %+v", res)
+	if len(res.Variants) != 1 || res.Loop != "sluice" || res.Variants[0].Loop != "sluice(ki=0.1,latency=client)" {
+		t.Fatalf("result %+v: want the base loop's run and the variant's", res)
+	}
+	for _, r := range []MultiRun{res.MultiRun, res.Variants[0]} {
+		if len(r.Tenants) != 2 || !r.Tenants[0].Moved || r.Tenants[1].Moved || r.WritesAcknowledged == 0 || !(r.ServerMeanLatencyMs > 0) {
+			t.Fatalf("run %+v", r)
+		}
 	}
 	if owner, _, err := b.Owner(context.Background(), testbed.Tenant{Name: "tenant1"}); err != nil || owner != 1 {
 		t.Fatalf("tenant1 on server %d (%v), want 1", owner, err)
 	}
 	if owner, _, err := b.Owner(context.Background(), testbed.Tenant{Name: "tenant2"}); err != nil || owner != 0 {
 		t.Fatalf("tenant2 on server %d (%v), want 0", owner, err)
+	}
+	m := readJSON(t, filepath.Join(c.Out, SummaryFile))
+	if m["loop"] != "sluice" || m["server_mean_latency_ms"] == nil || m["variants"] == nil {
+		t.Errorf("summary %v: want the base run's keys at the top and the variants", m)
+	}
+	for _, f := range []string{ReportFile, "multitenant.png", "multitenant-sluice(ki=0.1,latency=client).png"} {
+		if st, err := os.Stat(filepath.Join(c.Out, f)); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", f, err)
+		}
 	}
 }
 
@@ -467,7 +488,7 @@ func TestTrialTargetCPUs(t *testing.T) {
 	// the trial migrates anyway and says so. The step counts from the
 	// migration's start, not the workload's.
 	r, err := Trial{Bed: b, Tenant: tn, To: 1, Workload: c.Workload, Warmup: time.Second, TargetCPUs: 1.5, Progress: t.Logf,
-		CalmBelow: 1e-6, CalmMax: 2 * time.Second, Migration: agentclient.StartMigration{Rate: 20e6}, Step: &Step{At: 500 * time.Millisecond, Factor: 1.5}}.Run(ctx)
+		CalmBelow: 1e-6, CalmMax: 2 * time.Second, Migration: agentclient.StartMigration{Rate: 20e6}, Load: Step(500*time.Millisecond, 1.5)}.Run(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,14 +511,14 @@ func TestTrialTargetCPUs(t *testing.T) {
 	if _, err := (Trial{Bed: b, Tenant: tn, To: 1, Workload: c.Workload, TargetCPUs: 1.5}).Run(ctx); err == nil {
 		t.Error("a trial to the tenant's own server: no error")
 	}
-	// A step and a swing together: refused before anything starts.
-	if _, err := (Trial{Bed: b, Tenant: tn, To: 0, Workload: c.Workload, Step: &Step{At: time.Second, Factor: 2}, Swing: &Swing{Period: 2 * time.Second, Amplitude: 0.5}}).Run(ctx); err == nil || !strings.Contains(err.Error(), "not both") {
-		t.Errorf("a step and a swing: %v, want refused", err)
+	// A schedule that stops the load: refused before anything starts.
+	if _, err := (Trial{Bed: b, Tenant: tn, To: 0, Workload: c.Workload, Load: Step(time.Second, 0)}).Run(ctx); err == nil || !strings.Contains(err.Error(), "load schedule") {
+		t.Errorf("a step to no load: %v, want refused", err)
 	}
 	// A swing: its high and low rates during the migration, the steady
 	// rate after it; the tenant moves back whole.
 	r, err = Trial{Bed: b, Tenant: tn, To: 0, Workload: c.Workload, Warmup: time.Second, Progress: t.Logf,
-		Migration: agentclient.StartMigration{Rate: 2e6}, Swing: &Swing{Period: 2 * time.Second, Amplitude: 0.5}}.Run(ctx)
+		Migration: agentclient.StartMigration{Rate: 2e6}, Load: Swing(2*time.Second, 0.5)}.Run(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

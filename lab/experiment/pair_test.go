@@ -14,7 +14,7 @@ import (
 func TestCopyRate(t *testing.T) {
 	r := &TrialResult{MigStart: 10}
 	for s := 11; s <= 30; s++ { // start-up: no bytes until 20 s
-		r.Loop = append(r.Loop, loop.Point{T: float64(s), Phase: loop.CopyPhase, Bytes: max(0, int64(s-20)*4e6)})
+		r.Loop = append(r.Loop, loop.Point{T: float64(s), Phase: copyPhase, Bytes: max(0, int64(s-20)*4e6)})
 	}
 	r.Loop = append(r.Loop, loop.Point{T: 31, Phase: "catch-up"}, loop.Point{T: 40, Phase: "warm", Bytes: 1e9})
 	if got := copyRate(r); math.Abs(got-4e6) > 1 {
@@ -23,7 +23,7 @@ func TestCopyRate(t *testing.T) {
 	if got := rateBetween(r, 0, 40); !(got < 3e6) {
 		t.Errorf("rate from the migration's start %v: want it below the copy's own (start-up counted)", got)
 	}
-	if got := copyRate(&TrialResult{Loop: []loop.Point{{T: 1, Phase: loop.CopyPhase, Bytes: 5}}}); got != 0 {
+	if got := copyRate(&TrialResult{Loop: []loop.Point{{T: 1, Phase: copyPhase, Bytes: 5}}}); got != 0 {
 		t.Errorf("one point: copy rate %v, want 0", got)
 	}
 	if got := copyRate(&TrialResult{}); got != 0 {

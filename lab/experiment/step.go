@@ -9,7 +9,6 @@ import (
 
 	agentclient "github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/control"
-	"github.com/sluicedb/sluice/lab/chart"
 	"github.com/sluicedb/sluice/lab/testbed"
 	"github.com/sluicedb/sluice/loop"
 )
@@ -27,8 +26,8 @@ type StepOptions struct {
 	// Settle is how long after the step the "after" window starts; default 10 s.
 	Settle time.Duration
 	// StealGuard re-runs (and with StealAbort aborts) a trial that met a
-	// host steal burst: the PID's until it is undisturbed or out of
-	// re-runs, then the fixed rate's, of the kept PID trial's speed.
+	// host steal burst: each pair's PID trial until it is undisturbed or
+	// out of re-runs, then the fixed rate's, of the kept PID trial's speed.
 	StealGuard
 }
 
@@ -61,8 +60,8 @@ type StepRun struct {
 	Aborted   bool `json:"aborted,omitempty"`
 	// CopyAfterStepS is how long the hot copy (phase snapshot) ran after
 	// the step, seconds (0: it ended before). The rest of the "after"
-	// window is catch-up and warm, where the loop's catch-up floor
-	// (loop.Loop.Lag) may hold the rate above the controller's: an
+	// window is catch-up and warm, where the governor's catch-up floor
+	// (control.Governor) may hold the rate above the controller's: an
 	// "after" window with little copy in it measures that floor more than
 	// the controller.
 	CopyAfterStepS float64 `json:"copy_after_step_s"`
@@ -76,7 +75,22 @@ const minCopyAfterStep = 30.0
 // StealGuard.StealLimit.
 type StepAttempt struct {
 	Controller string `json:"controller"` // "pid" or "fixed"
+	Loop       string `json:"loop"`       // the pair's loop (StepPair.Loop)
 	StepRun
+}
+
+// StepPair is one loop's pair of trials under the step: the PID's, and the
+// fixed rate's of equal speed.
+type StepPair struct {
+	// Loop is the PID's loop (Variant.Label); the fixed trial migrates by
+	// the loop's mechanism too.
+	Loop  string  `json:"loop"`
+	PID   StepRun `json:"pid"`
+	Fixed StepRun `json:"fixed"`
+	// FixedRateMBs is the fixed trial's rate, MB/s: the PID's mean over
+	// the FixedRateWindowS seconds before the step (equalSpeed).
+	FixedRateMBs     float64 `json:"fixed_rate_mb_s"`
+	FixedRateWindowS float64 `json:"fixed_rate_window_s"`
 }
 
 // StepResult is `sluice bench step40 --json`.
@@ -87,28 +101,61 @@ type StepAttempt struct {
 // migration speed, only by pausing and then not fully (Slacker's Fig. 13a
 // assumes the stepped load still leaves slack).
 type StepResult struct {
-	PID                 StepRun `json:"pid"`
-	Fixed               StepRun `json:"fixed"`
-	SetpointMs          float64 `json:"setpoint_ms"`
-	BaselineMs          float64 `json:"baseline_ms"`
-	BaselineAfterStepMs float64 `json:"baseline_after_step_ms"`
-	// FixedRateMBs is the fixed trial's rate, MB/s: the PID's mean over
-	// the FixedRateWindowS seconds before the step (equalSpeed).
-	FixedRateMBs     float64 `json:"fixed_rate_mb_s"`
-	FixedRateWindowS float64 `json:"fixed_rate_window_s"`
+	StepPair                       // the base loop's
+	Variants            []StepPair `json:"variants,omitempty"` // Common.Variants', in order
+	SetpointMs          float64    `json:"setpoint_ms"`
+	BaselineMs          float64    `json:"baseline_ms"`
+	BaselineAfterStepMs float64    `json:"baseline_after_step_ms"`
 	// Disturbed are the attempts re-run (StealGuard), in the order run.
 	Disturbed []StepAttempt `json:"disturbed,omitempty"`
+}
+
+// stepper is a step experiment under way.
+type stepper struct {
+	o           StepOptions
+	bed         *testbed.Bed
+	tn          testbed.Tenant
+	base, sbase Stats // the baselines at the load before and after the step
+	say         func(format string, args ...any)
+	loops       []Variant
+	res         StepResult
+	trials      []Labeled
+	charts      []stepCharted // one per pair, in order
 }
 
 // StepLoad runs the PID at a setpoint while the arrival rate steps up
 // StepAfter into the migration, then a fixed rate equal to the PID's mean
 // rate before the step under the same step: the PID slows down and returns
-// to its setpoint, the fixed rate cannot. Writes series.csv, summary.json,
-// report.md, step.png into o.Out.
+// to its setpoint, the fixed rate cannot. It runs such a pair for the base
+// loop and for each of Common.Variants. Writes series.csv, summary.json,
+// report.md and step.png (step-LOOP.png for the variants) into o.Out.
 func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult, error) {
-	var res StepResult
+	if err := o.check(); err != nil {
+		return StepResult{}, err
+	}
+	s := &stepper{o: o, bed: bed, say: o.Progress, loops: o.loops()}
+	started := time.Now()
+	if err := s.setUp(ctx); err != nil {
+		return s.res, err
+	}
+	for k, v := range s.loops {
+		p, err := s.pair(ctx, v)
+		if err != nil {
+			return jsonSafe(s.res), err
+		}
+		if k == 0 {
+			s.res.StepPair = p
+		} else {
+			s.res.Variants = append(s.res.Variants, p)
+		}
+	}
+	return jsonSafe(s.res), s.write(started)
+}
+
+// check validates o and fills its defaults.
+func (o *StepOptions) check() error {
 	if err := o.defaults(); err != nil {
-		return res, err
+		return err
 	}
 	if o.StepAfter == 0 {
 		o.StepAfter = 60 * time.Second
@@ -120,156 +167,141 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 		o.Settle = 10 * time.Second
 	}
 	if o.Factor <= 0 || o.StepAfter < 0 || o.SetpointMs < 0 {
-		return res, fmt.Errorf("experiment: step factor %v, step after %v, setpoint %v ms: want positive values", o.Factor, o.StepAfter, o.SetpointMs)
+		return fmt.Errorf("experiment: step factor %v, step after %v, setpoint %v ms: want positive values", o.Factor, o.StepAfter, o.SetpointMs)
 	}
-	if err := o.StealGuard.check(); err != nil {
-		return res, err
+	return o.StealGuard.check()
+}
+
+// load is the step as a schedule: it counts from the migration's start,
+// not the workload's, so a trial held for a calm plant steps in its
+// migration too.
+func (o *StepOptions) load() Schedule { return Step(o.StepAfter, o.Factor) }
+
+// setUp loads the tenant, measures the baselines before and after the step
+// and sets the setpoint.
+func (s *stepper) setUp(ctx context.Context) error {
+	o := &s.o
+	var err error
+	if s.tn, err = s.bed.CreateTenant(ctx, 0, "step", o.Size, o.Seed+1); err != nil {
+		return err
 	}
-	started := time.Now()
-	say := o.Progress
-	tn, err := bed.CreateTenant(ctx, 0, "step", o.Size, o.Seed+1)
-	if err != nil {
-		return res, err
-	}
-	base, err := SettledBaseline(ctx, tn, o.Workload, o.BaselineFor, o.Seed+2, say)
-	if err != nil {
-		return res, err
+	if s.base, err = SettledBaseline(ctx, s.tn, o.Workload, o.BaselineFor, o.Seed+2, s.say); err != nil {
+		return err
 	}
 	if o.SetpointMs == 0 {
-		o.SetpointMs = round(3*base.Mean, 1)
+		o.SetpointMs = round(3*s.base.Mean, 1)
 	}
-	if base.Mean >= o.SetpointMs {
-		// Seen 2026-11-26 21:43 UTC in a host steal phase: a 14.8 ms
-		// baseline under a 7 ms setpoint; the PID paused through the copy
-		// and its "equal speed" was 0.7 MB/s, a fixed trial of an hour.
-		return res, fmt.Errorf("experiment: the baseline mean latency %.1f ms (at %.0f transactions/s, no migration) is at or above the setpoint %.1f ms: the PID could only pause, and a fixed rate of its speed would crawl; run again on a quieter host or raise --setpoint", base.Mean, o.Workload.Rate, o.SetpointMs)
+	if s.base.Mean >= o.SetpointMs {
+		// A host in a steal phase can do this: the PID would pause through
+		// the copy, and the fixed trial at its speed would crawl for hours.
+		return fmt.Errorf("experiment: the baseline mean latency %.1f ms (at %.0f transactions/s, no migration) is at or above the setpoint %.1f ms: the PID could only pause, and a fixed rate of its speed would crawl; run again on a quieter host or raise --setpoint", s.base.Mean, o.Workload.Rate, o.SetpointMs)
 	}
-	res.SetpointMs, res.BaselineMs = o.SetpointMs, round(base.Mean, 2)
+	s.res.SetpointMs, s.res.BaselineMs = o.SetpointMs, round(s.base.Mean, 2)
 	stepped := o.Workload
 	stepped.Rate *= o.Factor
-	sbase, err := SettledBaseline(ctx, tn, stepped, o.BaselineFor, o.Seed+3, say)
-	if err != nil {
-		return res, err
+	if s.sbase, err = SettledBaseline(ctx, s.tn, stepped, o.BaselineFor, o.Seed+3, s.say); err != nil {
+		return err
 	}
-	res.BaselineAfterStepMs = round(sbase.Mean, 2)
-	say("baseline: mean latency %.1f ms ± %.1f at %.0f transactions/s, %.1f ms ± %.1f at %.0f (after the step, no migration); setpoint %.1f ms; +%.0f %% arrivals %v into the migration",
-		base.Mean, base.Std, o.Workload.Rate, sbase.Mean, sbase.Std, stepped.Rate, o.SetpointMs, 100*(o.Factor-1), o.StepAfter)
-	if sbase.Mean >= o.SetpointMs {
-		say("warning: the stepped load alone is at or above the setpoint (%.1f ≥ %.1f ms): after the step the PID can only pause", sbase.Mean, o.SetpointMs)
+	s.res.BaselineAfterStepMs = round(s.sbase.Mean, 2)
+	s.say("baseline: mean latency %.1f ms ± %.1f at %.0f transactions/s, %.1f ms ± %.1f at %.0f (after the step, no migration); setpoint %.1f ms; +%.0f %% arrivals %v into the migration",
+		s.base.Mean, s.base.Std, o.Workload.Rate, s.sbase.Mean, s.sbase.Std, stepped.Rate, o.SetpointMs, 100*(o.Factor-1), o.StepAfter)
+	if s.sbase.Mean >= o.SetpointMs {
+		s.say("warning: the stepped load alone is at or above the setpoint (%.1f ≥ %.1f ms): after the step the PID can only pause", s.sbase.Mean, o.SetpointMs)
 	}
+	return nil
+}
 
-	// The step's time counts from the migration's start: a trial that
-	// waits for a calm plant (CalmBelow) once stepped 5 s before its
-	// migration began, when the step counted from the workload's start
-	// (2026-11-27 01:30 UTC).
-	step := &Step{At: o.StepAfter, Factor: o.Factor}
-	once := func(name string, to int, req agentclient.StartMigration, abort float64) (*TrialResult, StepRun, error) {
-		say("%s: migrating %s to %s", name, tn.Name, bed.Servers[to].Name)
-		wc := o.Workload
-		wc.Seed = o.Seed + uint64(to) + 10
-		req.Checkpoint, req.WALRelay = o.Checkpoint, o.WALRelay
-		r, err := Trial{Bed: bed, Tenant: tn, To: to, Workload: wc, Warmup: o.Warmup, Migration: req, Step: step, TargetCPUs: o.TargetCPUs, CalmBelow: o.calmBelow(base), ClientLatency: o.ClientLatency, AbortAboveSteal: abort, Progress: say, stealPeak: o.stealPeak}.Run(ctx)
-		if err != nil {
-			return r, StepRun{}, fmt.Errorf("%s: %w", name, err)
-		}
-		sr := StepRun{MigrationSeconds: round(r.MigEnd-r.MigStart, 1), MeanLatencyAfterMs: math.NaN(), MeanLatencyAfterWithHandoverMs: math.NaN()}
-		stepAt := r.StepAt
-		if stepAt < 0 || stepAt > r.MigEnd {
-			stepAt = r.MigEnd
-		}
-		sr.MeanLatencyBeforeMs = round(Describe(r.Latencies(r.MigStart, stepAt)).Mean, 2)
-		after := stepAt + o.Settle.Seconds()
-		if _, hold := r.BeforeHandover(); after < hold {
-			sr.MeanLatencyAfterMs = round(Describe(r.Latencies(after, hold)).Mean, 2)
-		}
-		if after < r.MigEnd {
-			sr.MeanLatencyAfterWithHandoverMs = round(Describe(r.Latencies(after, r.MigEnd)).Mean, 2)
-		}
-		sr.HostStealPct, sr.HostStealPeakPct = pct(r.HostSteal), pct(r.HostStealPeak)
-		sr.Aborted = r.Aborted
-		sr.CopyAfterStepS = round(max(copyEnd(r)-stepAt, 0), 1)
-		say("%s: before the step %.1f ms, after %.1f ms (setpoint %.1f; with the handover %.1f), %.1f s%s", name, sr.MeanLatencyBeforeMs, sr.MeanLatencyAfterMs, o.SetpointMs, sr.MeanLatencyAfterWithHandoverMs, sr.MigrationSeconds, throttleNote(nil, nil, sr.HostStealPct, sr.HostStealPeakPct))
-		return r, sr, nil
+// pair runs loop v's PID trial (tenant to server 1) and the fixed trial of
+// its speed before the step (back to server 0).
+func (s *stepper) pair(ctx context.Context, v Variant) (StepPair, error) {
+	p := StepPair{Loop: v.Label()}
+	suffix := ""
+	if len(s.loops) > 1 {
+		suffix = "-" + p.Loop
 	}
-	// run is once until the trial is undisturbed or out of re-runs; an
-	// aborted attempt left the tenant on its source, so every attempt
-	// migrates the same way.
-	run := func(name string, to int, req agentclient.StartMigration) (*TrialResult, StepRun, error) {
-		for attempt := 1; ; attempt++ {
-			r, sr, err := once(name, to, req, o.abortAt(attempt))
-			if err != nil || !o.again(r, attempt) {
-				sr.Disturbed = err == nil && o.disturbed(r)
-				return r, sr, err
-			}
-			say("%s", o.rerunNote(name, r, attempt))
-			res.Disturbed = append(res.Disturbed, StepAttempt{Controller: strings.SplitN(name, "-", 2)[0], StepRun: sr})
-		}
-	}
-	pr, ps, err := run("pid", 1, agentclient.StartMigration{Rate: o.MaxRate * StartFraction, Control: o.pidControl(o.SetpointMs)})
+	pr, ps, err := s.run(ctx, "pid", v, suffix, 1, s.o.pidRequest(v, s.o.SetpointMs))
 	if err != nil {
-		return res, err
+		return p, err
 	}
-	res.PID = ps
+	p.PID = ps
 	if pr.StepAt < 0 || pr.StepAt >= pr.MigEnd {
-		return jsonSafe(res), fmt.Errorf("experiment: the PID's migration ended %.0f s after its start, before the step at %v: use a larger --size or an earlier --step-after", pr.MigEnd-pr.MigStart, step.At)
+		return p, fmt.Errorf("experiment: the PID's migration ended %.0f s after its start, before the step at %v: use a larger --size or an earlier --step-after", pr.MigEnd-pr.MigStart, s.o.StepAfter)
 	}
 	if ps.CopyAfterStepS < minCopyAfterStep {
-		say("warning: the PID's copy ended %.0f s after the step: its 'after' window is mostly catch-up, paced by the loop's catch-up floor more than by the PID (use a larger --size or an earlier --step-after)", ps.CopyAfterStepS)
+		s.say("warning: the PID's copy ended %.0f s after the step: its 'after' window is mostly catch-up, paced by the catch-up floor more than by the PID (use a larger --size or an earlier --step-after)", ps.CopyAfterStepS)
 	}
-	fixedRate, from := equalSpeed(pr)
-	if !(fixedRate > 0) {
-		return res, fmt.Errorf("experiment: the PID moved no bytes before the step")
+	rate, from := equalSpeed(pr)
+	if !(rate > 0) {
+		return p, fmt.Errorf("experiment: the PID moved no bytes before the step")
 	}
-	res.FixedRateMBs, res.FixedRateWindowS = round(fixedRate/1e6, 2), round(pr.StepAt-from, 1)
-	say("the fixed rate of equal speed: the PID's mean over the %.0f s before the step, %.1f MB/s", pr.StepAt-from, fixedRate/1e6)
-	fr, fs, err := run(fmt.Sprintf("fixed-%.1fMBps", fixedRate/1e6), 0, agentclient.StartMigration{Rate: fixedRate})
+	p.FixedRateMBs, p.FixedRateWindowS = round(rate/1e6, 2), round(pr.StepAt-from, 1)
+	s.say("the fixed rate of equal speed: the PID's mean over the %.0f s before the step, %.1f MB/s", pr.StepAt-from, rate/1e6)
+	fr, fs, err := s.run(ctx, fmt.Sprintf("fixed-%.1fMBps", rate/1e6), v, suffix, 0, v.request(rate))
 	if err != nil {
-		return res, err
+		return p, err
 	}
-	res.Fixed = fs
-	trials := []Labeled{{Name: "pid", SetpointMs: o.SetpointMs, Res: pr}, {Name: "fixed", SetpointMs: o.SetpointMs, Res: fr}}
-	if math.IsNaN(res.PID.MeanLatencyAfterMs) || math.IsNaN(res.Fixed.MeanLatencyAfterMs) {
-		say("warning: a migration ended before step + %v: no 'after' window (use a larger --size)", o.Settle)
+	p.Fixed = fs
+	if math.IsNaN(ps.MeanLatencyAfterMs) || math.IsNaN(fs.MeanLatencyAfterMs) {
+		s.say("warning: a migration ended before step + %v: no 'after' window (use a larger --size)", s.o.Settle)
 	}
+	pid, fixed := Labeled{Name: "pid" + suffix, SetpointMs: s.o.SetpointMs, Res: pr}, Labeled{Name: "fixed" + suffix, SetpointMs: s.o.SetpointMs, Res: fr}
+	s.trials = append(s.trials, pid, fixed)
+	s.charts = append(s.charts, stepCharted{pid: pid, fixed: fixed, pair: p, from: from})
+	return p, nil
+}
 
-	if err := writeSeries(o.Out, trials); err != nil {
-		return res, err
-	}
-	if err := writeHandovers(o.Out, trials); err != nil {
-		return res, err
-	}
-	if err := writeStarts(o.Out, trials); err != nil {
-		return res, err
-	}
-	if err := writeJSON(o.Out, SummaryFile, jsonSafe(res)); err != nil {
-		return res, err
-	}
-	c := stepChart(trials[0], trials[1],
-		fmt.Sprintf("step40: PID at %.1f ms, +%.0f %% arrivals at %.0f s", o.SetpointMs, 100*(o.Factor-1), pr.StepAt),
-		fmt.Sprintf("fixed %.1f MB/s (the PID's rate in the %.0f s before the step), same step at %.0f s", fixedRate/1e6, pr.StepAt-from, fr.StepAt),
-		fixedRate)
-	if err := writePNG(o.Out, "step.png", c); err != nil {
-		return res, err
-	}
-	var b strings.Builder
-	b.WriteString(reportHeader("sluice bench step40 (Slacker Fig. 13a)", o.Command, started, o.bedNote(bed)))
-	fmt.Fprintf(&b, "Tenant: %d rows, %.0f MB; workload %.0f → %.0f transactions/s %v after the migration starts (%s keys, MPL %d); baseline mean latency %.1f ± %.1f ms, and %.1f ± %.1f ms at the stepped load without a migration.\n\n",
-		tn.Rows, float64(tn.Bytes)/1e6, o.Workload.Rate, o.Factor*o.Workload.Rate, o.StepAfter, o.Workload.Distribution, o.Workload.MPL, base.Mean, base.Std, sbase.Mean, sbase.Std)
-	fmt.Fprintf(&b, "| controller | mean latency before the step ms | after (step + %v to the handover) ms | vs setpoint %.1f ms | after, handover included ms | migration s | host steal, whole / worst %.0f s |\n|---|---|---|---|---|---|---|\n", o.Settle, o.SetpointMs, StealSpan.Seconds())
-	for _, x := range []struct {
-		name string
-		r    StepRun
-	}{{"PID", res.PID}, {fmt.Sprintf("fixed %.1f MB/s", fixedRate/1e6), res.Fixed}} {
-		if x.r.Disturbed {
-			x.name += " (disturbed)"
+// run is once until the trial is undisturbed or out of re-runs; an
+// aborted attempt left the tenant on its source, so every attempt
+// migrates the same way. ctrl ("pid" or "fixed…") and suffix make its
+// name.
+func (s *stepper) run(ctx context.Context, ctrl string, v Variant, suffix string, to int, req agentclient.StartMigration) (*TrialResult, StepRun, error) {
+	for attempt := 1; ; attempt++ {
+		r, sr, err := s.once(ctx, ctrl+suffix, v, to, req, s.o.abortAt(attempt))
+		if err != nil || !s.o.again(r, attempt) {
+			sr.Disturbed = err == nil && s.o.disturbed(r)
+			return r, sr, err
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %.1f | %s / %s |\n", x.name, f1(x.r.MeanLatencyBeforeMs), f1(x.r.MeanLatencyAfterMs), signedPct(x.r.MeanLatencyAfterMs, o.SetpointMs), f1(x.r.MeanLatencyAfterWithHandoverMs), x.r.MigrationSeconds, stealCell(x.r.HostStealPct, false), stealCell(x.r.HostStealPeakPct, false))
+		s.say("%s", s.o.rerunNote(ctrl+suffix, r, attempt))
+		s.res.Disturbed = append(s.res.Disturbed, StepAttempt{Controller: strings.SplitN(ctrl, "-", 2)[0], Loop: v.Label(), StepRun: sr})
 	}
-	fmt.Fprintf(&b, "\nThe hot copy ran %.0f s after the step with the PID, %.0f s with the fixed rate; the rest of each 'after' window is catch-up and warm.\n", res.PID.CopyAfterStepS, res.Fixed.CopyAfterStepS)
-	fmt.Fprintf(&b, "\nThe fixed rate is the PID's mean snapshot rate over the %.0f s before the step (from the end of its slow start, at least %.0f s).\n", res.FixedRateWindowS, rateWindow)
-	b.WriteString(stepDisturbedLines(res, o.SetpointMs, o.StealLimit))
-	b.WriteString("\n" + ledgerLines(trials) + "\n![step](step.png)\n")
-	return jsonSafe(res), writeFile(o.Out, ReportFile, b.String())
+}
+
+// once runs one trial of the pair and returns its figures.
+func (s *stepper) once(ctx context.Context, name string, v Variant, to int, req agentclient.StartMigration, abort float64) (*TrialResult, StepRun, error) {
+	o := &s.o
+	s.say("%s: migrating %s to %s", name, s.tn.Name, s.bed.Servers[to].Name)
+	wc := o.Workload
+	wc.Seed = o.Seed + uint64(to) + 10
+	r, err := Trial{Bed: s.bed, Tenant: s.tn, To: to, Workload: wc, Warmup: o.Warmup, Migration: req, Load: o.load(), TargetCPUs: o.TargetCPUs,
+		CalmBelow: o.calmBelow(s.base), ClientLatency: v.ClientLatency, AbortAboveSteal: abort, Progress: s.say, stealPeak: o.stealPeak}.Run(ctx)
+	if err != nil {
+		return r, StepRun{}, fmt.Errorf("%s: %w", name, err)
+	}
+	sr := stepRun(r, o.Settle)
+	s.say("%s: before the step %.1f ms, after %.1f ms (setpoint %.1f; with the handover %.1f), %.1f s%s", name, sr.MeanLatencyBeforeMs, sr.MeanLatencyAfterMs, o.SetpointMs, sr.MeanLatencyAfterWithHandoverMs, sr.MigrationSeconds, throttleNote(nil, nil, sr.HostStealPct, sr.HostStealPeakPct))
+	return r, sr, nil
+}
+
+// stepRun is trial r's figures around its step, the "after" window
+// starting settle after it.
+func stepRun(r *TrialResult, settle time.Duration) StepRun {
+	sr := StepRun{MigrationSeconds: round(r.MigEnd-r.MigStart, 1), MeanLatencyAfterMs: math.NaN(), MeanLatencyAfterWithHandoverMs: math.NaN()}
+	stepAt := r.StepAt
+	if stepAt < 0 || stepAt > r.MigEnd {
+		stepAt = r.MigEnd
+	}
+	sr.MeanLatencyBeforeMs = round(Describe(r.Latencies(r.MigStart, stepAt)).Mean, 2)
+	after := stepAt + settle.Seconds()
+	if _, hold := r.BeforeHandover(); after < hold {
+		sr.MeanLatencyAfterMs = round(Describe(r.Latencies(after, hold)).Mean, 2)
+	}
+	if after < r.MigEnd {
+		sr.MeanLatencyAfterWithHandoverMs = round(Describe(r.Latencies(after, r.MigEnd)).Mean, 2)
+	}
+	sr.HostStealPct, sr.HostStealPeakPct = pct(r.HostSteal), pct(r.HostStealPeak)
+	sr.Aborted = r.Aborted
+	sr.CopyAfterStepS = round(max(copyEnd(r)-stepAt, 0), 1)
+	return sr
 }
 
 // equalSpeed is the fixed rate of equal speed to PID trial r: its mean
@@ -277,16 +309,16 @@ func StepLoad(ctx context.Context, bed *testbed.Bed, o StepOptions) (StepResult,
 // ran) to the step, where it has found its rate (the ramp from its initial
 // rate would make the fixed run gentler), and over at least the rateWindow
 // before the step. The longest such window, not the last rateWindow alone:
-// a burst's pause in the last seconds before the step once made the fixed
-// rate 4.0 MB/s, no more than the WAL the stepped load writes, and that
-// migration's catch-up never converged (step40 at 7 ms, 2026-11-26 21:00
-// UTC). When the PID moved nothing over that window, the mean over its
+// a burst's pause in the last seconds before the step can make the fixed
+// rate no more than the WAL the stepped load writes, and then the fixed
+// trial's catch-up never converges. When the PID moved nothing over that
+// window, the mean over its
 // whole copy before the step. from is the window's start (workload
 // seconds); rate is 0 when it moved nothing before the step at all.
 func equalSpeed(r *TrialResult) (rate, from float64) {
 	from = r.StepAt - rateWindow
 	for _, p := range r.Loop {
-		if p.Phase == "snapshot" && strings.HasPrefix(p.Reason, control.LawReason) && p.T < r.StepAt {
+		if p.Phase == copyPhase && strings.HasPrefix(p.Reason, control.LawReason) && p.T < r.StepAt {
 			from = min(from, p.T)
 			break
 		}
@@ -308,7 +340,7 @@ func rateBetween(r *TrialResult, from, to float64) float64 {
 	var first, last *loop.Point
 	for i := range r.Loop {
 		p := &r.Loop[i]
-		if p.Phase != "snapshot" || p.T > to {
+		if p.Phase != copyPhase || p.T > to {
 			continue
 		}
 		if first == nil && p.T >= from {
@@ -327,80 +359,4 @@ func rateBetween(r *TrialResult, from, to float64) float64 {
 		return float64(last.Bytes) / (last.T - r.MigStart)
 	}
 	return float64(last.Bytes-first.Bytes) / (last.T - first.T)
-}
-
-// copyEnd is the time (workload seconds) r last saw its hot copy (phase
-// snapshot): in its progress (TrialResult.CopyEnd) or in its control
-// loop's record, whichever is later; r.MigStart if neither saw it.
-func copyEnd(r *TrialResult) float64 {
-	end := max(r.MigStart, r.CopyEnd)
-	for _, p := range r.Loop {
-		if p.Phase == loop.CopyPhase {
-			end = max(end, p.T)
-		}
-	}
-	return end
-}
-
-// jsonSafe maps NaN figures (no data) to -1 for JSON.
-func jsonSafe(r StepResult) StepResult {
-	fix := func(x *float64) {
-		if math.IsNaN(*x) {
-			*x = -1
-		}
-	}
-	r.Disturbed = append([]StepAttempt(nil), r.Disturbed...)
-	runs := []*StepRun{&r.PID, &r.Fixed}
-	for i := range r.Disturbed {
-		runs = append(runs, &r.Disturbed[i].StepRun)
-	}
-	for _, s := range runs {
-		fix(&s.MeanLatencyBeforeMs)
-		fix(&s.MeanLatencyAfterMs)
-		fix(&s.MeanLatencyAfterWithHandoverMs)
-	}
-	return r
-}
-
-// stepChart stacks the PID trial's chart (trialChart: two panels, three when
-// its loop recorded the source's CPU quota) over the fixed trial's, whose
-// title heads its first panel and whose rate panel shows the constant rate
-// (bytes/s): a fixed-rate migration has no loop record.
-func stepChart(pid, fixed Labeled, pidTitle, fixedTitle string, fixedRate float64) chart.Chart {
-	c := trialChart(pid, pidTitle)
-	f := trialChart(fixed, fixedTitle)
-	r := fixed.Res
-	f.Panels[1].Series = []chart.Series{{Name: "fixed rate", X: []float64{r.MigStart, r.MigEnd}, Y: []float64{fixedRate / 1e6, fixedRate / 1e6}}}
-	n := len(c.Panels)
-	c.Panels = append(c.Panels, f.Panels...)
-	c.Panels[n].Title = f.Title
-	return c
-}
-
-// signedPct is x's error against sp as a signed whole percentage, "–" when x
-// is NaN (not measured).
-func signedPct(x, sp float64) string {
-	if math.IsNaN(x) {
-		return "–"
-	}
-	return fmt.Sprintf("%+.0f %%", 100*(x-sp)/sp)
-}
-
-// stepDisturbedLines lists the attempts re-run because the host's steal
-// peaked above limit (a share); "" when none was.
-func stepDisturbedLines(res StepResult, sp, limit float64) string {
-	if len(res.Disturbed) == 0 {
-		return ""
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "\nRe-run because the host's steal went above %.0f %% over some %.0f s of the migration (the kept attempts are in the table above):\n\n| attempt | host steal, worst %.0f s | before the step ms | after ms | vs setpoint | migration s |\n|---|---|---|---|---|---|\n",
-		100*limit, StealSpan.Seconds(), StealSpan.Seconds())
-	for _, a := range res.Disturbed {
-		secs := fmt.Sprintf("%.1f", a.MigrationSeconds)
-		if a.Aborted {
-			secs += " (aborted)"
-		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", a.Controller, stealCell(a.HostStealPeakPct, false), f1(a.MeanLatencyBeforeMs), f1(a.MeanLatencyAfterMs), signedPct(a.MeanLatencyAfterMs, sp), secs)
-	}
-	return b.String()
 }

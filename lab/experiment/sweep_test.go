@@ -67,16 +67,16 @@ func TestSweepOrder(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("sweepOrder(4, 4, 2) = %v, want %v", got, want)
 	}
-	for _, c := range []struct{ nFixed, nSP, nVariants int }{{4, 4, 1}, {4, 4, 2}, {4, 4, 3}, {2, 4, 2}, {4, 2, 2}, {3, 5, 2}} {
-		order := sweepOrder(c.nFixed, c.nSP, c.nVariants)
-		if len(order) != c.nFixed+c.nSP*c.nVariants {
-			t.Errorf("%+v: %d trials, want %d", c, len(order), c.nFixed+c.nSP*c.nVariants)
+	for _, c := range []struct{ nFixed, nSP, nLoops int }{{4, 4, 1}, {4, 4, 2}, {4, 4, 3}, {2, 4, 2}, {4, 2, 2}, {3, 5, 2}} {
+		order := sweepOrder(c.nFixed, c.nSP, c.nLoops)
+		if len(order) != c.nFixed+c.nSP*c.nLoops {
+			t.Errorf("%+v: %d trials, want %d", c, len(order), c.nFixed+c.nSP*c.nLoops)
 		}
 		ways := map[int][2]int{} // variant (−1: fixed) → trials to server 1, to server 0
 		for k, tr := range order {
-			w := ways[tr.Variant]
+			w := ways[tr.Loop]
 			w[k%2]++
-			ways[tr.Variant] = w
+			ways[tr.Loop] = w
 		}
 		for v, w := range ways {
 			if n := w[0] + w[1]; n >= 4 && n%2 == 0 && w[0] != w[1] {
@@ -102,7 +102,7 @@ func TestRepeatOrder(t *testing.T) {
 	var pidWays, pairWays [2]int // migrations to server 1, to server 0
 	to := 1
 	for _, tr := range order {
-		if tr.Variant == 0 {
+		if tr.Loop == 0 {
 			pidWays[to]++
 			to = 1 - to
 			pairWays[to]++ // the pair
@@ -217,10 +217,10 @@ func TestDisturbedTrials(t *testing.T) {
 	peak, whole := 39.6, 8.3
 	res := SweepResult{
 		DisturbedFixed: []FixedPoint{{RateMBs: 40, BeforeHandoverMs: 14.18, MigrationSeconds: 91, HostStealPeakPct: &peak, HostStealPct: &whole}},
-		DisturbedPID:   []PIDPoint{{SetpointMs: 7, LatencySource: "client", BeforeHandoverMs: 9.44, MigrationSeconds: 465.6, HostStealPeakPct: &peak}},
+		DisturbedPID:   []PIDPoint{{SetpointMs: 7, Loop: "sluice(latency=client)", BeforeHandoverMs: 9.44, MigrationSeconds: 465.6, HostStealPeakPct: &peak}},
 	}
 	got := disturbedLines(res, 0.25)
-	for _, want := range []string{"above 25 % over some 10 s", "| fixed 40.0 MB/s | 39.6 % | 8.3 % | 14.2 | – | 91.0 |", "| PID 7.0 ms (client) | 39.6 % | – | 9.4 | +34.9 % | 465.6 |"} {
+	for _, want := range []string{"above 25 % over some 10 s", "| fixed 40.0 MB/s | 39.6 % | 8.3 % | 14.2 | – | 91.0 |", "| PID 7.0 ms (sluice(latency=client)) | 39.6 % | – | 9.4 | +34.9 % | 465.6 |"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("disturbedLines =\n%s\nwant a line containing %q", got, want)
 		}
