@@ -97,8 +97,8 @@ type Migration struct {
 	Control  json.RawMessage `json:"control,omitempty"` // the control loop's spec (agent/client.Control), if any
 	// Deadline is when a migration that has not switched its route rolls
 	// back (agent/client.StartMigration.Deadline); zero = none.
-	Deadline time.Time `json:"deadline,omitzero"`
-	Done     bool            `json:"done"`              // finished (committed or aborted); nothing left to resume
+	Deadline time.Time       `json:"deadline,omitzero"`
+	Done     bool            `json:"done"` // finished (committed or aborted); nothing left to resume
 	Outcome  string          `json:"outcome,omitempty"`
 	Error    string          `json:"error,omitempty"`
 	Record   json.RawMessage `json:"record,omitempty"` // the migration package's Record
