@@ -295,32 +295,45 @@ func (p Profile) Step() time.Duration { return msDuration(p.StepMs) }
 func (p Profile) Settle() time.Duration { return msDuration(p.SettleMs) }
 
 // Changes lists the fields in which p differs from its base profile, as
-// "field=value", in field order; none for a built-in profile.
+// "field=value" with nested fields dotted ("catch_up.boost=2"), in field
+// order; none for a built-in profile.
 func (p Profile) Changes() []string {
 	base, err := ProfileNamed(p.Name)
 	if err != nil {
 		return nil
 	}
-	var pm, bm map[string]any
-	for _, x := range []struct {
-		v   Profile
-		dst *map[string]any
-	}{{p, &pm}, {base, &bm}} {
-		b, _ := yaml.Marshal(x.v)
-		yaml.Unmarshal(b, x.dst)
-	}
+	pf, bf := flatten(p), flatten(base)
 	var out []string
-	for _, k := range profileFields {
-		if fmt.Sprint(pm[k]) != fmt.Sprint(bm[k]) {
-			out = append(out, fmt.Sprintf("%s=%v", k, pm[k]))
+	for i, kv := range pf {
+		if i < len(bf) && bf[i] != kv {
+			out = append(out, kv[0]+"="+kv[1])
 		}
 	}
 	return out
 }
 
-// profileFields are Profile's top-level field names in order.
-var profileFields = []string{"kp", "ki", "kd", "initial", "start_growth", "start_exit", "start_backoff", "rearm_growth",
-	"mean_horizon", "mean_band", "idle_floor", "learn_reserve", "step_ms", "settle_ms", "catch_up", "max_rate"}
+// flatten lists p's fields as (dotted name, value) in field order, as a
+// profile file names them.
+func flatten(p Profile) [][2]string {
+	var n yaml.Node
+	if err := n.Encode(p); err != nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	var out [][2]string
+	var walk func(prefix string, m *yaml.Node)
+	walk = func(prefix string, m *yaml.Node) {
+		for i := 0; i+1 < len(m.Content); i += 2 {
+			k, v := prefix+m.Content[i].Value, m.Content[i+1]
+			if v.Kind == yaml.MappingNode {
+				walk(k+".", v)
+			} else if k != "name" {
+				out = append(out, [2]string{k, v.Value})
+			}
+		}
+	}
+	walk("", &n)
+	return out
+}
 
 // Label is the profile's name with its changes, such as "sluice" or
 // "sluice(ki=0.1)".

@@ -70,7 +70,7 @@ func TestLoadProfile(t *testing.T) {
 		}, "slacker(initial=0.3)"},
 		{"nested field", "catch_up:\n  boost: 2\n", func(p Profile) bool {
 			return p.CatchUp.Boost == 2 && p.CatchUp.Patience == sluiceProfile.CatchUp.Patience
-		}, ""},
+		}, "sluice(catch_up.boost=2)"},
 		{"empty file", "", func(p Profile) bool { return p == DefaultProfile() }, "sluice"},
 	} {
 		p, err := LoadProfile(strings.NewReader(tc.in))

@@ -131,7 +131,7 @@ func (f *loopFlags) parse(name string, cmd *cobra.Command) (testbed.Options, exp
 // parseLoops sets c's profile, variants and top speed from the flags.
 func (f *loopFlags) parseLoops(c *experiment.Common, usage func(string, ...any) error) error {
 	var err error
-	if c.Profile, err = loadProfile(f.profile); err != nil {
+	if c.Profile, err = cli.Profile(f.profile); err != nil {
 		return usage("--profile: %v", err)
 	}
 	for _, spec := range f.variants {
@@ -168,24 +168,6 @@ func (f *loopFlags) bed(usage func(string, ...any) error) (testbed.Options, erro
 		return bo, usage("%v", err)
 	}
 	return bo, nil
-}
-
-// loadProfile is the built-in profile named s, or the profile in file s
-// (as `sluice migrate --profile` reads it).
-func loadProfile(s string) (control.Profile, error) {
-	if p, err := control.ProfileNamed(s); err == nil {
-		return p, nil
-	}
-	fh, err := os.Open(s)
-	if err != nil {
-		return control.Profile{}, fmt.Errorf("%q is neither a profile (%s) nor a readable file", s, strings.Join(control.Profiles(), ", "))
-	}
-	defer fh.Close()
-	p, err := control.LoadProfile(fh)
-	if err != nil {
-		return control.Profile{}, fmt.Errorf("%s: %v", s, strings.TrimPrefix(err.Error(), "control: "))
-	}
-	return p, nil
 }
 
 // settingName is what a PostgreSQL parameter name looks like (custom ones
