@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/sluice
 TESTFLAGS ?= -timeout 18m
 
-.PHONY: all build deps bench-deps test demo bench fuzz clean
+.PHONY: all build deps bench-deps test demo bench fuzz docs clean
 
 all: build
 
@@ -43,3 +43,7 @@ fuzz:
 
 clean:
 	rm -rf bin out
+
+# Regenerate docs/cli.md from the command tree (a test checks it is current).
+docs:
+	$(GO) test ./cmd/sluice -run TestCLIReference -update

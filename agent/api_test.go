@@ -30,7 +30,7 @@ func TestAPIBadInput(t *testing.T) {
 		{"no endpoint", "GET", "/v2/whatever", "", nil, 404, "no such endpoint"},
 		{"wrong method", "PUT", "/v1/tenants", "{}", nil, 404, "no such endpoint"},
 		{"migration body", "POST", "/v1/migrations", `{"tenant":"x"}`, nil, 400, "bad request body"},
-		{"migration no tenant", "POST", "/v1/migrations", `{"to":"a2"}`, nil, 400, "tenant id 0 must be positive"},
+		{"migration no tenant", "POST", "/v1/migrations", `{"to":"a2"}`, nil, 400, "tenant 0: want a positive tenant id"},
 		{"migration NaN-ish rate", "POST", "/v1/migrations", `{"tenant":1,"to":"a2","rate":-5}`, nil, 400, "rate"},
 		{"rate unknown migration", "POST", "/v1/migrations/zz/rate", `{"rate":1}`, nil, 404, "unknown migration"},
 		{"rate bad body", "POST", "/v1/migrations/zz/rate", `{"rate":"fast"}`, nil, 400, "bad request body"},

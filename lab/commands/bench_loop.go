@@ -43,17 +43,41 @@ type loopFlags struct {
 	json               bool
 }
 
-func (f *loopFlags) register(fs *pflag.FlagSet, scenario, size string, memoryMB, mpl int) {
+// bed is a benchmark's default plant: the servers and the workload its
+// Must-show figures were measured on, so that a run with no flags compares
+// something (on a plant with no slack, or none to spare, every controller
+// ties).
+type bed struct {
+	size       string
+	memoryMB   int
+	mpl        int
+	cpus       float64 // each server's quota, cores
+	targetCPUs float64 // the target's quota during a trial; 0 = cpus
+	tps        float64
+	stealLimit float64 // %, 0 = off
+}
+
+// The closed-loop benchmarks' beds. A 0.5-core source with a whole core for
+// the target: the copy is bound by the source's slack, not the target's CPU;
+// 3 GB at 150 transactions/s gives a PID 40–150 s of copy to settle in.
+var (
+	sweepBed = bed{size: "3GB", memoryMB: 5120, mpl: experiment.SweepMPL, cpus: 0.5, targetCPUs: 1, tps: 150, stealLimit: 25}
+	stepBed  = bed{size: "3GB", memoryMB: 5120, mpl: experiment.DefaultMPL, cpus: 0.5, targetCPUs: 1, tps: 210, stealLimit: 25}
+	multiBed = bed{size: "3GB", memoryMB: 5120, mpl: experiment.DefaultMPL, cpus: 0.25, tps: 100}
+)
+
+func (f *loopFlags) register(fs *pflag.FlagSet, scenario string, b bed) {
+	size, memoryMB, mpl := b.size, b.memoryMB, b.mpl
 	fs.StringVar(&f.out, "out", filepath.Join("out", "bench", scenario), "output directory (CSV, summary JSON, Markdown report, PNG plots)")
 	fs.BoolVar(&f.json, "json", false, "print the summary as JSON")
 	fs.StringVar(&f.size, "size", size, "tenant data size (Slacker: 1 GB; multitenant: all tenants together)")
-	fs.Float64Var(&f.tps, "tps", 100, "workload arrivals per second (Poisson)")
+	fs.Float64Var(&f.tps, "tps", b.tps, "workload arrivals per second (Poisson)")
 	fs.IntVar(&f.mpl, "mpl", mpl, "workload connections (multiprogramming level)")
 	fs.StringVar(&f.keys, "keys", "uniform", "workload key distribution: uniform, zipfian or hotspot")
 	fs.Uint64Var(&f.seed, "seed", 1, "workload seed")
-	fs.Float64Var(&f.cpus, "cpus", 0.25, "each server's CPU quota, cores (cgroup; shared by its agent and tenants)")
+	fs.Float64Var(&f.cpus, "cpus", b.cpus, "each server's CPU quota, cores (cgroup; shared by its agent and tenants)")
 	fs.IntVar(&f.memoryMB, "memory", memoryMB, "each server's memory cap, MiB, page cache included (cgroup); below the tenant's size its reads go to disk")
-	fs.Float64Var(&f.targetCPUs, "target-cpus", 0, "the CPU quota, cores, of the server each migration moves the tenant to, for that trial (Slacker's target: an idle server of its own, so the copy is bound by the source's slack, not the target's CPU); the source keeps --cpus; 0 = --cpus for every server, negative = no cap")
+	fs.Float64Var(&f.targetCPUs, "target-cpus", b.targetCPUs, "the CPU quota, cores, of the server each migration moves the tenant to, for that trial (Slacker's target: an idle server of its own, so the copy is bound by the source's slack, not the target's CPU); the source keeps --cpus; 0 = --cpus for every server, negative = no cap")
 	fs.Float64Var(&f.readMBps, "read-mbps", 0, "each server's read bandwidth on the data disk, MB/s (cgroup blkio); 0 = none")
 	fs.Int64Var(&f.readIOPS, "read-iops", 0, "each server's read operations per second on the data disk; 0 = none")
 	fs.StringArrayVar(&f.settings, "tenant-setting", nil, "a postgresql.conf parameter for every tenant, name=value (repeatable; over the bed's own)")

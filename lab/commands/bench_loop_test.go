@@ -134,7 +134,7 @@ func TestSlackSweepStealFlags(t *testing.T) {
 		{[]string{"--steal-limit", "NaN"}, "--steal-limit"},
 		{[]string{"--steal-limit", "25", "--steal-retries", "0"}, "--steal-retries"},
 		{[]string{"--steal-retries", "11"}, "--steal-retries"},
-		{[]string{"--steal-abort"}, "--steal-abort needs --steal-limit"},
+		{[]string{"--steal-limit", "0", "--steal-abort"}, "--steal-abort needs --steal-limit"},
 	} {
 		for _, bench := range []string{"slack-sweep", "step40"} {
 			code, stdout, stderr := labRunCLI(t, append([]string{"bench", bench, "--out", out}, c.args...)...)

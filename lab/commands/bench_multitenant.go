@@ -45,7 +45,7 @@ and multitenant.png.`,
 			})
 		},
 	}
-	f.register(cmd.Flags(), "multitenant", "3GB", 5120, experiment.DefaultMPL)
+	f.register(cmd.Flags(), "multitenant", multiBed)
 	cmd.Flags().StringVar(&setpoint, "setpoint", "", "PID setpoint (e.g. 40ms); default 3 × the baseline server-wide mean latency")
 	cmd.Flags().IntVar(&tenants, "tenants", 5, "tenants on the source server (one moves)")
 	benchCmd.AddCommand(cmd)

@@ -61,12 +61,12 @@ after the step. Writes series.csv, summary.json, report.md and step.png to
 			})
 		},
 	}
-	f.register(cmd.Flags(), "step40", "2GB", 4096, experiment.DefaultMPL)
+	f.register(cmd.Flags(), "step40", stepBed)
 	cmd.Flags().StringVar(&setpoint, "setpoint", "", "PID setpoint (e.g. 40ms); default 3 × the baseline mean latency")
-	cmd.Flags().StringVar(&after, "step-after", "30s", "when the arrival rate steps up, after the migration starts (Slacker: a minute; the bed's 2 GB copy at the pre-step load lasts 50–90 s, and the fixed trial, at the PID's pre-step speed, must still be copying after it)")
+	cmd.Flags().StringVar(&after, "step-after", "20s", "when the arrival rate steps up, after the migration starts (Slacker: a minute; the bed's 3 GB copy lasts 80–110 s, and the fixed trial, at the PID's pre-step speed, must still be copying well after it)")
 	cmd.Flags().Float64Var(&factor, "factor", 1.4, "arrival rate multiplier at the step")
 	tps := cmd.Flags().Lookup("tps")
 	tps.Usage = "workload arrivals per second after the step (Poisson); before it, this ÷ --factor"
-	steal.register(cmd.Flags())
+	steal.register(cmd.Flags(), stepBed)
 	benchCmd.AddCommand(cmd)
 }

@@ -31,7 +31,7 @@ quota, memory cap with the page cache, read bandwidth cap), loads a tenant
 (Slacker's YCSB usertable, 1 GB by default), measures the workload's baseline,
 then migrates the tenant back and forth under the workload: once per fixed rate
 (--fixed-rates) and once per PID setpoint (--setpoints: durations, or multiples
-of the baseline mean latency such as 2.5x; default 3x,4x,5x,6x). The PID runs
+of the baseline mean latency such as 2.5x). The PID runs
 the product's loop, --profile (default sluice, what ` + "`sluice migrate --setpoint`" + `
 runs); each --variant runs every setpoint again with another loop, right
 after it on the same plant. Every migration's acknowledged writes are checked
@@ -68,13 +68,13 @@ row by row. Writes series.csv, summary.json, report.md and PNG plots to --out.`,
 			})
 		},
 	}
-	f.register(cmd.Flags(), "slack-sweep", "1GB", 3072, experiment.SweepMPL)
-	cmd.Flags().StringVar(&rates, "fixed-rates", "10MB/s,20MB/s,30MB/s,40MB/s", "fixed migration rates, comma-separated")
-	cmd.Flags().StringVar(&setpoints, "setpoints", "", "PID setpoints, comma-separated: durations (20ms,40ms) or multiples of the baseline mean latency measured first (2x,3x); default 3x,4x,5x,6x")
+	f.register(cmd.Flags(), "slack-sweep", sweepBed)
+	cmd.Flags().StringVar(&rates, "fixed-rates", "", "fixed migration rates, comma-separated; default "+rateList(experiment.DefaultFixedRates))
+	cmd.Flags().StringVar(&setpoints, "setpoints", "", "PID setpoints, comma-separated: durations (20ms,40ms) or multiples of the settled baseline's mean latency; default "+factorList(experiment.DefaultSetpointFactors))
 	cmd.Flags().BoolVar(&paired, "paired", false, "after each PID trial of --profile's loop, a fixed-rate trial at that trial's copy rate, run right after it (the pair meets the same plant; reported side by side)")
 	cmd.Flags().IntVar(&rounds, "rounds", 1, "run the whole order of trials (both ladders, the variants, the pairs) this many times on the one loaded tenant; with --paired the pairs of every round are summed up together")
 	cmd.Flags().StringVar(&swing, "swing", "", "swing the arrival rate during every migration: AMPLITUDE% or AMPLITUDE%/PERIOD (40%/1m: --tps × 1.4 for half a period, then × 0.6, from the migration's start; the period defaults to 1m); empty = a steady load")
-	steal.register(cmd.Flags())
+	steal.register(cmd.Flags(), sweepBed)
 	benchCmd.AddCommand(cmd)
 }
 
@@ -114,12 +114,14 @@ type stealFlags struct {
 	limit   float64 // percent
 	retries int
 	abort   bool
+	fs      *pflag.FlagSet
 }
 
-func (s *stealFlags) register(fs *pflag.FlagSet) {
-	fs.Float64Var(&s.limit, "steal-limit", 0, "re-run a trial in which the host's steal went above this percentage over some 10 s of its migration (a shared machine's burst slows the whole plant whatever the rate); every attempt is reported; 0 = off")
+func (s *stealFlags) register(fs *pflag.FlagSet, b bed) {
+	s.fs = fs
+	fs.Float64Var(&s.limit, "steal-limit", b.stealLimit, "re-run a trial in which the host's steal went above this percentage over some 10 s of its migration (a shared machine's burst slows the whole plant whatever the rate); every attempt is reported; 0 = off")
 	fs.IntVar(&s.retries, "steal-retries", experiment.DefaultStealRetries, "with --steal-limit: re-runs a disturbed trial gets before it is kept, marked disturbed")
-	fs.BoolVar(&s.abort, "steal-abort", false, "with --steal-limit: abort a trial's migration (roll back, tenant stays on its source) as soon as its steal goes above the limit, while it has a re-run left, instead of letting it finish")
+	fs.BoolVar(&s.abort, "steal-abort", b.stealLimit > 0, "with --steal-limit: abort a trial's migration (roll back, tenant stays on its source) as soon as its steal goes above the limit, while it has a re-run left, instead of letting it finish")
 }
 
 // parse checks the flags of bench name and returns the guard they set.
@@ -129,8 +131,27 @@ func (s *stealFlags) parse(name string) (experiment.StealGuard, error) {
 		return experiment.StealGuard{}, cli.Usagef("bench %s: --steal-limit: %v: want a percentage in [0, 100) (0 = off)", name, s.limit)
 	case s.retries < 1 || s.retries > 10:
 		return experiment.StealGuard{}, cli.Usagef("bench %s: --steal-retries: %d: want 1 to 10", name, s.retries)
-	case s.abort && s.limit == 0:
+	case s.abort && s.limit == 0 && s.fs.Changed("steal-abort"):
 		return experiment.StealGuard{}, cli.Usagef("bench %s: --steal-abort needs --steal-limit", name)
+	case s.limit == 0:
+		s.abort = false // off with the limit it goes with
 	}
 	return experiment.StealGuard{StealLimit: s.limit / 100, StealRetries: s.retries, StealAbort: s.abort}, nil
+}
+
+// rateList and factorList print a default list as the flags take it.
+func rateList(xs []float64) string {
+	var out []string
+	for _, x := range xs {
+		out = append(out, units.FormatRate(x))
+	}
+	return strings.Join(out, ",")
+}
+
+func factorList(xs []float64) string {
+	var out []string
+	for _, x := range xs {
+		out = append(out, strconv.FormatFloat(x, 'f', -1, 64)+"x")
+	}
+	return strings.Join(out, ",")
 }

@@ -14,7 +14,7 @@ import (
 // SweepOptions configure the slack sweep.
 type SweepOptions struct {
 	Common
-	FixedRates []float64 // bytes/s; default 10, 20, 30, 40 MB/s
+	FixedRates []float64 // bytes/s; default DefaultFixedRates
 	Setpoints  []float64 // ms; default SetpointFactors × the baseline mean latency
 	// SetpointFactors, when Setpoints is empty, are the setpoints as
 	// multiples of the baseline mean latency measured at the start of the
@@ -45,12 +45,18 @@ type SweepOptions struct {
 }
 
 // DefaultSetpointFactors are the PID ladder's setpoints as multiples of the
-// baseline mean latency. They start at 3×, not 2×: on the testbed's
-// quarter-core servers a migration disturbs the source beyond what its
-// rate controls (with the copy paused, a 2× trial's windows stayed above
-// its setpoint), so at 2× the loop spends the migration paused.
+// settled baseline's mean latency: on the default bed (a 0.5-core source, a
+// core for the target, 150 transactions/s) the setpoints that the loop can
+// reach and a fixed rate of 30 MB/s lands among lie at 2.5–4× the baseline.
+// Below about 2× a migration disturbs the source beyond what its rate
+// controls (with the copy paused, a trial's windows stay above the
+// setpoint), and above 4× the copy runs at its top speed.
 // Stats.Window90 reports the undisturbed noise with every sweep.
-var DefaultSetpointFactors = []float64{3, 4, 5, 6}
+var DefaultSetpointFactors = []float64{2.5, 3, 3.5, 4}
+
+// DefaultFixedRates is the sweep's fixed-rate ladder, bytes/s: one rate
+// among the PID's copy rates on the default bed (10–20 ms there).
+var DefaultFixedRates = []float64{30e6}
 
 // sweeper is a slack sweep under way: its plant, the order's state and
 // what its trials measured.
@@ -129,7 +135,7 @@ func (o *SweepOptions) check() error {
 		return err
 	}
 	if len(o.FixedRates) == 0 {
-		o.FixedRates = []float64{10e6, 20e6, 30e6, 40e6}
+		o.FixedRates = DefaultFixedRates
 	}
 	if err := o.Load.Valid(); err != nil {
 		return err
