@@ -432,24 +432,3 @@ func removeLogs(prefix string) {
 		os.Remove(f)
 	}
 }
-
-// processCPU returns the CPU time (user+system) process pid has used so far,
-// from /proc/PID/stat (10 ms resolution); 0 for pid 0 or when unreadable.
-func processCPU(pid int) time.Duration {
-	if pid == 0 {
-		return 0
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the ")" of the command name: utime and stime are the 12th and 13th.
-	s := string(b)
-	fs := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(fs) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(fs[11], 10, 64)
-	st, _ := strconv.ParseInt(fs[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / 100 // USER_HZ = 100 on Linux
-}
