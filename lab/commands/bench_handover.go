@@ -129,7 +129,7 @@ func runBenchHandover(cmd *cobra.Command, _ []string) error {
 	st := hb.writes.Stats()
 	progress("workload: %d writes acknowledged, %d failed attempts (%d with unknown outcome), slowest acknowledged %.0f ms; last error: %s",
 		st.Acknowledged, st.Errors, st.Uncertain, float64(st.MaxLatency)/float64(time.Millisecond), st.LastError)
-	rep, err := hb.writes.Verify(ctx, hb.tenant.ConnString("postgres"))
+	rep, err := hb.writes.Verify(ctx, hb.hosts.current.ConnString("postgres"))
 	if err != nil {
 		return err
 	}
@@ -178,8 +178,7 @@ type handoverBench struct {
 	opt      benchHandoverOptions
 	progress func(format string, args ...any)
 
-	hosts  *migHosts
-	tenant *pgcluster.Cluster // the current owner's postmaster
+	hosts  *migHosts // hosts.current is the tenant
 	router migration.Router
 	writes *ledger.Workload
 }
@@ -191,7 +190,6 @@ func (hb *handoverBench) loadTenant(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	hb.tenant = c
 	hb.progress("loading about %d MB", hb.opt.sizeMB)
 	if err := migLoadFiller(ctx, c, hb.opt.sizeMB); err != nil {
 		return err
@@ -205,13 +203,13 @@ func (hb *handoverBench) loadTenant(ctx context.Context) error {
 func (hb *handoverBench) startRouter(ctx context.Context) (stop func(), err error) {
 	hb.writes = &ledger.Workload{Rate: hb.opt.rate, Workers: hb.opt.workers}
 	if hb.opt.via == "direct" {
-		g := migration.NewGateRouter(hb.tenant.Addr())
+		g := migration.NewGateRouter(hb.hosts.current.Addr())
 		hb.router, hb.writes.Router = g, g
 		hb.writes.ConnString = func(addr string) string { return "postgres://postgres@" + addr + "/postgres?sslmode=disable" }
 		return func() {}, nil
 	}
 	p, err := proxy.New(proxy.Config{Listen: "127.0.0.1:0", Trust: true,
-		Routes: []proxy.RouteConfig{{Tenant: "bench", Addr: hb.tenant.Addr(), Database: "postgres"}}})
+		Routes: []proxy.RouteConfig{{Tenant: "bench", Addr: hb.hosts.current.Addr(), Database: "postgres"}}})
 	if err != nil {
 		return nil, err
 	}
@@ -243,18 +241,11 @@ func (hb *handoverBench) handover(ctx context.Context, i int) (float64, error) {
 	if rec.Mode == migration.Live {
 		rec.Fence = migration.FenceMode(bf.fence)
 	}
-	src := pg.NewLocalSource(hb.tenant)
 	tgt := pg.NewLocalTarget(host, pgcluster.Options{})
-	out, err := migration.Run(ctx, rec, migration.Env{Source: src, Target: tgt, Router: hb.router})
-	src.Close()
-	if err != nil {
-		return 0, fmt.Errorf("bench handover: migration %d: %w", i+1, err)
-	}
-	c, err := pgcluster.Open(out.TargetDir, pgcluster.Options{Port: out.TargetPort})
+	out, err := b.migrate(ctx, rec, tgt, hb.router, fmt.Sprintf("bench handover: migration %d", i+1))
 	if err != nil {
 		return 0, err
 	}
-	hb.tenant, b.current = c, c
 	ms := float64(out.Freeze) / float64(time.Millisecond)
 	st := hb.writes.Stats()
 	if rec.Mode == migration.Live {
@@ -346,6 +337,26 @@ func (b *migHosts) initTenant(ctx context.Context, settings map[string]string, w
 	return c, nil
 }
 
+// migrate moves the tenant from b.current to tgt with rec, holding and
+// switching router, and makes the target's cluster current. A failed
+// migration's error starts with op.
+func (b *migHosts) migrate(ctx context.Context, rec migration.Record, tgt migration.Target, router migration.Router, op string) (migration.Record, error) {
+	src := pg.NewLocalSource(b.current)
+	out, err := migration.Run(ctx, rec, migration.Env{Source: src, Target: tgt, Router: router})
+	src.Close()
+	if err != nil {
+		return out, fmt.Errorf("%s: %w", op, err)
+	}
+	c, err := pgcluster.Open(out.TargetDir, pgcluster.Options{Port: out.TargetPort})
+	if err != nil {
+		return out, err
+	}
+	b.current = c
+	return out, nil
+}
+
+// close stops every postmaster under the temp directory and removes it,
+// unless kept.
 func (b *migHosts) close() {
 	// Stop every postmaster under the temp directory (the current tenant, and
 	// anything a failed migration left behind).

@@ -60,15 +60,7 @@ pidfile = %s
 	}
 	exited := make(chan struct{})
 	go func() { cmd.Wait(); close(exited) }()
-	stop := func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-	}
+	stop := func() { interruptThenKill(cmd.Process, exited) }
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
@@ -121,13 +113,7 @@ func startSluiceProxy(ctx context.Context, dir, userlist, pgAddr string, procs i
 	}
 	exited := make(chan struct{})
 	stop := func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
+		interruptThenKill(cmd.Process, exited)
 		logf.Close()
 	}
 	var addrs struct {
@@ -146,4 +132,16 @@ func startSluiceProxy(ctx context.Context, dir, userlist, pgAddr string, procs i
 		return "", 0, nil, fmt.Errorf("bench proxy: sluice proxy address %q: %w", addrs.Listen, err)
 	}
 	return port, cmd.Process.Pid, stop, nil
+}
+
+// interruptThenKill interrupts p, kills it if it has not exited (closed
+// exited) within 5 s, and waits until it has.
+func interruptThenKill(p *os.Process, exited <-chan struct{}) {
+	p.Signal(os.Interrupt)
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
+		p.Kill()
+		<-exited
+	}
 }

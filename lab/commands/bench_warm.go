@@ -171,10 +171,9 @@ type warmBench struct {
 	opt      benchWarmOptions
 	progress func(format string, args ...any)
 
-	hosts  *migHosts
-	dev    string             // the data disk's major:minor, for --read-iops
-	groups []*cgroup.Group    // every postmaster's, removed by close
-	tenant *pgcluster.Cluster // the current owner's postmaster
+	hosts  *migHosts       // hosts.current is the tenant
+	dev    string          // the data disk's major:minor, for --read-iops
+	groups []*cgroup.Group // every postmaster's, removed by close
 	router *migration.GateRouter
 	reads  *warmReadWorkload
 }
@@ -195,7 +194,6 @@ func (wb *warmBench) start(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	wb.tenant = c
 	wb.progress("loading about %d MB", bf.sizeMB)
 	if err := warmLoadData(ctx, c, bf.sizeMB*warmRowsPerMB, float64(bf.hotMB)/float64(bf.sizeMB)); err != nil {
 		return err
@@ -229,7 +227,7 @@ func (wb *warmBench) newGroup(pid int) error {
 // startReads starts --workers readers of the hot set through a gate router
 // and returns what stops them.
 func (wb *warmBench) startReads(ctx context.Context) (stop func()) {
-	wb.router = migration.NewGateRouter(wb.tenant.Addr())
+	wb.router = migration.NewGateRouter(wb.hosts.current.Addr())
 	wb.reads = &warmReadWorkload{router: wb.router, hotRows: wb.opt.hotMB * warmRowsPerMB, start: time.Now(), buckets: make([]atomic.Int64, 1<<16)}
 	wctx, stopW := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -254,18 +252,11 @@ func (wb *warmBench) migrate(ctx context.Context, i int) (time.Duration, error) 
 	baseline := wb.reads.rate(now.Add(-3*time.Second), now)
 	rec := migration.New(fmt.Sprintf("w%d", i+1), "bench", b.names[i%2], b.names[(i+1)%2], migration.Live, now)
 	rec.Warm = warm
-	src := pg.NewLocalSource(wb.tenant)
 	tgt := warmColdTarget{LocalTarget: pg.NewLocalTarget(b.hosts[(i+1)%2], pgcluster.Options{}), group: wb.newGroup}
-	out, err := migration.Run(ctx, rec, migration.Env{Source: src, Target: tgt, Router: wb.router})
-	src.Close()
-	if err != nil {
-		return 0, fmt.Errorf("bench warm: migration %d: %w", i+1, err)
-	}
-	c, err := pgcluster.Open(out.TargetDir, pgcluster.Options{Port: out.TargetPort})
+	out, err := b.migrate(ctx, rec, tgt, wb.router, fmt.Sprintf("bench warm: migration %d", i+1))
 	if err != nil {
 		return 0, err
 	}
-	wb.tenant, b.current = c, c
 	recovery, ok := wb.reads.recovery(ctx, out.ReleasedAt, baseline, 0.9, 500*time.Millisecond, bf.maxWait)
 	label := "cold"
 	if warm {
