@@ -53,6 +53,24 @@ func Render(series []Series, width, height int) string {
 // RenderOpts draws series with the given options. Later series are drawn over
 // earlier ones where they share a cell. The result ends with a newline.
 func RenderOpts(series []Series, o Options) string {
+	o = o.withDefaults()
+	n, cols, per := layout(series, o.Width)
+	binned := make([][]float64, len(series))
+	for i, s := range series {
+		binned[i] = bin(s.Y, cols, per)
+	}
+	lo, hi := yRange(binned, o)
+	grid := draw(series, binned, o, cols, lo, hi)
+
+	var b strings.Builder
+	lw := writeRows(&b, grid, lo, hi)
+	writeXAxis(&b, lw, n, cols, per, o.XLabel)
+	writeLegend(&b, lw, series, o.Refs)
+	return b.String()
+}
+
+// withDefaults fills the zero fields of o with their defaults.
+func (o Options) withDefaults() Options {
 	if o.Width <= 0 {
 		o.Width = 60
 	}
@@ -62,40 +80,75 @@ func RenderOpts(series []Series, o Options) string {
 	if o.XLabel == "" {
 		o.XLabel = "step"
 	}
-	n := 0
+	return o
+}
+
+// mark is the character drawn for s.
+func (s Series) mark() rune {
+	if s.Mark == 0 {
+		return '*'
+	}
+	return s.Mark
+}
+
+// mark is the character drawn for r.
+func (r Ref) mark() rune {
+	if r.Mark == 0 {
+		return '-'
+	}
+	return r.Mark
+}
+
+// layout returns the longest series' length n, the number of plot columns
+// (at least 1, at most width) and how many consecutive points each column
+// averages.
+func layout(series []Series, width int) (n, cols, per int) {
 	for _, s := range series {
 		n = max(n, len(s.Y))
 	}
-	cols := min(n, o.Width)
+	cols = min(n, width)
 	if cols == 0 {
 		cols = 1
 	}
-	per := 1
-	if n > o.Width {
-		per = (n + o.Width - 1) / o.Width
+	per = 1
+	if n > width {
+		per = (n + width - 1) / width
 		cols = (n + per - 1) / per
 	}
+	return n, cols, per
+}
 
-	// Bucket every series into columns.
-	binned := make([][]float64, len(series))
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for i, s := range series {
-		binned[i] = make([]float64, cols)
-		for c := range cols {
-			sum, k := 0.0, 0
-			for j := c * per; j < min((c+1)*per, len(s.Y)); j++ {
-				if v := s.Y[j]; !math.IsNaN(v) && !math.IsInf(v, 0) {
-					sum += v
-					k++
-				}
+// bin returns the mean of each column's per points of y, skipping NaN and
+// ±Inf; a column with no finite point is NaN.
+func bin(y []float64, cols, per int) []float64 {
+	out := make([]float64, cols)
+	for c := range cols {
+		sum, k := 0.0, 0
+		for j := c * per; j < min((c+1)*per, len(y)); j++ {
+			if v := y[j]; !math.IsNaN(v) && !math.IsInf(v, 0) {
+				sum += v
+				k++
 			}
-			if k == 0 {
-				binned[i][c] = math.NaN()
-				continue
+		}
+		if k == 0 {
+			out[c] = math.NaN()
+			continue
+		}
+		out[c] = sum / float64(k)
+	}
+	return out
+}
+
+// yRange returns the y axis' bottom and top: o.YMin and o.YMax when they
+// form a range, else the span of the binned values and the refs, widened to
+// a non-empty range.
+func yRange(binned [][]float64, o Options) (lo, hi float64) {
+	lo, hi = math.Inf(1), math.Inf(-1)
+	for _, col := range binned {
+		for _, v := range col {
+			if !math.IsNaN(v) {
+				lo, hi = math.Min(lo, v), math.Max(hi, v)
 			}
-			v := sum / float64(k)
-			binned[i][c] = v
-			lo, hi = math.Min(lo, v), math.Max(hi, v)
 		}
 	}
 	for _, r := range o.Refs {
@@ -110,7 +163,12 @@ func RenderOpts(series []Series, o Options) string {
 	if hi == lo {
 		lo, hi = lo-1, hi+1
 	}
+	return lo, hi
+}
 
+// draw returns the plot area, o.Height rows of cols cells: the refs first,
+// then the series in order, each over the ones before it.
+func draw(series []Series, binned [][]float64, o Options, cols int, lo, hi float64) [][]rune {
 	grid := make([][]rune, o.Height)
 	for r := range grid {
 		grid[r] = []rune(strings.Repeat(" ", cols))
@@ -122,72 +180,69 @@ func RenderOpts(series []Series, o Options) string {
 		return max(0, min(o.Height-1, r))
 	}
 	for _, r := range o.Refs {
-		m := r.Mark
-		if m == 0 {
-			m = '-'
-		}
 		y := row(r.Y)
 		for c := range cols {
-			grid[y][c] = m
+			grid[y][c] = r.mark()
 		}
 	}
 	for i, s := range series {
-		m := s.Mark
-		if m == 0 {
-			m = '*'
-		}
 		for c, v := range binned[i] {
 			if !math.IsNaN(v) {
-				grid[row(v)][c] = m
+				grid[row(v)][c] = s.mark()
 			}
 		}
 	}
+	return grid
+}
 
-	// Axis labels: top, middle and bottom rows carry values.
-	labels := make([]string, o.Height)
-	lw := 0
+// writeRows writes the grid's rows after the y axis; the top, middle and
+// bottom rows carry their values. It returns the labels' width.
+func writeRows(b *strings.Builder, grid [][]rune, lo, hi float64) (lw int) {
+	height := len(grid)
+	labels := make([]string, height)
 	for r := range labels {
-		if r == 0 || r == o.Height-1 || r == (o.Height-1)/2 {
-			v := hi - (hi-lo)*float64(r)/float64(o.Height-1)
+		if r == 0 || r == height-1 || r == (height-1)/2 {
+			v := hi - (hi-lo)*float64(r)/float64(height-1)
 			labels[r] = formatValue(v)
 			lw = max(lw, len(labels[r]))
 		}
 	}
-	var b strings.Builder
 	for r := range grid {
 		tick := '|'
 		if labels[r] != "" {
 			tick = '+'
 		}
-		fmt.Fprintf(&b, "%*s %c%s\n", lw, labels[r], tick, strings.TrimRight(string(grid[r]), " "))
+		fmt.Fprintf(b, "%*s %c%s\n", lw, labels[r], tick, strings.TrimRight(string(grid[r]), " "))
 	}
-	fmt.Fprintf(&b, "%*s +%s\n", lw, "", strings.Repeat("-", cols))
+	return lw
+}
+
+// writeXAxis writes the x axis line and its labels: the first and last
+// sample index, the unit, and the points per column when more than one.
+func writeXAxis(b *strings.Builder, lw, n, cols, per int, xlabel string) {
+	fmt.Fprintf(b, "%*s +%s\n", lw, "", strings.Repeat("-", cols))
 	last := fmt.Sprintf("%d", max(n-1, 0))
 	gap := max(1, cols-1-len(last)+1)
-	fmt.Fprintf(&b, "%*s  0%*s %s", lw, "", gap, last, o.XLabel)
+	fmt.Fprintf(b, "%*s  0%*s %s", lw, "", gap, last, xlabel)
 	if per > 1 {
-		fmt.Fprintf(&b, " (%d per column)", per)
+		fmt.Fprintf(b, " (%d per column)", per)
 	}
 	b.WriteByte('\n')
+}
+
+// writeLegend writes one line naming each series' and each ref's mark, if
+// there are any.
+func writeLegend(b *strings.Builder, lw int, series []Series, refs []Ref) {
 	var legend []string
 	for _, s := range series {
-		m := s.Mark
-		if m == 0 {
-			m = '*'
-		}
-		legend = append(legend, fmt.Sprintf("%c %s", m, s.Name))
+		legend = append(legend, fmt.Sprintf("%c %s", s.mark(), s.Name))
 	}
-	for _, r := range o.Refs {
-		m := r.Mark
-		if m == 0 {
-			m = '-'
-		}
-		legend = append(legend, fmt.Sprintf("%c %s=%s", m, r.Name, formatValue(r.Y)))
+	for _, r := range refs {
+		legend = append(legend, fmt.Sprintf("%c %s=%s", r.mark(), r.Name, formatValue(r.Y)))
 	}
 	if len(legend) > 0 {
-		fmt.Fprintf(&b, "%*s  %s\n", lw, "", strings.Join(legend, "   "))
+		fmt.Fprintf(b, "%*s  %s\n", lw, "", strings.Join(legend, "   "))
 	}
-	return b.String()
 }
 
 // formatValue prints an axis value compactly with 3 significant digits.

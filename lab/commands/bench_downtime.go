@@ -19,17 +19,21 @@ import (
 	"github.com/sluicedb/sluice/lab/testbed"
 )
 
+// benchDowntimeFlags are bench downtime's flags: the experiment's options
+// bound directly, and those parse checks and converts.
+type benchDowntimeFlags struct {
+	o                     experiment.DowntimeOptions
+	size, rate            string
+	probe, window, settle string
+	baseline, recover     string
+	root                  string
+	cpus                  float64
+	memoryMB              int
+	asJSON                bool
+}
+
 func init() {
-	var (
-		o                     experiment.DowntimeOptions
-		size, rate            string
-		probe, window, settle string
-		baseline, recover     string
-		root                  string
-		cpus                  float64
-		memoryMB              int
-		asJSON                bool
-	)
+	var f benchDowntimeFlags
 	cmd := &cobra.Command{
 		Use:   "downtime",
 		Short: "Live migration vs stop-and-copy: the agent's freeze/downtime and what clients saw, with a ledger check",
@@ -50,98 +54,118 @@ second with no arrival queued and a mean latency ≤ 2× the --baseline mean; at
 that time is reported as recovery_s. --out gets summary.json, probe.csv, workload.csv, report.md
 and downtime.png.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var err error
-			if o.Size, err = units.ParseBytes(size); err != nil {
-				return cli.Usagef("bench downtime: --size: %v", err)
-			}
-			if o.Size < 1e6 {
-				return cli.Usagef("bench downtime: --size %s: want at least 1MB", size)
-			}
-			if rate != "" && rate != "0" && rate != "unlimited" {
-				if o.Rate, err = units.ParseRate(rate); err != nil || !(o.Rate > 0) {
-					return cli.Usagef("bench downtime: --rate %q: want a positive rate such as 50MB/s, or 0 for unlimited", rate)
-				}
-			}
-			for _, d := range []struct {
-				name, v string
-				to      *time.Duration
-			}{{"--probe-interval", probe, &o.ProbeInterval}, {"--window", window, &o.Window}, {"--settle", settle, &o.Settle},
-				{"--baseline", baseline, &o.Baseline}, {"--recover", recover, &o.Recover}} {
-				if *d.to, err = time.ParseDuration(d.v); err != nil || *d.to < time.Millisecond {
-					return cli.Usagef("bench downtime: %s %q: want a duration of at least 1ms, such as 5ms", d.name, d.v)
-				}
-			}
-			if o.Runs < 1 {
-				return cli.Usagef("bench downtime: --runs %d: want at least 1", o.Runs)
-			}
-			if !(o.TxRate > 0) || math.IsInf(o.TxRate, 0) {
-				return cli.Usagef("bench downtime: --tps %v: want a positive number of transactions/s", o.TxRate)
-			}
-			if o.MPL < 1 {
-				return cli.Usagef("bench downtime: --mpl %d: want at least 1", o.MPL)
-			}
-			if o.Out == "" {
-				return cli.Usagef("bench downtime: --out must not be empty")
-			}
-			bo := testbed.Options{CPUs: cpus, MemoryMB: memoryMB, Root: root, LogDir: filepath.Join(o.Out, "agents")}
-			if cpus == 0 {
-				bo.CPUs = -1
-			}
-			if memoryMB == 0 {
-				bo.MemoryMB = -1
-			}
-			if err := bo.Check(); err != nil {
-				return cli.UsageError{Msg: "bench downtime: " + err.Error()}
-			}
-			if err := o.Check(); err != nil {
-				return cli.UsageError{Msg: "bench " + err.Error()}
-			}
-			progress := func(format string, args ...any) {
-				fmt.Fprintf(cmd.ErrOrStderr(), "bench downtime: "+format+"\n", args...)
-			}
-			if !asJSON {
-				o.Progress, bo.Progress = progress, progress
-			}
-			o.Command = downtimeCommandLine(cmd)
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
-			defer stop()
-			bed, err := testbed.Start(ctx, bo)
-			if err != nil {
-				return err
-			}
-			res, err := experiment.Downtime(ctx, bed, o)
-			if cerr := bed.Close(); err == nil && cerr != nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return cli.WriteJSON(cmd.OutOrStdout(), res)
-			}
-			printDowntime(cmd.OutOrStdout(), res, o.Out)
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runBenchDowntime(cmd, f) },
 	}
-	f := cmd.Flags()
-	f.StringVar(&o.Out, "out", filepath.Join("out", "bench", "downtime"), "directory for summary.json, probe.csv, report.md and downtime.png")
-	f.StringVar(&size, "size", "200MB", "tenant data to load and move")
-	f.IntVar(&o.Runs, "runs", 3, "migrations of each mode (live, stop-and-copy), alternating")
-	f.Float64Var(&o.TxRate, "tps", 200, "YCSB workload arrivals per second")
-	f.IntVar(&o.MPL, "mpl", 8, "YCSB workload connections")
-	f.StringVar(&rate, "rate", "0", "live migration copy rate cap (e.g. 50MB/s); 0 = unlimited (stop-and-copy is never capped)")
-	f.StringVar(&probe, "probe-interval", "5ms", "how often the probe connection issues SELECT 1 through the proxy")
-	f.StringVar(&window, "window", "1s", "how far before the hold and after the release the client-visible stall is looked for")
-	f.StringVar(&settle, "settle", "3s", "least workload time on the new owner between moves")
-	f.StringVar(&baseline, "baseline", "10s", "workload time before the first move (its mean latency is the baseline)")
-	f.StringVar(&recover, "recover", "60s", "longest wait after a move for the workload to recover (a second with an empty queue and a mean ≤ 2× the baseline)")
-	f.Float64Var(&cpus, "cpus", 0.5, "each server's cgroup CPU quota, cores (0 = no cap)")
-	f.IntVar(&memoryMB, "memory", 768, "each server's cgroup memory cap incl. page cache, MiB (0 = no cap)")
-	f.Uint64Var(&o.Seed, "seed", 1, "seed for data, arrivals and keys")
-	f.StringVar(&root, "root", "", "keep the servers' directories (agent logs, tenant data) in this directory; default a temp dir removed at the end")
-	f.BoolVar(&asJSON, "json", false, "print only the final figures, as JSON")
+	f.register(cmd.Flags())
 	benchCmd.AddCommand(cmd)
+}
+
+// register defines the flags on fs, bound to f.
+func (f *benchDowntimeFlags) register(fs *pflag.FlagSet) {
+	o := &f.o
+	fs.StringVar(&o.Out, "out", filepath.Join("out", "bench", "downtime"), "directory for summary.json, probe.csv, report.md and downtime.png")
+	fs.StringVar(&f.size, "size", "200MB", "tenant data to load and move")
+	fs.IntVar(&o.Runs, "runs", 3, "migrations of each mode (live, stop-and-copy), alternating")
+	fs.Float64Var(&o.TxRate, "tps", 200, "YCSB workload arrivals per second")
+	fs.IntVar(&o.MPL, "mpl", 8, "YCSB workload connections")
+	fs.StringVar(&f.rate, "rate", "0", "live migration copy rate cap (e.g. 50MB/s); 0 = unlimited (stop-and-copy is never capped)")
+	fs.StringVar(&f.probe, "probe-interval", "5ms", "how often the probe connection issues SELECT 1 through the proxy")
+	fs.StringVar(&f.window, "window", "1s", "how far before the hold and after the release the client-visible stall is looked for")
+	fs.StringVar(&f.settle, "settle", "3s", "least workload time on the new owner between moves")
+	fs.StringVar(&f.baseline, "baseline", "10s", "workload time before the first move (its mean latency is the baseline)")
+	fs.StringVar(&f.recover, "recover", "60s", "longest wait after a move for the workload to recover (a second with an empty queue and a mean ≤ 2× the baseline)")
+	fs.Float64Var(&f.cpus, "cpus", 0.5, "each server's cgroup CPU quota, cores (0 = no cap)")
+	fs.IntVar(&f.memoryMB, "memory", 768, "each server's cgroup memory cap incl. page cache, MiB (0 = no cap)")
+	fs.Uint64Var(&o.Seed, "seed", 1, "seed for data, arrivals and keys")
+	fs.StringVar(&f.root, "root", "", "keep the servers' directories (agent logs, tenant data) in this directory; default a temp dir removed at the end")
+	fs.BoolVar(&f.asJSON, "json", false, "print only the final figures, as JSON")
+}
+
+// parse checks the flags and returns the experiment's and the bed's
+// options.
+func (f benchDowntimeFlags) parse() (experiment.DowntimeOptions, testbed.Options, error) {
+	o := f.o
+	var err error
+	if o.Size, err = units.ParseBytes(f.size); err != nil {
+		return o, testbed.Options{}, cli.Usagef("bench downtime: --size: %v", err)
+	}
+	if o.Size < 1e6 {
+		return o, testbed.Options{}, cli.Usagef("bench downtime: --size %s: want at least 1MB", f.size)
+	}
+	if f.rate != "" && f.rate != "0" && f.rate != "unlimited" {
+		if o.Rate, err = units.ParseRate(f.rate); err != nil || !(o.Rate > 0) {
+			return o, testbed.Options{}, cli.Usagef("bench downtime: --rate %q: want a positive rate such as 50MB/s, or 0 for unlimited", f.rate)
+		}
+	}
+	for _, d := range []struct {
+		name, v string
+		to      *time.Duration
+	}{{"--probe-interval", f.probe, &o.ProbeInterval}, {"--window", f.window, &o.Window}, {"--settle", f.settle, &o.Settle},
+		{"--baseline", f.baseline, &o.Baseline}, {"--recover", f.recover, &o.Recover}} {
+		if *d.to, err = time.ParseDuration(d.v); err != nil || *d.to < time.Millisecond {
+			return o, testbed.Options{}, cli.Usagef("bench downtime: %s %q: want a duration of at least 1ms, such as 5ms", d.name, d.v)
+		}
+	}
+	if o.Runs < 1 {
+		return o, testbed.Options{}, cli.Usagef("bench downtime: --runs %d: want at least 1", o.Runs)
+	}
+	if !(o.TxRate > 0) || math.IsInf(o.TxRate, 0) {
+		return o, testbed.Options{}, cli.Usagef("bench downtime: --tps %v: want a positive number of transactions/s", o.TxRate)
+	}
+	if o.MPL < 1 {
+		return o, testbed.Options{}, cli.Usagef("bench downtime: --mpl %d: want at least 1", o.MPL)
+	}
+	if o.Out == "" {
+		return o, testbed.Options{}, cli.Usagef("bench downtime: --out must not be empty")
+	}
+	bo := testbed.Options{CPUs: f.cpus, MemoryMB: f.memoryMB, Root: f.root, LogDir: filepath.Join(o.Out, "agents")}
+	if f.cpus == 0 {
+		bo.CPUs = -1
+	}
+	if f.memoryMB == 0 {
+		bo.MemoryMB = -1
+	}
+	if err := bo.Check(); err != nil {
+		return o, bo, cli.UsageError{Msg: "bench downtime: " + err.Error()}
+	}
+	if err := o.Check(); err != nil {
+		return o, bo, cli.UsageError{Msg: "bench " + err.Error()}
+	}
+	return o, bo, nil
+}
+
+// runBenchDowntime starts the bed, runs the experiment and prints its
+// result.
+func runBenchDowntime(cmd *cobra.Command, f benchDowntimeFlags) error {
+	o, bo, err := f.parse()
+	if err != nil {
+		return err
+	}
+	progress := func(format string, args ...any) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "bench downtime: "+format+"\n", args...)
+	}
+	if !f.asJSON {
+		o.Progress, bo.Progress = progress, progress
+	}
+	o.Command = downtimeCommandLine(cmd)
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+	defer stop()
+	bed, err := testbed.Start(ctx, bo)
+	if err != nil {
+		return err
+	}
+	res, err := experiment.Downtime(ctx, bed, o)
+	if cerr := bed.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if f.asJSON {
+		return cli.WriteJSON(cmd.OutOrStdout(), res)
+	}
+	printDowntime(cmd.OutOrStdout(), res, o.Out)
+	return nil
 }
 
 // downtimeCommandLine is the command as run, with the flags that were set,

@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -20,7 +21,8 @@ import (
 	"github.com/sluicedb/sluice/proxy"
 )
 
-var benchHandoverFlags struct {
+// benchHandoverOptions are bench handover's flags.
+type benchHandoverOptions struct {
 	handovers int
 	rate      float64
 	workers   int
@@ -32,6 +34,8 @@ var benchHandoverFlags struct {
 	jsonOut   bool
 	keep      bool
 }
+
+var benchHandoverFlags benchHandoverOptions
 
 var benchHandoverCmd = &cobra.Command{
 	Use:   "handover",
@@ -84,6 +88,68 @@ type benchHandoverResult struct {
 
 func runBenchHandover(cmd *cobra.Command, _ []string) error {
 	bf := benchHandoverFlags
+	if err := bf.check(); err != nil {
+		return err
+	}
+	progress := func(format string, args ...any) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "bench handover: "+format+"\n", args...)
+	}
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	b, err := newMigHosts("sluice-bench-handover-", bf.keep, progress)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	hb := &handoverBench{opt: bf, progress: progress, hosts: b}
+	if err := hb.loadTenant(ctx); err != nil {
+		return err
+	}
+	stopRouter, err := hb.startRouter(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopRouter()
+	stopWrites := hb.startWrites(ctx)
+	defer stopWrites()
+	time.Sleep(time.Second)
+
+	var freezes []float64
+	for i := 0; i < bf.handovers; i++ {
+		ms, err := hb.handover(ctx, i)
+		if err != nil {
+			return err
+		}
+		freezes = append(freezes, ms)
+		time.Sleep(500 * time.Millisecond) // let the workload run on the new owner
+	}
+	stopWrites()
+	st := hb.writes.Stats()
+	progress("workload: %d writes acknowledged, %d failed attempts (%d with unknown outcome), slowest acknowledged %.0f ms; last error: %s",
+		st.Acknowledged, st.Errors, st.Uncertain, float64(st.MaxLatency)/float64(time.Millisecond), st.LastError)
+	rep, err := hb.writes.Verify(ctx, hb.hosts.current.ConnString("postgres"))
+	if err != nil {
+		return err
+	}
+	res := benchHandoverResult{
+		Handovers:          len(freezes),
+		FreezeP50ms:        migRound1(migPercentile(freezes, 50)),
+		FreezeP99ms:        migRound1(migPercentile(freezes, 99)),
+		WritesAcknowledged: rep.Acknowledged,
+		WritesMissing:      rep.Missing,
+		WritesDuplicated:   rep.Duplicated,
+	}
+	if bf.jsonOut {
+		return cli.WriteJSON(cmd.OutOrStdout(), res)
+	}
+	printBenchHandover(cmd.OutOrStdout(), res)
+	return nil
+}
+
+// check reports the first bad flag.
+func (bf benchHandoverOptions) check() error {
 	switch {
 	case bf.handovers < 1:
 		return cli.Usagef("bench handover: --handovers must be at least 1")
@@ -102,116 +168,106 @@ func runBenchHandover(cmd *cobra.Command, _ []string) error {
 	case bf.mode != string(migration.Live) && bf.mode != string(migration.StopAndCopy):
 		return cli.Usagef("bench handover: --mode must be %q or %q", migration.Live, migration.StopAndCopy)
 	}
-	progress := func(format string, args ...any) {
-		fmt.Fprintf(cmd.ErrOrStderr(), "bench handover: "+format+"\n", args...)
-	}
-	ctx := cmd.Context()
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	b, err := newMigHosts("sluice-bench-handover-", bf.keep, progress)
+	return nil
+}
+
+// handoverBench is bench handover's setup: the tenant on one of two hosts,
+// the router the migrations hold and switch, and the ledger workload that
+// writes to the tenant through it.
+type handoverBench struct {
+	opt      benchHandoverOptions
+	progress func(format string, args ...any)
+
+	hosts  *migHosts // hosts.current is the tenant
+	router migration.Router
+	writes *ledger.Workload
+}
+
+// loadTenant starts the tenant on the first host, loads --size of filler
+// and sets up the ledger's table.
+func (hb *handoverBench) loadTenant(ctx context.Context) error {
+	c, err := hb.hosts.initTenant(ctx, map[string]string{"shared_buffers": "32MB"}, hb.opt.walSegMB)
 	if err != nil {
 		return err
 	}
-	defer b.close()
-	c, err := b.initTenant(ctx, map[string]string{"shared_buffers": "32MB"}, bf.walSegMB)
+	hb.progress("loading about %d MB", hb.opt.sizeMB)
+	if err := migLoadFiller(ctx, c, hb.opt.sizeMB); err != nil {
+		return err
+	}
+	return ledger.Setup(ctx, c.ConnString("postgres"))
+}
+
+// startRouter makes the router of --via (a gate router, or an in-process
+// sluice proxy) and the workload that goes through it, and returns what
+// stops the router.
+func (hb *handoverBench) startRouter(ctx context.Context) (stop func(), err error) {
+	hb.writes = &ledger.Workload{Rate: hb.opt.rate, Workers: hb.opt.workers}
+	if hb.opt.via == "direct" {
+		g := migration.NewGateRouter(hb.hosts.current.Addr())
+		hb.router, hb.writes.Router = g, g
+		hb.writes.ConnString = func(addr string) string { return "postgres://postgres@" + addr + "/postgres?sslmode=disable" }
+		return func() {}, nil
+	}
+	p, err := proxy.New(proxy.Config{Listen: "127.0.0.1:0", Trust: true,
+		Routes: []proxy.RouteConfig{{Tenant: "bench", Addr: hb.hosts.current.Addr(), Database: "postgres"}}})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	progress("loading about %d MB", bf.sizeMB)
-	if err := migLoadFiller(ctx, c, bf.sizeMB); err != nil {
-		return err
+	pctx, stopP := context.WithCancel(ctx)
+	if err := p.Start(pctx); err != nil {
+		stopP()
+		return nil, err
 	}
-	if err := ledger.Setup(ctx, c.ConnString("postgres")); err != nil {
-		return err
-	}
-	var router migration.Router
-	w := &ledger.Workload{Rate: bf.rate, Workers: bf.workers}
-	if bf.via == "direct" {
-		g := migration.NewGateRouter(c.Addr())
-		router, w.Router = g, g
-		w.ConnString = func(addr string) string { return "postgres://postgres@" + addr + "/postgres?sslmode=disable" }
-	} else {
-		p, err := proxy.New(proxy.Config{Listen: "127.0.0.1:0", Trust: true,
-			Routes: []proxy.RouteConfig{{Tenant: "bench", Addr: c.Addr(), Database: "postgres"}}})
-		if err != nil {
-			return err
-		}
-		pctx, stopP := context.WithCancel(ctx)
-		defer stopP()
-		if err := p.Start(pctx); err != nil {
-			return err
-		}
-		defer p.Close()
-		router, w.Router = proxyRouter{p}, fixedRoute(p.Addr())
-		w.ConnString = func(addr string) string { return "postgres://postgres@" + addr + "/bench?sslmode=disable" }
-	}
+	hb.router, hb.writes.Router = proxyRouter{p}, fixedRoute(p.Addr())
+	hb.writes.ConnString = func(addr string) string { return "postgres://postgres@" + addr + "/bench?sslmode=disable" }
+	return func() { p.Close(); stopP() }, nil
+}
+
+// startWrites starts the ledger workload and returns what stops it and
+// waits for it to end; stopping twice is harmless.
+func (hb *handoverBench) startWrites(ctx context.Context) (stop func()) {
 	wctx, stopW := context.WithCancel(ctx)
 	wdone := make(chan struct{})
-	go func() { w.Run(wctx); close(wdone) }()
-	defer func() { stopW(); <-wdone }()
-	time.Sleep(time.Second)
+	go func() { hb.writes.Run(wctx); close(wdone) }()
+	return func() { stopW(); <-wdone }
+}
 
-	var freezes []float64
-	for i := 0; i < bf.handovers; i++ {
-		host := b.hosts[(i+1)%2]
-		rec := migration.New(fmt.Sprintf("h%d", i+1), "bench", b.names[i%2], b.names[(i+1)%2], migration.Mode(bf.mode), time.Now())
-		if rec.Mode == migration.Live {
-			rec.Fence = migration.FenceMode(bf.fence)
-		}
-		src := pg.NewLocalSource(c)
-		tgt := pg.NewLocalTarget(host, pgcluster.Options{})
-		out, err := migration.Run(ctx, rec, migration.Env{Source: src, Target: tgt, Router: router})
-		src.Close()
-		if err != nil {
-			return fmt.Errorf("bench handover: migration %d: %w", i+1, err)
-		}
-		if c, err = pgcluster.Open(out.TargetDir, pgcluster.Options{Port: out.TargetPort}); err != nil {
-			return err
-		}
-		b.current = c
-		ms := float64(out.Freeze) / float64(time.Millisecond)
-		freezes = append(freezes, ms)
-		st := w.Stats()
-		if rec.Mode == migration.Live {
-			progress("handover %d/%d %s→%s: freeze %.1f ms (hold %.1f, fence %.1f, replay %.1f, promote %.1f; snapshot %d MB; acknowledged writes so far %d, slowest %.0f ms)",
-				i+1, bf.handovers, rec.Source, rec.Target, ms, migMs(out.HeldAt, out.FlushAt), migMs(out.FlushAt, out.FencedAt), migMs(out.FencedAt, out.ReplayedAt),
-				migMs(out.ReplayedAt, out.PromotedAt), out.SnapshotBytes>>20, st.Acknowledged, float64(st.MaxLatency)/float64(time.Millisecond))
-		} else {
-			progress("stop-and-copy %d/%d %s→%s: downtime %.1f ms (hold+stop %.1f, copy %.1f of %d MB, start %.1f; acknowledged writes so far %d)",
-				i+1, bf.handovers, rec.Source, rec.Target, ms, migMs(out.HeldAt, out.FencedAt), migMs(out.FencedAt, out.CopiedAt),
-				out.CopyBytes>>20, migMs(out.CopiedAt, out.PromotedAt), st.Acknowledged)
-		}
-		time.Sleep(500 * time.Millisecond) // let the workload run on the new owner
+// handover runs migration i (0-based) of the tenant to the other host and
+// returns its freeze (live) or downtime (stop-and-copy), ms.
+func (hb *handoverBench) handover(ctx context.Context, i int) (float64, error) {
+	bf, b := hb.opt, hb.hosts
+	host := b.hosts[(i+1)%2]
+	rec := migration.New(fmt.Sprintf("h%d", i+1), "bench", b.names[i%2], b.names[(i+1)%2], migration.Mode(bf.mode), time.Now())
+	if rec.Mode == migration.Live {
+		rec.Fence = migration.FenceMode(bf.fence)
 	}
-	stopW()
-	<-wdone
-	st := w.Stats()
-	progress("workload: %d writes acknowledged, %d failed attempts (%d with unknown outcome), slowest acknowledged %.0f ms; last error: %s",
-		st.Acknowledged, st.Errors, st.Uncertain, float64(st.MaxLatency)/float64(time.Millisecond), st.LastError)
-	rep, err := w.Verify(ctx, c.ConnString("postgres"))
+	tgt := pg.NewLocalTarget(host, pgcluster.Options{})
+	out, err := b.migrate(ctx, rec, tgt, hb.router, fmt.Sprintf("bench handover: migration %d", i+1))
 	if err != nil {
-		return err
+		return 0, err
 	}
-	res := benchHandoverResult{
-		Handovers:          len(freezes),
-		FreezeP50ms:        migRound1(migPercentile(freezes, 50)),
-		FreezeP99ms:        migRound1(migPercentile(freezes, 99)),
-		WritesAcknowledged: rep.Acknowledged,
-		WritesMissing:      rep.Missing,
-		WritesDuplicated:   rep.Duplicated,
+	ms := float64(out.Freeze) / float64(time.Millisecond)
+	st := hb.writes.Stats()
+	if rec.Mode == migration.Live {
+		hb.progress("handover %d/%d %s→%s: freeze %.1f ms (hold %.1f, fence %.1f, replay %.1f, promote %.1f; snapshot %d MB; acknowledged writes so far %d, slowest %.0f ms)",
+			i+1, bf.handovers, rec.Source, rec.Target, ms, migMs(out.HeldAt, out.FlushAt), migMs(out.FlushAt, out.FencedAt), migMs(out.FencedAt, out.ReplayedAt),
+			migMs(out.ReplayedAt, out.PromotedAt), out.SnapshotBytes>>20, st.Acknowledged, float64(st.MaxLatency)/float64(time.Millisecond))
+	} else {
+		hb.progress("stop-and-copy %d/%d %s→%s: downtime %.1f ms (hold+stop %.1f, copy %.1f of %d MB, start %.1f; acknowledged writes so far %d)",
+			i+1, bf.handovers, rec.Source, rec.Target, ms, migMs(out.HeldAt, out.FencedAt), migMs(out.FencedAt, out.CopiedAt),
+			out.CopyBytes>>20, migMs(out.CopiedAt, out.PromotedAt), st.Acknowledged)
 	}
-	if bf.jsonOut {
-		return cli.WriteJSON(cmd.OutOrStdout(), res)
-	}
-	o := cmd.OutOrStdout()
+	return ms, nil
+}
+
+// printBenchHandover prints res, one figure a line.
+func printBenchHandover(o io.Writer, res benchHandoverResult) {
 	fmt.Fprintf(o, "handovers            %d\n", res.Handovers)
 	fmt.Fprintf(o, "freeze p50           %.1f ms\n", res.FreezeP50ms)
 	fmt.Fprintf(o, "freeze p99           %.1f ms\n", res.FreezeP99ms)
 	fmt.Fprintf(o, "writes acknowledged  %d\n", res.WritesAcknowledged)
 	fmt.Fprintf(o, "writes missing       %d\n", res.WritesMissing)
 	fmt.Fprintf(o, "writes duplicated    %d\n", res.WritesDuplicated)
-	return nil
 }
 
 // migPercentile is the nearest-rank p-th percentile of xs (0 for none).
@@ -281,6 +337,26 @@ func (b *migHosts) initTenant(ctx context.Context, settings map[string]string, w
 	return c, nil
 }
 
+// migrate moves the tenant from b.current to tgt with rec, holding and
+// switching router, and makes the target's cluster current. A failed
+// migration's error starts with op.
+func (b *migHosts) migrate(ctx context.Context, rec migration.Record, tgt migration.Target, router migration.Router, op string) (migration.Record, error) {
+	src := pg.NewLocalSource(b.current)
+	out, err := migration.Run(ctx, rec, migration.Env{Source: src, Target: tgt, Router: router})
+	src.Close()
+	if err != nil {
+		return out, fmt.Errorf("%s: %w", op, err)
+	}
+	c, err := pgcluster.Open(out.TargetDir, pgcluster.Options{Port: out.TargetPort})
+	if err != nil {
+		return out, err
+	}
+	b.current = c
+	return out, nil
+}
+
+// close stops every postmaster under the temp directory and removes it,
+// unless kept.
 func (b *migHosts) close() {
 	// Stop every postmaster under the temp directory (the current tenant, and
 	// anything a failed migration left behind).

@@ -3,7 +3,6 @@ package commands
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +14,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,7 +24,8 @@ import (
 	"github.com/sluicedb/sluice/proxy"
 )
 
-var benchProxyFlags struct {
+// benchProxyOptions are bench proxy's flags.
+type benchProxyOptions struct {
 	duration   time.Duration
 	scale      int
 	clients    int
@@ -38,6 +37,8 @@ var benchProxyFlags struct {
 	serverNet  string
 	syncCommit string
 }
+
+var benchProxyFlags benchProxyOptions
 
 var benchProxyCmd = &cobra.Command{
 	Use:   "proxy",
@@ -108,23 +109,8 @@ const benchPassword = "bench-pw"
 
 func runBenchProxy(cmd *cobra.Command, _ []string) error {
 	bf := benchProxyFlags
-	if bf.duration < time.Second {
-		return cli.Usagef("bench proxy: --duration must be at least 1s")
-	}
-	if bf.scale < 1 || bf.clients < 1 || bf.rounds < 1 {
-		return cli.Usagef("bench proxy: --scale, --clients and --rounds must be positive")
-	}
-	if bf.procs < 0 {
-		return cli.Usagef("bench proxy: --proxy-procs must be 0 (one per core) or positive")
-	}
-	if bf.serverNet != "tcp" && bf.serverNet != "unix" {
-		return cli.Usagef("bench proxy: --server-transport must be tcp or unix, not %q", bf.serverNet)
-	}
-	if bf.syncCommit != "on" && bf.syncCommit != "off" {
-		return cli.Usagef("bench proxy: --synchronous-commit must be on or off, not %q", bf.syncCommit)
-	}
-	if _, err := os.Stat(bf.pgbouncer); err != nil {
-		return fmt.Errorf("bench proxy: PgBouncer not found at %s (install it: make bench-deps): %w", bf.pgbouncer, err)
+	if err := bf.check(); err != nil {
+		return err
 	}
 	pgbench := filepath.Join(pgcluster.DefaultBinDir, "pgbench")
 	if _, err := os.Stat(pgbench); err != nil {
@@ -145,114 +131,15 @@ func runBenchProxy(cmd *cobra.Command, _ []string) error {
 	} else {
 		progress("keeping %s", dir)
 	}
-
-	progress("initdb and start PostgreSQL (synchronous_commit %s)", bf.syncCommit)
-	c, err := pgcluster.Init(ctx, filepath.Join(dir, "data"), pgcluster.Options{
-		Settings: map[string]string{"max_connections": "100", "shared_buffers": "256MB", "synchronous_commit": bf.syncCommit},
-	})
-	if err != nil {
+	pb := &proxyBench{opt: bf, pgbench: pgbench, dir: dir, progress: progress}
+	defer pb.stop()
+	if err := pb.start(ctx); err != nil {
 		return err
-	}
-	if err := c.Start(ctx); err != nil {
-		return err
-	}
-	defer c.Stop(context.Background(), pgcluster.Fast)
-	pgHost, pgPort, _ := net.SplitHostPort(c.Addr())
-	progress("pgbench -i -s %d", bf.scale)
-	if out, err := runPgbench(ctx, pgbench, dir, nil, "-i", "-q", "-s", strconv.Itoa(bf.scale), "-h", pgHost, "-p", pgPort, "-U", "postgres", "postgres"); err != nil {
-		return fmt.Errorf("bench proxy: pgbench -i: %w\n%s", err, out)
-	}
-
-	// Both proxies authenticate clients with SCRAM from the same userlist and
-	// reach the (trust) server as postgres.
-	uid, gid, asRoot, err := pgcluster.OSUserIDs("")
-	if err != nil {
-		return err
-	}
-	userlist := filepath.Join(dir, "userlist.txt")
-	if err := os.WriteFile(userlist, []byte(fmt.Sprintf("\"postgres\" \"%s\"\n", benchPassword)), 0o600); err != nil {
-		return err
-	}
-	if asRoot {
-		os.Chown(userlist, uid, gid)
-	}
-
-	// The address both middlemen use for the server: host:port, the host
-	// being the socket directory for unix.
-	serverAddr := c.Addr()
-	if bf.serverNet == "unix" {
-		serverAddr = net.JoinHostPort(c.Dir, pgPort)
-	}
-	progress("start PgBouncer (session mode, server over %s)", bf.serverNet)
-	bouncerPort, bouncerPID, stopBouncer, err := startPgbouncer(ctx, bf.pgbouncer, dir, userlist, serverAddr, uid, gid, asRoot)
-	if err != nil {
-		return err
-	}
-	defer stopBouncer()
-
-	progress("start sluice proxy (--procs %d)", bf.procs)
-	sluicePort, sluicePID, stopSluice, err := startSluiceProxy(ctx, dir, userlist, serverAddr, bf.procs)
-	if err != nil {
-		return err
-	}
-	defer stopSluice()
-
-	targets := []struct {
-		name string
-		args []string
-	}{
-		{"direct", []string{"-h", pgHost, "-p", pgPort, "-U", "postgres", "postgres"}},
-		{"sluice", []string{"-h", "127.0.0.1", "-p", sluicePort, "-U", "postgres", "bench"}},
-		{"pgbouncer", []string{"-h", "127.0.0.1", "-p", strconv.Itoa(bouncerPort), "-U", "postgres", "bench"}},
-	}
-	workloads := []struct {
-		name string
-		args []string
-	}{
-		{"select_only", []string{"-S"}},
-		{"read_write", nil},
 	}
 	results := map[string]*benchResult{}
-	for _, wl := range workloads {
-		runs := map[string][]pgbenchRun{}
-		for r := 0; r < bf.rounds; r++ {
-			// Rotate the order each round so slow drifts of a shared machine's
-			// load do not always fall on the same target.
-			for k := range targets {
-				tg := targets[(k+r)%len(targets)]
-				progress("%s via %s, round %d/%d, %v", wl.name, tg.name, r+1, bf.rounds, bf.duration)
-				prefix := filepath.Join(dir, fmt.Sprintf("log-%s-%s-%d", wl.name, tg.name, r))
-				args := append([]string{"-n", "-c", strconv.Itoa(bf.clients), "-T", strconv.Itoa(int(bf.duration.Seconds())),
-					"-l", "--log-prefix=" + prefix}, wl.args...)
-				args = append(args, tg.args...)
-				pid := map[string]int{"sluice": sluicePID, "pgbouncer": bouncerPID}[tg.name]
-				cpu0 := processCPU(pid)
-				out, err := runPgbench(ctx, pgbench, dir, []string{"PGPASSWORD=" + benchPassword}, args...)
-				cpu := processCPU(pid) - cpu0
-				if err != nil {
-					return fmt.Errorf("bench proxy: pgbench %s via %s: %w\n%s", wl.name, tg.name, err, out)
-				}
-				run, err := parsePgbench(out, prefix)
-				if err != nil {
-					return fmt.Errorf("bench proxy: %s via %s: %w", wl.name, tg.name, err)
-				}
-				if tg.name == "direct" {
-					progress("  %.0f tps, p50 %.3f ms", run.tps, run.p50ms)
-				} else {
-					// CPU the middleman used per transaction: robust to machine noise.
-					run.cpuUS = cpu.Seconds() * 1e6 / (run.tps * bf.duration.Seconds())
-					progress("  %.0f tps, p50 %.3f ms, %s CPU %.1f µs/transaction", run.tps, run.p50ms, tg.name, run.cpuUS)
-				}
-				runs[tg.name] = append(runs[tg.name], run)
-				removeLogs(prefix)
-			}
-		}
-		d, s, b := median(runs["direct"]), median(runs["sluice"]), median(runs["pgbouncer"])
-		results[wl.name] = &benchResult{
-			DirectTPS: round1(d.tps), SluiceTPS: round1(s.tps), PgbouncerTPS: round1(b.tps),
-			DirectP50MS: round3(d.p50ms), SluiceP50MS: round3(s.p50ms), PgbouncerP50MS: round3(b.p50ms),
-			SluiceCPUUS: round1(medianCPU(runs["sluice"])), PgbouncerCPUUS: round1(medianCPU(runs["pgbouncer"])),
-			ServerTransport: bf.serverNet, SynchronousCommit: bf.syncCommit, SluiceProcs: bf.procs,
+	for _, wl := range pgbenchWorkloads {
+		if results[wl.name], err = pb.measure(ctx, wl); err != nil {
+			return err
 		}
 	}
 	if bf.jsonOut {
@@ -261,13 +148,206 @@ func runBenchProxy(cmd *cobra.Command, _ []string) error {
 			ReadWrite  *benchResult `json:"read_write"`
 		}{results["select_only"], results["read_write"]})
 	}
-	w := cmd.OutOrStdout()
+	printBenchProxy(cmd.OutOrStdout(), results)
+	return nil
+}
+
+// check reports the first bad flag, or a missing PgBouncer.
+func (bf benchProxyOptions) check() error {
+	if bf.duration < time.Second {
+		return cli.Usagef("bench proxy: --duration must be at least 1s")
+	}
+	if bf.scale < 1 || bf.clients < 1 || bf.rounds < 1 {
+		return cli.Usagef("bench proxy: --scale, --clients and --rounds must be positive")
+	}
+	if bf.procs < 0 {
+		return cli.Usagef("bench proxy: --proxy-procs must be 0 (one per core) or positive")
+	}
+	if bf.serverNet != "tcp" && bf.serverNet != "unix" {
+		return cli.Usagef("bench proxy: --server-transport must be tcp or unix, not %q", bf.serverNet)
+	}
+	if bf.syncCommit != "on" && bf.syncCommit != "off" {
+		return cli.Usagef("bench proxy: --synchronous-commit must be on or off, not %q", bf.syncCommit)
+	}
+	if _, err := os.Stat(bf.pgbouncer); err != nil {
+		return fmt.Errorf("bench proxy: PgBouncer not found at %s (install it: make bench-deps): %w", bf.pgbouncer, err)
+	}
+	return nil
+}
+
+// pgbenchWorkload is a pgbench script: its name in the results and its
+// arguments.
+type pgbenchWorkload struct {
+	name string
+	args []string
+}
+
+// pgbenchWorkloads are the workloads bench proxy measures, in order.
+var pgbenchWorkloads = []pgbenchWorkload{
+	{"select_only", []string{"-S"}},
+	{"read_write", nil},
+}
+
+// pgbenchTarget is one way for pgbench to reach the database: directly or
+// through a middleman.
+type pgbenchTarget struct {
+	name string
+	args []string // pgbench's connection arguments
+	pid  int      // the middleman's process, 0 for direct
+}
+
+// proxyBench is bench proxy's setup: a PostgreSQL cluster loaded by
+// pgbench -i, PgBouncer and the sluice proxy in front of it, and the three
+// targets. start sets it up; stop tears down, in reverse order, whatever
+// start set up, even when start failed.
+type proxyBench struct {
+	opt      benchProxyOptions
+	pgbench  string // pgbench binary
+	dir      string // the cluster's, the middlemen's and pgbench's files
+	progress func(format string, args ...any)
+
+	targets []pgbenchTarget // direct, sluice, pgbouncer
+	stops   []func()
+}
+
+// start starts the server and loads it, then starts both middlemen.
+func (pb *proxyBench) start(ctx context.Context) error {
+	bf := pb.opt
+	pb.progress("initdb and start PostgreSQL (synchronous_commit %s)", bf.syncCommit)
+	c, err := pgcluster.Init(ctx, filepath.Join(pb.dir, "data"), pgcluster.Options{
+		Settings: map[string]string{"max_connections": "100", "shared_buffers": "256MB", "synchronous_commit": bf.syncCommit},
+	})
+	if err != nil {
+		return err
+	}
+	if err := c.Start(ctx); err != nil {
+		return err
+	}
+	pb.stops = append(pb.stops, func() { c.Stop(context.Background(), pgcluster.Fast) })
+	pgHost, pgPort, _ := net.SplitHostPort(c.Addr())
+	pb.progress("pgbench -i -s %d", bf.scale)
+	if out, err := runPgbench(ctx, pb.pgbench, pb.dir, nil, "-i", "-q", "-s", strconv.Itoa(bf.scale), "-h", pgHost, "-p", pgPort, "-U", "postgres", "postgres"); err != nil {
+		return fmt.Errorf("bench proxy: pgbench -i: %w\n%s", err, out)
+	}
+	pb.targets = append(pb.targets, pgbenchTarget{"direct", []string{"-h", pgHost, "-p", pgPort, "-U", "postgres", "postgres"}, 0})
+
+	// The address both middlemen use for the server: host:port, the host
+	// being the socket directory for unix.
+	serverAddr := c.Addr()
+	if bf.serverNet == "unix" {
+		serverAddr = net.JoinHostPort(c.Dir, pgPort)
+	}
+	return pb.startMiddlemen(ctx, serverAddr)
+}
+
+// startMiddlemen starts PgBouncer and the sluice proxy in front of
+// serverAddr. Both authenticate clients with SCRAM from the same userlist
+// and reach the (trust) server as postgres.
+func (pb *proxyBench) startMiddlemen(ctx context.Context, serverAddr string) error {
+	bf := pb.opt
+	uid, gid, asRoot, err := pgcluster.OSUserIDs("")
+	if err != nil {
+		return err
+	}
+	userlist := filepath.Join(pb.dir, "userlist.txt")
+	if err := os.WriteFile(userlist, []byte(fmt.Sprintf("\"postgres\" \"%s\"\n", benchPassword)), 0o600); err != nil {
+		return err
+	}
+	if asRoot {
+		os.Chown(userlist, uid, gid)
+	}
+
+	pb.progress("start PgBouncer (session mode, server over %s)", bf.serverNet)
+	bouncerPort, bouncerPID, stopBouncer, err := startPgbouncer(ctx, bf.pgbouncer, pb.dir, userlist, serverAddr, uid, gid, asRoot)
+	if err != nil {
+		return err
+	}
+	pb.stops = append(pb.stops, stopBouncer)
+
+	pb.progress("start sluice proxy (--procs %d)", bf.procs)
+	sluicePort, sluicePID, stopSluice, err := startSluiceProxy(ctx, pb.dir, userlist, serverAddr, bf.procs)
+	if err != nil {
+		return err
+	}
+	pb.stops = append(pb.stops, stopSluice)
+
+	pb.targets = append(pb.targets,
+		pgbenchTarget{"sluice", []string{"-h", "127.0.0.1", "-p", sluicePort, "-U", "postgres", "bench"}, sluicePID},
+		pgbenchTarget{"pgbouncer", []string{"-h", "127.0.0.1", "-p", strconv.Itoa(bouncerPort), "-U", "postgres", "bench"}, bouncerPID})
+	return nil
+}
+
+// stop stops what start started, last first.
+func (pb *proxyBench) stop() {
+	for i := len(pb.stops) - 1; i >= 0; i-- {
+		pb.stops[i]()
+	}
+	pb.stops = nil
+}
+
+// measure runs wl against every target, --rounds times, and returns the
+// medians.
+func (pb *proxyBench) measure(ctx context.Context, wl pgbenchWorkload) (*benchResult, error) {
+	bf := pb.opt
+	runs := map[string][]pgbenchRun{}
+	for r := 0; r < bf.rounds; r++ {
+		// Rotate the order each round so slow drifts of a shared machine's
+		// load do not always fall on the same target.
+		for k := range pb.targets {
+			tg := pb.targets[(k+r)%len(pb.targets)]
+			run, err := pb.runOnce(ctx, wl, tg, r)
+			if err != nil {
+				return nil, err
+			}
+			runs[tg.name] = append(runs[tg.name], run)
+		}
+	}
+	d, s, b := median(runs["direct"]), median(runs["sluice"]), median(runs["pgbouncer"])
+	return &benchResult{
+		DirectTPS: round1(d.tps), SluiceTPS: round1(s.tps), PgbouncerTPS: round1(b.tps),
+		DirectP50MS: round3(d.p50ms), SluiceP50MS: round3(s.p50ms), PgbouncerP50MS: round3(b.p50ms),
+		SluiceCPUUS: round1(medianCPU(runs["sluice"])), PgbouncerCPUUS: round1(medianCPU(runs["pgbouncer"])),
+		ServerTransport: bf.serverNet, SynchronousCommit: bf.syncCommit, SluiceProcs: bf.procs,
+	}, nil
+}
+
+// runOnce runs wl against tg for --duration, in round r, and returns its
+// TPS, p50 and the middleman's CPU per transaction.
+func (pb *proxyBench) runOnce(ctx context.Context, wl pgbenchWorkload, tg pgbenchTarget, r int) (pgbenchRun, error) {
+	bf := pb.opt
+	pb.progress("%s via %s, round %d/%d, %v", wl.name, tg.name, r+1, bf.rounds, bf.duration)
+	prefix := filepath.Join(pb.dir, fmt.Sprintf("log-%s-%s-%d", wl.name, tg.name, r))
+	args := append([]string{"-n", "-c", strconv.Itoa(bf.clients), "-T", strconv.Itoa(int(bf.duration.Seconds())),
+		"-l", "--log-prefix=" + prefix}, wl.args...)
+	args = append(args, tg.args...)
+	cpu0 := processCPU(tg.pid)
+	out, err := runPgbench(ctx, pb.pgbench, pb.dir, []string{"PGPASSWORD=" + benchPassword}, args...)
+	cpu := processCPU(tg.pid) - cpu0
+	if err != nil {
+		return pgbenchRun{}, fmt.Errorf("bench proxy: pgbench %s via %s: %w\n%s", wl.name, tg.name, err, out)
+	}
+	run, err := parsePgbench(out, prefix)
+	if err != nil {
+		return pgbenchRun{}, fmt.Errorf("bench proxy: %s via %s: %w", wl.name, tg.name, err)
+	}
+	if tg.name == "direct" {
+		pb.progress("  %.0f tps, p50 %.3f ms", run.tps, run.p50ms)
+	} else {
+		// CPU the middleman used per transaction: robust to machine noise.
+		run.cpuUS = cpu.Seconds() * 1e6 / (run.tps * bf.duration.Seconds())
+		pb.progress("  %.0f tps, p50 %.3f ms, %s CPU %.1f µs/transaction", run.tps, run.p50ms, tg.name, run.cpuUS)
+	}
+	removeLogs(prefix)
+	return run, nil
+}
+
+// printBenchProxy prints one line per workload: each target's TPS and p50.
+func printBenchProxy(w io.Writer, results map[string]*benchResult) {
 	fmt.Fprintf(w, "%-12s %12s %12s %12s %10s %10s %10s\n", "workload", "direct tps", "sluice tps", "bouncer tps", "direct p50", "sluice p50", "bouncer p50")
-	for _, wl := range workloads {
+	for _, wl := range pgbenchWorkloads {
 		r := results[wl.name]
 		fmt.Fprintf(w, "%-12s %12.1f %12.1f %12.1f %8.3fms %8.3fms %8.3fms\n", wl.name, r.DirectTPS, r.SluiceTPS, r.PgbouncerTPS, r.DirectP50MS, r.SluiceP50MS, r.PgbouncerP50MS)
 	}
-	return nil
 }
 
 func round1(x float64) float64 { return float64(int64(x*10+0.5)) / 10 }
@@ -351,155 +431,4 @@ func removeLogs(prefix string) {
 	for _, f := range files {
 		os.Remove(f)
 	}
-}
-
-// startPgbouncer runs PgBouncer in session mode in front of pgAddr, as the
-// PostgreSQL OS user when root, and returns its port and a stop function.
-func startPgbouncer(ctx context.Context, bin, dir, userlist, pgAddr string, uid, gid int, asRoot bool) (int, int, func(), error) {
-	port, err := pgcluster.FreePort()
-	if err != nil {
-		return 0, 0, nil, err
-	}
-	host, pgPort, _ := net.SplitHostPort(pgAddr)
-	ini := filepath.Join(dir, "pgbouncer.ini")
-	conf := fmt.Sprintf(`[databases]
-bench = host=%s port=%s dbname=postgres user=postgres
-
-[pgbouncer]
-listen_addr = 127.0.0.1
-listen_port = %d
-unix_socket_dir =
-auth_type = scram-sha-256
-auth_file = %s
-pool_mode = session
-max_client_conn = 200
-default_pool_size = 50
-logfile = %s
-pidfile = %s
-`, host, pgPort, port, userlist, filepath.Join(dir, "pgbouncer.log"), filepath.Join(dir, "pgbouncer.pid"))
-	if err := os.WriteFile(ini, []byte(conf), 0o600); err != nil {
-		return 0, 0, nil, err
-	}
-	if asRoot {
-		os.Chown(ini, uid, gid)
-	}
-	cmd := exec.CommandContext(ctx, bin, ini)
-	cmd.Dir = dir
-	var stderr strings.Builder
-	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
-	if asRoot {
-		cmd.SysProcAttr = sysProcAs(uid, gid)
-	}
-	if err := cmd.Start(); err != nil {
-		return 0, 0, nil, fmt.Errorf("bench proxy: start pgbouncer: %w", err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	stop := func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		conn, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", port), time.Second)
-		if err == nil {
-			conn.Close()
-			return port, cmd.Process.Pid, stop, nil
-		}
-		select {
-		case <-exited:
-			log, _ := os.ReadFile(filepath.Join(dir, "pgbouncer.log"))
-			return 0, 0, nil, fmt.Errorf("bench proxy: pgbouncer exited: %s%s", stderr.String(), log)
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			stop()
-			return 0, 0, nil, errors.New("bench proxy: pgbouncer did not start listening")
-		}
-	}
-}
-
-// sysProcAs returns process attributes that run a child as uid/gid.
-func sysProcAs(uid, gid int) *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
-}
-
-// processCPU returns the CPU time (user+system) process pid has used so far,
-// from /proc/PID/stat (10 ms resolution); 0 for pid 0 or when unreadable.
-func processCPU(pid int) time.Duration {
-	if pid == 0 {
-		return 0
-	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the ")" of the command name: utime and stime are the 12th and 13th.
-	s := string(b)
-	fs := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(fs) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseInt(fs[11], 10, 64)
-	st, _ := strconv.ParseInt(fs[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / 100 // USER_HZ = 100 on Linux
-}
-
-// startSluiceProxy runs this binary's `proxy` command as a child process in
-// front of pgAddr (tenant "bench", SCRAM from userlist, GOMAXPROCS procs) and
-// returns its client port, its pid and a stop function.
-func startSluiceProxy(ctx context.Context, dir, userlist, pgAddr string, procs int) (string, int, func(), error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return "", 0, nil, fmt.Errorf("bench proxy: find own binary: %w", err)
-	}
-	logf, err := os.Create(filepath.Join(dir, "sluice-proxy.log"))
-	if err != nil {
-		return "", 0, nil, err
-	}
-	cmd := exec.CommandContext(ctx, exe, "proxy", "--listen", "127.0.0.1:0", "--api", "127.0.0.1:0",
-		"--auth-file", userlist, "--route", "bench="+pgAddr+"/postgres", "--procs", strconv.Itoa(procs), "--quiet", "--json")
-	cmd.Dir = dir
-	cmd.Stderr = logf
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		logf.Close()
-		return "", 0, nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return "", 0, nil, fmt.Errorf("bench proxy: start sluice proxy: %w", err)
-	}
-	exited := make(chan struct{})
-	stop := func() {
-		cmd.Process.Signal(os.Interrupt)
-		select {
-		case <-exited:
-		case <-time.After(5 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-		logf.Close()
-	}
-	var addrs struct {
-		Listen string `json:"listen"`
-	}
-	decErr := json.NewDecoder(stdout).Decode(&addrs)
-	go func() { io.Copy(io.Discard, stdout); cmd.Wait(); close(exited) }()
-	if decErr != nil {
-		stop()
-		log, _ := os.ReadFile(logf.Name())
-		return "", 0, nil, fmt.Errorf("bench proxy: sluice proxy did not report its address: %v\n%s", decErr, log)
-	}
-	_, port, err := net.SplitHostPort(addrs.Listen)
-	if err != nil {
-		stop()
-		return "", 0, nil, fmt.Errorf("bench proxy: sluice proxy address %q: %w", addrs.Listen, err)
-	}
-	return port, cmd.Process.Pid, stop, nil
 }

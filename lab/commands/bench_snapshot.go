@@ -3,6 +3,7 @@ package commands
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"os"
@@ -22,7 +23,8 @@ import (
 	"github.com/sluicedb/sluice/snapshot"
 )
 
-var benchSnapshotFlags struct {
+// benchSnapshotOptions are bench snapshot's flags.
+type benchSnapshotOptions struct {
 	sizeMB  int
 	reps    int
 	jsonOut bool
@@ -30,6 +32,8 @@ var benchSnapshotFlags struct {
 	keep    bool
 	cpuprof string
 }
+
+var benchSnapshotFlags benchSnapshotOptions
 
 var benchSnapshotCmd = &cobra.Command{
 	Use:   "snapshot",
@@ -95,19 +99,8 @@ const pgbenchMBPerScale = 15
 
 func runBenchSnapshot(cmd *cobra.Command, _ []string) error {
 	bf := benchSnapshotFlags
-	if bf.sizeMB < 16 {
-		return cli.Usagef("bench snapshot: --size must be at least 16 (MB)")
-	}
-	if bf.reps < 1 {
-		return cli.Usagef("bench snapshot: --reps must be positive")
-	}
-	for _, bin := range []string{filepath.Join(pgcluster.DefaultBinDir, "pgbench"), filepath.Join(pgcluster.DefaultBinDir, "pg_basebackup")} {
-		if _, err := os.Stat(bin); err != nil {
-			return fmt.Errorf("bench snapshot: %w", err)
-		}
-	}
-	if _, err := exec.LookPath("tar"); err != nil {
-		return fmt.Errorf("bench snapshot: %w", err)
+	if err := bf.check(); err != nil {
+		return err
 	}
 	progress := func(format string, args ...any) {
 		fmt.Fprintf(cmd.ErrOrStderr(), "bench snapshot: "+format+"\n", args...)
@@ -136,221 +129,230 @@ func runBenchSnapshot(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	defer src.Stop(context.Background(), pgcluster.Fast)
-
-	scale := max(1, (bf.sizeMB-30)/pgbenchMBPerScale)
-	progress("pgbench -i -s %d (about %d MB)", scale, bf.sizeMB)
-	t0 := time.Now()
-	host, port, _ := net.SplitHostPort(src.Addr())
-	pgb, err := src.Command(ctx, "pgbench", "-i", "-q", "-I", "dtGvp", "-s", strconv.Itoa(scale), "-h", host, "-p", port, "-U", "postgres", "postgres")
+	scale, err := loadSnapshotSource(ctx, src, bf.sizeMB, progress)
 	if err != nil {
 		return err
 	}
-	if out, err := pgb.CombinedOutput(); err != nil {
-		return fmt.Errorf("bench snapshot: pgbench -i: %w\n%s", err, out)
-	}
-	if out, err := src.Run(ctx, "psql", "-X", "-q", "-h", host, "-p", port, "-U", "postgres", "-d", "postgres", "-c", "CHECKPOINT"); err != nil {
-		return fmt.Errorf("bench snapshot: checkpoint: %w\n%s", err, out)
-	}
-	progress("loaded in %v", time.Since(t0).Round(time.Second))
 
-	if bf.cpuprof != "" {
-		f, err := os.Create(bf.cpuprof)
-		if err != nil {
-			return fmt.Errorf("bench snapshot: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("bench snapshot: %w", err)
-		}
-		defer pprof.StopCPUProfile()
-	}
-	methods := []struct {
-		name string
-		run  func(ctx context.Context, dest string) (int64, error)
-	}{
-		{"sluice", func(ctx context.Context, dest string) (int64, error) { return benchSluice(ctx, src, dest) }},
-		{"tar", func(ctx context.Context, dest string) (int64, error) { return benchTar(ctx, src.Dir, dest, dir) }},
-		{"pg_basebackup", func(ctx context.Context, dest string) (int64, error) { return benchBasebackup(ctx, src, dest) }},
-	}
-	var bytes int64
-	secs := make([][]float64, len(methods))
-	cpus := make([][]float64, len(methods)) // client+server CPU seconds per round
-	pgPID, err := src.PID()
+	stopProfile, err := startCPUProfile(bf.cpuprof)
 	if err != nil {
-		return fmt.Errorf("bench snapshot: %w", err)
+		return err
 	}
+	defer stopProfile()
 	loadBefore := loadAvg1()
-	for round := 0; round <= bf.reps; round++ {
-		for k := range methods {
-			// sluice first in the warm-up (its bytes are the yardstick), then
-			// each round starts with the next method so none always goes first.
-			i := (k + round) % len(methods)
-			m := methods[i]
-			dest := filepath.Join(dir, "dest-"+m.name)
-			srv0, err := treeCPU(pgPID)
-			if err != nil {
-				return fmt.Errorf("bench snapshot: %w", err)
-			}
-			start, cpu0 := time.Now(), cpuTime()
-			n, err := m.run(ctx, dest)
-			el, cpu := time.Since(start), cpuTime()-cpu0
-			if err != nil {
-				return fmt.Errorf("bench snapshot: %s: %w", m.name, err)
-			}
-			if i == 0 {
-				bytes = n
-			}
-			if err := os.RemoveAll(dest); err != nil {
-				return fmt.Errorf("bench snapshot: %w", err)
-			}
-			syscall.Sync()
-			// The server's share, read after the untimed cleanup so that the
-			// backend or walsender of the copy has exited and been reaped.
-			srv1, err := treeCPU(pgPID)
-			if err != nil {
-				return fmt.Errorf("bench snapshot: %w", err)
-			}
-			srv := srv1 - srv0
-			if round == 0 {
-				progress("warm-up %-13s %6.2fs", m.name, el.Seconds())
-				continue
-			}
-			secs[i] = append(secs[i], el.Seconds())
-			cpus[i] = append(cpus[i], (cpu + srv).Seconds())
-			detail := ""
-			if i == 0 {
-				detail = benchSluiceDetail
-			}
-			progress("round %d/%d %-13s %6.2fs %8.1f MB/s  cpu client %5.2fs + server %5.2fs = %5.2fs/GB  load %.1f %s",
-				round, bf.reps, m.name, el.Seconds(), float64(bytes)/1e6/el.Seconds(), cpu.Seconds(), srv.Seconds(),
-				(cpu+srv).Seconds()/(float64(bytes)/1e9), loadAvg1(), detail)
-		}
+	rounds, err := measureSnapshots(ctx, src, dir, bf.reps, progress)
+	if err != nil {
+		return err
 	}
-	rate := func(i int) float64 { return math.Round(float64(bytes)/1e6/stats.Median(secs[i])*10) / 10 }
-	cpuGB := func(i int) float64 { return math.Round(stats.Median(cpus[i])/(float64(bytes)/1e9)*100) / 100 }
-	res := benchSnapshotResult{
-		Bytes: bytes, SluiceMBs: rate(0), TarMBs: rate(1), PgBasebackupMBs: rate(2),
-		SluiceCPUPerGB: cpuGB(0), TarCPUPerGB: cpuGB(1), PgBasebackupCPUPerGB: cpuGB(2),
-		LoadBefore: loadBefore, LoadAfter: loadAvg1(),
-	}
+	res := rounds.result(loadBefore, loadAvg1())
 	if bf.out != "" {
-		f, err := os.Create(bf.out)
-		if err != nil {
-			return fmt.Errorf("bench snapshot: %w", err)
-		}
-		err = cli.WriteJSON(f, res)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("bench snapshot: %w", err)
+		if err := writeSnapshotResult(bf.out, res); err != nil {
+			return err
 		}
 	}
 	if bf.jsonOut {
 		return cli.WriteJSON(cmd.OutOrStdout(), res)
 	}
-	w := cmd.OutOrStdout()
+	printBenchSnapshot(cmd.OutOrStdout(), res, scale, bf.reps)
+	return nil
+}
+
+// check reports the first bad flag, or a missing program.
+func (bf benchSnapshotOptions) check() error {
+	if bf.sizeMB < 16 {
+		return cli.Usagef("bench snapshot: --size must be at least 16 (MB)")
+	}
+	if bf.reps < 1 {
+		return cli.Usagef("bench snapshot: --reps must be positive")
+	}
+	for _, bin := range []string{filepath.Join(pgcluster.DefaultBinDir, "pgbench"), filepath.Join(pgcluster.DefaultBinDir, "pg_basebackup")} {
+		if _, err := os.Stat(bin); err != nil {
+			return fmt.Errorf("bench snapshot: %w", err)
+		}
+	}
+	if _, err := exec.LookPath("tar"); err != nil {
+		return fmt.Errorf("bench snapshot: %w", err)
+	}
+	return nil
+}
+
+// loadSnapshotSource loads a pgbench tenant of about sizeMB into src and
+// CHECKPOINTs, and returns its pgbench scale.
+func loadSnapshotSource(ctx context.Context, src *pgcluster.Cluster, sizeMB int, progress func(string, ...any)) (int, error) {
+	scale := max(1, (sizeMB-30)/pgbenchMBPerScale)
+	progress("pgbench -i -s %d (about %d MB)", scale, sizeMB)
+	t0 := time.Now()
+	host, port, _ := net.SplitHostPort(src.Addr())
+	pgb, err := src.Command(ctx, "pgbench", "-i", "-q", "-I", "dtGvp", "-s", strconv.Itoa(scale), "-h", host, "-p", port, "-U", "postgres", "postgres")
+	if err != nil {
+		return 0, err
+	}
+	if out, err := pgb.CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("bench snapshot: pgbench -i: %w\n%s", err, out)
+	}
+	if out, err := src.Run(ctx, "psql", "-X", "-q", "-h", host, "-p", port, "-U", "postgres", "-d", "postgres", "-c", "CHECKPOINT"); err != nil {
+		return 0, fmt.Errorf("bench snapshot: checkpoint: %w\n%s", err, out)
+	}
+	progress("loaded in %v", time.Since(t0).Round(time.Second))
+	return scale, nil
+}
+
+// startCPUProfile starts a CPU profile of this process into path, if set,
+// and returns what stops it.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("bench snapshot: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("bench snapshot: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// snapshotMethod is one way to copy a data directory into dest; it returns
+// the file bytes copied when it knows them.
+type snapshotMethod struct {
+	name string
+	run  func(ctx context.Context, dest string) (int64, error)
+}
+
+// snapshotMethods are the three copies of src bench snapshot compares,
+// sluice's first (its bytes are the yardstick); tmp holds their scratch
+// files.
+func snapshotMethods(src *pgcluster.Cluster, tmp string) []snapshotMethod {
+	return []snapshotMethod{
+		{"sluice", func(ctx context.Context, dest string) (int64, error) { return benchSluice(ctx, src, dest) }},
+		{"tar", func(ctx context.Context, dest string) (int64, error) { return benchTar(ctx, src.Dir, dest, tmp) }},
+		{"pg_basebackup", func(ctx context.Context, dest string) (int64, error) { return benchBasebackup(ctx, src, dest) }},
+	}
+}
+
+// snapshotRounds are the timed rounds' figures of each method, in
+// snapshotMethods' order.
+type snapshotRounds struct {
+	bytes int64       // file bytes sluice copied
+	secs  [][]float64 // wall time per round, s
+	cpus  [][]float64 // client+server CPU time per round, s
+}
+
+// snapshotCopy is one copy's cost.
+type snapshotCopy struct {
+	bytes          int64 // as the method returned
+	wall           time.Duration
+	client, server time.Duration // CPU time
+}
+
+// measureSnapshots runs an untimed warm-up of every method, then reps
+// timed rounds, each round starting with the next method so that none
+// always goes first.
+func measureSnapshots(ctx context.Context, src *pgcluster.Cluster, dir string, reps int, progress func(string, ...any)) (snapshotRounds, error) {
+	methods := snapshotMethods(src, dir)
+	rs := snapshotRounds{secs: make([][]float64, len(methods)), cpus: make([][]float64, len(methods))}
+	pgPID, err := src.PID()
+	if err != nil {
+		return rs, fmt.Errorf("bench snapshot: %w", err)
+	}
+	for round := 0; round <= reps; round++ {
+		for k := range methods {
+			// sluice first in the warm-up (its bytes are the yardstick), then
+			// each round starts with the next method so none always goes first.
+			i := (k + round) % len(methods)
+			m := methods[i]
+			c, err := copyOnce(ctx, m, filepath.Join(dir, "dest-"+m.name), pgPID)
+			if err != nil {
+				return rs, err
+			}
+			if i == 0 {
+				rs.bytes = c.bytes
+			}
+			if round == 0 {
+				progress("warm-up %-13s %6.2fs", m.name, c.wall.Seconds())
+				continue
+			}
+			rs.secs[i] = append(rs.secs[i], c.wall.Seconds())
+			rs.cpus[i] = append(rs.cpus[i], (c.client + c.server).Seconds())
+			detail := ""
+			if i == 0 {
+				detail = benchSluiceDetail
+			}
+			progress("round %d/%d %-13s %6.2fs %8.1f MB/s  cpu client %5.2fs + server %5.2fs = %5.2fs/GB  load %.1f %s",
+				round, reps, m.name, c.wall.Seconds(), float64(rs.bytes)/1e6/c.wall.Seconds(), c.client.Seconds(), c.server.Seconds(),
+				(c.client+c.server).Seconds()/(float64(rs.bytes)/1e9), loadAvg1(), detail)
+		}
+	}
+	return rs, nil
+}
+
+// copyOnce copies with m into dest, measuring its wall time, this process's
+// and its children's CPU and the server's (the cluster whose postmaster is
+// pgPID), then removes dest and syncs, untimed.
+func copyOnce(ctx context.Context, m snapshotMethod, dest string, pgPID int) (snapshotCopy, error) {
+	var c snapshotCopy
+	srv0, err := treeCPU(pgPID)
+	if err != nil {
+		return c, fmt.Errorf("bench snapshot: %w", err)
+	}
+	start, cpu0 := time.Now(), cpuTime()
+	n, err := m.run(ctx, dest)
+	c.bytes, c.wall, c.client = n, time.Since(start), cpuTime()-cpu0
+	if err != nil {
+		return c, fmt.Errorf("bench snapshot: %s: %w", m.name, err)
+	}
+	if err := os.RemoveAll(dest); err != nil {
+		return c, fmt.Errorf("bench snapshot: %w", err)
+	}
+	syscall.Sync()
+	// The server's share, read after the untimed cleanup so that the
+	// backend or walsender of the copy has exited and been reaped.
+	srv1, err := treeCPU(pgPID)
+	if err != nil {
+		return c, fmt.Errorf("bench snapshot: %w", err)
+	}
+	c.server = srv1 - srv0
+	return c, nil
+}
+
+// result is the rounds' medians, with the load averages before and after.
+func (rs snapshotRounds) result(loadBefore, loadAfter float64) benchSnapshotResult {
+	rate := func(i int) float64 { return math.Round(float64(rs.bytes)/1e6/stats.Median(rs.secs[i])*10) / 10 }
+	cpuGB := func(i int) float64 { return math.Round(stats.Median(rs.cpus[i])/(float64(rs.bytes)/1e9)*100) / 100 }
+	return benchSnapshotResult{
+		Bytes: rs.bytes, SluiceMBs: rate(0), TarMBs: rate(1), PgBasebackupMBs: rate(2),
+		SluiceCPUPerGB: cpuGB(0), TarCPUPerGB: cpuGB(1), PgBasebackupCPUPerGB: cpuGB(2),
+		LoadBefore: loadBefore, LoadAfter: loadAfter,
+	}
+}
+
+// writeSnapshotResult writes res as JSON to path.
+func writeSnapshotResult(path string, res benchSnapshotResult) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("bench snapshot: %w", err)
+	}
+	err = cli.WriteJSON(f, res)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("bench snapshot: %w", err)
+	}
+	return nil
+}
+
+// printBenchSnapshot prints res as a table, each method's rate against
+// sluice's.
+func printBenchSnapshot(w io.Writer, res benchSnapshotResult, scale, reps int) {
 	fmt.Fprintf(w, "hot snapshot of a %.1f MB tenant (pgbench -s %d), median of %d rounds after a warm-up; load average %.1f before, %.1f after\n",
-		float64(bytes)/1e6, scale, bf.reps, res.LoadBefore, res.LoadAfter)
+		float64(res.Bytes)/1e6, scale, reps, res.LoadBefore, res.LoadAfter)
 	fmt.Fprintf(w, "%-14s %10s %10s %12s\n", "method", "MB/s", "sluice/x", "CPU s/GB")
 	fmt.Fprintf(w, "%-14s %10.1f %10s %12.2f\n", "sluice", res.SluiceMBs, "", res.SluiceCPUPerGB)
 	fmt.Fprintf(w, "%-14s %10.1f %10.2f %12.2f   (goal ≥ 0.90)\n", "tar", res.TarMBs, res.SluiceMBs/res.TarMBs, res.TarCPUPerGB)
 	fmt.Fprintf(w, "%-14s %10.1f %10.2f %12.2f   (goal ≥ 1.00)\n", "pg_basebackup", res.PgBasebackupMBs, res.SluiceMBs/res.PgBasebackupMBs, res.PgBasebackupCPUPerGB)
-	return nil
-}
-
-// cpuTime is the CPU time (user+system) of this process and of its waited-for
-// children: sluice's sender and receiver, both tar processes, the
-// pg_basebackup client (not the server backend that reads the files for it).
-func cpuTime() time.Duration {
-	var self, kids syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &self)
-	syscall.Getrusage(syscall.RUSAGE_CHILDREN, &kids)
-	return time.Duration(self.Utime.Nano() + self.Stime.Nano() + kids.Utime.Nano() + kids.Stime.Nano())
-}
-
-// clockTick is the unit of the times in /proc/<pid>/stat (USER_HZ, 100 on Linux).
-const clockTick = 10 * time.Millisecond
-
-// treeCPU is the CPU time (user+system) of process pid, of its live
-// children and of its children that have exited and been waited for: for
-// the postmaster, everything the PostgreSQL cluster has spent (backends,
-// walsenders, checkpointer...). Differences of two calls measure the work in
-// between, also of backends that exited in between.
-func treeCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, fmt.Errorf("cpu of process %d: %w", pid, err)
-	}
-	_, total, err := procStatTicks(string(b), true)
-	if err != nil {
-		return 0, err
-	}
-	procs, err := os.ReadDir("/proc")
-	if err != nil {
-		return 0, err
-	}
-	for _, p := range procs {
-		if p.Name()[0] < '0' || p.Name()[0] > '9' {
-			continue
-		}
-		b, err := os.ReadFile("/proc/" + p.Name() + "/stat")
-		if err != nil {
-			continue // exited meanwhile (then counted in the parent's cutime)
-		}
-		if ppid, t, err := procStatTicks(string(b), false); err == nil && ppid == pid {
-			total += t
-		}
-	}
-	return time.Duration(total) * clockTick, nil
-}
-
-// procStatTicks parses one /proc/<pid>/stat line: the parent's pid and the
-// process's user+system CPU time in clock ticks, with its waited-for
-// children's (cutime, cstime) added if withChildren.
-func procStatTicks(stat string, withChildren bool) (ppid int, t int64, err error) {
-	// The command name is in parentheses and may hold spaces and
-	// parentheses: the fields start after the last ')'.
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return 0, 0, fmt.Errorf("malformed /proc stat %q", stat)
-	}
-	f := strings.Fields(stat[i+1:]) // f[0] is field 3 (state)
-	if len(f) < 15 {
-		return 0, 0, fmt.Errorf("malformed /proc stat %q", stat)
-	}
-	if ppid, err = strconv.Atoi(f[1]); err != nil {
-		return 0, 0, fmt.Errorf("malformed /proc stat %q", stat)
-	}
-	last := 12 // fields 14 utime, 15 stime
-	if withChildren {
-		last = 14 // and 16 cutime, 17 cstime
-	}
-	for _, s := range f[11 : last+1] {
-		v, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			return 0, 0, fmt.Errorf("malformed /proc stat %q", stat)
-		}
-		t += v
-	}
-	return ppid, t, nil
-}
-
-// loadAvg1 is the 1-minute load average, or -1 if unknown.
-func loadAvg1() float64 {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return -1
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return -1
-	}
-	v, err := strconv.ParseFloat(f[0], 64)
-	if err != nil {
-		return -1
-	}
-	return v
 }
 
 // loopback returns both ends of a fresh loopback TCP connection.

@@ -25,7 +25,8 @@ import (
 	"github.com/sluicedb/sluice/pgcluster"
 )
 
-var benchWarmFlags struct {
+// benchWarmOptions are bench warm's flags.
+type benchWarmOptions struct {
 	sizeMB   int
 	sharedMB int
 	hotMB    int
@@ -38,6 +39,8 @@ var benchWarmFlags struct {
 	jsonOut  bool
 	keep     bool
 }
+
+var benchWarmFlags benchWarmOptions
 
 var benchWarmCmd = &cobra.Command{
 	Use:   "warm",
@@ -91,6 +94,51 @@ const warmBucket = 100 * time.Millisecond
 
 func runBenchWarm(cmd *cobra.Command, _ []string) error {
 	bf := benchWarmFlags
+	if err := bf.check(); err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("bench warm: needs root (cgroup v1 memory groups)")
+	}
+	progress := func(format string, args ...any) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "bench warm: "+format+"\n", args...)
+	}
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	wb := &warmBench{opt: bf, progress: progress}
+	defer wb.close()
+	if err := wb.start(ctx); err != nil {
+		return err
+	}
+	stopReads := wb.startReads(ctx)
+	defer stopReads()
+
+	var colds, warms []float64
+	for i := 0; i < 2*bf.rounds; i++ {
+		recovery, err := wb.migrate(ctx, i)
+		if err != nil {
+			return err
+		}
+		if i%2 == 1 {
+			warms = append(warms, recovery.Seconds())
+		} else {
+			colds = append(colds, recovery.Seconds())
+		}
+	}
+	res := benchWarmResult{RecoveryWarm: migRound2(stats.Median(warms)), RecoveryCold: migRound2(stats.Median(colds))}
+	if bf.jsonOut {
+		return cli.WriteJSON(cmd.OutOrStdout(), res)
+	}
+	o := cmd.OutOrStdout()
+	fmt.Fprintf(o, "recovery warm  %.2f s\n", res.RecoveryWarm)
+	fmt.Fprintf(o, "recovery cold  %.2f s\n", res.RecoveryCold)
+	return nil
+}
+
+// check reports the first bad flag.
+func (bf benchWarmOptions) check() error {
 	switch {
 	case bf.sharedMB < 16:
 		return cli.Usagef("bench warm: --shared-buffers must be at least 16 (MB)")
@@ -111,122 +159,127 @@ func runBenchWarm(cmd *cobra.Command, _ []string) error {
 	case bf.maxWait < time.Second:
 		return cli.Usagef("bench warm: --max-wait must be at least 1s")
 	}
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("bench warm: needs root (cgroup v1 memory groups)")
-	}
-	progress := func(format string, args ...any) {
-		fmt.Fprintf(cmd.ErrOrStderr(), "bench warm: "+format+"\n", args...)
-	}
-	ctx := cmd.Context()
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	var groups []*cgroup.Group
-	var dev string
-	defer func() {
-		for _, g := range groups {
-			g.Remove()
-		}
-	}()
-	newGroup := func(pid int) error {
-		g, err := cgroup.New(fmt.Sprintf("sluice-warm-%d-%d", os.Getpid(), len(groups)))
-		if err != nil {
-			return err
-		}
-		groups = append(groups, g)
-		if err := g.SetMemoryLimit(int64(bf.memoryMB) << 20); err != nil {
-			return err
-		}
-		if bf.readIOPS > 0 {
-			if err := g.SetIOPSLimit(dev, bf.readIOPS, 0); err != nil {
-				return err
-			}
-		}
-		return g.AddTree(pid)
-	}
-	b, err := newMigHosts("sluice-bench-warm-", bf.keep, progress)
-	if err != nil {
+	return nil
+}
+
+// warmRowsPerMB is about how many rows of warmLoadData's table fill a MB.
+const warmRowsPerMB = 4000
+
+// warmBench is bench warm's setup: two hosts, the tenant on one of them,
+// the cgroups its postmasters run in and the read workload's router.
+type warmBench struct {
+	opt      benchWarmOptions
+	progress func(format string, args ...any)
+
+	hosts  *migHosts       // hosts.current is the tenant
+	dev    string          // the data disk's major:minor, for --read-iops
+	groups []*cgroup.Group // every postmaster's, removed by close
+	router *migration.GateRouter
+	reads  *warmReadWorkload
+}
+
+// start makes the hosts, loads the tenant on the first and puts its
+// postmaster in a group.
+func (wb *warmBench) start(ctx context.Context) (err error) {
+	bf := wb.opt
+	if wb.hosts, err = newMigHosts("sluice-bench-warm-", bf.keep, wb.progress); err != nil {
 		return err
 	}
-	defer b.close()
 	if bf.readIOPS > 0 {
-		if dev, err = cgroup.DeviceOf(b.dir); err != nil {
+		if wb.dev, err = cgroup.DeviceOf(wb.hosts.dir); err != nil {
 			return fmt.Errorf("bench warm: --read-iops: %w", err)
 		}
 	}
-	c, err := b.initTenant(ctx, map[string]string{"shared_buffers": fmt.Sprintf("%dMB", bf.sharedMB)}, 16)
+	c, err := wb.hosts.initTenant(ctx, map[string]string{"shared_buffers": fmt.Sprintf("%dMB", bf.sharedMB)}, 16)
 	if err != nil {
 		return err
 	}
-	progress("loading about %d MB", bf.sizeMB)
-	rowsPerMB := 4000
-	if err := warmLoadData(ctx, c, bf.sizeMB*rowsPerMB, float64(bf.hotMB)/float64(bf.sizeMB)); err != nil {
+	wb.progress("loading about %d MB", bf.sizeMB)
+	if err := warmLoadData(ctx, c, bf.sizeMB*warmRowsPerMB, float64(bf.hotMB)/float64(bf.sizeMB)); err != nil {
 		return err
 	}
 	pid, err := c.PID()
 	if err != nil {
 		return err
 	}
-	if err := newGroup(pid); err != nil {
+	return wb.newGroup(pid)
+}
+
+// newGroup puts process pid and its children in a new group capped at
+// --memory and --read-iops.
+func (wb *warmBench) newGroup(pid int) error {
+	g, err := cgroup.New(fmt.Sprintf("sluice-warm-%d-%d", os.Getpid(), len(wb.groups)))
+	if err != nil {
 		return err
 	}
-	g := migration.NewGateRouter(c.Addr())
-	rd := &warmReadWorkload{router: g, hotRows: bf.hotMB * rowsPerMB, start: time.Now(), buckets: make([]atomic.Int64, 1<<16)}
+	wb.groups = append(wb.groups, g)
+	if err := g.SetMemoryLimit(int64(wb.opt.memoryMB) << 20); err != nil {
+		return err
+	}
+	if wb.opt.readIOPS > 0 {
+		if err := g.SetIOPSLimit(wb.dev, wb.opt.readIOPS, 0); err != nil {
+			return err
+		}
+	}
+	return g.AddTree(pid)
+}
+
+// startReads starts --workers readers of the hot set through a gate router
+// and returns what stops them.
+func (wb *warmBench) startReads(ctx context.Context) (stop func()) {
+	wb.router = migration.NewGateRouter(wb.hosts.current.Addr())
+	wb.reads = &warmReadWorkload{router: wb.router, hotRows: wb.opt.hotMB * warmRowsPerMB, start: time.Now(), buckets: make([]atomic.Int64, 1<<16)}
 	wctx, stopW := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	for i := 0; i < bf.workers; i++ {
+	for i := 0; i < wb.opt.workers; i++ {
 		wg.Add(1)
-		go func(seed int64) { defer wg.Done(); rd.worker(wctx, seed) }(int64(i + 1))
+		go func(seed int64) { defer wg.Done(); wb.reads.worker(wctx, seed) }(int64(i + 1))
 	}
-	defer func() { stopW(); wg.Wait() }()
+	return func() { stopW(); wg.Wait() }
+}
 
-	var res benchWarmResult
-	var colds, warms []float64
-	for i := 0; i < 2*bf.rounds; i++ {
-		warm := i%2 == 1
-		progress("workload settling for %s on %s", bf.warmup, b.names[i%2])
-		if err := clock.Sleep(ctx, bf.warmup); err != nil {
-			return err
-		}
-		now := time.Now()
-		baseline := rd.rate(now.Add(-3*time.Second), now)
-		rec := migration.New(fmt.Sprintf("w%d", i+1), "bench", b.names[i%2], b.names[(i+1)%2], migration.Live, now)
-		rec.Warm = warm
-		src := pg.NewLocalSource(c)
-		tgt := warmColdTarget{LocalTarget: pg.NewLocalTarget(b.hosts[(i+1)%2], pgcluster.Options{}), group: newGroup}
-		out, err := migration.Run(ctx, rec, migration.Env{Source: src, Target: tgt, Router: g})
-		src.Close()
-		if err != nil {
-			return fmt.Errorf("bench warm: migration %d: %w", i+1, err)
-		}
-		if c, err = pgcluster.Open(out.TargetDir, pgcluster.Options{Port: out.TargetPort}); err != nil {
-			return err
-		}
-		b.current = c
-		rec2, ok := rd.recovery(ctx, out.ReleasedAt, baseline, 0.9, 500*time.Millisecond, bf.maxWait)
-		label := "cold"
-		if warm {
-			label = "warm"
-			warms = append(warms, rec2.Seconds())
-		} else {
-			colds = append(colds, rec2.Seconds())
-		}
-		note := ""
-		if !ok {
-			note = " (not recovered: capped at --max-wait)"
-		}
-		progress("round %d %s migration %s→%s: baseline %.0f reads/s, freeze %.1f ms, warmed %d blocks, recovery %.2f s%s",
-			i/2+1, label, rec.Source, rec.Target, baseline, float64(out.Freeze)/float64(time.Millisecond), out.WarmBlocks, rec2.Seconds(), note)
+// migrate runs migration i (0-based; odd ones with WARM) after --warmup of
+// the workload, to the other host, and returns the workload's recovery
+// time, --max-wait if it did not recover.
+func (wb *warmBench) migrate(ctx context.Context, i int) (time.Duration, error) {
+	bf, b := wb.opt, wb.hosts
+	warm := i%2 == 1
+	wb.progress("workload settling for %s on %s", bf.warmup, b.names[i%2])
+	if err := clock.Sleep(ctx, bf.warmup); err != nil {
+		return 0, err
 	}
-	res.RecoveryWarm = migRound2(stats.Median(warms))
-	res.RecoveryCold = migRound2(stats.Median(colds))
-	if bf.jsonOut {
-		return cli.WriteJSON(cmd.OutOrStdout(), res)
+	now := time.Now()
+	baseline := wb.reads.rate(now.Add(-3*time.Second), now)
+	rec := migration.New(fmt.Sprintf("w%d", i+1), "bench", b.names[i%2], b.names[(i+1)%2], migration.Live, now)
+	rec.Warm = warm
+	tgt := warmColdTarget{LocalTarget: pg.NewLocalTarget(b.hosts[(i+1)%2], pgcluster.Options{}), group: wb.newGroup}
+	out, err := b.migrate(ctx, rec, tgt, wb.router, fmt.Sprintf("bench warm: migration %d", i+1))
+	if err != nil {
+		return 0, err
 	}
-	o := cmd.OutOrStdout()
-	fmt.Fprintf(o, "recovery warm  %.2f s\n", res.RecoveryWarm)
-	fmt.Fprintf(o, "recovery cold  %.2f s\n", res.RecoveryCold)
-	return nil
+	recovery, ok := wb.reads.recovery(ctx, out.ReleasedAt, baseline, 0.9, 500*time.Millisecond, bf.maxWait)
+	label := "cold"
+	if warm {
+		label = "warm"
+	}
+	note := ""
+	if !ok {
+		note = " (not recovered: capped at --max-wait)"
+	}
+	wb.progress("round %d %s migration %s→%s: baseline %.0f reads/s, freeze %.1f ms, warmed %d blocks, recovery %.2f s%s",
+		i/2+1, label, rec.Source, rec.Target, baseline, float64(out.Freeze)/float64(time.Millisecond), out.WarmBlocks, recovery.Seconds(), note)
+	return recovery, nil
+}
+
+// close stops the tenant and removes the hosts (migHosts.close), then the
+// groups.
+func (wb *warmBench) close() {
+	if wb.hosts != nil {
+		wb.hosts.close()
+	}
+	for _, g := range wb.groups {
+		g.Remove()
+	}
 }
 
 func migRound2(x float64) float64 { return float64(int64(x*100+0.5)) / 100 }
