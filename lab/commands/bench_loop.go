@@ -97,7 +97,7 @@ const (
 	// benchReleaseLimit is the bed's proxy's release ramp (proxy.Config's
 	// ReleaseLimit): on the quarter-core servers the transactions in the
 	// second after a handover cost the clients about half as much
-	// admitted one at a time as all at once (docs/benchmarks.md).
+	// admitted one at a time as all at once (docs/control.md).
 	benchReleaseLimit = 1
 )
 

@@ -26,9 +26,8 @@ func init() {
 equal to the PID's mean rate before the step, with the same step. The PID
 slows down and returns to its setpoint; the fixed rate does not. Each
 --variant runs such a pair again with its loop. --tps is the load after the
-step (by default the other scenarios' 100, which the bed carries with slack;
-see docs/benchmarks.md for 140); before the step the workload runs at --tps
-÷ --factor. Before the trials it measures the stepped load's latency without
+step (by default 210, so 150 before it: the bed carries 150 with slack and
+210 without); before the step the workload runs at --tps ÷ --factor. Before the trials it measures the stepped load's latency without
 a migration (baseline_after_step_ms): a setpoint under it cannot be held
 after the step. Writes series.csv, summary.json, report.md and step.png to
 --out.`,

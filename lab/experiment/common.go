@@ -18,14 +18,14 @@ import (
 // wait in the client's queue, where the proxy (the loop's instrument)
 // cannot see them; with too many, backends convoy behind whichever holds a
 // lock when the CPU quota runs out. 8 is the measured compromise for step40
-// and multitenant (docs/benchmarks.md); --mpl sets it.
+// and multitenant (docs/control.md, "Benchmark-side defaults"); --mpl sets it.
 const DefaultMPL = 8
 
 // SweepMPL is slack-sweep's workload connections: its 1 GB tenant is
 // cached and its servers CPU-bound, where at DefaultMPL the clients' queue
 // was most of their excess over the setpoint, and at 16 the clients' mean
 // stayed near the proxy's execution mean with alike baselines
-// (docs/benchmarks.md).
+// (docs/control.md).
 const SweepMPL = 16
 
 // DefaultCalm is the benchmarks' calm hold (Common.Calm): a migration

@@ -9,10 +9,9 @@ import (
 
 // BenchmarkArrivalLateness measures how late a wait for a scheduled arrival
 // wakes (reported as late-µs/op), for Poisson gaps with a mean of 10 ms as
-// the generator's at 100 transactions/s: "timer" is a plain time.Timer (the
-// generator before 2026-11-23), "generator" is waitUntil (timer, then the
-// kernel's sleep for the last preciseLead). docs/benchmarks.md has the
-// figures; `go test -run '^$' -bench ArrivalLateness ./workload`.
+// the generator's at 100 transactions/s: "timer" is a plain time.Timer,
+// "generator" is waitUntil (timer, then the kernel's sleep for the last
+// preciseLead): `go test -run '^$' -bench ArrivalLateness ./lab/workload`.
 func BenchmarkArrivalLateness(b *testing.B) {
 	gap := func(rng *rand.Rand) time.Duration {
 		return time.Duration(rng.ExpFloat64() * float64(10*time.Millisecond))
