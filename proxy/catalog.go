@@ -12,7 +12,7 @@ import (
 )
 
 // followCatalog polls an agent's GET /v1/tenants and follows the route of
-// every tenant in state "running" there, until ctx ends.
+// every tenant that agent serves (servedStates), until ctx ends.
 func (p *Proxy) followCatalog(ctx context.Context, base string) {
 	base = strings.TrimRight(base, "/")
 	if !strings.Contains(base, "://") {
@@ -67,7 +67,14 @@ func (p *Proxy) pollCatalog(ctx context.Context, hc *http.Client, base string) e
 	return p.applyCatalog(base, ts)
 }
 
-// applyCatalog routes every running tenant to where the catalog at base
+// servedStates are the catalog states in which an agent's tenant serves its
+// clients: running, and migrating-out — the source keeps serving until the
+// handover switches the route, so a proxy that learns of the tenant only
+// then (started late, restarted, or slower than a short migration) must
+// still route it there, or the handover has nothing to hold.
+var servedStates = map[string]bool{"running": true, "migrating-out": true}
+
+// applyCatalog routes every served tenant to where the catalog at base
 // says. It is edge-triggered: a tenant's route changes only when that
 // catalog reports a location different from the last one it reported, so a
 // route switched through the API is not reverted by a catalog that has not
@@ -75,7 +82,7 @@ func (p *Proxy) pollCatalog(ctx context.Context, hc *http.Client, base string) e
 func (p *Proxy) applyCatalog(base string, ts []catalogTenant) error {
 	var errs []error
 	for _, ct := range ts {
-		if ct.State != "running" || ct.Name == "" || ct.Port == 0 {
+		if !servedStates[ct.State] || ct.Name == "" || ct.Port == 0 {
 			continue
 		}
 		host := ct.Host

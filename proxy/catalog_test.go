@@ -76,6 +76,16 @@ func TestCatalogFollowing(t *testing.T) {
 	if p.tenantByName("beta") != nil {
 		t.Fatal("tenant beta routed although not running")
 	}
+	// A tenant the proxy first sees migrating out is served by its source:
+	// routed there, so that its handover has something to hold.
+	cat.set(catalogTenant{ID: 1, Name: "acme", Host: "127.0.0.1", Port: 5001, Database: "postgres", State: "running"},
+		catalogTenant{ID: 3, Name: "delta", Host: "127.0.0.1", Port: 5005, Database: "postgres", State: "migrating-out"},
+		catalogTenant{ID: 4, Name: "omega", Host: "127.0.0.1", Port: 5006, Database: "postgres", State: "migrating-in"})
+	waitRoute(t, api, "delta", "127.0.0.1:5005")
+	time.Sleep(100 * time.Millisecond) // five polls
+	if p.tenantByName("omega") != nil {
+		t.Fatal("a tenant migrating in (its target, not yet serving) was routed")
+	}
 	// The catalog moves the tenant: the route follows.
 	cat.set(catalogTenant{ID: 1, Name: "acme", Host: "127.0.0.1", Port: 5003, Database: "postgres", State: "running"})
 	waitRoute(t, api, "acme", "127.0.0.1:5003")
