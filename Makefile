@@ -23,14 +23,17 @@ test: deps
 demo: build
 	./$(BIN) demo
 
-# The benchmarks behind docs/benchmarks.md (long; they start their own clusters).
+# The benchmarks behind docs/results.md, each against its baseline in one run
+# (long: about 90 minutes; they start their own clusters and servers).
 bench: build bench-deps
 	./$(BIN) bench snapshot --json
 	./$(BIN) bench handover --json
 	./$(BIN) bench handover --wal-segsize 16 --json
 	./$(BIN) bench warm --json
 	./$(BIN) bench proxy --rounds 3 --json
+	./$(BIN) bench outside --json
 	./$(BIN) bench slack-sweep --json
+	./$(BIN) bench slack-sweep --swing 40% --paired --setpoints 3x,3.5x,4x --out out/bench/slack-sweep-swing --json
 	./$(BIN) bench step40 --json
 	./$(BIN) bench multitenant --json
 	./$(BIN) bench downtime --json
