@@ -128,7 +128,7 @@ func (a *Agent) checkControl(spec *client.Control) (json.RawMessage, error) {
 	if _, err := cp.controller(0); err != nil {
 		return nil, err
 	}
-	if a.cfg.Proxy == "" && cp.spec.ClientLatencyURL == "" && cp.spec.Controller != "fixed" && cp.spec.Controller != "interference" {
+	if a.cfg.Proxy == "" && cp.spec.ClientLatencyURL == "" && cp.byLatency() {
 		return nil, errf(http.StatusBadRequest, "control: the %s controller steers by the latency the proxy measures; this agent has no proxy configured (or give client_latency_url)", cp.spec.Controller)
 	}
 	return json.Marshal(cp.spec)
