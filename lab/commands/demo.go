@@ -29,11 +29,11 @@ postmasters inherit, the source's CPU limited to --cpus cores, their data in mem
 proxy; runs the workload (uniform keys) and measures its baseline latency; then migrates the
 tenant live while the workload runs. The source agent's control loop, with the product's default
 profile, sets the copy's speed every second from the latency the proxy measures, to hold the
-clients at --setpoint (default: ` + fmt.Sprintf("%g", demo.SetpointFactor) + ` × the baseline, at least ` + demo.MinSetpointGap.String() + ` above it): at full
-speed the copy would take the source's whole CPU quota, so the setpoint binds. It ends by checking
-every acknowledged write on the new server, row by row, and writes summary.json, loop.csv,
-demo.png and the servers' logs into --out. Needs root and cgroup v1 (it refuses to run without
-them). ` + "`sluice sim demo`" + ` shows the same loop on the simulator.`,
+clients at --setpoint (default: ` + fmt.Sprintf("%g × the baseline's lowest %v mean, at least %v above it", demo.SetpointFactor, demo.CalmWindow, demo.MinSetpointGap) + `).
+At full speed the copy would need more CPU than the source's quota leaves it, so the setpoint
+binds. The demo ends by checking every acknowledged write on the new server, row by row, and
+writes summary.json, loop.csv, demo.png and the servers' logs into --out. Needs root and cgroup
+v1 (it refuses to run without them). ` + "`sluice sim demo`" + ` shows the same loop on the simulator.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
@@ -66,8 +66,8 @@ them). ` + "`sluice sim demo`" + ` shows the same loop on the simulator.`,
 				return cli.WriteJSON(cmd.OutOrStdout(), res)
 			}
 			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "\nsetpoint %.1f ms (baseline %.1f ms); clients during the copy %.1f ms (%+.1f %%; %.1f ms of it queued for a connection), the proxy's measure %.1f ms\n",
-				res.SetpointMs, res.BaselineMeanLatencyMs, res.AchievedMeanLatencyMs, 100*(res.AchievedMeanLatencyMs/res.SetpointMs-1), res.ClientQueueMs, res.ProxyMeanLatencyMs)
+			fmt.Fprintf(w, "\nsetpoint %.1f ms (baseline %.1f ms, calmest %.1f); clients during the copy %.1f ms (%+.1f %%; %.1f ms of it queued for a connection), the proxy's measure %.1f ms\n",
+				res.SetpointMs, res.BaselineMeanLatencyMs, res.BaselineCalmLatencyMs, res.AchievedMeanLatencyMs, 100*(res.AchievedMeanLatencyMs/res.SetpointMs-1), res.ClientQueueMs, res.ProxyMeanLatencyMs)
 			fmt.Fprintf(w, "migrated %s in %.1f s (copy %.1f s, %s mean); handover freeze %.0f ms; clients over the whole migration %.1f ms\n",
 				units.FormatBytes(float64(res.BytesCopied)), res.MigrationSeconds, res.CopySeconds,
 				units.FormatRate(float64(res.BytesCopied)/res.CopySeconds), res.FreezeMs, res.MigrationMeanLatencyMs)
@@ -79,7 +79,7 @@ them). ` + "`sluice sim demo`" + ` shows the same loop on the simulator.`,
 	f := cmd.Flags()
 	f.StringVar(&o.Out, "out", filepath.Join("out", "demo"), "directory for summary.json, loop.csv and demo.png")
 	f.StringVar(&size, "size", fmt.Sprintf("%.0fMB", demo.DefaultSize/1e6), "tenant data to load and migrate")
-	f.StringVar(&sp, "setpoint", "", fmt.Sprintf("clients' latency to hold during the copy (default: %g × the measured baseline, at least %v above it)", demo.SetpointFactor, demo.MinSetpointGap))
+	f.StringVar(&sp, "setpoint", "", fmt.Sprintf("clients' mean latency to hold during the copy (default: %g × the baseline's lowest %v mean, at least %v above it)", demo.SetpointFactor, demo.CalmWindow, demo.MinSetpointGap))
 	f.StringVar(&maxRate, "max-rate", "", "the migration's top speed (default: the control profile's)")
 	f.Float64Var(&o.TxRate, "tps", demo.DefaultTxRate, "workload arrivals per second")
 	f.IntVar(&o.MPL, "mpl", demo.DefaultMPL, "workload connections")

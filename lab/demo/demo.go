@@ -46,18 +46,22 @@ import (
 // minute, and the whole demo takes about a minute and a half
 // (docs/benchmarks.md, "Demo on a CPU-limited source").
 const (
-	DefaultSize       = 2e9  // tenant data, bytes
-	DefaultCPUs       = 0.45 // the source server's CPU quota, cores
-	DefaultTargetCPUs = 1.0  // the target server's, cores: the copy is bound by the source
-	DefaultTxRate     = 150  // workload arrivals/s
-	DefaultMPL        = 32   // workload connections: a free one for each arrival even in a stall of 200 ms
+	DefaultSize       = 1.8e9 // tenant data, bytes
+	DefaultCPUs       = 0.45  // the source server's CPU quota, cores
+	DefaultTargetCPUs = 1.0   // the target server's, cores: the copy is bound by the source
+	DefaultTxRate     = 150   // workload arrivals/s
+	DefaultMPL        = 32    // workload connections: a free one for each arrival even in a stall of 200 ms
 	DefaultBaseline   = 10 * time.Second
-	// SetpointFactor × the baseline's mean latency is the setpoint when
-	// none is given.
-	SetpointFactor = 3.0
+	// SetpointFactor × the baseline's calmest latency is the setpoint when
+	// none is given (SetpointRule).
+	SetpointFactor = 3.5
 	// MinSetpointGap is the least the setpoint rule puts above the
-	// baseline's mean, so that a fast baseline still leaves the loop room.
+	// baseline's calmest latency, so that a fast baseline still leaves the
+	// loop room.
 	MinSetpointGap = 4 * time.Millisecond
+	// CalmWindow is the span over which the baseline's calmest latency is
+	// the lowest mean: 5 s of the workload alone.
+	CalmWindow = 5 * time.Second
 )
 
 // Options configure a demo run. Zero values take the defaults noted.
@@ -67,7 +71,7 @@ type Options struct {
 	// "" = this process's own executable.
 	Binary     string
 	Size       int64         // tenant data, bytes; default DefaultSize
-	Setpoint   time.Duration // 0: SetpointRule of the measured baseline
+	Setpoint   time.Duration // 0: SetpointRule of the measured baseline's calmest latency
 	TxRate     float64       // workload arrivals/s; default DefaultTxRate
 	MPL        int           // workload connections; default DefaultMPL
 	MaxRate    float64       // the migration's top speed, bytes/s; 0 = the profile's
@@ -141,10 +145,14 @@ func (o Options) withDefaults() (Options, error) {
 	return o, nil
 }
 
-// SetpointRule is the setpoint the demo picks from the baseline's mean
-// latency: SetpointFactor × it, and at least MinSetpointGap above it.
-func SetpointRule(baseline time.Duration) time.Duration {
-	return max(time.Duration(SetpointFactor*float64(baseline)), baseline+MinSetpointGap)
+// SetpointRule is the setpoint the demo picks from the baseline's calmest
+// latency (the lowest mean over any CalmWindow of it): SetpointFactor × it,
+// and at least MinSetpointGap above it. The calmest stretch rather than the
+// mean, so that a baseline a burst on the host (or the load's aftermath)
+// inflates does not put the setpoint where the copy at full speed no longer
+// reaches it.
+func SetpointRule(calm time.Duration) time.Duration {
+	return max(time.Duration(SetpointFactor*float64(calm)), calm+MinSetpointGap)
 }
 
 // CheckHost reports, in one line, why this host cannot run the demo: it
@@ -220,16 +228,16 @@ func Run(ctx context.Context, opt Options) (Result, error) {
 	}
 	defer w.stop()
 	say("running the workload: %.0f transactions/s, %d connections; warming up, then %v of baseline", opt.TxRate, opt.MPL, opt.Baseline)
-	warm, bmean, err := w.baseline(ctx, opt.Baseline)
+	warm, bmean, calm, err := w.baseline(ctx, opt.Baseline)
 	if err != nil {
 		return Result{}, err
 	}
 	sp := opt.Setpoint
 	if sp == 0 {
-		sp = SetpointRule(time.Duration(bmean * float64(time.Millisecond)))
+		sp = SetpointRule(time.Duration(calm * float64(time.Millisecond)))
 	}
-	res := Result{SourceCPUs: opt.CPUs, SetpointMs: ms(sp), BaselineMeanLatencyMs: bmean}
-	say("baseline mean latency %.1f ms; setpoint %.1f ms", bmean, res.SetpointMs)
+	res := Result{SourceCPUs: opt.CPUs, SetpointMs: ms(sp), BaselineMeanLatencyMs: bmean, BaselineCalmLatencyMs: calm}
+	say("baseline mean latency %.1f ms, %.1f ms over its calmest %v; setpoint %.1f ms", bmean, calm, CalmWindow, res.SetpointMs)
 
 	mr, err := migrate(ctx, bed, tn, opt, sp, w.Runner, &w.secs, say)
 	if err != nil {
@@ -311,12 +319,14 @@ func (w *work) stop() error {
 }
 
 // baseline waits out the workload's warm-up, then d, and returns when the
-// baseline began on the workload's clock and its mean latency, ms.
-func (w *work) baseline(ctx context.Context, d time.Duration) (time.Duration, float64, error) {
+// baseline began on the workload's clock, its mean latency and its calmest
+// (the lowest mean over any CalmWindow of it, or the mean when d is
+// shorter), ms.
+func (w *work) baseline(ctx context.Context, d time.Duration) (from time.Duration, mean, calm float64, err error) {
 	t := minWarmUp
 	for ; t < maxWarmUp; t += time.Second {
 		if err := w.waitFor(ctx, t); err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 		a, _ := clientMeans(w.Transactions(t-2*warmWindow, t-warmWindow))
 		b, _ := clientMeans(w.Transactions(t-warmWindow, t))
@@ -325,13 +335,19 @@ func (w *work) baseline(ctx context.Context, d time.Duration) (time.Duration, fl
 		}
 	}
 	if err := w.waitFor(ctx, t+d); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	mean, _ := clientMeans(w.Transactions(t, t+d))
+	mean, _ = clientMeans(w.Transactions(t, t+d))
 	if math.IsNaN(mean) {
-		return 0, 0, errors.New("demo: no transaction completed during the baseline")
+		return 0, 0, 0, errors.New("demo: no transaction completed during the baseline")
 	}
-	return t, mean, nil
+	calm = mean
+	for s := t; s+CalmWindow <= t+d; s += time.Second {
+		if m, _ := clientMeans(w.Transactions(s, s+CalmWindow)); m < calm {
+			calm = m
+		}
+	}
+	return t, mean, calm, nil
 }
 
 // waitFor returns once the workload's clock reads at least d, or with an

@@ -47,8 +47,10 @@ func TestDemoSmall(t *testing.T) {
 		t.Fatalf("migration figures: %+v", res)
 	case res.CopySeconds <= 0 || res.CopySeconds > res.MigrationSeconds:
 		t.Fatalf("the copy (%v s) is not within the migration (%v s)", res.CopySeconds, res.MigrationSeconds)
-	case res.SetpointMs != ms(SetpointRule(time.Duration(res.BaselineMeanLatencyMs*float64(time.Millisecond)))):
-		t.Fatalf("setpoint %v ms is not the rule's for a baseline of %v ms", res.SetpointMs, res.BaselineMeanLatencyMs)
+	case res.SetpointMs != ms(SetpointRule(time.Duration(res.BaselineCalmLatencyMs*float64(time.Millisecond)))):
+		t.Fatalf("setpoint %v ms is not the rule's for a calmest baseline of %v ms", res.SetpointMs, res.BaselineCalmLatencyMs)
+	case res.BaselineCalmLatencyMs <= 0 || res.BaselineCalmLatencyMs > res.BaselineMeanLatencyMs:
+		t.Fatalf("baseline: mean %v ms, calmest %v ms", res.BaselineMeanLatencyMs, res.BaselineCalmLatencyMs)
 	case res.AchievedMeanLatencyMs <= 0 || res.ProxyMeanLatencyMs <= 0 || res.ClientQueueMs < 0 || res.ClientQueueMs > res.AchievedMeanLatencyMs:
 		t.Fatalf("latencies: %+v", res)
 	}
@@ -65,7 +67,7 @@ func TestDemoSmall(t *testing.T) {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	want := []string{"achieved_mean_latency_ms", "baseline_mean_latency_ms", "bytes_copied", "client_queue_ms", "copy_seconds",
+	want := []string{"achieved_mean_latency_ms", "baseline_calm_latency_ms", "baseline_mean_latency_ms", "bytes_copied", "client_queue_ms", "copy_seconds",
 		"freeze_ms", "migration_mean_latency_ms", "migration_seconds", "proxy_mean_latency_ms", "setpoint_ms", "source_cpus",
 		"writes_acknowledged", "writes_duplicated", "writes_missing"}
 	if !reflect.DeepEqual(keys, want) {

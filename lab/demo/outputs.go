@@ -112,7 +112,7 @@ func demoChart(res Result, secs []workload.Second, mr migrated, base [2]time.Dur
 		XLabel: "seconds since the workload started",
 		Panels: []chart.Panel{latency, speed},
 		Spans: []chart.Span{
-			{Name: fmt.Sprintf("baseline %.1f ms", res.BaselineMeanLatencyMs), From: base[0].Seconds(), To: base[1].Seconds(), Color: baselineColor},
+			{Name: fmt.Sprintf("baseline %.1f ms, calmest %v %.1f ms", res.BaselineMeanLatencyMs, CalmWindow, res.BaselineCalmLatencyMs), From: base[0].Seconds(), To: base[1].Seconds(), Color: baselineColor},
 			{Name: fmt.Sprintf("the copy, %.0f s", res.CopySeconds), From: start, To: hold},
 		},
 		Marks:         []chart.Mark{{Name: fmt.Sprintf("handover, freeze %.0f ms", res.FreezeMs), X: hold}},

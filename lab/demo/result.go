@@ -24,12 +24,15 @@ import (
 type Result struct {
 	// SetpointMs is the mean latency the loop was asked to hold the
 	// clients at during the migration, ms: Options.Setpoint, or
-	// SetpointRule of the baseline.
+	// SetpointRule of BaselineCalmLatencyMs.
 	SetpointMs float64 `json:"setpoint_ms"`
 	// BaselineMeanLatencyMs is the clients' mean latency before the
 	// migration, ms: the workload alone, over Options.Baseline after its
 	// warm-up.
 	BaselineMeanLatencyMs float64 `json:"baseline_mean_latency_ms"`
+	// BaselineCalmLatencyMs is the lowest of the clients' mean latency over
+	// any CalmWindow of the baseline, ms.
+	BaselineCalmLatencyMs float64 `json:"baseline_calm_latency_ms"`
 	// AchievedMeanLatencyMs is the clients' mean latency during the copy, ms.
 	AchievedMeanLatencyMs float64 `json:"achieved_mean_latency_ms"`
 	// ProxyMeanLatencyMs is the mean of the control loop's inputs during
