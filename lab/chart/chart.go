@@ -23,6 +23,31 @@ type Series struct {
 	X, Y   []float64
 	Color  color.Color // nil: a palette colour by position
 	Dashed bool
+	Width  vg.Length // line width; 0 = 1.4 points
+}
+
+// Band is a horizontal band of a panel from Lo to Hi across the whole X
+// axis, shaded under the panel's lines: a tolerance around a setpoint.
+type Band struct {
+	Name   string
+	Lo, Hi float64
+	Color  color.Color // nil: light green
+}
+
+// Span is an interval of the X axis shaded in every panel, under the
+// lines, and named in the top panel's legend: a phase of a run.
+type Span struct {
+	Name     string
+	From, To float64
+	Color    color.Color // nil: light grey
+}
+
+// Mark is a vertical line at X in every panel, named in the top panel's
+// legend: an event of a run.
+type Mark struct {
+	Name  string
+	X     float64
+	Color color.Color // nil: black
 }
 
 // Panel is one plot area.
@@ -32,6 +57,7 @@ type Panel struct {
 	YMin   float64 // with YMax: fixed range; both 0 = automatic (from 0)
 	YMax   float64
 	Series []Series
+	Bands  []Band
 }
 
 // Chart is a stack of panels over a shared X axis.
@@ -39,9 +65,22 @@ type Chart struct {
 	Title  string
 	XLabel string
 	Panels []Panel
-	Width  vg.Length // default 10 inch
-	Height vg.Length // per panel, default 3.2 inch
+	Spans  []Span
+	Marks  []Mark
+	// LegendOutside draws each panel's legend in a strip right of the
+	// panels, LegendWidth wide, instead of over its top right corner.
+	LegendOutside bool
+	LegendWidth   vg.Length // default 3 inch
+	// XMin, XMax fix the X axis; both 0 = the series' span.
+	XMin, XMax float64
+	Width      vg.Length // default 10 inch
+	Height     vg.Length // per panel, default 3.2 inch
 }
+
+var (
+	bandColor = color.RGBA{R: 200, G: 235, B: 200, A: 255}
+	spanColor = color.RGBA{R: 232, G: 232, B: 232, A: 255}
+)
 
 var palette = []color.Color{
 	color.RGBA{R: 200, G: 30, B: 30, A: 255},
@@ -74,78 +113,167 @@ func WritePNG(w io.Writer, c Chart) error {
 	if math.IsInf(xmin, 0) {
 		return fmt.Errorf("chart: no data")
 	}
-	plots := make([][]*plot.Plot, len(c.Panels))
-	for i, p := range c.Panels {
-		pl := plot.New()
-		pl.Title.Text = p.Title
-		if i == 0 && c.Title != "" {
-			pl.Title.Text = c.Title
-			if p.Title != "" {
-				pl.Title.Text += "\n" + p.Title
-			}
-		}
-		pl.Y.Label.Text = p.YLabel
-		if i == len(c.Panels)-1 {
-			pl.X.Label.Text = c.XLabel
-		}
-		pl.X.Min, pl.X.Max = xmin, xmax
-		pl.X.Tick.Marker, pl.Y.Tick.Marker = plainTicks{}, plainTicks{}
-		pl.Add(plotter.NewGrid())
-		ymax := 0.0
-		for k, s := range p.Series {
-			if len(s.X) != len(s.Y) {
-				return fmt.Errorf("chart: series %q has %d x and %d y values", s.Name, len(s.X), len(s.Y))
-			}
-			xy := make(plotter.XYs, 0, len(s.X))
-			for j := range s.X {
-				if math.IsNaN(s.Y[j]) || math.IsInf(s.Y[j], 0) {
-					continue
-				}
-				y := s.Y[j]
-				if p.YMax > p.YMin && y > p.YMax {
-					y = p.YMax // clip runaway values at the frame
-				}
-				xy = append(xy, plotter.XY{X: s.X[j], Y: y})
-				ymax = math.Max(ymax, y)
-			}
-			if len(xy) == 0 {
-				continue
-			}
-			l, err := plotter.NewLine(xy)
-			if err != nil {
-				return fmt.Errorf("chart: %w", err)
-			}
-			l.Color = s.Color
-			if l.Color == nil {
-				l.Color = palette[k%len(palette)]
-			}
-			l.Width = vg.Points(1.4)
-			if s.Dashed {
-				l.Dashes = []vg.Length{vg.Points(6), vg.Points(4)}
-			}
-			pl.Add(l)
-			if s.Name != "" {
-				pl.Legend.Add(s.Name, l)
-			}
-		}
-		pl.Legend.Top = true
-		if p.YMax > p.YMin {
-			pl.Y.Min, pl.Y.Max = p.YMin, p.YMax
-		} else {
-			pl.Y.Min, pl.Y.Max = 0, math.Max(ymax*1.1, 1e-9)
-		}
-		plots[i] = []*plot.Plot{pl}
+	if c.XMax > c.XMin {
+		xmin, xmax = c.XMin, c.XMax
 	}
-	img := vgimg.New(c.Width, c.Height*vg.Length(len(c.Panels)))
+	plots := make([][]*plot.Plot, len(c.Panels))
+	legends := make([]plot.Legend, len(c.Panels))
+	for i, p := range c.Panels {
+		pl, leg, err := c.panel(i, p, xmin, xmax)
+		if err != nil {
+			return err
+		}
+		plots[i], legends[i] = []*plot.Plot{pl}, leg
+	}
+	width := c.Width
+	if c.LegendOutside {
+		if c.LegendWidth == 0 {
+			c.LegendWidth = 3 * vg.Inch
+		}
+		width += c.LegendWidth
+	}
+	img := vgimg.New(width, c.Height*vg.Length(len(c.Panels)))
 	dc := draw.New(img)
+	area := dc
+	area.Max.X -= width - c.Width
 	tiles := draw.Tiles{Rows: len(c.Panels), Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(8), PadY: vg.Points(6)}
-	canvases := plot.Align(plots, tiles, dc)
+	canvases := plot.Align(plots, tiles, area)
 	for i := range plots {
 		plots[i][0].Draw(canvases[i][0])
+		if c.LegendOutside {
+			lc := canvases[i][0]
+			lc.Min.X, lc.Max.X = area.Max.X, dc.Max.X
+			legends[i].Draw(lc)
+		}
 	}
 	png := vgimg.PngCanvas{Canvas: img}
 	if _, err := png.WriteTo(w); err != nil {
 		return fmt.Errorf("chart: write png: %w", err)
+	}
+	return nil
+}
+
+// panel builds panel p, the i-th of c, over [xmin, xmax]: spans and bands
+// first, then the grid, the series and the marks, so the lines stay on top.
+// Its legend is the plot's own, or (LegendOutside) returned apart.
+func (c Chart) panel(i int, p Panel, xmin, xmax float64) (*plot.Plot, plot.Legend, error) {
+	pl := plot.New()
+	leg := &pl.Legend
+	if c.LegendOutside {
+		outside := plot.NewLegend()
+		outside.Top, outside.Left, outside.Padding = true, true, vg.Points(3)
+		leg = &outside
+	}
+	pl.Title.Text = p.Title
+	if i == 0 && c.Title != "" {
+		pl.Title.Text = c.Title
+		if p.Title != "" {
+			pl.Title.Text += "\n" + p.Title
+		}
+	}
+	pl.Y.Label.Text = p.YLabel
+	if i == len(c.Panels)-1 {
+		pl.X.Label.Text = c.XLabel
+	}
+	pl.X.Tick.Marker, pl.Y.Tick.Marker = plainTicks{}, plainTicks{}
+	lines := make([]plotter.XYs, len(p.Series))
+	ymax := 0.0
+	for k, s := range p.Series {
+		if len(s.X) != len(s.Y) {
+			return nil, plot.Legend{}, fmt.Errorf("chart: series %q has %d x and %d y values", s.Name, len(s.X), len(s.Y))
+		}
+		for j := range s.X {
+			if math.IsNaN(s.Y[j]) || math.IsInf(s.Y[j], 0) {
+				continue
+			}
+			y := s.Y[j]
+			if p.YMax > p.YMin && y > p.YMax {
+				y = p.YMax // clip runaway values at the frame
+			}
+			lines[k] = append(lines[k], plotter.XY{X: s.X[j], Y: y})
+			ymax = math.Max(ymax, y)
+		}
+	}
+	for _, b := range p.Bands {
+		ymax = math.Max(ymax, b.Hi)
+	}
+	ylo, yhi := 0.0, math.Max(ymax*1.1, 1e-9)
+	if p.YMax > p.YMin {
+		ylo, yhi = p.YMin, p.YMax
+	}
+	for _, s := range c.Spans {
+		if err := addArea(pl, leg, i == 0, s.Name, s.From, s.To, ylo, yhi, s.Color, spanColor); err != nil {
+			return nil, plot.Legend{}, err
+		}
+	}
+	for _, b := range p.Bands {
+		if err := addArea(pl, leg, true, b.Name, xmin, xmax, b.Lo, b.Hi, b.Color, bandColor); err != nil {
+			return nil, plot.Legend{}, err
+		}
+	}
+	pl.Add(plotter.NewGrid())
+	for k, s := range p.Series {
+		if len(lines[k]) == 0 {
+			continue
+		}
+		l, err := plotter.NewLine(lines[k])
+		if err != nil {
+			return nil, plot.Legend{}, fmt.Errorf("chart: %w", err)
+		}
+		l.Color = s.Color
+		if l.Color == nil {
+			l.Color = palette[k%len(palette)]
+		}
+		l.Width = s.Width
+		if l.Width == 0 {
+			l.Width = vg.Points(1.4)
+		}
+		if s.Dashed {
+			l.Dashes = []vg.Length{vg.Points(6), vg.Points(4)}
+		}
+		pl.Add(l)
+		if s.Name != "" {
+			leg.Add(s.Name, l)
+		}
+	}
+	for _, m := range c.Marks {
+		l, err := plotter.NewLine(plotter.XYs{{X: m.X, Y: ylo}, {X: m.X, Y: yhi}})
+		if err != nil {
+			return nil, plot.Legend{}, fmt.Errorf("chart: %w", err)
+		}
+		l.Color = m.Color
+		if l.Color == nil {
+			l.Color = color.Black
+		}
+		l.Width = vg.Points(1)
+		l.Dashes = []vg.Length{vg.Points(2), vg.Points(2)}
+		pl.Add(l)
+		if i == 0 && m.Name != "" {
+			leg.Add(m.Name, l)
+		}
+	}
+	pl.Legend.Top = true
+	// Last: every plotter added widens the axes to its data.
+	pl.X.Min, pl.X.Max = xmin, xmax
+	pl.Y.Min, pl.Y.Max = ylo, yhi
+	return pl, *leg, nil
+}
+
+// addArea shades the rectangle [x0, x1] × [y0, y1] of pl in col (def when
+// nil), named in leg when named is set.
+func addArea(pl *plot.Plot, leg *plot.Legend, named bool, name string, x0, x1, y0, y1 float64, col, def color.Color) error {
+	if col == nil {
+		col = def
+	}
+	poly, err := plotter.NewPolygon(plotter.XYs{{X: x0, Y: y0}, {X: x1, Y: y0}, {X: x1, Y: y1}, {X: x0, Y: y1}})
+	if err != nil {
+		return fmt.Errorf("chart: %w", err)
+	}
+	poly.Color = col
+	poly.LineStyle.Width = 0
+	pl.Add(poly)
+	if named && name != "" {
+		leg.Add(name, poly)
 	}
 	return nil
 }

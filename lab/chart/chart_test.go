@@ -40,6 +40,43 @@ func TestWritePNG(t *testing.T) {
 	}
 }
 
+// A chart with a band, a span, a mark, a fixed X range and its legend
+// outside renders, wider, and differs from the same chart without them.
+func TestWritePNGAnnotations(t *testing.T) {
+	xs := []float64{0, 10, 20, 30, 40}
+	plain := Chart{Panels: []Panel{{Series: []Series{{Name: "latency", X: xs, Y: []float64{1, 5, 4, 6, 5}}}}}}
+	var a, b bytes.Buffer
+	if err := WritePNG(&a, plain); err != nil {
+		t.Fatal(err)
+	}
+	annotated := plain
+	annotated.Panels = []Panel{{
+		Series: []Series{{Name: "latency", X: xs, Y: []float64{1, 5, 4, 6, 5}, Width: 3}},
+		Bands:  []Band{{Name: "setpoint ±10 %", Lo: 4.5, Hi: 5.5}},
+	}}
+	annotated.Spans = []Span{{Name: "copy", From: 10, To: 30}}
+	annotated.Marks = []Mark{{Name: "handover", X: 30}}
+	annotated.LegendOutside = true
+	annotated.XMin, annotated.XMax = 5, 35
+	if err := WritePNG(&b, annotated); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(a.Bytes(), b.Bytes()) {
+		t.Fatal("annotations drew nothing")
+	}
+	pa, err := png.Decode(&a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, err := png.Decode(&b)
+	if err != nil {
+		t.Fatalf("not a PNG: %v", err)
+	}
+	if pb.Bounds().Dx() <= pa.Bounds().Dx() {
+		t.Fatalf("legend outside: width %d, want more than %d", pb.Bounds().Dx(), pa.Bounds().Dx())
+	}
+}
+
 // The axes' labels carry no trailing zeros whatever the span.
 func TestPlainTicks(t *testing.T) {
 	for _, c := range []struct {

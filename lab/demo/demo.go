@@ -1,55 +1,92 @@
-// Package demo runs sluice end to end on one machine: two agents (two
-// "servers"), a proxy, a tenant of a few hundred MB, Slacker's YCSB workload
-// through the proxy, and a live migration whose speed the source agent's
-// control loop sets from the latency the proxy measures. It ends with a
-// row-by-row check of the workload's acknowledged writes on the new owner,
-// a summary, a CSV time series and a PNG plot.
+// Package demo runs sluice end to end on one machine and shows what it is
+// for: a live migration whose speed the source server's control loop sets,
+// every second, from the latency the proxy measures, so that the clients'
+// latency rides the operator's setpoint while the tenant moves.
 //
-// It is what `make demo` (`sluice demo`) shows a newcomer first.
+// Two "servers" (lab/testbed: each a `sluice agent` subprocess in a cgroup v1
+// group that the tenant postmasters it starts inherit, their data in memory
+// when the machine has room: memRoot) sit behind a proxy. The source's CPU is
+// limited by a CFS quota, so the copy and the tenant's transactions compete
+// for it: at full speed the copy would push the clients' latency far above
+// the setpoint, and the setpoint binds. The demo loads a tenant, runs
+// Slacker's YCSB workload through the proxy, measures the baseline latency,
+// migrates the tenant live with the product's default control profile
+// (control.DefaultProfile; the demo sets no gains and steers by nothing but
+// the proxy's windows, as `sluice migrate` does), checks every acknowledged
+// write on the new owner row by row, and writes summary.json (Result),
+// loop.csv, demo.png and the servers' logs.
+//
+// It is what `make demo` (`sluice demo`) shows a newcomer first. It needs
+// root and cgroup v1 (CheckHost).
 package demo
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math"
-	"net"
 	"os"
 	"path/filepath"
-	"sort"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sluicedb/sluice/agent"
-	agentclient "github.com/sluicedb/sluice/agent/client"
-	"github.com/sluicedb/sluice/control"
 	"github.com/sluicedb/sluice/internal/units"
-	"github.com/sluicedb/sluice/lab/chart"
+	"github.com/sluicedb/sluice/lab/cgroup"
+	"github.com/sluicedb/sluice/lab/testbed"
 	"github.com/sluicedb/sluice/lab/workload"
-	"github.com/sluicedb/sluice/loop"
-	"github.com/sluicedb/sluice/pgcluster"
-	"github.com/sluicedb/sluice/proxy"
-	proxyclient "github.com/sluicedb/sluice/proxy/client"
+)
+
+// Defaults of Options. On a 2-core machine they put the source near its
+// knee: the workload alone uses about half of the source's quota and the
+// copy at the profile's top speed would need more than the rest, so at the
+// setpoint the copy runs at a third of the top speed or so, for about a
+// minute, and the whole demo takes about a minute and a half
+// (docs/benchmarks.md, "Demo on a CPU-limited source").
+const (
+	DefaultSize       = 1.8e9 // tenant data, bytes
+	DefaultCPUs       = 0.45  // the source server's CPU quota, cores
+	DefaultTargetCPUs = 1.0   // the target server's, cores: the copy is bound by the source
+	DefaultTxRate     = 150   // workload arrivals/s
+	DefaultMPL        = 32    // workload connections: a free one for each arrival even in a stall of 200 ms
+	DefaultBaseline   = 10 * time.Second
+	// SetpointFactor × the baseline's calmest latency is the setpoint when
+	// none is given (SetpointRule).
+	SetpointFactor = 3.5
+	// MinSetpointGap is the least the setpoint rule puts above the
+	// baseline's calmest latency, so that a fast baseline still leaves the
+	// loop room.
+	MinSetpointGap = 4 * time.Millisecond
+	// CalmWindow is the span over which the baseline's calmest latency is
+	// the lowest mean: 5 s of the workload alone.
+	CalmWindow = 5 * time.Second
 )
 
 // Options configure a demo run. Zero values take the defaults noted.
 type Options struct {
-	Out        string        // output directory; default "out/demo"
-	Size       int64         // tenant data, bytes; default 200 MB
-	Setpoint   time.Duration // 0: 2 × the measured baseline mean latency (at least baseline + 5 ms)
-	TxRate     float64       // workload arrivals/s; default 200
-	MPL        int           // workload connections; default 8
-	MaxRate    float64       // migration's top speed, bytes/s; default 100 MB/s
-	Controller string        // fixed, pid (default), integral
-	Baseline   time.Duration // baseline measurement; default 15 s
+	Out string // output directory; default "out/demo"
+	// Binary is the sluice executable the servers run as `sluice agent`;
+	// "" = this process's own executable.
+	Binary     string
+	Size       int64         // tenant data, bytes; default DefaultSize
+	Setpoint   time.Duration // 0: SetpointRule of the measured baseline's calmest latency
+	TxRate     float64       // workload arrivals/s; default DefaultTxRate
+	MPL        int           // workload connections; default DefaultMPL
+	MaxRate    float64       // the migration's top speed, bytes/s; 0 = the profile's
+	Controller string        // pid (default) or fixed (at the top speed)
+	CPUs       float64       // the source server's CPU quota, cores; default DefaultCPUs
+	TargetCPUs float64       // the target server's, cores; default DefaultTargetCPUs; negative = none
+	Baseline   time.Duration // baseline measurement; default DefaultBaseline
 	Seed       uint64
 	Progress   io.Writer // live progress lines; nil = none
 }
+
+// maxMPL is the most workload connections a tenant takes: its
+// max_connections is PostgreSQL's default, 100, and the agents, the
+// migration and the ledger check need a few of their own.
+const maxMPL = 80
 
 // Check reports the first bad option, before anything is started.
 func (o Options) Check() error {
@@ -62,22 +99,25 @@ func (o Options) withDefaults() (Options, error) {
 		o.Out = filepath.Join("out", "demo")
 	}
 	if o.Size == 0 {
-		o.Size = 200e6
+		o.Size = DefaultSize
 	}
 	if o.TxRate == 0 {
-		o.TxRate = 200
+		o.TxRate = DefaultTxRate
 	}
 	if o.MPL == 0 {
-		o.MPL = 8
-	}
-	if o.MaxRate == 0 {
-		o.MaxRate = 100e6
+		o.MPL = DefaultMPL
 	}
 	if o.Controller == "" {
 		o.Controller = "pid"
 	}
+	if o.CPUs == 0 {
+		o.CPUs = DefaultCPUs
+	}
+	if o.TargetCPUs == 0 {
+		o.TargetCPUs = DefaultTargetCPUs
+	}
 	if o.Baseline == 0 {
-		o.Baseline = 15 * time.Second
+		o.Baseline = DefaultBaseline
 	}
 	if o.Progress == nil {
 		o.Progress = io.Discard
@@ -89,25 +129,50 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("demo: setpoint %v must be positive", o.Setpoint)
 	case !(o.TxRate > 0) || math.IsInf(o.TxRate, 0):
 		return o, fmt.Errorf("demo: workload rate %v must be a positive number", o.TxRate)
-	case !(o.MaxRate > 0) || math.IsInf(o.MaxRate, 0):
-		return o, fmt.Errorf("demo: max rate %v must be a positive number of bytes/s", o.MaxRate)
-	case o.Controller != "pid" && o.Controller != "fixed" && o.Controller != "integral":
-		return o, fmt.Errorf("demo: controller %q: want pid, fixed or integral", o.Controller)
+	case o.MPL < 1 || o.MPL > maxMPL:
+		return o, fmt.Errorf("demo: %d workload connections: want 1..%d", o.MPL, maxMPL)
+	case o.MaxRate < 0 || math.IsNaN(o.MaxRate) || math.IsInf(o.MaxRate, 0):
+		return o, fmt.Errorf("demo: max rate %v must be a positive number of bytes/s (0: the profile's)", o.MaxRate)
+	case o.Controller != "pid" && o.Controller != "fixed":
+		return o, fmt.Errorf("demo: controller %q: want pid or fixed", o.Controller)
+	case o.CPUs < 0 || testbed.CheckCPUs(o.CPUs) != nil:
+		return o, fmt.Errorf("demo: source CPU quota %v cores: want 0.01..64 (the demo needs the source limited)", o.CPUs)
+	case o.TargetCPUs > 0 && testbed.CheckCPUs(o.TargetCPUs) != nil:
+		return o, fmt.Errorf("demo: target CPU quota %v cores: want 0.01..64, or negative for none", o.TargetCPUs)
+	case o.Baseline < time.Second:
+		return o, fmt.Errorf("demo: baseline %v: want at least 1s", o.Baseline)
 	}
 	return o, nil
 }
 
-// Result is the demo's summary; its JSON keys are `sluice demo --json`'s.
-type Result struct {
-	SetpointMs            float64 `json:"setpoint_ms"`
-	BaselineMeanLatencyMs float64 `json:"baseline_mean_latency_ms"`
-	AchievedMeanLatencyMs float64 `json:"achieved_mean_latency_ms"`
-	MigrationSeconds      float64 `json:"migration_seconds"`
-	BytesCopied           int64   `json:"bytes_copied"`
-	FreezeMs              float64 `json:"freeze_ms"`
-	WritesAcknowledged    int64   `json:"writes_acknowledged"`
-	WritesMissing         int64   `json:"writes_missing"`
-	WritesDuplicated      int64   `json:"writes_duplicated"`
+// SetpointRule is the setpoint the demo picks from the baseline's calmest
+// latency (the lowest mean over any CalmWindow of it): SetpointFactor × it,
+// and at least MinSetpointGap above it. The calmest stretch rather than the
+// mean, so that a baseline a burst on the host (or the load's aftermath)
+// inflates does not put the setpoint where the copy at full speed no longer
+// reaches it.
+func SetpointRule(calm time.Duration) time.Duration {
+	return max(time.Duration(SetpointFactor*float64(calm)), calm+MinSetpointGap)
+}
+
+// CheckHost reports, in one line, why this host cannot run the demo: it
+// limits the source server's CPU with a cgroup v1 quota, so it needs root
+// and the cgroup v1 controllers lab/cgroup uses mounted under cgroup.Root.
+// The demo never runs unlimited instead.
+func CheckHost() error {
+	if os.Geteuid() != 0 {
+		return errors.New("demo: needs root: it limits the source server's CPU with a cgroup v1 quota")
+	}
+	for _, c := range cgroup.Controllers {
+		p := filepath.Join(cgroup.Root, c, "cgroup.procs")
+		if _, err := os.Stat(p); err != nil {
+			return fmt.Errorf("demo: needs cgroup v1 (the %s controller is not mounted at %s): it limits the source server's CPU with a CFS quota", c, filepath.Dir(p))
+		}
+	}
+	if _, err := os.Stat(filepath.Join(cgroup.Root, "cpu", "cpu.cfs_quota_us")); err != nil {
+		return fmt.Errorf("demo: needs cgroup v1's CPU quota (no cpu.cfs_quota_us under %s)", filepath.Join(cgroup.Root, "cpu"))
+	}
+	return nil
 }
 
 // Run performs the demo. It stops everything it started before returning.
@@ -116,193 +181,86 @@ func Run(ctx context.Context, opt Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if err := CheckHost(); err != nil {
+		return Result{}, err
+	}
 	if err := os.MkdirAll(opt.Out, 0o755); err != nil {
 		return Result{}, fmt.Errorf("demo: %w", err)
 	}
-	root, err := pgcluster.MkdirTemp("sluice-demo-")
+	began := time.Now()
+	say := func(format string, args ...any) {
+		fmt.Fprintf(opt.Progress, "[%4.0fs] %s\n", time.Since(began).Seconds(), fmt.Sprintf(format, args...))
+	}
+
+	root, err := memRoot(opt.Size)
+	if err != nil {
+		return Result{}, err
+	}
+	if root != "" {
+		defer os.RemoveAll(root)
+		say("the servers' data directories are in memory (%s)", root)
+	} else {
+		say("%s has no room for the servers' data: they share this machine's disk, whose writes disturb the latency", shmDir)
+	}
+	bed, err := testbed.Start(ctx, testbed.Options{
+		Root: root, Binary: opt.Binary, CPUs: opt.CPUs, MemoryMB: memoryMB(opt.Size),
+		CPUShares: cpuShares, LogDir: filepath.Join(opt.Out, "logs"), Progress: say,
+	})
 	if err != nil {
 		return Result{}, fmt.Errorf("demo: %w", err)
 	}
-	defer os.RemoveAll(root)
-	say := func(format string, args ...any) { fmt.Fprintf(opt.Progress, format+"\n", args...) }
+	defer bed.Close()
+	if err := bed.SetCPUs(1, opt.TargetCPUs); err != nil {
+		return Result{}, fmt.Errorf("demo: %w", err)
+	}
+	say("source %s: %.2g CPU; target %s: %s", bed.Servers[0].Name, opt.CPUs, bed.Servers[1].Name, cpusText(opt.TargetCPUs))
+	say("loading %s of YCSB usertable through the proxy (limits lifted meanwhile)", units.FormatBytes(float64(opt.Size)))
+	tn, err := bed.CreateTenant(ctx, 0, "demo", opt.Size, opt.Seed+1)
+	if err != nil {
+		return Result{}, fmt.Errorf("demo: %w", err)
+	}
 
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }() // agents stop with ctx
-
-	// The proxy: clients' front door and the loop's latency instrument.
-	px, err := proxy.New(proxy.Config{Listen: "127.0.0.1:0", APIListen: "127.0.0.1:0", Trust: true})
+	// One workload runs from before the baseline to after the handover; the
+	// ledger proves nothing it wrote is lost.
+	w, err := startWork(ctx, tn, opt)
 	if err != nil {
 		return Result{}, err
 	}
-	if err := px.Start(ctx); err != nil {
-		return Result{}, err
-	}
-	defer px.Close()
-	pc := proxyclient.New(px.APIAddr(), nil)
-
-	// Two agents, two "servers".
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	var agents [2]*agent.Agent
-	for i, name := range []string{"server-a", "server-b"} {
-		base, err := freeBase()
-		if err != nil {
-			return Result{}, err
-		}
-		dir := filepath.Join(root, name)
-		a, err := agent.New(agent.Config{Name: name, Root: dir, Listen: "127.0.0.1:0", Proxy: "http://" + px.APIAddr(), Logger: quiet,
-			Tenant: agent.TenantDefaults{BasePort: base, SharedBuffers: "32MB", Settings: map[string]string{"fsync": "off", "max_wal_size": "1GB"}}})
-		if err != nil {
-			return Result{}, err
-		}
-		agents[i] = a
-		wg.Add(1)
-		go func() { defer wg.Done(); a.Serve(ctx) }()
-	}
-	src, err := agentclient.New(agents[0].URL())
+	defer w.stop()
+	say("running the workload: %.0f transactions/s, %d connections; warming up, then %v of baseline", opt.TxRate, opt.MPL, opt.Baseline)
+	warm, bmean, calm, err := w.baseline(ctx, opt.Baseline)
 	if err != nil {
 		return Result{}, err
 	}
-	dst, err := agentclient.New(agents[1].URL())
-	if err != nil {
-		return Result{}, err
-	}
-	defer stopTenants(src, dst)
-
-	say("creating tenant \"demo\" on server-a")
-	tn, err := src.CreateTenant(ctx, agentclient.CreateTenant{Name: "demo"})
-	if err != nil {
-		return Result{}, fmt.Errorf("demo: create tenant: %w", err)
-	}
-	if err := pc.SetRoute(ctx, proxyclient.Route{Tenant: tn.Name, Addr: net.JoinHostPort(tn.Host, fmt.Sprint(tn.Port)), Database: tn.Database}); err != nil {
-		return Result{}, err
-	}
-	dsn := fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", px.Addr(), tn.Name)
-
-	say("loading %s of YCSB usertable through the proxy", units.FormatBytes(float64(opt.Size)))
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		return Result{}, fmt.Errorf("demo: connect through the proxy: %w", err)
-	}
-	rows := workload.RowsForSize(opt.Size)
-	loaded, err := workload.Load(ctx, conn, rows, opt.Seed+1, nil)
-	if err == nil {
-		_, err = conn.Exec(ctx, "CHECKPOINT")
-	}
-	conn.Close(context.Background())
-	if err != nil {
-		return Result{}, err
-	}
-	say("loaded %d rows, %s on disk", loaded.Rows, units.FormatBytes(float64(loaded.Bytes)))
-
-	wcfg := workload.Config{DSN: dsn, Rate: opt.TxRate, MPL: opt.MPL, Records: rows, Duration: opt.Baseline, Seed: opt.Seed + 2}
-	say("measuring the baseline: %.0f transactions/s for %v", opt.TxRate, opt.Baseline)
-	base, err := workload.NewRunner(wcfg)
-	if err != nil {
-		return Result{}, err
-	}
-	bsum, err := base.Run(ctx, nil)
-	if err != nil {
-		return Result{}, fmt.Errorf("demo: baseline: %w", err)
-	}
-	res := Result{BaselineMeanLatencyMs: bsum.MeanMs}
 	sp := opt.Setpoint
 	if sp == 0 {
-		sp = time.Duration(math.Max(2*bsum.MeanMs, bsum.MeanMs+5) * float64(time.Millisecond))
+		sp = SetpointRule(time.Duration(calm * float64(time.Millisecond)))
 	}
-	res.SetpointMs = float64(sp) / float64(time.Millisecond)
-	say("baseline mean latency %.1f ms; setpoint %.1f ms", bsum.MeanMs, res.SetpointMs)
+	res := Result{SourceCPUs: opt.CPUs, SetpointMs: ms(sp), BaselineMeanLatencyMs: bmean, BaselineCalmLatencyMs: calm}
+	say("baseline mean latency %.1f ms, %.1f ms over its calmest %v; setpoint %.1f ms", bmean, calm, CalmWindow, res.SetpointMs)
 
-	// The workload runs through the migration; the ledger proves nothing is lost.
-	wcfg.Duration = 30 * time.Minute
-	run, err := workload.NewRunner(wcfg)
+	mr, err := migrate(ctx, bed, tn, opt, sp, w.Runner, &w.secs, say)
 	if err != nil {
-		return Result{}, err
+		return res, err
 	}
-	wctx, stopWork := context.WithCancel(ctx)
-	defer stopWork()
-	var secsMu sync.Mutex
-	var secs []workload.Second
-	workDone := make(chan error, 1)
-	go func() {
-		_, err := run.Run(wctx, func(s workload.Second) { secsMu.Lock(); secs = append(secs, s); secsMu.Unlock() })
-		workDone <- err
-	}()
-	time.Sleep(3 * time.Second) // let the workload settle before the migration starts
-	wStart := time.Now()
-
-	say("migrating tenant %d to server-b, %s controller, setpoint %.1f ms, at most %s", tn.ID, opt.Controller, res.SetpointMs, units.FormatRate(opt.MaxRate))
-	ctl := &agentclient.Control{Controller: opt.Controller, SetpointMs: res.SetpointMs, MaxRate: opt.MaxRate}
-	// The loop steers by what the clients see (queue wait + execution, the
-	// latency the summary reports) next to the proxy's windows.
-	u, stopServe, err := run.ServeWindow("127.0.0.1:0", tn.Name)
-	if err != nil {
-		return res, fmt.Errorf("demo: %w", err)
-	}
-	defer stopServe()
-	ctl.ClientLatencyURL = u
-	switch opt.Controller {
-	case "integral":
-		ctl.K = control.HeuristicIntegralK(opt.MaxRate, sp)
-	}
-	m, err := src.StartMigration(ctx, agentclient.StartMigration{Tenant: tn.ID, To: agents[1].URL(), Rate: opt.MaxRate / 10, Control: ctl})
-	if err != nil {
-		return Result{}, fmt.Errorf("demo: start migration: %w", err)
-	}
-	migStart := time.Now()
-	for !m.Done {
-		select {
-		case <-ctx.Done():
-			return res, ctx.Err()
-		case <-time.After(time.Second):
-		}
-		if m, err = src.Migration(ctx, m.ID); err != nil {
-			return res, err
-		}
-		p := m.Progress
-		lat := lastLatency(&secsMu, secs)
-		of := "" // phases that count no bytes of their own have no total
-		if p.TotalBytes > 0 {
-			of = "of " + units.FormatBytes(float64(p.TotalBytes))
-		}
-		say("%-9s %9s %-12s %12s  ETA %5s  lag %-9s  latency %6.1f ms (setpoint %.1f)", p.Phase, units.FormatBytes(float64(p.Bytes)),
-			of, units.FormatRate(p.Rate), eta(p.ETASeconds), lagText(p.LagBytes), lat, res.SetpointMs)
-		if p.Warning != "" {
-			say("warning: %s", p.Warning)
-		}
-	}
-	migEnd := time.Now()
-	if m.Outcome != "committed" {
-		stopWork()
-		<-workDone
-		return res, fmt.Errorf("demo: migration %s ended %s: %s", m.ID, m.Outcome, m.Error)
-	}
-	series, _ := src.MigrationSeries(ctx, m.ID)
 	time.Sleep(2 * time.Second) // some traffic on the new owner
-	stopWork()
-	<-workDone
-
-	if m.Summary != nil {
-		res.BytesCopied, res.FreezeMs = m.Summary.Bytes, m.Summary.FreezeMS
+	if err := w.stop(); err != nil {
+		return res, err
 	}
-	res.MigrationSeconds = migEnd.Sub(migStart).Seconds()
-	secsMu.Lock()
-	all := append([]workload.Second(nil), secs...)
-	secsMu.Unlock()
-	res.AchievedMeanLatencyMs = meanBetween(all, migStart.Sub(wStart).Seconds()+3, migEnd.Sub(wStart).Seconds()+3)
+	res.measure(mr, w.Runner)
 
 	// Row by row on the new owner, through the proxy (its route followed the handover).
-	vconn, err := pgx.Connect(ctx, dsn)
+	vconn, err := pgx.Connect(ctx, tn.DSN)
 	if err != nil {
 		return res, fmt.Errorf("demo: verify: %w", err)
 	}
-	chk, err := workload.Verify(ctx, vconn, run.Ledger)
+	chk, err := workload.Verify(ctx, vconn, w.Ledger)
 	vconn.Close(context.Background())
 	if err != nil {
 		return res, err
 	}
 	res.WritesAcknowledged, res.WritesMissing, res.WritesDuplicated = chk.Acknowledged, chk.Missing, chk.Duplicated
-	if err := writeOutputs(opt.Out, res, all, series, migStart.Sub(wStart).Seconds()+3); err != nil {
+	if err := writeOutputs(opt.Out, res, w.secs.all(), mr, [2]time.Duration{warm, warm + opt.Baseline}); err != nil {
 		return res, err
 	}
 	if !chk.OK() {
@@ -311,122 +269,127 @@ func Run(ctx context.Context, opt Options) (Result, error) {
 	return res, nil
 }
 
-func lastLatency(mu *sync.Mutex, secs []workload.Second) float64 {
-	mu.Lock()
-	defer mu.Unlock()
-	for i := len(secs) - 1; i >= 0; i-- {
-		if secs[i].Count > 0 {
-			return secs[i].MeanMs
+// Warm-up: the workload runs at least minWarmUp before its baseline is
+// measured, and until two consecutive warmWindow means differ by less than
+// warmTolerance of the smaller (the new connections' backends and the
+// tenant's caches settled after the load, any backlog drained), or
+// maxWarmUp.
+const (
+	minWarmUp     = 5 * time.Second
+	maxWarmUp     = 30 * time.Second
+	warmWindow    = 3 * time.Second
+	warmTolerance = 0.5
+)
+
+// work is the demo's workload, running until stop.
+type work struct {
+	*workload.Runner
+	secs   seconds
+	cancel context.CancelFunc
+	done   chan struct{} // closed when the workload has stopped; err is then set
+	err    error
+}
+
+// startWork starts opt's workload on tn, with uniform keys as the
+// benchmarks' workload: zipfian's hot rows make concurrent transactions wait
+// on each other's row locks (and deadlock), stalls no copy speed causes.
+func startWork(ctx context.Context, tn testbed.Tenant, opt Options) (*work, error) {
+	run, err := workload.NewRunner(workload.Config{DSN: tn.DSN, Rate: opt.TxRate, MPL: opt.MPL, Records: tn.Rows,
+		Distribution: workload.Uniform, Duration: 30 * time.Minute, Seed: opt.Seed + 2})
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	w := &work{Runner: run, done: make(chan struct{})}
+	ctx, w.cancel = context.WithCancel(ctx)
+	go func() {
+		_, w.err = run.Run(ctx, w.secs.add)
+		close(w.done)
+	}()
+	return w, nil
+}
+
+// stop stops the workload and waits for it; safe to call more than once.
+func (w *work) stop() error {
+	w.cancel()
+	<-w.done
+	if w.err != nil && !errors.Is(w.err, context.Canceled) {
+		return fmt.Errorf("demo: workload: %w", w.err)
+	}
+	return nil
+}
+
+// baseline waits out the workload's warm-up, then d, and returns when the
+// baseline began on the workload's clock, its mean latency and its calmest
+// (the lowest mean over any CalmWindow of it, or the mean when d is
+// shorter), ms.
+func (w *work) baseline(ctx context.Context, d time.Duration) (from time.Duration, mean, calm float64, err error) {
+	t := minWarmUp
+	for ; t < maxWarmUp; t += time.Second {
+		if err := w.waitFor(ctx, t); err != nil {
+			return 0, 0, 0, err
+		}
+		a, _ := clientMeans(w.Transactions(t-2*warmWindow, t-warmWindow))
+		b, _ := clientMeans(w.Transactions(t-warmWindow, t))
+		if math.Abs(a-b) < warmTolerance*math.Min(a, b) {
+			break
+		}
+	}
+	if err := w.waitFor(ctx, t+d); err != nil {
+		return 0, 0, 0, err
+	}
+	mean, _ = clientMeans(w.Transactions(t, t+d))
+	if math.IsNaN(mean) {
+		return 0, 0, 0, errors.New("demo: no transaction completed during the baseline")
+	}
+	calm = mean
+	for s := t; s+CalmWindow <= t+d; s += time.Second {
+		if m, _ := clientMeans(w.Transactions(s, s+CalmWindow)); m < calm {
+			calm = m
+		}
+	}
+	return t, mean, calm, nil
+}
+
+// waitFor returns once the workload's clock reads at least d, or with an
+// error when ctx ends or the workload stops.
+func (w *work) waitFor(ctx context.Context, d time.Duration) error {
+	for {
+		if t0 := w.Started(); !t0.IsZero() && time.Since(t0) >= d {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-w.done:
+			return fmt.Errorf("demo: the workload stopped: %v", w.err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// seconds collects the workload's per-second figures as they arrive; safe
+// for concurrent use.
+type seconds struct {
+	mu sync.Mutex
+	s  []workload.Second
+}
+
+func (s *seconds) add(x workload.Second) { s.mu.Lock(); s.s = append(s.s, x); s.mu.Unlock() }
+
+func (s *seconds) all() []workload.Second {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]workload.Second(nil), s.s...)
+}
+
+// last is the mean latency of the last second with transactions; NaN if none.
+func (s *seconds) last() float64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.s) - 1; i >= 0; i-- {
+		if s.s[i].Count > 0 {
+			return s.s[i].MeanMs
 		}
 	}
 	return math.NaN()
-}
-
-// meanBetween is the transaction-weighted mean latency of the seconds in [from, to).
-func meanBetween(secs []workload.Second, from, to float64) float64 {
-	var sum float64
-	var n int
-	for _, s := range secs {
-		if float64(s.T) >= from && float64(s.T) < to {
-			sum += s.MeanMs * float64(s.Count)
-			n += s.Count
-		}
-	}
-	if n == 0 {
-		return math.NaN()
-	}
-	return sum / float64(n)
-}
-
-func eta(s float64) string {
-	if s < 0 || math.IsNaN(s) {
-		return "?"
-	}
-	return fmt.Sprintf("%.0fs", s)
-}
-
-func lagText(b int64) string {
-	if b < 0 {
-		return "-"
-	}
-	return units.FormatBytes(float64(b))
-}
-
-// freeBase returns a tenant base port with a free port right above it.
-func freeBase() (int, error) {
-	for i := 0; i < 50; i++ {
-		p, err := pgcluster.FreePort()
-		if err != nil {
-			return 0, err
-		}
-		if p < 2000 || p > 64000 {
-			continue
-		}
-		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
-			l.Close()
-			return p - 1, nil
-		}
-	}
-	return 0, errors.New("demo: no free port")
-}
-
-// stopTenants stops every tenant the demo's agents run; postmasters outlive agents.
-func stopTenants(cs ...*agentclient.Client) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for _, c := range cs {
-		ts, err := c.Tenants(ctx, true)
-		if err != nil {
-			continue
-		}
-		for _, t := range ts {
-			c.DeleteTenant(ctx, t.ID)
-		}
-	}
-}
-
-// writeOutputs writes summary.json, loop.csv (the control loop's record) and
-// demo.png. offset converts the loop's time (since the migration started) to
-// the workload's (since it started).
-func writeOutputs(dir string, res Result, secs []workload.Second, series []loop.Point, offset float64) error {
-	b, _ := json.MarshalIndent(res, "", "  ")
-	if err := os.WriteFile(filepath.Join(dir, "summary.json"), append(b, '\n'), 0o644); err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
-	f, err := os.Create(filepath.Join(dir, "loop.csv"))
-	if err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
-	loop.WriteCSV(f, series)
-	f.Close()
-	var t, lat, sp, rate, rt []float64
-	for _, s := range secs {
-		if s.Count > 0 {
-			t = append(t, float64(s.T))
-			lat = append(lat, s.MeanMs)
-		}
-	}
-	sort.Slice(series, func(i, j int) bool { return series[i].T < series[j].T })
-	for _, p := range series {
-		rt = append(rt, p.T+offset)
-		rate = append(rate, p.Rate/1e6)
-	}
-	sp = []float64{res.SetpointMs, res.SetpointMs}
-	c := chart.Chart{
-		Title:  fmt.Sprintf("sluice demo: live migration under a %.1f ms setpoint — %.1f s, freeze %.0f ms", res.SetpointMs, res.MigrationSeconds, res.FreezeMs),
-		XLabel: "seconds since the workload started",
-		Panels: []chart.Panel{
-			{YLabel: "latency, ms (1 s windows)", YMax: 4 * res.SetpointMs, Series: []chart.Series{
-				{Name: "transaction latency", X: t, Y: lat},
-				{Name: "setpoint", X: []float64{0, float64(len(secs))}, Y: sp, Dashed: true},
-			}},
-			{YLabel: "migration rate, MB/s", Series: []chart.Series{{Name: "rate set by the controller", X: rt, Y: rate}}},
-		},
-	}
-	pf, err := os.Create(filepath.Join(dir, "demo.png"))
-	if err != nil {
-		return fmt.Errorf("demo: %w", err)
-	}
-	defer pf.Close()
-	return chart.WritePNG(pf, c)
 }
