@@ -22,6 +22,9 @@ func WriteReference(w io.Writer, root *cobra.Command) error {
 		if c.Hidden || c.Name() == "help" || c.Name() == "completion" {
 			return
 		}
+		// Cobra adds --help to a command when it first runs one; add it
+		// here so the reference is the same whether or not any has run.
+		c.InitDefaultHelpFlag()
 		if c != root {
 			section(&b, c)
 		}

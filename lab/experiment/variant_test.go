@@ -22,7 +22,7 @@ func TestParseVariant(t *testing.T) {
 	if v.Profile != want || !v.ClientLatency || v.WALRelay != "source" || v.Checkpoint != "3s" {
 		t.Fatalf("variant %+v, want profile %+v, client latency, source relay, 3s checkpoint", v, want)
 	}
-	if l := v.Label(); !strings.HasPrefix(l, "sluice(ki=0.04,mean_horizon=0,learn_reserve=false,catch_up=") || !strings.HasSuffix(l, ",latency=client,wal_relay=source,checkpoint=3s)") {
+	if l := v.Label(); !strings.HasPrefix(l, "sluice(ki=0.04,mean_horizon=0,learn_reserve=false,catch_up.boost=2") || !strings.HasSuffix(l, ",latency=client,wal_relay=source,checkpoint=3s)") {
 		t.Errorf("label %q: want the profile's changes, then the trial's", l)
 	}
 	if v.LatencySource() != "client" {
