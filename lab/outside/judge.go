@@ -35,30 +35,44 @@ type Tx struct {
 // ParseLog reads pgbench's per-transaction log (-l): lines of "client_id
 // transaction_no time script_no time_epoch time_us [schedule_lag]", time in
 // µs. Lines of failed or skipped transactions ("failed", "skipped") are
-// left out; a malformed line is an error.
-func ParseLog(r io.Reader) ([]Tx, error) {
+// left out. A line that is not of that form is counted in the returned
+// LogStats and left out too: the caller decides how many it tolerates.
+func ParseLog(r io.Reader) ([]Tx, LogStats, error) {
 	var out []Tx
+	var st LogStats
 	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
 		f := strings.Fields(sc.Text())
 		if len(f) == 0 {
 			continue
 		}
-		if len(f) < 6 {
-			return nil, fmt.Errorf("outside: pgbench log line %d: %d fields, want at least 6", n, len(f))
-		}
-		if f[2] == "failed" || f[2] == "skipped" {
+		st.Lines++
+		if len(f) >= 6 && (f[2] == "failed" || f[2] == "skipped") {
 			continue
 		}
-		lat, err1 := strconv.ParseInt(f[2], 10, 64)
-		sec, err2 := strconv.ParseInt(f[4], 10, 64)
-		us, err3 := strconv.ParseInt(f[5], 10, 64)
-		if err1 != nil || err2 != nil || err3 != nil {
-			return nil, fmt.Errorf("outside: pgbench log line %d: %q", n, sc.Text())
+		var lat, sec, us int64
+		var err1, err2, err3 error
+		if len(f) >= 6 {
+			lat, err1 = strconv.ParseInt(f[2], 10, 64)
+			sec, err2 = strconv.ParseInt(f[4], 10, 64)
+			us, err3 = strconv.ParseInt(f[5], 10, 64)
+		}
+		if len(f) < 6 || err1 != nil || err2 != nil || err3 != nil {
+			if st.Unreadable++; st.First == "" {
+				st.First = fmt.Sprintf("line %d: %q", n, sc.Text())
+			}
+			continue
 		}
 		out = append(out, Tx{End: time.Unix(sec, us*1000), Latency: time.Duration(lat) * time.Microsecond})
 	}
-	return out, sc.Err()
+	return out, st, sc.Err()
+}
+
+// LogStats counts a log's lines and those ParseLog could not read.
+type LogStats struct {
+	Lines      int
+	Unreadable int
+	First      string // the first unreadable line, with its number
 }
 
 // Window is the clients' view of a span of time: transactions that ended in

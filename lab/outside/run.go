@@ -112,6 +112,9 @@ type Result struct {
 	SetpointMs float64 `json:"setpoint_ms"`
 	Rounds     []Round `json:"rounds"`
 	Pass       bool    `json:"pass"` // every round passed
+	// LogUnreadable counts pgbench log lines that were not of its format
+	// (left out; a log with more than 1 % of them fails the run).
+	LogUnreadable int `json:"log_lines_unreadable"`
 }
 
 // Run performs the judgement. It stops everything it started.
@@ -189,6 +192,7 @@ func Run(ctx context.Context, opt Options, command, machine string) (Result, err
 	if err != nil {
 		return res, err
 	}
+	res.LogUnreadable = h.unreadable
 	res.Pass = true
 	for _, r := range rounds {
 		r.Unthrottled.Clients = Between(txs, r.Unthrottled.start, r.Unthrottled.end)
@@ -211,6 +215,7 @@ type hosts struct {
 	tenant     int64
 	tenantPort int
 	procs      []*exec.Cmd
+	unreadable int // pgbench log lines left out, at most 1 % of a log's
 }
 
 // startHosts starts agents a and b and a proxy following both, and creates
@@ -365,10 +370,20 @@ func (h *hosts) readLog(label string) ([]Tx, error) {
 		if err != nil {
 			return nil, err
 		}
-		txs, err := ParseLog(fh)
+		txs, st, err := ParseLog(fh)
 		fh.Close()
 		if err != nil {
 			return nil, err
+		}
+		if st.Unreadable > 0 {
+			// Kept for a look: pgbench's log should hold no such line.
+			if b, err := os.ReadFile(f); err == nil {
+				os.WriteFile(filepath.Join(h.opt.Out, "unreadable-"+filepath.Base(f)), b, 0o644)
+			}
+			h.unreadable += st.Unreadable
+			if st.Unreadable*100 > st.Lines {
+				return nil, fmt.Errorf("outside: pgbench log %s: %d of %d lines unreadable (first: %s)", filepath.Base(f), st.Unreadable, st.Lines, st.First)
+			}
 		}
 		all = append(all, txs...)
 	}
