@@ -24,6 +24,7 @@ type Series struct {
 	Color  color.Color // nil: a palette colour by position
 	Dashed bool
 	Width  vg.Length // line width; 0 = 1.4 points
+	Points bool      // also a dot at each point (a series of one point shows)
 }
 
 // Band is a horizontal band of a panel from Lo to Hi across the whole X
@@ -232,8 +233,18 @@ func (c Chart) panel(i int, p Panel, xmin, xmax float64) (*plot.Plot, plot.Legen
 			l.Dashes = []vg.Length{vg.Points(6), vg.Points(4)}
 		}
 		pl.Add(l)
+		thumb := []plot.Thumbnailer{l}
+		if s.Points {
+			sc, err := plotter.NewScatter(lines[k])
+			if err != nil {
+				return nil, plot.Legend{}, fmt.Errorf("chart: %w", err)
+			}
+			sc.GlyphStyle = draw.GlyphStyle{Color: l.Color, Radius: vg.Points(2.5), Shape: draw.CircleGlyph{}}
+			pl.Add(sc)
+			thumb = append(thumb, sc)
+		}
 		if s.Name != "" {
-			leg.Add(s.Name, l)
+			leg.Add(s.Name, thumb...)
 		}
 	}
 	for _, m := range c.Marks {

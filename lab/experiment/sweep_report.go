@@ -3,6 +3,7 @@ package experiment
 import (
 	"cmp"
 	"fmt"
+	"image/color"
 	"math"
 	"regexp"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/sluicedb/sluice/internal/stats"
 	"github.com/sluicedb/sluice/lab/chart"
+	"gonum.org/v1/plot/vg"
 )
 
 // write computes the PID points' dominance and writes the sweep's outputs:
@@ -229,7 +231,7 @@ func sweepChart(r SweepResult) chart.Chart {
 		Title:  "slack sweep: mean latency during the migration vs its duration",
 		XLabel: "migration seconds",
 		Panels: []chart.Panel{{YLabel: "mean latency, ms", Series: []chart.Series{
-			{Name: "fixed rates", X: fx, Y: fy}, {Name: "PID setpoints", X: px, Y: py},
+			{Name: "fixed rates", X: fx, Y: fy, Points: true}, {Name: "PID setpoints", X: px, Y: py, Points: true},
 		}}},
 	}
 	return c1
@@ -239,15 +241,18 @@ func sweepChart(r SweepResult) chart.Chart {
 func setpointChart(r SweepResult) chart.Chart {
 	pid := append([]PIDPoint(nil), r.PID...)
 	sort.Slice(pid, func(i, j int) bool { return pid[i].SetpointMs < pid[j].SetpointMs })
-	var sx, sy []float64
+	var sx, sy, lo, hi []float64
 	for _, p := range pid {
 		sx, sy = append(sx, p.SetpointMs), append(sy, p.MeanLatencyMs)
+		lo, hi = append(lo, 0.9*p.SetpointMs), append(hi, 1.1*p.SetpointMs)
 	}
+	grey := color.Gray{Y: 150}
 	return chart.Chart{
 		Title:  "PID: achieved mean latency during the migration vs setpoint",
 		XLabel: "setpoint, ms",
 		Panels: []chart.Panel{{YLabel: "mean latency, ms", Series: []chart.Series{
-			{Name: "achieved", X: sx, Y: sy}, {Name: "= setpoint", X: sx, Y: sx, Dashed: true},
+			{Name: "achieved", X: sx, Y: sy, Points: true}, {Name: "= setpoint", X: sx, Y: sx, Dashed: true},
+			{Name: "±10 %", X: sx, Y: lo, Color: grey, Width: vg.Points(0.8)}, {X: sx, Y: hi, Color: grey, Width: vg.Points(0.8)},
 		}}},
 	}
 }
