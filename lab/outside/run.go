@@ -376,7 +376,8 @@ func (h *hosts) readLog(label string) ([]Tx, error) {
 			return nil, err
 		}
 		if st.Unreadable > 0 {
-			// Kept for a look: pgbench's log should hold no such line.
+			// Kept for a look. The run stopped mid-write (the load through
+			// the migrations is cancelled) ends in a cut line.
 			if b, err := os.ReadFile(f); err == nil {
 				os.WriteFile(filepath.Join(h.opt.Out, "unreadable-"+filepath.Base(f)), b, 0o644)
 			}
