@@ -3,6 +3,7 @@ package experiment
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -82,7 +83,7 @@ func Multitenant(ctx context.Context, bed *testbed.Bed, o MultiOptions) (MultiRe
 	}
 	wc := o.Workload
 	wc.Rate /= float64(o.Tenants)
-	base, err := multiBaseline(ctx, tns, wc, o.BaselineFor, o.Seed+50)
+	base, err := multiBaseline(ctx, tns, wc, o.BaselineFor, o.Seed+50, say)
 	if err != nil {
 		return res, err
 	}
@@ -212,11 +213,33 @@ func multiChart(t Labeled, run MultiRun, sp float64) chart.Chart {
 	return c
 }
 
-// multiBaseline runs every tenant's workload at once, without a migration,
-// for d (after 3 s of warm-up) and returns the server-wide latency figures.
-func multiBaseline(ctx context.Context, tns []testbed.Tenant, wc workload.Config, d time.Duration, seed uint64) (Stats, error) {
+// multiBaseline is multiBaselineOnce until a measurement is Settled, at
+// most BaselineAttempts times (the tenants' loads leave checkpoints and
+// vacuums behind, and the setpoint is derived from it); if none settles it
+// returns the one with the lowest mean.
+func multiBaseline(ctx context.Context, tns []testbed.Tenant, wc workload.Config, d time.Duration, seed uint64, say func(string, ...any)) (Stats, error) {
+	var best Stats
+	for i := range BaselineAttempts {
+		st, err := multiBaselineOnce(ctx, tns, wc, d, seed+uint64(i)*1000)
+		if err != nil || st.Settled() {
+			return st, err
+		}
+		say("baseline %d of %d not settled: server-wide mean %.1f ms ± %.1f is above %g × its median 3 s window (%.1f ms); measuring again",
+			i+1, BaselineAttempts, st.Mean, st.Std, MaxBaselineSkew, st.Window50)
+		if i == 0 || st.Mean < best.Mean {
+			best = st
+		}
+	}
+	say("no settled baseline in %d attempts; using the lowest (mean %.1f ms)", BaselineAttempts, best.Mean)
+	return best, nil
+}
+
+// multiBaselineOnce runs every tenant's workload at once, without a
+// migration, for d (after 3 s of warm-up) and returns the server-wide
+// latency figures, with the median and p90 of its 3 s windows.
+func multiBaselineOnce(ctx context.Context, tns []testbed.Tenant, wc workload.Config, d time.Duration, seed uint64) (Stats, error) {
 	var wg sync.WaitGroup
-	lats := make([][]float64, len(tns))
+	runners := make([]*workload.Runner, len(tns))
 	errs := make([]error, len(tns))
 	for i, t := range tns {
 		w := wc
@@ -225,21 +248,31 @@ func multiBaseline(ctx context.Context, tns []testbed.Tenant, wc workload.Config
 		if err != nil {
 			return Stats{}, err
 		}
+		runners[i] = r
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if _, errs[i] = r.Run(ctx, nil); errs[i] == nil {
-				lats[i] = r.Latencies(3, 1<<30)
-			}
+			_, errs[i] = r.Run(ctx, nil)
 		}()
 	}
 	wg.Wait()
-	var all []float64
 	for i := range tns {
 		if errs[i] != nil {
 			return Stats{}, fmt.Errorf("experiment: baseline of %s: %w", tns[i].Name, errs[i])
 		}
-		all = append(all, lats[i]...)
 	}
-	return Describe(all), nil
+	// The server's latencies of seconds [a, b): every tenant's.
+	lat := func(a, b int) []float64 {
+		var all []float64
+		for _, r := range runners {
+			all = append(all, r.Latencies(a, b)...)
+		}
+		return all
+	}
+	st := Describe(lat(3, 1<<30))
+	windows := WindowMeans(lat, 3, int((d+3*time.Second)/time.Second), 3)
+	sort.Float64s(windows)
+	st.Window90 = round(workload.Quantile(windows, 0.9), 2)
+	st.Window50 = round(workload.Quantile(windows, 0.5), 2)
+	return st, nil
 }
