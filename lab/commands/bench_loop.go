@@ -63,7 +63,7 @@ type bed struct {
 var (
 	sweepBed = bed{size: "3GB", memoryMB: 5120, mpl: experiment.SweepMPL, cpus: 0.5, targetCPUs: 1, tps: 150, stealLimit: 25}
 	stepBed  = bed{size: "3GB", memoryMB: 5120, mpl: experiment.DefaultMPL, cpus: 0.5, targetCPUs: 1, tps: 210, stealLimit: 25}
-	multiBed = bed{size: "3GB", memoryMB: 5120, mpl: experiment.DefaultMPL, cpus: 0.25, tps: 100}
+	multiBed = bed{size: "3GB", memoryMB: 5120, mpl: experiment.DefaultMPL, cpus: 0.5, targetCPUs: 1, tps: 100}
 )
 
 func (f *loopFlags) register(fs *pflag.FlagSet, scenario string, b bed) {
