@@ -75,17 +75,21 @@ const BaselineAttempts = 3
 // setpoints from it, so one stall in a single 20 s measurement must not set
 // them.
 func SettledBaseline(ctx context.Context, t testbed.Tenant, wc workload.Config, d time.Duration, seed uint64, say func(string, ...any)) (Stats, error) {
+	return settled(func(i int) (Stats, error) { return Baseline(ctx, t, wc, d, seed+uint64(i)*1000) }, "mean", say)
+}
+
+// settled calls measure(0), measure(1), … until a measurement is Settled,
+// at most BaselineAttempts times, each unsettled one reported through say
+// (what names its mean); if none settles it returns the lowest.
+func settled(measure func(attempt int) (Stats, error), what string, say func(string, ...any)) (Stats, error) {
 	var best Stats
 	for i := range BaselineAttempts {
-		st, err := Baseline(ctx, t, wc, d, seed+uint64(i)*1000)
-		if err != nil {
+		st, err := measure(i)
+		if err != nil || st.Settled() {
 			return st, err
 		}
-		if st.Settled() {
-			return st, nil
-		}
-		say("baseline %d of %d not settled: mean %.1f ms ± %.1f is above %g × its median 3 s window (%.1f ms); measuring again",
-			i+1, BaselineAttempts, st.Mean, st.Std, MaxBaselineSkew, st.Window50)
+		say("baseline %d of %d not settled: %s %.1f ms ± %.1f is above %g × its median 3 s window (%.1f ms); measuring again",
+			i+1, BaselineAttempts, what, st.Mean, st.Std, MaxBaselineSkew, st.Window50)
 		if i == 0 || st.Mean < best.Mean {
 			best = st
 		}

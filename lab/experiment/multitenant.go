@@ -213,25 +213,11 @@ func multiChart(t Labeled, run MultiRun, sp float64) chart.Chart {
 	return c
 }
 
-// multiBaseline is multiBaselineOnce until a measurement is Settled, at
-// most BaselineAttempts times (the tenants' loads leave checkpoints and
-// vacuums behind, and the setpoint is derived from it); if none settles it
-// returns the one with the lowest mean.
+// multiBaseline is multiBaselineOnce until a measurement is Settled (the
+// tenants' loads leave checkpoints and vacuums behind, and the setpoint is
+// derived from it), as SettledBaseline.
 func multiBaseline(ctx context.Context, tns []testbed.Tenant, wc workload.Config, d time.Duration, seed uint64, say func(string, ...any)) (Stats, error) {
-	var best Stats
-	for i := range BaselineAttempts {
-		st, err := multiBaselineOnce(ctx, tns, wc, d, seed+uint64(i)*1000)
-		if err != nil || st.Settled() {
-			return st, err
-		}
-		say("baseline %d of %d not settled: server-wide mean %.1f ms ± %.1f is above %g × its median 3 s window (%.1f ms); measuring again",
-			i+1, BaselineAttempts, st.Mean, st.Std, MaxBaselineSkew, st.Window50)
-		if i == 0 || st.Mean < best.Mean {
-			best = st
-		}
-	}
-	say("no settled baseline in %d attempts; using the lowest (mean %.1f ms)", BaselineAttempts, best.Mean)
-	return best, nil
+	return settled(func(i int) (Stats, error) { return multiBaselineOnce(ctx, tns, wc, d, seed+uint64(i)*1000) }, "server-wide mean", say)
 }
 
 // multiBaselineOnce runs every tenant's workload at once, without a
