@@ -35,18 +35,20 @@ type Tx struct {
 // ParseLog reads pgbench's per-transaction log (-l): lines of "client_id
 // transaction_no time script_no time_epoch time_us [schedule_lag]", time in
 // µs. Lines of failed or skipped transactions ("failed", "skipped") are
-// left out. A line that is not of that form is counted in the returned
-// LogStats and left out too: the caller decides how many it tolerates.
-func ParseLog(r io.Reader) ([]Tx, LogStats, error) {
-	var out []Tx
-	var st LogStats
+// left out. A malformed line is an error, except the log's last: a pgbench
+// stopped mid-run (the load through the migrations is) leaves a line cut
+// short at the end of its log, which ParseLog leaves out and reports as cut.
+func ParseLog(r io.Reader) (txs []Tx, cut bool, err error) {
 	sc := bufio.NewScanner(r)
+	bad := "" // the last malformed line, with its number; fatal once another follows
 	for n := 1; sc.Scan(); n++ {
 		f := strings.Fields(sc.Text())
 		if len(f) == 0 {
 			continue
 		}
-		st.Lines++
+		if bad != "" {
+			return nil, false, fmt.Errorf("outside: pgbench log %s", bad)
+		}
 		if len(f) >= 6 && (f[2] == "failed" || f[2] == "skipped") {
 			continue
 		}
@@ -58,21 +60,12 @@ func ParseLog(r io.Reader) ([]Tx, LogStats, error) {
 			us, err3 = strconv.ParseInt(f[5], 10, 64)
 		}
 		if len(f) < 6 || err1 != nil || err2 != nil || err3 != nil {
-			if st.Unreadable++; st.First == "" {
-				st.First = fmt.Sprintf("line %d: %q", n, sc.Text())
-			}
+			bad = fmt.Sprintf("line %d: %q", n, sc.Text())
 			continue
 		}
-		out = append(out, Tx{End: time.Unix(sec, us*1000), Latency: time.Duration(lat) * time.Microsecond})
+		txs = append(txs, Tx{End: time.Unix(sec, us*1000), Latency: time.Duration(lat) * time.Microsecond})
 	}
-	return out, st, sc.Err()
-}
-
-// LogStats counts a log's lines and those ParseLog could not read.
-type LogStats struct {
-	Lines      int
-	Unreadable int
-	First      string // the first unreadable line, with its number
+	return txs, bad != "", sc.Err()
 }
 
 // Window is the clients' view of a span of time: transactions that ended in
