@@ -71,8 +71,11 @@ func OSUserIDs(name string) (uid, gid int, ok bool, err error) {
 // MkdirTemp creates a new temporary directory (os.MkdirTemp's pattern) that
 // the PostgreSQL OS user may use: mode 0755 and, when the caller is root,
 // owned by that user. Clusters can be made inside it. The caller removes it.
-func MkdirTemp(pattern string) (string, error) {
-	d, err := os.MkdirTemp("", pattern)
+func MkdirTemp(pattern string) (string, error) { return MkdirTempIn("", pattern) }
+
+// MkdirTempIn is MkdirTemp in dir ("" = the default temporary directory).
+func MkdirTempIn(dir, pattern string) (string, error) {
+	d, err := os.MkdirTemp(dir, pattern)
 	if err != nil {
 		return "", fmt.Errorf("pgcluster: temp dir: %w", err)
 	}

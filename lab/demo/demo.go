@@ -43,8 +43,8 @@ import (
 // knee: the workload alone uses about half of the source's quota and the
 // copy at the profile's top speed would need more than the rest, so at the
 // setpoint the copy runs at a third of the top speed or so, for about a
-// minute, and the whole demo takes about a minute and a half
-// (docs/benchmarks.md, "Demo on a CPU-limited source").
+// minute, and the whole demo takes under two and a half minutes
+// (docs/results.md, "demo").
 const (
 	DefaultSize       = 1.8e9 // tenant data, bytes
 	DefaultCPUs       = 0.45  // the source server's CPU quota, cores

@@ -4,10 +4,11 @@ import (
 	"bufio"
 	"fmt"
 	"os"
-	"os/user"
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/sluicedb/sluice/pgcluster"
 )
 
 // cpuShares is the cpu.shares weight of the servers and of the demo's own
@@ -39,25 +40,9 @@ func memRoot(size int64) (string, error) {
 	if err := syscall.Statfs(shmDir, &st); err != nil || int64(st.Bavail)*st.Bsize < need || memAvailable() < need {
 		return "", nil
 	}
-	d, err := os.MkdirTemp(shmDir, "sluice-demo-")
+	d, err := pgcluster.MkdirTempIn(shmDir, "sluice-demo-")
 	if err != nil {
-		return "", fmt.Errorf("demo: %w", err)
-	}
-	u, err := user.Lookup("postgres")
-	if err == nil {
-		var uid, gid int
-		if uid, err = strconv.Atoi(u.Uid); err == nil {
-			if gid, err = strconv.Atoi(u.Gid); err == nil {
-				err = os.Chown(d, uid, gid)
-			}
-		}
-	}
-	if err == nil {
-		err = os.Chmod(d, 0o755)
-	}
-	if err != nil {
-		os.RemoveAll(d)
-		return "", fmt.Errorf("demo: data directory %s for the postgres user: %w", d, err)
+		return "", fmt.Errorf("demo: data directory for the postgres user: %w", err)
 	}
 	return d, nil
 }
