@@ -48,6 +48,7 @@ type Agent struct {
 	tgtOnce sync.Once
 	tgt     migration.Target // served to source agents (target_local.go)
 	relays  targetRelays     // WAL relays in front of incoming standbys (walrelay.go)
+	hooks   faultHooks       // fault-injection pause point (Config.FaultHooks)
 
 	closeOnce sync.Once
 	bgCtx     context.Context    // background work (analyzeLater) runs under it
@@ -137,6 +138,14 @@ func (a *Agent) Serve(ctx context.Context) error {
 	a.log.Info("agent serving", "url", a.url, "root", a.cfg.Root, "pg", a.pgVer)
 	a.resumeTargetRelays(ctx)
 	a.resumeMigrations(ctx)
+	a.bg.Add(1)
+	go func() {
+		defer a.bg.Done()
+		sctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		go func() { <-a.bgCtx.Done(); cancel() }()
+		a.supervise(sctx)
+	}()
 	select {
 	case <-ctx.Done():
 	case err := <-errc:

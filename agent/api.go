@@ -30,6 +30,9 @@ func (a *Agent) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/tenants/{id}/stop", a.tenantOp(func(r *http.Request, id int64) (any, error) { return a.StopTenant(r.Context(), id) }))
 	a.migrationRoutes(mux)
 	a.seriesRoute(mux)
+	if a.cfg.FaultHooks {
+		a.faultRoutes(mux)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errf(http.StatusNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})

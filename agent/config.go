@@ -70,6 +70,10 @@ type Config struct {
 	// TLSCA (PEM file) is the CA that peers' certificates are checked
 	// against; empty: the system roots.
 	TLSCA string `json:"tls_ca"`
+	// FaultHooks adds the fault-injection endpoints /v1/debug/pause and
+	// /v1/debug/resume (faulthooks.go), for tests that kill processes at
+	// named points of a migration. Default false; not for production.
+	FaultHooks bool `json:"fault_hooks,omitempty"`
 	// Proxy is the sluice proxy's API URL used for handover (hold, switch,
 	// release). Empty: no proxy; clients find the new owner themselves.
 	Proxy string `json:"proxy"`

@@ -48,6 +48,7 @@ type run struct {
 	mu          sync.Mutex
 	prog        migration.Progress
 	phase       migration.Phase    // of the last persisted record: the running action's phase
+	failures    int                // of the last persisted record: a change is a new failed retry, logged
 	cancel      context.CancelFunc // cancels the current migration.Run
 	abortReason string             // set once an operator asked to abort
 	loop        *loop.Loop         // the control loop, when the migration has one
@@ -376,6 +377,11 @@ func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *pg.Local
 				r.mu.Lock()
 				defer r.mu.Unlock()
 				r.phase = rec.Phase
+				if rec.Failures > 0 && rec.Failures != r.failures {
+					a.log.Warn("migration step failed; retrying", "migration", rec.ID, "phase", rec.Phase,
+						"step", migration.Next(rec), "failures", rec.Failures, "since", rec.RetrySince, "err", rec.RetryError)
+				}
+				r.failures = rec.Failures
 				t0 := time.Now()
 				err := a.persist(rec)
 				if d := time.Since(t0); d > slowPersist {
@@ -398,6 +404,7 @@ func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *pg.Local
 				r.mu.Unlock()
 			},
 			Abort: r.abort,
+			Hook:  a.hooks.at,
 		}
 		for {
 			rctx, cancel := context.WithCancel(ctx)
@@ -425,7 +432,7 @@ func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *pg.Local
 			}
 			// Stuck: a roll-forward or rollback step keeps failing (e.g. the
 			// peer agent is down). Try again later while this agent runs.
-			a.log.Warn("migration stuck; retrying", "migration", rec.ID, "phase", final.Phase, "err", final.Error, "in", StuckRetry)
+			a.log.Warn("migration stuck; retrying", "migration", rec.ID, "phase", final.Phase, "err", final.Error, "cause", final.RetryError, "since", final.RetrySince, "in", StuckRetry)
 			rec = final
 			select {
 			case <-ctx.Done():

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/http"
 	"time"
@@ -45,6 +46,9 @@ func (a *Agent) migrationView(m catalog.Migration) client.Migration {
 	var rec migration.Record
 	json.Unmarshal(m.Record, &rec)
 	v.Progress = client.Progress{Phase: string(rec.Phase), LagBytes: rec.LagBytes, ETASeconds: -1, Limit: m.Rate, Bytes: max(rec.SnapshotBytes+rec.CopyBytes, m.Moved)}
+	if !m.Done && rec.RetryError != "" {
+		v.Progress.Waiting = waiting(rec)
+	}
 	if r := a.mig.get(m.ID); r != nil {
 		controlView(r, &v.Progress)
 		r.mu.Lock()
@@ -184,4 +188,17 @@ func (a *Agent) AbortMigration(id, reason string) (client.Migration, error) {
 	r.mu.Unlock()
 	a.log.Info("migration abort requested", "migration", id, "reason", reason)
 	return a.Migration(id)
+}
+
+// waiting describes a step that keeps failing: which, since when, why.
+func waiting(rec migration.Record) string {
+	step := "the next step"
+	if a := migration.Next(rec); a != nil {
+		step = a.String()
+	}
+	since := rec.RetrySince
+	if since.IsZero() {
+		since = rec.Updated
+	}
+	return fmt.Sprintf("retrying %s since %s (%s ago): %s", step, since.UTC().Format(time.RFC3339), time.Since(since).Round(time.Second), rec.RetryError)
 }

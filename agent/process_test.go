@@ -112,6 +112,16 @@ func (p *procAgent) stop() {
 // procPair starts two `sluice agent` processes that are peers; tenant
 // settings add extra to the defaults.
 func procPair(t *testing.T, extra map[string]string) (*procAgent, *procAgent) {
+	return procPairWith(t, func(i int, c *Config) {
+		for k, v := range extra {
+			c.Tenant.Settings[k] = v
+		}
+	})
+}
+
+// procPairWith starts two `sluice agent` processes that are peers, after mod
+// changed each one's config (i is 0 for the first, 1 for the second).
+func procPairWith(t *testing.T, mod func(i int, c *Config)) (*procAgent, *procAgent) {
 	bin := buildSluice(t)
 	var ps [2]*procAgent
 	var cfgs [2]Config
@@ -119,14 +129,12 @@ func procPair(t *testing.T, extra map[string]string) (*procAgent, *procAgent) {
 		cfgs[i] = newTestConfig(t, name)
 		port, _ := pgcluster.FreePort()
 		cfgs[i].Listen = fmt.Sprintf("127.0.0.1:%d", port)
-		for k, v := range extra {
-			cfgs[i].Tenant.Settings[k] = v
-		}
 		stopTenants(t, cfgs[i].Root)
 	}
 	zero := Duration(0)
 	for i := range cfgs {
 		cfgs[i].Peers = map[string]string{cfgs[1-i].Name: "http://" + cfgs[1-i].Listen}
+		mod(i, &cfgs[i])
 		cfgs[i].RetireGrace = &zero
 		cfgs[i].Logger = nil
 		dir := pgtest.TempDir(t)

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -25,14 +26,20 @@ func (a *Agent) router(id int64) migration.Router {
 	if tn, err := a.cat.Tenant(id); err == nil {
 		name = tn.Name
 	}
-	return proxyRouter{c: proxyclient.New(a.cfg.Proxy, nil), name: name, log: a.log}
+	return proxyRouter{c: proxyclient.New(a.cfg.Proxy, nil), name: name, db: a.cfg.Tenant.Database, log: a.log}
 }
 
 // proxyRouter glues the proxy's client to migration.Router. The proxy knows
 // tenants by name (from GET /v1/tenants); migration records carry the id.
+//
+// The proxy may have lost its memory (restarted) or never have known the
+// tenant (it follows no catalog): Switch then creates the route, and Release
+// of a tenant it does not know succeeds — nothing is held there, so a
+// rollback or a roll-forward never waits on state that no longer exists.
 type proxyRouter struct {
 	c    *proxyclient.Client
 	name string
+	db   string       // the tenant's database on its server ("" = the proxy's default)
 	log  *slog.Logger // nil: no slow-call warnings
 }
 
@@ -81,7 +88,16 @@ func (p proxyRouter) Hold(ctx context.Context, _ string, deadline time.Duration)
 }
 
 func (p proxyRouter) Switch(ctx context.Context, _ string, addr string) error {
-	return p.timed("switch", func() error { return p.c.Switch(ctx, p.name, addr) })
+	return p.timed("switch", func() error {
+		err := p.c.Switch(ctx, p.name, addr)
+		if errors.Is(err, proxyclient.ErrUnknownTenant) {
+			if p.log != nil {
+				p.log.Warn("proxy does not know the tenant (restarted?); creating its route", "tenant", p.name, "addr", addr)
+			}
+			err = p.c.SetRoute(ctx, proxyclient.Route{Tenant: p.name, Addr: addr, Database: p.db})
+		}
+		return err
+	})
 }
 
 // Release releases the tenant and says when the proxy let its sessions go,
@@ -91,6 +107,9 @@ func (p proxyRouter) Release(ctx context.Context, _ string) (time.Time, error) {
 	err := p.timed("release", func() error {
 		var err error
 		at, err = p.c.ReleaseAt(ctx, p.name)
+		if errors.Is(err, proxyclient.ErrUnknownTenant) {
+			return nil // nothing is held on a proxy that does not know the tenant
+		}
 		return err
 	})
 	return at, err

@@ -110,6 +110,11 @@ func (a *Agent) targetCall(w http.ResponseWriter, r *http.Request, req any, rec 
 		return
 	}
 	v, err := fn(r.Context())
+	if err == nil {
+		// After the call, not before: an abort on a full disk must free
+		// the partial copy's space before the catalog is written there.
+		err = a.storeTargetRecord(*rec)
+	}
 	if err != nil {
 		writeError(w, err)
 		return
@@ -133,17 +138,24 @@ func (a *Agent) checkTargetRecord(mid string, rec migration.Record) error {
 	if m.Role != catalog.Target {
 		return errf(http.StatusConflict, "agent %s is the source of migration %s, not its target", a.cfg.Name, mid)
 	}
-	// Keep the target's copy of the record current for GET /v1/migrations,
-	// but write (fsync) only when the phase moved: positions are polled ten
-	// times a second during CATCH-UP.
-	var stored migration.Record
-	if json.Unmarshal(m.Record, &stored) == nil && stored.Phase == rec.Phase && stored.Attempt == rec.Attempt {
+	return nil
+}
+
+// storeTargetRecord keeps the target's copy of the record current for GET
+// /v1/migrations, writing (fsync) only when the phase moved: positions are
+// polled ten times a second during CATCH-UP. A migration the call finished
+// (abort, commit) is left as the call recorded it.
+func (a *Agent) storeTargetRecord(rec migration.Record) error {
+	if m, err := a.cat.Migration(rec.ID); err != nil || m.Done || recordCurrent(m.Record, rec) {
 		return nil
 	}
 	return a.cat.Update(func(tx *catalog.Tx) error {
-		m, err := tx.Migration(mid)
-		if err != nil {
-			return err
+		m, err := tx.Migration(rec.ID)
+		if err != nil || m.Done {
+			return nil
+		}
+		if recordCurrent(m.Record, rec) {
+			return nil
 		}
 		b, err := json.Marshal(rec)
 		if err != nil {
@@ -152,6 +164,12 @@ func (a *Agent) checkTargetRecord(mid string, rec migration.Record) error {
 		m.Record = b
 		return tx.PutMigration(m)
 	})
+}
+
+// recordCurrent reports whether the stored record is rec's phase and attempt.
+func recordCurrent(stored []byte, rec migration.Record) bool {
+	var s migration.Record
+	return json.Unmarshal(stored, &s) == nil && s.Phase == rec.Phase && s.Attempt == rec.Attempt
 }
 
 // handleReserve records the incoming tenant (migrating-in) and the
@@ -243,6 +261,10 @@ func (a *Agent) handleSnapshot(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := a.checkTargetRecord(r.PathValue("mid"), rec); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := a.storeTargetRecord(rec); err != nil {
 		writeError(w, err)
 		return
 	}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/catalog"
+	"github.com/sluicedb/sluice/migration"
 	"github.com/sluicedb/sluice/pgcluster"
 )
 
@@ -70,6 +72,14 @@ func (a *Agent) view(tn catalog.Tenant) client.Tenant {
 	if tn.State != catalog.Deleted && tn.State != catalog.Moved {
 		if c, err := a.cluster(tn); err == nil {
 			v.Alive = c.Running()
+		}
+	}
+	if tn.State == catalog.MigratingOut && tn.Migration != "" {
+		if m, err := a.cat.Migration(tn.Migration); err == nil && m.Role == catalog.Source {
+			var rec migration.Record
+			if json.Unmarshal(m.Record, &rec) == nil && rec.Switched() {
+				v.ServedAt = rec.SwitchedTo
+			}
 		}
 	}
 	return v

@@ -15,7 +15,14 @@ func (r *runner) streamSnapshot(ctx context.Context, rec Record, a StreamSnapsho
 	if err != nil {
 		return failed(a, err)
 	}
-	info, err := src.SendSnapshot(ctx, w, r.env.Limiter, func(n int64) { r.progressBytes(rec, a.String(), n, false) })
+	halfway := false
+	info, err := src.SendSnapshot(ctx, w, r.env.Limiter, func(n int64) {
+		r.progressBytes(rec, a.String(), n, false)
+		if !halfway && r.copyTotal > 0 && n >= r.copyTotal/2 {
+			halfway = true
+			r.env.Hook(ctx, "during:"+ActionName(a))
+		}
+	})
 	if cerr := w.Close(); err == nil {
 		err = cerr
 	}

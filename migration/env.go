@@ -1,6 +1,9 @@
 package migration
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Env is what Run works with. Source, Target and Router are required.
 type Env struct {
@@ -30,6 +33,14 @@ type Env struct {
 	Abort <-chan string
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// Hook, if set, is called at named points of the run, for fault
+	// injection: a test pauses the driver there and kills a process. The
+	// points: "before:<action>" as an action is about to run,
+	// "after:<action>" once its event's record is persisted (action names
+	// as in Action.String's first word: "fence", "switch", "cleanup", …),
+	// and "during:stream-snapshot" once, when half the snapshot is sent (the
+	// stream waits while the hook blocks). A hook may block until ctx ends.
+	Hook func(ctx context.Context, point string)
 
 	// ReplayTimeout bounds WaitReplay in HANDOVER (default 10 s): a target
 	// that cannot catch up in that time makes the handover roll back.
@@ -58,6 +69,9 @@ type Env struct {
 }
 
 func (e *Env) defaults() {
+	if e.Hook == nil {
+		e.Hook = func(context.Context, string) {}
+	}
 	if e.Now == nil {
 		e.Now = time.Now
 	}

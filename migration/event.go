@@ -55,8 +55,9 @@ type (
 	Replayed struct{ LSN LSN }
 	// Promoted: the target is out of recovery (stop-and-copy: started as primary).
 	Promoted struct{}
-	// Switched: the router now sends the tenant's transactions to the target.
-	Switched struct{}
+	// Switched: the router now sends the tenant's transactions to the target,
+	// at Addr (host:port; "" if unknown).
+	Switched struct{ Addr string }
 	// Released: the router released the held transactions, at At by its
 	// clock if it said (Router.Release; zero = when this event arrived).
 	Released struct{ At time.Time }

@@ -100,6 +100,9 @@ type Record struct {
 	// RetryError is the last failure of a retried action (roll-forward or
 	// rollback); cleared when the action succeeds. Error keeps the cause.
 	RetryError string `json:"retry_error,omitempty"`
+	// RetrySince is when the retried action first failed (zero while none
+	// does): how long the migration has been waiting on it.
+	RetrySince time.Time `json:"retry_since,omitzero"`
 
 	// PREPARE
 	TargetDir  string `json:"target_dir,omitempty"`
@@ -141,6 +144,7 @@ type Record struct {
 	ReplayLSN  LSN       `json:"replay_lsn,omitempty"`
 	PromotedAt time.Time `json:"promoted_at,omitzero"` // live: promoted; stop-and-copy: started
 	SwitchedAt time.Time `json:"switched_at,omitzero"`
+	SwitchedTo string    `json:"switched_to,omitempty"` // the target's host:port the router switched to: where the writable copy is from SwitchedAt on
 	ReleasedAt time.Time `json:"released_at,omitzero"`
 	// Freeze is HeldAt → ReleasedAt: how long new transactions waited (for
 	// stop-and-copy, the downtime).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sluicedb/sluice/internal/clock"
@@ -58,12 +59,16 @@ func Run(ctx context.Context, rec Record, env Env) (Record, error) {
 	var prev Record
 	var ev Event
 	var lastPersist time.Time
+	var last Action // the action whose event was just stepped
 	for {
 		if now := env.Now(); ev == nil || persistDue(prev, rec, ev, now, lastPersist, env.LagPersistEvery) {
 			if err := env.Persist(rec); err != nil {
 				return rec, fmt.Errorf("migration: persist %s: %w", rec.ID, err)
 			}
 			lastPersist = now
+		}
+		if last != nil {
+			env.Hook(ctx, "after:"+ActionName(last))
 		}
 		if len(acts) == 0 {
 			switch rec.Phase {
@@ -92,10 +97,18 @@ func Run(ctx context.Context, rec Record, env Env) (Record, error) {
 				}
 			}
 			r.progress(rec, acts[0].String(), true)
+			env.Hook(ctx, "before:"+ActionName(acts[0]))
+			if err := ctx.Err(); err != nil {
+				return rec, err
+			}
 			ev = r.execute(ctx, rec, acts[0])
+			last = acts[0]
 			if err := ctx.Err(); err != nil {
 				return rec, err // interrupted: resume from the persisted record
 			}
+		}
+		if _, ok := ev.(Abort); ok {
+			last = nil
 		}
 		now := env.Now()
 		if _, ok := ev.(Held); ok {
@@ -122,6 +135,13 @@ type runner struct {
 	unreachable  time.Time // CATCH-UP: since when the Target's Position has failed with ErrUnreachable; zero while it answers
 	warning      string    // overrides the progress's Warning (the outage's) while set
 	prepared     bool      // prepareHandover ran (at the start of WARM, else at the hold)
+}
+
+// ActionName is an action's name: the first word of its String ("fence",
+// "stream-snapshot"), as Env.Hook's points use it.
+func ActionName(a Action) string {
+	name, _, _ := strings.Cut(a.String(), " ")
+	return name
 }
 
 func failed(a Action, err error) Event { return Failed{Err: fmt.Sprintf("%s: %v", a, err)} }
@@ -190,7 +210,7 @@ func (r *runner) execute(ctx context.Context, rec Record, a Action) Event {
 		if err := env.Router.Switch(ctx, rec.Tenant, addr); err != nil {
 			return failed(a, err)
 		}
-		return Switched{}
+		return Switched{Addr: addr}
 	case Release:
 		at, err := env.Router.Release(ctx, rec.Tenant)
 		if err != nil {

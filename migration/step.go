@@ -45,7 +45,7 @@ const CatchUpPoll = 100 * time.Millisecond
 //	prepare            re-run the missing step (Reserve and CreateSlot are idempotent)
 //	snapshot           restart from scratch: ResetSnapshot, then prepare again (fresh dir, fresh slot)
 //	catch-up           StartStandby again (no-op if running), then keep waiting
-//	warm               Warm again
+//	warm               StartStandby again (the relay it streamed through may be gone), then Warm unless done
 //	handover, before Switched   roll back (the fence may or may not have happened: unfence anyway)
 //	handover, after Switched    complete: Release, Cleanup
 //	cleanup, rollback  run again
@@ -90,7 +90,7 @@ func Step(rec Record, ev Event, now time.Time) (Record, []Action) {
 		return rec, nil
 	}
 	rec.Updated = now
-	rec.Failures, rec.RetryError = 0, ""
+	rec.Failures, rec.RetryError, rec.RetrySince = 0, "", time.Time{}
 	switch e := ev.(type) {
 	case Reserved:
 		rec.TargetDir, rec.TargetPort = e.Dir, e.Port
@@ -128,7 +128,7 @@ func Step(rec Record, ev Event, now time.Time) (Record, []Action) {
 	case Promoted:
 		rec.PromotedAt = now
 	case Switched:
-		rec.SwitchedAt = now
+		rec.SwitchedAt, rec.SwitchedTo = now, e.Addr
 	case Released:
 		// The router's time when it gave one, if it is plausible: after the
 		// switch was recorded and not after now (clocks of other hosts).
@@ -270,6 +270,9 @@ func advance(rec Record, now time.Time) (Record, []Action) {
 				rec.Phase = PhaseHandover
 			}
 		case PhaseWarm:
+			if !rec.StandbyStarted {
+				return rec, []Action{StartStandby{Slot: rec.Slot}}
+			}
 			if !rec.Warmed {
 				return rec, []Action{Warm{}}
 			}
@@ -349,7 +352,7 @@ func startRollback(rec Record, reason string, now time.Time) (Record, []Action) 
 	rec.Error = reason
 	rec.FailedIn = rec.Phase
 	rec.Phase = PhaseRollback
-	rec.Failures, rec.RetryError = 0, ""
+	rec.Failures, rec.RetryError, rec.RetrySince = 0, "", time.Time{}
 	return advance(rec, now)
 }
 
@@ -358,6 +361,9 @@ func fail(rec Record, err string, now time.Time) (Record, []Action) {
 		return rec, nil
 	}
 	if rec.Phase == PhaseRollback || rec.Switched() || rec.Phase == PhaseCleanup {
+		if rec.RetrySince.IsZero() {
+			rec.RetrySince = now
+		}
 		rec.RetryError = err
 		rec.Failures++
 		if rec.Failures > MaxRetries {
@@ -370,13 +376,16 @@ func fail(rec Record, err string, now time.Time) (Record, []Action) {
 
 func resume(rec Record, now time.Time) (Record, []Action) {
 	rec.Attempt++
-	rec.Failures, rec.RetryError = 0, ""
+	rec.Failures = 0 // RetryError and RetrySince stay until the action succeeds
 	switch rec.Phase {
 	case PhasePending:
 		return rec, nil
 	case PhaseSnapshot:
 		rec.ResetPending = true
-	case PhaseCatchUp:
+	case PhaseCatchUp, PhaseWarm:
+		// The standby's primary_conninfo may name a WAL relay that died
+		// with the process (--wal-relay source): start it again, which
+		// rewrites the conninfo to a live relay (a no-op otherwise).
 		rec.StandbyStarted = false
 	case PhaseHandover:
 		if !rec.Switched() {

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -45,6 +47,7 @@ type catalogTenant struct {
 	Port     int    `json:"port"`
 	Database string `json:"database"`
 	State    string `json:"state"`
+	ServedAt string `json:"served_at"` // host:port of the writable copy when not this agent's (switched, not finished)
 }
 
 func (p *Proxy) pollCatalog(ctx context.Context, hc *http.Client, base string) error {
@@ -71,7 +74,9 @@ func (p *Proxy) pollCatalog(ctx context.Context, hc *http.Client, base string) e
 // clients: running, and migrating-out — the source keeps serving until the
 // handover switches the route, so a proxy that learns of the tenant only
 // then (started late, restarted, or slower than a short migration) must
-// still route it there, or the handover has nothing to hold.
+// still route it there, or the handover has nothing to hold. From the
+// switch until the migration ends, the source's entry names the target's
+// address (served_at): the catalog always says where the writable copy is.
 var servedStates = map[string]bool{"running": true, "migrating-out": true}
 
 // applyCatalog routes every served tenant to where the catalog at base
@@ -89,9 +94,9 @@ func (p *Proxy) applyCatalog(base string, ts []catalogTenant) error {
 		if host == "" {
 			host = "127.0.0.1"
 		}
-		addr := fmt.Sprintf("%s:%d", host, ct.Port)
-		if strings.Contains(host, ":") {
-			addr = fmt.Sprintf("[%s]:%d", host, ct.Port)
+		addr := net.JoinHostPort(host, strconv.Itoa(ct.Port))
+		if ct.ServedAt != "" {
+			addr = ct.ServedAt
 		}
 		db := ct.Database
 		if db == "" {

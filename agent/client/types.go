@@ -19,8 +19,13 @@ type Tenant struct {
 	Dir       string            `json:"dir"`
 	Settings  map[string]string `json:"settings,omitempty"`
 	Migration string            `json:"migration,omitempty"` // migration moving it in or out
-	Created   time.Time         `json:"created"`
-	Updated   time.Time         `json:"updated"`
+	// ServedAt is host:port of the tenant's writable copy when that is not
+	// this agent's postmaster: a migration out has switched the route to its
+	// target and not finished yet. A router that rebuilds its routes from
+	// the catalogs (a restarted proxy) routes the tenant there.
+	ServedAt string    `json:"served_at,omitempty"`
+	Created  time.Time `json:"created"`
+	Updated  time.Time `json:"updated"`
 }
 
 // CreateTenant is the body of POST /v1/tenants.
@@ -86,6 +91,10 @@ type Progress struct {
 	// Warning, when set, says that catch-up will not end before its
 	// timeout rolls the migration back at the lag's pace (one line).
 	Warning string `json:"warning,omitempty"`
+	// Waiting, when set, says which step keeps failing and is being retried
+	// (a rollback or roll-forward that needs a peer, the proxy or a disk),
+	// since when and its last error (one line).
+	Waiting string `json:"waiting,omitempty"`
 	// Set while a control loop runs (StartMigration.Control):
 	Controller string  `json:"controller,omitempty"`
 	Profile    string  `json:"profile,omitempty"`     // the loop's profile and its changes, e.g. "sluice" or "sluice(ki=0.1)"

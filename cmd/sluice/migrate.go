@@ -349,6 +349,9 @@ func progressLine(m client.Migration) string {
 	if p.Warning != "" {
 		fmt.Fprintf(&b, "  warning: %s", p.Warning)
 	}
+	if p.Waiting != "" {
+		fmt.Fprintf(&b, "  stuck: %s", p.Waiting)
+	}
 	return b.String()
 }
 

@@ -1,0 +1,316 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/internal/pgtest"
+	"github.com/sluicedb/sluice/pgcluster"
+	proxyclient "github.com/sluicedb/sluice/proxy/client"
+)
+
+// The fault-injection rig: two `sluice agent` processes and a `sluice proxy`
+// process that follows both agents' catalogs, a tenant with data, a writer
+// through the proxy that keeps a ledger of acknowledged writes, and a probe
+// that tries to write on both copies at every sample. faults_test.go runs
+// the matrix on it.
+
+// procProxy is a `sluice proxy` subprocess, restartable with the same command.
+type procProxy struct {
+	t      *testing.T
+	args   []string
+	bin    string
+	log    string
+	api    string // http://host:port
+	listen string // host:port for clients
+	cmd    *exec.Cmd
+	exit   chan struct{}
+}
+
+func (p *procProxy) start() {
+	p.t.Helper()
+	lf, err := os.OpenFile(p.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.cmd = exec.Command(p.bin, p.args...)
+	p.cmd.Stdout, p.cmd.Stderr = lf, lf
+	if err := p.cmd.Start(); err != nil {
+		p.t.Fatal(err)
+	}
+	lf.Close()
+	p.exit = make(chan struct{})
+	go func(cmd *exec.Cmd, exit chan struct{}) { cmd.Wait(); close(exit) }(p.cmd, p.exit)
+	pc := proxyclient.New(p.api, nil)
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := pc.Routes(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		select {
+		case <-p.exit:
+			b, _ := os.ReadFile(p.log)
+			p.t.Fatalf("proxy exited at start:\n%s", b)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	p.t.Fatal("proxy did not come up")
+}
+
+func (p *procProxy) kill9() {
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.exit
+}
+
+func (p *procProxy) stop() {
+	if p.cmd != nil && p.cmd.ProcessState == nil {
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exit:
+		case <-time.After(10 * time.Second):
+			p.kill9()
+		}
+	}
+}
+
+// faultRig is one cell's world.
+type faultRig struct {
+	t              *testing.T
+	src, dst       *procAgent
+	srcCfg, dstCfg Config
+	proxy          *procProxy
+	tn             client.Tenant
+	srcCS, dstCS   string // direct to the tenant's source and target postmasters
+	proxyCS        string // through the proxy
+}
+
+// newFaultRig starts the agents (fault hooks on, the proxy as their
+// router), the proxy, and a tenant "victim" with mb MiB of data routed by
+// the proxy. mod, if set, changes each agent's config further.
+func newFaultRig(t *testing.T, mb int, mod func(i int, c *Config)) *faultRig {
+	r := &faultRig{t: t}
+	bin := buildSluice(t)
+	lport, _ := pgcluster.FreePort()
+	aport, _ := pgcluster.FreePort()
+	proxyAPI := fmt.Sprintf("http://127.0.0.1:%d", aport)
+	r.src, r.dst = procPairWith(t, func(i int, c *Config) {
+		c.FaultHooks = true
+		c.Proxy = proxyAPI
+		if mod != nil {
+			mod(i, c)
+		}
+	})
+	r.srcCfg, r.dstCfg = r.src.config(), r.dst.config()
+	dir := pgtest.TempDir(t)
+	r.proxy = &procProxy{t: t, bin: bin, log: filepath.Join(dir, "proxy.log"), api: proxyAPI,
+		listen: fmt.Sprintf("127.0.0.1:%d", lport),
+		args: []string{"proxy", "--listen", fmt.Sprintf("127.0.0.1:%d", lport), "--api", fmt.Sprintf("127.0.0.1:%d", aport),
+			"--trust", "--quiet", "--catalog", r.src.url, "--catalog", r.dst.url}}
+	t.Cleanup(func() {
+		r.proxy.stop()
+		if t.Failed() {
+			b, _ := os.ReadFile(r.proxy.log)
+			t.Logf("--- proxy log ---\n%s", b)
+		}
+	})
+	r.proxy.start()
+	ctx := ctxT(t)
+	tn, err := r.src.c.CreateTenant(ctx, client.CreateTenant{Name: "victim"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.tn = tn
+	r.srcCS = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", tn.Port)
+	r.dstCS = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", r.dstCfg.Tenant.BasePort+int(tn.ID))
+	r.proxyCS = fmt.Sprintf("postgres://postgres@%s/victim?sslmode=disable", r.proxy.listen)
+	loadData(t, r.srcCS, mb)
+	r.waitRouted()
+	return r
+}
+
+// config reads back the agent's config file.
+func (p *procAgent) config() Config {
+	var c Config
+	b, err := os.ReadFile(p.cfg)
+	if err == nil {
+		err = json.Unmarshal(b, &c)
+	}
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return c
+}
+
+// waitRouted waits until a client reaches the tenant through the proxy.
+func (r *faultRig) waitRouted() {
+	r.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		conn, err := pgx.Connect(ctx, r.proxyCS)
+		if err == nil {
+			conn.Close(ctx)
+			cancel()
+			return
+		}
+		cancel()
+		time.Sleep(100 * time.Millisecond)
+	}
+	r.t.Fatal("the proxy never routed the tenant")
+}
+
+// pause arms the source agent's driver to stop at point.
+func (r *faultRig) pause(point string) {
+	r.t.Helper()
+	if err := r.src.c.Do(ctxT(r.t), http.MethodPost, "/v1/debug/pause", pauseState{Point: point}, nil); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// waitPaused waits until the source's driver is paused at the armed point;
+// it fails the test if the migration ends first.
+func (r *faultRig) waitPaused(mid string) {
+	r.t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		var s pauseState
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := r.src.c.Do(ctx, http.MethodGet, "/v1/debug/pause", nil, &s)
+		if err == nil && s.Reached {
+			cancel()
+			return
+		}
+		m, err := r.src.c.Migration(ctx, mid)
+		cancel()
+		if err == nil && m.Done {
+			r.t.Fatalf("migration ended (%s: %s) before reaching the fault point", m.Outcome, m.Error)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.t.Fatal("the driver never reached the fault point")
+}
+
+// resume lets the source's paused driver go on.
+func (r *faultRig) resume() {
+	r.t.Helper()
+	if err := r.src.c.Do(ctxT(r.t), http.MethodPost, "/v1/debug/resume", nil, nil); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// postmasterPID reads the pid of the tenant's postmaster under root.
+func (r *faultRig) postmasterPID(root string) int {
+	r.t.Helper()
+	b, err := os.ReadFile(filepath.Join(root, "tenants", strconv.FormatInt(r.tn.ID, 10), "postmaster.pid"))
+	if err != nil {
+		r.t.Fatalf("postmaster pid: %v", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return pid
+}
+
+// ownerProbe tries to write on both copies at every sample, the target
+// first: a target that accepts a write was promoted before the source was
+// probed, so a source accepting one in the same sample is a second
+// writable copy. A probe's write never commits (the DO block raises).
+type ownerProbe struct {
+	cs [2]string // source, target
+
+	mu       sync.Mutex
+	samples  int
+	both     int
+	writable [2]int
+	firstTwo time.Time
+}
+
+const probeSQL = "DO $$BEGIN INSERT INTO ledger (id, pad) VALUES (-1, 'probe'); RAISE EXCEPTION 'probe-wrote'; END$$"
+
+func (p *ownerProbe) run(ctx context.Context) {
+	var conns [2]*pgconn.PgConn
+	defer func() {
+		for _, c := range conns {
+			if c != nil {
+				c.Close(context.Background())
+			}
+		}
+	}()
+	try := func(i int) bool {
+		if conns[i] == nil {
+			cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			c, err := pgconn.Connect(cctx, p.cs[i])
+			cancel()
+			if err != nil {
+				return false
+			}
+			conns[i] = c
+		}
+		qctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := conns[i].Exec(qctx, probeSQL).ReadAll()
+		cancel()
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) {
+			return pe.Message == "probe-wrote"
+		}
+		conns[i].Close(context.Background())
+		conns[i] = nil
+		return false
+	}
+	for ctx.Err() == nil {
+		tw := try(1)
+		sw := try(0)
+		p.mu.Lock()
+		p.samples++
+		if sw {
+			p.writable[0]++
+		}
+		if tw {
+			p.writable[1]++
+		}
+		if sw && tw {
+			p.both++
+			if p.firstTwo.IsZero() {
+				p.firstTwo = time.Now()
+			}
+		}
+		p.mu.Unlock()
+		sleepCtx(ctx, 20*time.Millisecond)
+	}
+}
+
+func (p *ownerProbe) result() (samples, both int, writable [2]int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.samples, p.both, p.writable
+}
+
+// background runs f until the returned stop is called.
+func background(f func(ctx context.Context)) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f(ctx); close(done) }()
+	var once sync.Once
+	return func() { once.Do(func() { cancel(); <-done }) }
+}
