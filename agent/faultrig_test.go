@@ -103,10 +103,17 @@ type faultRig struct {
 	proxyCS        string // through the proxy
 }
 
+// rigOptions shape a fault rig.
+type rigOptions struct {
+	mb        int                    // MiB of data in the tenant
+	noCatalog bool                   // the proxy follows no catalog (and so has no route for the tenant)
+	mod       func(i int, c *Config) // changes each agent's config further, if set
+}
+
 // newFaultRig starts the agents (fault hooks on, the proxy as their
-// router), the proxy, and a tenant "victim" with mb MiB of data routed by
-// the proxy. mod, if set, changes each agent's config further.
-func newFaultRig(t *testing.T, mb int, mod func(i int, c *Config)) *faultRig {
+// router), the proxy, and a tenant "victim" with data, routed by the proxy
+// (unless o.noCatalog).
+func newFaultRig(t *testing.T, o rigOptions) *faultRig {
 	r := &faultRig{t: t}
 	bin := buildSluice(t)
 	lport, _ := pgcluster.FreePort()
@@ -115,16 +122,20 @@ func newFaultRig(t *testing.T, mb int, mod func(i int, c *Config)) *faultRig {
 	r.src, r.dst = procPairWith(t, func(i int, c *Config) {
 		c.FaultHooks = true
 		c.Proxy = proxyAPI
-		if mod != nil {
-			mod(i, c)
+		if o.mod != nil {
+			o.mod(i, c)
 		}
 	})
 	r.srcCfg, r.dstCfg = r.src.config(), r.dst.config()
 	dir := pgtest.TempDir(t)
 	r.proxy = &procProxy{t: t, bin: bin, log: filepath.Join(dir, "proxy.log"), api: proxyAPI,
 		listen: fmt.Sprintf("127.0.0.1:%d", lport),
-		args: []string{"proxy", "--listen", fmt.Sprintf("127.0.0.1:%d", lport), "--api", fmt.Sprintf("127.0.0.1:%d", aport),
-			"--trust", "--quiet", "--catalog", r.src.url, "--catalog", r.dst.url}}
+		args:   []string{"proxy", "--listen", fmt.Sprintf("127.0.0.1:%d", lport), "--api", fmt.Sprintf("127.0.0.1:%d", aport), "--trust", "--quiet"}}
+	if o.noCatalog {
+		r.proxy.args = append(r.proxy.args, "--route", "bystander=127.0.0.1:1") // a proxy needs a route
+	} else {
+		r.proxy.args = append(r.proxy.args, "--catalog", r.src.url, "--catalog", r.dst.url)
+	}
 	t.Cleanup(func() {
 		r.proxy.stop()
 		if t.Failed() {
@@ -142,8 +153,10 @@ func newFaultRig(t *testing.T, mb int, mod func(i int, c *Config)) *faultRig {
 	r.srcCS = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", tn.Port)
 	r.dstCS = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", r.dstCfg.Tenant.BasePort+int(tn.ID))
 	r.proxyCS = fmt.Sprintf("postgres://postgres@%s/victim?sslmode=disable", r.proxy.listen)
-	loadData(t, r.srcCS, mb)
-	r.waitRouted()
+	loadData(t, r.srcCS, o.mb)
+	if !o.noCatalog {
+		r.waitRouted()
+	}
 	return r
 }
 

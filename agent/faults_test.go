@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -38,6 +39,7 @@ var faultSubset = map[string]bool{
 	"proxy/catch-up":             true,
 	"proxy/handover-held":        true,
 	"proxy/handover-switched":    true,
+	"proxy/cleanup":              true,
 	"wal-relay/warm":             true,
 	"source-agent/handover-held": true,
 	"target-agent/catch-up":      true,
@@ -72,7 +74,7 @@ func TestFaultMatrix(t *testing.T) {
 const faultBound = 3 * time.Minute
 
 func runFaultCell(t *testing.T, comp, point string) {
-	r := newFaultRig(t, 16, nil)
+	r := newFaultRig(t, rigOptions{mb: 16})
 	ctx := ctxT(t)
 	w := &ledgerWriter{conns: []string{r.proxyCS}, pause: 5 * time.Millisecond}
 	stopW := background(w.run)
@@ -94,6 +96,13 @@ func runFaultCell(t *testing.T, comp, point string) {
 	r.waitPaused(m.ID)
 	t.Logf("paused at %s; killing %s", point, comp)
 	r.kill(comp)
+	if comp == "proxy" && (point == "before:release" || point == "before:cleanup") {
+		// Switched, not finished: the restarted proxy must find the
+		// writable copy (the target) from the catalogs alone, while the
+		// driver still waits.
+		n, _, _ := w.stats()
+		r.waitWrites(w, n)
+	}
 	if comp != "source-agent" && comp != "wal-relay" {
 		r.resume()
 	}
@@ -170,7 +179,7 @@ func (r *faultRig) waitWrites(w *ledgerWriter, after int) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	r.t.Fatalf("no write through the proxy succeeded within 30 s of the migration's end (last error %q)", w.last)
+	r.t.Fatalf("no write through the proxy succeeded within 30 s (last error %q)", w.last)
 }
 
 // checkOutcome checks where the tenant lives after m ended and the ledger
@@ -197,4 +206,27 @@ func (r *faultRig) checkOutcome(m client.Migration, w *ledgerWriter) {
 	default:
 		r.t.Fatalf("outcome %q (%s)", m.Outcome, m.Error)
 	}
+}
+
+// TestRollbackWithoutProxyRoute: a proxy that has no route for the tenant
+// (it follows no catalog, or restarted and lost one set through its API)
+// cannot hold it, so the handover rolls back — and the rollback, which
+// switches back and releases on that same proxy, must finish rather than
+// retry forever on "unknown tenant".
+func TestRollbackWithoutProxyRoute(t *testing.T) {
+	r := newFaultRig(t, rigOptions{mb: 4, noCatalog: true})
+	ctx := ctxT(t)
+	w := &ledgerWriter{conns: []string{r.srcCS}, pause: 5 * time.Millisecond}
+	stopW := background(w.run)
+	defer stopW()
+	m, err := r.src.c.StartMigration(ctx, client.StartMigration{Tenant: r.tn.ID, To: r.dstCfg.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m = waitMigration(t, r.src.c, m.ID, faultBound, nil)
+	stopW()
+	if m.Outcome != "aborted" || !strings.Contains(m.Error, "unknown tenant") {
+		t.Fatalf("outcome %s (%s), want aborted on the proxy's unknown tenant", m.Outcome, m.Error)
+	}
+	r.checkOutcome(m, w)
 }
