@@ -2,6 +2,11 @@ package migration
 
 import "context"
 
+// hookBytes is how much of a snapshot is sent before the
+// "during:stream-snapshot" hook point (4 MiB, or half the estimated total
+// if that is less): well inside the copy of any tenant worth a test.
+const hookBytes = 4 << 20
+
 // streamSnapshot streams the source's hot snapshot into the target (live
 // SNAPSHOT), paced by Env.Limiter; progress counts the bytes sent against
 // the source's data size.
@@ -18,7 +23,7 @@ func (r *runner) streamSnapshot(ctx context.Context, rec Record, a StreamSnapsho
 	halfway := false
 	info, err := src.SendSnapshot(ctx, w, r.env.Limiter, func(n int64) {
 		r.progressBytes(rec, a.String(), n, false)
-		if !halfway && r.copyTotal > 0 && n >= r.copyTotal/2 {
+		if !halfway && n >= min(hookBytes, r.copyTotal/2) && n > 0 {
 			halfway = true
 			r.env.Hook(ctx, "during:"+ActionName(a))
 		}

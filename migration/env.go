@@ -38,8 +38,8 @@ type Env struct {
 	// points: "before:<action>" as an action is about to run,
 	// "after:<action>" once its event's record is persisted (action names
 	// as in Action.String's first word: "fence", "switch", "cleanup", …),
-	// and "during:stream-snapshot" once, when half the snapshot is sent (the
-	// stream waits while the hook blocks). A hook may block until ctx ends.
+	// and "during:stream-snapshot" once, after the snapshot's first 4 MiB
+	// (the stream waits while the hook blocks). A hook may block until ctx ends.
 	Hook func(ctx context.Context, point string)
 
 	// ReplayTimeout bounds WaitReplay in HANDOVER (default 10 s): a target
