@@ -41,7 +41,7 @@ func (r StartMigration) Validate() error {
 	case r.WALRelay != "" && r.WALRelay != WALRelayTarget && r.WALRelay != WALRelaySource:
 		return bad("wal_relay", "%q: want %s or %s", r.WALRelay, WALRelayTarget, WALRelaySource)
 	}
-	if err := checkRate("rate", r.Rate, "0 = unlimited"); err != nil {
+	if err := checkRate("rate", r.Rate, "unlimited"); err != nil {
 		return err
 	}
 	if r.Checkpoint != "" {
@@ -112,10 +112,10 @@ func (c Control) Validate() error {
 	case (c.Controller == "" || c.Controller == "pid") && c.SetpointMs == 0:
 		return bad("control.setpoint_ms", "missing: the pid controller holds a setpoint")
 	}
-	if err := checkRate("control.max_rate", c.MaxRate, "0 = the profile's"); err != nil {
+	if err := checkRate("control.max_rate", c.MaxRate, "the profile's"); err != nil {
 		return err
 	}
-	if err := checkRate("control.rate", c.Rate, "0 = max_rate"); err != nil {
+	if err := checkRate("control.rate", c.Rate, "max_rate's"); err != nil {
 		return err
 	}
 	switch control.Statistic(c.Stat) {

@@ -128,7 +128,7 @@ following; the migration carries on.`,
 	f.StringVar(&percentile, "percentile", "mean", "what the setpoint holds: mean, p95 or p99 of each window")
 	f.StringVar(&maxRate, "max-rate", "", "with --setpoint: the copy's top speed, e.g. 200MB/s (default: the profile's, 120MB/s)")
 	f.StringVar(&profile, "profile", control.DefaultProfileName, "with --setpoint: the control loop's tuning, sluice or slacker, or a YAML/JSON profile file")
-	f.StringVar(&rate, "rate", "", "without --setpoint: a fixed cap on the copy, e.g. 20MB/s (default unlimited)")
+	f.StringVar(&rate, "rate", "", "without --setpoint: a fixed cap on the copy, e.g. 20MB/s, at least 64KiB/s (default unlimited)")
 	f.StringVar(&deadline, "deadline", "", "roll back if not handed over within this long, e.g. 2h (default none)")
 	f.StringVar(&mode, "mode", "live", "live or stop-and-copy")
 	f.StringVar(&checkpoint, "checkpoint", "fast", "how the snapshot's checkpoint writes the source's dirty buffers: fast (at once), spread (the server's own pacing), or a pace such as 3s (up to 27s)")
