@@ -2,9 +2,11 @@ package pgcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -52,13 +54,17 @@ func CheckSettings(ctx context.Context, o Options, settings map[string]string) e
 			args = append(args, "-c", k+"="+settings[k])
 		}
 		out, err := c.Run(ctx, "postgres", args...)
-		if ctx.Err() != nil {
+		var exit *exec.ExitError
+		switch {
+		case ctx.Err() != nil:
 			return "", false, ctx.Err()
+		case err == nil:
+			return "", true, nil
+		case !errors.As(err, &exit) || strings.TrimSpace(string(out)) == "":
+			// postgres did not run, or failed without a word: not a verdict.
+			return "", false, fmt.Errorf("pgcluster: check settings: %s/postgres: %v", c.opts.BinDir, err)
 		}
-		if err != nil {
-			return Brief(string(out)), false, nil
-		}
-		return "", true, nil
+		return Brief(string(out)), false, nil
 	}
 	if _, ok, err := run(names...); ok || err != nil {
 		return err
