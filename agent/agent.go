@@ -56,49 +56,43 @@ type Agent struct {
 	bg        sync.WaitGroup     // background work running
 }
 
-// New validates cfg, creates the root directory, opens the catalog and binds
-// the HTTP listener (so URL is known before Serve). Close releases them if
-// Serve is never called.
+// New validates cfg (its fields, then what they name on the host: the
+// listen address, the OS user, the PostgreSQL binaries and the tenant
+// settings, which PostgreSQL itself judges), binds the HTTP listener (so URL
+// is known before Serve), then creates the root directory and opens the
+// catalog: an invalid config (errors.Is ErrConfig, one line naming the
+// field) or a listener that cannot bind leaves nothing behind. Close
+// releases them if Serve is never called.
 func New(cfg Config) (*Agent, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, configError{err}
 	}
-	ver, major, err := pgVersion(cfg.PGBinDir)
+	ver, major, err := cfg.checkHost(context.Background())
 	if err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(filepath.Join(cfg.Root, "tenants"), 0o755); err != nil {
-		return nil, fmt.Errorf("agent: root: %w", err)
-	}
-	// The PostgreSQL OS user must be able to traverse into tenant directories.
-	for _, d := range []string{cfg.Root, filepath.Join(cfg.Root, "tenants")} {
-		if err := os.Chmod(d, 0o755); err != nil {
-			return nil, fmt.Errorf("agent: root: %w", err)
-		}
-	}
-	cat, err := catalog.Open(filepath.Join(cfg.Root, catalog.FileName))
-	if err != nil {
-		return nil, fmt.Errorf("agent: %w (is another agent using root %s?)", err, cfg.Root)
+		return nil, configError{fmt.Errorf("agent config: %w", err)}
 	}
 	peerTLS, err := clientTLS(cfg.TLSCA)
 	if err != nil {
-		cat.Close()
 		return nil, configError{err}
+	}
+	var cert tls.Certificate
+	if cfg.TLSCert != "" {
+		if cert, err = tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey); err != nil {
+			return nil, configError{fmt.Errorf("agent config: tls: %w", err)}
+		}
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		cat.Close()
 		return nil, fmt.Errorf("agent: listen %s: %w", cfg.Listen, err)
+	}
+	cat, err := openRoot(cfg.Root)
+	if err != nil {
+		ln.Close()
+		return nil, err
 	}
 	scheme := "http://"
 	if cfg.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
-		if err != nil {
-			ln.Close()
-			cat.Close()
-			return nil, configError{fmt.Errorf("agent config: tls: %w", err)}
-		}
 		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
 		scheme = "https://"
 	}
@@ -110,6 +104,24 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a.mig.init()
 	return a, nil
+}
+
+// openRoot creates the root directory root and its tenants directory, both
+// traversable by the PostgreSQL OS user, and opens the catalog in it.
+func openRoot(root string) (*catalog.Catalog, error) {
+	if err := os.MkdirAll(filepath.Join(root, "tenants"), 0o755); err != nil {
+		return nil, fmt.Errorf("agent: root: %w", err)
+	}
+	for _, d := range []string{root, filepath.Join(root, "tenants")} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			return nil, fmt.Errorf("agent: root: %w", err)
+		}
+	}
+	cat, err := catalog.Open(filepath.Join(root, catalog.FileName))
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w (is another agent using root %s?)", err, root)
+	}
+	return cat, nil
 }
 
 // URL returns the API's base URL as peers reach it.

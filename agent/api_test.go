@@ -32,7 +32,7 @@ func TestAPIBadInput(t *testing.T) {
 		{"migration body", "POST", "/v1/migrations", `{"tenant":"x"}`, nil, 400, "bad request body"},
 		{"migration no tenant", "POST", "/v1/migrations", `{"to":"a2"}`, nil, 400, "tenant 0: want a positive tenant id"},
 		{"migration NaN-ish rate", "POST", "/v1/migrations", `{"tenant":1,"to":"a2","rate":-5}`, nil, 400, "rate"},
-		{"rate unknown migration", "POST", "/v1/migrations/zz/rate", `{"rate":1}`, nil, 404, "unknown migration"},
+		{"rate unknown migration", "POST", "/v1/migrations/zz/rate", `{"rate":1000000}`, nil, 404, "unknown migration"},
 		{"rate bad body", "POST", "/v1/migrations/zz/rate", `{"rate":"fast"}`, nil, 400, "bad request body"},
 		{"target not reserved", "POST", "/v1/internal/targets/m1/position", `{"record":{"id":"m1"}}`, nil, 404, "not reserved here"},
 		{"target id mismatch", "POST", "/v1/internal/targets/m1/promote", `{"record":{"id":"m2"}}`, nil, 400, "does not match"},

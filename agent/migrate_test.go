@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/internal/pgtest"
 	"github.com/sluicedb/sluice/pgcluster"
 )
 
@@ -330,7 +331,7 @@ func TestMigrationBadInput(t *testing.T) {
 	if _, err := a1.c.Migration(ctx, "nope"); client.StatusOf(err) != 404 {
 		t.Errorf("unknown migration: %v", err)
 	}
-	if _, err := a1.c.SetRate(ctx, "nope", 1); client.StatusOf(err) != 404 {
+	if _, err := a1.c.SetRate(ctx, "nope", 1e6); client.StatusOf(err) != 404 {
 		t.Errorf("rate of unknown migration: %v", err)
 	}
 	if _, err := a1.c.AbortMigration(ctx, m.ID); client.StatusOf(err) != 409 {
@@ -414,7 +415,7 @@ func TestAbortMigration(t *testing.T) {
 
 // fakePGBin returns a directory whose postgres claims another version.
 func fakePGBin(t *testing.T, version string) string {
-	d := t.TempDir()
+	d := pgtest.TempDir(t) // the PostgreSQL OS user runs it too (agent config check)
 	script := fmt.Sprintf("#!/bin/sh\necho 'postgres (PostgreSQL) %s'\n", version)
 	if err := os.WriteFile(filepath.Join(d, "postgres"), []byte(script), 0o755); err != nil {
 		t.Fatal(err)

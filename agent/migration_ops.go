@@ -65,9 +65,7 @@ func (a *Agent) migrationView(m catalog.Migration) client.Migration {
 			v.Progress.Bytes, v.Progress.TotalBytes = p.BytesDone, p.BytesTotal
 		}
 		v.Progress.Rate = p.Rate
-		if p.ETA > 0 {
-			v.Progress.ETASeconds = p.ETA.Seconds()
-		}
+		v.Progress.ETASeconds = viewETA(p, r.lim.Rate())
 		if p.LagBytes != 0 {
 			v.Progress.LagBytes = p.LagBytes
 		}
@@ -102,11 +100,30 @@ func (a *Agent) migrationView(m catalog.Migration) client.Migration {
 	return v
 }
 
+// viewETA is a running migration's ETA for the API, seconds; -1 = unknown.
+// p is the driver's last progress, whose ETA (0 = unknown) is a copy's at
+// its average rate so far, and limit the throttle's rate now, bytes/s
+// (+Inf: none). A throttle lowered under that average stretches a copy's
+// ETA to its remaining bytes at the throttle's rate; a throttle under
+// client.MinRate (a control loop holding the copy) stalls it: no ETA.
+func viewETA(p migration.Progress, limit float64) float64 {
+	if p.ETA <= 0 {
+		return -1
+	}
+	if p.BytesDone <= 0 || p.BytesTotal <= p.BytesDone {
+		return p.ETA.Seconds() // not a copy: catch-up's ETA is its lag trend's
+	}
+	if limit < client.MinRate {
+		return -1
+	}
+	return max(p.ETA.Seconds(), float64(p.BytesTotal-p.BytesDone)/limit)
+}
+
 // SetMigrationRate changes a running migration's rate (bytes/s, 0 =
-// unlimited); the throttle applies it at once.
+// unlimited, else at least client.MinRate); the throttle applies it at once.
 func (a *Agent) SetMigrationRate(id string, rate float64) (client.Migration, error) {
-	if math.IsNaN(rate) || rate < 0 {
-		return client.Migration{}, errf(http.StatusBadRequest, "rate %v must be >= 0 bytes/s (0 = unlimited)", rate)
+	if err := (client.SetRate{Rate: rate}).Validate(); err != nil {
+		return client.Migration{}, errf(http.StatusBadRequest, "%v", err)
 	}
 	m, err := a.cat.Migration(id)
 	if err != nil {

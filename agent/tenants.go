@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -126,6 +127,13 @@ func (a *Agent) CreateTenant(ctx context.Context, req client.CreateTenant) (clie
 	if err := checkSettings(req.Settings); err != nil {
 		return client.Tenant{}, errf(http.StatusBadRequest, "tenant settings: %v", err)
 	}
+	if err := pgcluster.CheckSettings(ctx, a.pgOptions(0, nil), req.Settings); err != nil {
+		var se *pgcluster.SettingError
+		if errors.As(err, &se) {
+			return client.Tenant{}, errf(http.StatusBadRequest, "tenant settings: %v", err)
+		}
+		return client.Tenant{}, err
+	}
 	var tn catalog.Tenant
 	err := a.cat.Update(func(tx *catalog.Tx) error {
 		id := req.ID
@@ -152,11 +160,19 @@ func (a *Agent) CreateTenant(ctx context.Context, req client.CreateTenant) (clie
 	}
 	unlock := a.lockTenant(tn.ID)
 	defer unlock()
+	// fail rolls the creation back and answers err in one line: its first
+	// line and PostgreSQL's first error message (pgcluster.Brief); the
+	// agent's log has the whole output.
 	fail := func(err error) (client.Tenant, error) {
 		if derr := a.discardTenant(context.WithoutCancel(ctx), tn); derr != nil {
 			a.log.Error("create: roll back", "tenant", tn.ID, "err", derr)
 		}
-		return client.Tenant{}, err
+		var ae *apiError
+		if errors.As(err, &ae) {
+			return client.Tenant{}, err
+		}
+		a.log.Error("create tenant failed", "tenant", tn.ID, "err", err)
+		return client.Tenant{}, errf(statusOf(err), "%s", pgcluster.Brief(err.Error()))
 	}
 	if err := portFree(a.cfg.Tenant.ListenAddr, tn.Port); err != nil {
 		return fail(errf(http.StatusConflict, "tenant %d: port %d is in use on this server", tn.ID, tn.Port))

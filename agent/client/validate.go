@@ -38,10 +38,11 @@ func (r StartMigration) Validate() error {
 		return bad("to", `"": want a peer name or an agent URL`)
 	case r.Mode != "" && r.Mode != string(migration.Live) && r.Mode != string(migration.StopAndCopy):
 		return bad("mode", "%q: want %s or %s", r.Mode, migration.Live, migration.StopAndCopy)
-	case math.IsNaN(r.Rate) || math.IsInf(r.Rate, 0) || r.Rate < 0:
-		return bad("rate", "%v: want >= 0 bytes/s (0 = unlimited)", r.Rate)
 	case r.WALRelay != "" && r.WALRelay != WALRelayTarget && r.WALRelay != WALRelaySource:
 		return bad("wal_relay", "%q: want %s or %s", r.WALRelay, WALRelayTarget, WALRelaySource)
+	}
+	if err := checkRate("rate", r.Rate, "unlimited"); err != nil {
+		return err
 	}
 	if r.Checkpoint != "" {
 		if _, _, err := snapshot.ParseCheckpoint(r.Checkpoint); err != nil {
@@ -73,6 +74,28 @@ func (r StartMigration) DeadlineAfter() (time.Duration, error) {
 	return d, nil
 }
 
+// MinRate is the least positive copy rate a request may set, bytes/s: 64
+// KiB/s, at which 1 GB takes 4.5 hours. Slower is a stalled copy (its
+// snapshot holds the source's WAL and a backup open for days), not a pace;
+// to stop a copy, abort it. 0 is not a rate but "unlimited".
+const MinRate = 64 << 10
+
+// checkRate refuses a rate (bytes/s) of field that is not finite, is
+// negative, or is positive but under MinRate; zero says what 0 means.
+func checkRate(field string, r float64, zero string) error {
+	switch {
+	case math.IsNaN(r) || math.IsInf(r, 0) || r < 0:
+		return bad(field, "%v: want 0 (%s) or a rate of at least %d bytes/s (64 KiB/s)", r, zero, MinRate)
+	case r > 0 && r < MinRate:
+		return bad(field, "%v bytes/s is under the least rate, %d bytes/s (64 KiB/s): the copy would stall; want 0 (%s) or at least that", r, MinRate, zero)
+	}
+	return nil
+}
+
+// Validate checks a rate change by itself: 0 (unlimited) or at least
+// MinRate bytes/s. The agent and the CLI both call it.
+func (r SetRate) Validate() error { return checkRate("rate", r.Rate, "unlimited") }
+
 // Controllers are the controllers a Control may name ("" is pid).
 var Controllers = []string{"pid", "fixed", "integral", "interference"}
 
@@ -88,10 +111,12 @@ func (c Control) Validate() error {
 		return bad("control.setpoint_ms", "%v: want a positive number of ms", c.SetpointMs)
 	case (c.Controller == "" || c.Controller == "pid") && c.SetpointMs == 0:
 		return bad("control.setpoint_ms", "missing: the pid controller holds a setpoint")
-	case math.IsNaN(c.MaxRate) || math.IsInf(c.MaxRate, 0) || c.MaxRate < 0:
-		return bad("control.max_rate", "%v: want a positive number of bytes/s (0 = the profile's)", c.MaxRate)
-	case math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) || c.Rate < 0:
-		return bad("control.rate", "%v: want >= 0 bytes/s", c.Rate)
+	}
+	if err := checkRate("control.max_rate", c.MaxRate, "the profile's"); err != nil {
+		return err
+	}
+	if err := checkRate("control.rate", c.Rate, "max_rate's"); err != nil {
+		return err
 	}
 	switch control.Statistic(c.Stat) {
 	case "", control.StatMean, control.StatP95, control.StatP99:

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/control"
@@ -127,7 +128,7 @@ following; the migration carries on.`,
 	f.StringVar(&percentile, "percentile", "mean", "what the setpoint holds: mean, p95 or p99 of each window")
 	f.StringVar(&maxRate, "max-rate", "", "with --setpoint: the copy's top speed, e.g. 200MB/s (default: the profile's, 120MB/s)")
 	f.StringVar(&profile, "profile", control.DefaultProfileName, "with --setpoint: the control loop's tuning, sluice or slacker, or a YAML/JSON profile file")
-	f.StringVar(&rate, "rate", "", "without --setpoint: a fixed cap on the copy, e.g. 20MB/s (default unlimited)")
+	f.StringVar(&rate, "rate", "", "without --setpoint: a fixed cap on the copy, e.g. 20MB/s, at least 64KiB/s (default unlimited)")
 	f.StringVar(&deadline, "deadline", "", "roll back if not handed over within this long, e.g. 2h (default none)")
 	f.StringVar(&mode, "mode", "live", "live or stop-and-copy")
 	f.StringVar(&checkpoint, "checkpoint", "fast", "how the snapshot's checkpoint writes the source's dirty buffers: fast (at once), spread (the server's own pacing), or a pace such as 3s (up to 27s)")
@@ -197,7 +198,7 @@ func migrateRequest(cmd *cobra.Command, f migrateFlags) (client.StartMigration, 
 
 // fieldFlags names the flag that sets each request field.
 var fieldFlags = map[string]string{
-	"mode": "--mode", "checkpoint": "--checkpoint", "wal_relay": "--wal-relay", "catch_up_timeout": "--catch-up-timeout",
+	"rate": "--rate", "mode": "--mode", "checkpoint": "--checkpoint", "wal_relay": "--wal-relay", "catch_up_timeout": "--catch-up-timeout",
 	"deadline": "--deadline", "control.setpoint_ms": "--setpoint", "control.stat": "--percentile",
 	"control.max_rate": "--max-rate", "control.profile": "--profile",
 }
@@ -454,17 +455,15 @@ func init() {
 	rate := &cobra.Command{
 		Use:   "rate ID RATE",
 		Short: "Change a running migration's copy rate at once (e.g. 50MB/s, or unlimited)",
-		Args:  cobra.ExactArgs(2),
+		Long: `Change a running migration's copy rate at once: RATE is a byte rate such as
+50MB/s or 512KiB/s, at least 64KiB/s (slower would stall the copy; abort it
+instead), or unlimited. With a control loop, the loop sets the rate again at
+its next step.`,
+		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			v, err := units.ParseRate(args[1])
+			v, err := rateArg(args[1])
 			if err != nil {
-				return cli.Usagef("migration rate: %v", err)
-			}
-			if v == 0 {
-				return cli.Usagef("migration rate: 0 would stall the copy; use abort to stop it")
-			}
-			if math.IsInf(v, 1) {
-				v = 0 // the API's unlimited
+				return err
 			}
 			c, err := agentClient(agentURL)
 			if err != nil {
@@ -501,6 +500,40 @@ func init() {
 			return nil
 		},
 	}
+	rate.SetFlagErrorFunc(rateFlagError)
 	mc.AddCommand(list, show, rate, abort)
 	root.AddCommand(mc)
+}
+
+// rateArg checks `sluice migration rate`'s RATE and returns it as the API's
+// rate, bytes/s (0 = unlimited); a mistake is a usage error.
+func rateArg(arg string) (float64, error) {
+	v, err := units.ParseRate(arg)
+	switch {
+	case err != nil:
+		return 0, cli.Usagef("migration rate: %v", err)
+	case v == 0:
+		return 0, cli.Usagef("migration rate: 0 would stall the copy; use abort to stop it")
+	case math.IsInf(v, 1):
+		return 0, nil // the API's unlimited
+	}
+	if err := (client.SetRate{Rate: v}).Validate(); err != nil {
+		return 0, cli.Usagef("migration rate: %s is under the least rate, 64KiB/s: the copy would stall; use abort to stop it", arg)
+	}
+	return v, nil
+}
+
+// rateFlagError is `sluice migration rate`'s flag error: a negative RATE
+// (-1MB/s, which pflag reads as shorthand flags) is refused by rateArg as the
+// rate it is, not as an unknown flag.
+func rateFlagError(_ *cobra.Command, err error) error {
+	var ne *pflag.NotExistError
+	if errors.As(err, &ne) {
+		if s := ne.GetSpecifiedShortnames(); s != "" && strings.ContainsRune("0123456789.", rune(s[0])) {
+			if _, err := rateArg("-" + s); err != nil {
+				return err
+			}
+		}
+	}
+	return cli.UsageError{Msg: err.Error()}
 }

@@ -8,6 +8,24 @@
 //   - bad usage returns a UsageError (via Usagef): Run prints one line
 //     "sluice: <reason>" on stderr and exits 2, having changed nothing;
 //   - any other error prints "sluice: <error>" and exits 1.
+//
+// The exit codes are a contract scripts rely on (ExitContract):
+//
+//   - 0: done.
+//   - 2: the command or what it asks is wrong, and nothing was changed: bad
+//     flags or arguments, an invalid agent config, an agent's refusal of the
+//     request (HTTP 4xx: unknown tenant or migration, a rate under the
+//     floor, a conflict with the tenant's state, a preflight refused).
+//     Running the same command again fails the same way.
+//   - 1: a right command could not be carried out: an agent, or the peer
+//     agent it needs, is unreachable or fails (HTTP 5xx; 502 for a peer), a
+//     port is in use, a migration ended aborted. Running it again may
+//     succeed once the fault is gone.
+//
+// PostgreSQL's own tools agree on no rule to copy (psql exits 2 when it
+// cannot connect and 1 on a bad option; pg_ctl 1 for both); sluice keeps
+// the rule of Go's flag package and cobra's tools, usage errors 2, so that
+// "fix the command" and "retry later" differ.
 package cli
 
 import (
@@ -22,6 +40,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
+
+// ExitContract is the exit codes' contract in one line, for the command
+// reference and the README.
+const ExitContract = "Exit codes: 0 done; 2 the command or its request is wrong (bad flags or arguments, a bad agent config, an agent's refusal: HTTP 4xx), nothing changed; 1 a right command could not be carried out (an agent or the peer it needs unreachable or failing, a port in use, a migration aborted). Either way, one line on stderr."
 
 // UsageError marks an error as the caller's fault: exit code 2.
 type UsageError struct{ Msg string }

@@ -16,7 +16,7 @@ func WriteReference(w io.Writer, root *cobra.Command) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# `%s` command reference\n\n", root.Name())
 	b.WriteString("Generated from the command tree (`make docs`); a test checks it is current.\n")
-	b.WriteString("Every command that prints figures takes `--json`; bad usage exits 2 with a one-line reason.\n")
+	b.WriteString("Every command that prints figures takes `--json`.\n" + ExitContract + "\n")
 	var walk func(c *cobra.Command)
 	walk = func(c *cobra.Command) {
 		if c.Hidden || c.Name() == "help" || c.Name() == "completion" {
