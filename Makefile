@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin/sluice
 TESTFLAGS ?= -timeout 18m
 
-.PHONY: all build deps bench-deps test demo bench fuzz docs clean
+.PHONY: all build deps bench-deps test test-faults demo bench fuzz docs clean
 
 all: build
 
@@ -19,6 +19,11 @@ build: deps
 test: deps
 	$(GO) vet ./...
 	$(GO) test $(TESTFLAGS) ./...
+
+# The whole fault-injection matrix: every component killed in every phase
+# (docs/design.md, Faults; about 25 minutes). `make test` runs a subset.
+test-faults: deps
+	$(GO) test -timeout 60m -count=1 ./agent -run 'TestFaultMatrix|TestTargetDiskFull|TestRollbackWithoutProxyRoute' -faults.all
 
 demo: build
 	./$(BIN) demo
