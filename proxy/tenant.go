@@ -274,19 +274,7 @@ func (t *tenant) endOpen(ctx context.Context, grace time.Duration, cancel func(*
 			go func() { sent <- cancel(s) }()
 		}
 		t.waitIdle(ctx, graceEnd)
-		tm := time.NewTimer(time.Until(graceEnd))
-	collect:
-		for range running {
-			select {
-			case ok := <-sent:
-				if ok {
-					res.Cancelled++
-				}
-			case <-tm.C:
-				break collect
-			}
-		}
-		tm.Stop()
+		res.Cancelled = countSent(sent, len(running), graceEnd)
 		if ctx.Err() != nil {
 			return
 		}
@@ -300,6 +288,31 @@ func (t *tenant) endOpen(ctx context.Context, grace time.Duration, cancel func(*
 	if res.Terminated > 0 {
 		t.waitIdle(ctx, time.Now().Add(grace))
 	}
+}
+
+// countSent counts the true results among the first n on sent, waiting
+// for them until end at the latest (a result already there counts even
+// after end).
+func countSent(sent <-chan bool, n int, end time.Time) int {
+	tm := time.NewTimer(time.Until(end))
+	defer tm.Stop()
+	count := 0
+	for range n {
+		var ok bool
+		select {
+		case ok = <-sent:
+		default:
+			select {
+			case ok = <-sent:
+			case <-tm.C:
+				return count
+			}
+		}
+		if ok {
+			count++
+		}
+	}
+	return count
 }
 
 // openSessions returns the sessions with a transaction in flight: idle
