@@ -2,6 +2,7 @@ package migration
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -197,7 +198,7 @@ func ParseHoldDeadline(s string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d < 0 || d > MaxHoldDeadline {
-		return 0, fmt.Errorf("%q: want a duration from 0 to %s, such as 100ms", s, MaxHoldDeadline)
+		return 0, fmt.Errorf("%q: want a duration from 0 to %s, such as 100ms", s, strings.TrimSuffix(MaxHoldDeadline.String(), "0s"))
 	}
 	return d, nil
 }
