@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 )
@@ -27,9 +26,7 @@ func TestBenchMigrationUsageErrors(t *testing.T) {
 		{[]string{"bench", "warm", "--hot", "96", "--memory", "64"}, "--memory"},
 	}
 	for _, c := range cases {
-		var out, errOut bytes.Buffer
-		code := run(c.args, &out, &errOut)
-		msg := errOut.String()
+		code, _, msg := labRunCLI(t, c.args...)
 		if code != 2 || !strings.Contains(msg, c.want) || strings.Count(msg, "\n") != 1 {
 			t.Errorf("sluice %s: exit %d, stderr %q; want 2 and one line mentioning %q", strings.Join(c.args, " "), code, msg, c.want)
 		}
