@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"image/color"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -227,7 +228,7 @@ func handoverReport(command string, start time.Time, res benchHandoverResult) st
 var chartGrey = color.RGBA{R: 120, G: 120, B: 120, A: 255}
 
 // writeHandoverPNG plots every handover's freeze and the others' stall
-// against the handover's number, a panel per run (each on its own scale),
+// against the handover's number in its run, a panel per run (each on its own scale),
 // with the goal's p99.
 func writeHandoverPNG(path string, res benchHandoverResult, samples []handoverSample) error {
 	var panels []chart.Panel
@@ -235,7 +236,11 @@ func writeHandoverPNG(path string, res benchHandoverResult, samples []handoverSa
 		var xs, fr, ot []float64
 		for _, s := range samples {
 			if s.Config == r.Label {
-				xs, fr, ot = append(xs, float64(s.N)), append(fr, s.Freeze), append(ot, s.Others)
+				o := s.Others
+				if o < 0 { // no write started during the hold: a gap
+					o = math.NaN()
+				}
+				xs, fr, ot = append(xs, float64(len(xs)+1)), append(fr, s.Freeze), append(ot, o)
 			}
 		}
 		p := chart.Panel{Title: fmt.Sprintf("hold %s (deadline %.0f ms, grace %.0f ms)", r.Label, r.DeadlineMs, r.GraceMs), YLabel: "ms"}
@@ -251,7 +256,7 @@ func writeHandoverPNG(path string, res benchHandoverResult, samples []handoverSa
 	if res.LongCursor {
 		title += ": one session with a long cursor open across every handover"
 	}
-	c := chart.Chart{Title: title, XLabel: "handover", Panels: panels, LegendOutside: true, LegendWidth: 4 * vg.Inch}
+	c := chart.Chart{Title: title, XLabel: "handover of the run", Panels: panels, LegendOutside: true, LegendWidth: 4 * vg.Inch}
 	f, err := os.Create(path)
 	if err != nil {
 		return fmt.Errorf("bench handover: %w", err)
