@@ -187,6 +187,7 @@ func (a *Agent) StartMigration(ctx context.Context, req client.StartMigration) (
 	}
 	mode := migration.Mode(cmp.Or(req.Mode, string(migration.Live)))
 	catchUp, _ := migration.ParseCatchUpTimeout(req.CatchUpTimeout)
+	holdDeadline, _ := migration.ParseHoldDeadline(req.HoldDeadline)
 	var deadline time.Time
 	if d, _ := req.DeadlineAfter(); d > 0 {
 		deadline = time.Now().Add(d)
@@ -242,7 +243,7 @@ func (a *Agent) StartMigration(ctx context.Context, req client.StartMigration) (
 	}
 	now := time.Now()
 	rec := migration.New(newMigrationID(tn.ID, now), mreq.Tenant, a.cfg.Name, info.Name, mode, now)
-	rec.CatchUpTimeout = catchUp
+	rec.CatchUpTimeout, rec.HoldDeadline = catchUp, holdDeadline
 	recJSON, err := json.Marshal(rec)
 	if err != nil {
 		src.Close()

@@ -1,6 +1,10 @@
 package migration
 
-import "time"
+import (
+	"fmt"
+	"strings"
+	"time"
+)
 
 // Mode is how a tenant moves.
 type Mode string
@@ -66,8 +70,16 @@ const (
 	// most this many bytes of WAL (1 MiB: replayed in well under 100 ms).
 	DefaultCatchUpBytes = 1 << 20
 	// DefaultHoldDeadline is how long HANDOVER lets in-flight transactions
-	// finish after holding new ones (500 ms).
-	DefaultHoldDeadline = 500 * time.Millisecond
+	// finish after holding new ones (100 ms); the router ends those still
+	// open then (proxy: idle in a transaction block terminated at once, a
+	// running statement cancelled, then terminated after the proxy's short
+	// grace). The freeze budget behind it: docs/design.md, "Handover
+	// deadline". Every default hold — the agent's, the proxy API's, the
+	// benchmarks' — reads this one.
+	DefaultHoldDeadline = 100 * time.Millisecond
+	// MaxHoldDeadline bounds Record.HoldDeadline (1 min): every client of
+	// the tenant may wait that long.
+	MaxHoldDeadline = time.Minute
 	// MaxRetries is how many times in a row a roll-forward action (after the
 	// route switch) or a rollback is retried before the migration is left
 	// stuck with its Error set for a later Resumed.
@@ -91,7 +103,8 @@ type Record struct {
 	// CatchUpTimeout bounds CATCH-UP within one Run: a lag still above
 	// CatchUpBytes after it rolls the migration back. 0: Env.CatchUpTimeout.
 	CatchUpTimeout time.Duration `json:"catch_up_timeout_ns,omitempty"`
-	// HoldDeadline: how long in-flight transactions may take to finish after Hold.
+	// HoldDeadline: how long in-flight transactions may take to finish
+	// after Hold, in [0, MaxHoldDeadline]; New sets DefaultHoldDeadline.
 	HoldDeadline time.Duration `json:"hold_deadline_ns"`
 
 	Phase    Phase `json:"phase"`
@@ -177,6 +190,21 @@ func New(id, tenant, source, target string, mode Mode, now time.Time) Record {
 		r.Slot = SlotName(id)
 	}
 	return r
+}
+
+// ParseHoldDeadline reads a hold deadline as the CLI and the agent's API
+// take it: "" is DefaultHoldDeadline, else a duration in [0,
+// MaxHoldDeadline] (Record.HoldDeadline; 0 ends every open transaction at
+// once). The error quotes s; the caller names the setting.
+func ParseHoldDeadline(s string) (time.Duration, error) {
+	if s == "" {
+		return DefaultHoldDeadline, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 || d > MaxHoldDeadline {
+		return 0, fmt.Errorf("%q: want a duration from 0 to %s, such as 100ms", s, strings.TrimSuffix(MaxHoldDeadline.String(), "0s"))
+	}
+	return d, nil
 }
 
 // SlotName is the replication slot a live migration uses on its source.

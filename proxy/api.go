@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/sluicedb/sluice/migration"
 	"github.com/sluicedb/sluice/proxy/client"
 	"github.com/sluicedb/sluice/proxy/timing"
 )
@@ -49,10 +49,10 @@ func (p *Proxy) apiHandler() http.Handler {
 			apiError(w, http.StatusBadRequest, err)
 			return
 		}
-		deadline := 2 * time.Second
+		deadline := migration.DefaultHoldDeadline
 		if in.DeadlineMS != nil {
-			if *in.DeadlineMS < 0 || math.IsNaN(*in.DeadlineMS) {
-				apiError(w, http.StatusBadRequest, errors.New("deadline_ms must be ≥ 0"))
+			if !(*in.DeadlineMS >= 0 && *in.DeadlineMS <= float64(migration.MaxHoldDeadline/time.Millisecond)) {
+				apiError(w, http.StatusBadRequest, fmt.Errorf("deadline_ms %v: want 0 to %d", *in.DeadlineMS, migration.MaxHoldDeadline/time.Millisecond))
 				return
 			}
 			deadline = time.Duration(*in.DeadlineMS * float64(time.Millisecond))

@@ -23,9 +23,12 @@ const (
 	DefaultReleaseWindow = time.Second
 	// DefaultStartupTimeout bounds a client's startup and authentication.
 	DefaultStartupTimeout = 30 * time.Second
-	// holdGrace is how long a hold waits after cancelling at its deadline for
-	// the cancelled transactions to come back to their boundary.
-	holdGrace = 2 * time.Second
+	// DefaultHoldGrace is Config.HoldGrace's default (50 ms): a cancel
+	// reaches a local backend and its error the client in a few ms; the
+	// grace adds to the freeze of every held session only when a statement
+	// is running at the hold's deadline (docs/design.md, "Handover
+	// deadline").
+	DefaultHoldGrace = 50 * time.Millisecond
 )
 
 // RouteConfig is one tenant's route as configured (static file or Config.Routes).
@@ -89,6 +92,13 @@ type Config struct {
 	ReleaseLimit  int
 	ReleaseWindow time.Duration
 
+	// HoldGrace is how long a hold waits, after cancelling the statements
+	// still running at its deadline, for their transactions to end before
+	// it terminates their sessions (tenant.hold). > 0; default
+	// DefaultHoldGrace. A hold's deadline is the caller's (the API's
+	// deadline_ms, default migration.DefaultHoldDeadline).
+	HoldGrace time.Duration
+
 	// Logf, if set, receives one line per notable event (session errors, route changes).
 	Logf func(format string, args ...any)
 }
@@ -111,6 +121,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.DialTimeout <= 0 {
 		c.DialTimeout = DefaultDialTimeout
+	}
+	if c.HoldGrace <= 0 {
+		c.HoldGrace = DefaultHoldGrace
 	}
 	if c.ReleaseWindow <= 0 {
 		c.ReleaseWindow = DefaultReleaseWindow

@@ -48,12 +48,19 @@
 // # Handover
 //
 // POST /v1/tenants/{t}/hold makes new transactions of t wait at their
-// boundary and returns when none is in flight; at deadline_ms, in-flight ones
-// get a CancelRequest and the hold waits up to 2 s more; sessions still in a
-// transaction then (idle inside BEGIN, which a cancel does not end) are
-// terminated — their server session closed, rolling the transaction back,
-// and the client sent FATAL 57P01 — so that nothing of the tenant is open
-// when the hold returns (in_flight in the answer says otherwise). The answer's
+// boundary and returns when none is in flight. At deadline_ms (default
+// migration.DefaultHoldDeadline) the transactions still open are ended: a
+// session idle inside a transaction block (waiting for its client, such as
+// a cursor read FETCH by FETCH; a cancel does not end it) is terminated at
+// once — its server session closed, rolling the transaction back, and the
+// client sent FATAL 57P01; a session with a statement running gets a
+// CancelRequest and is terminated if still in its transaction
+// Config.HoldGrace (default 50 ms) later. A portal suspended without a Sync
+// (node's pg-cursor) looks running to the proxy: cancel, grace, terminate.
+// So a hold returns by deadline + grace (+ one more grace for terminated
+// sessions to close), and nothing of the tenant is open then (in_flight in
+// the answer says otherwise); sessions between transactions never wait for
+// an open one longer. The answer's
 // idle_backends lists the backend pids of the held sessions' server sessions
 // on the tenant's current server: the proxy sends them nothing until release
 // and moves their sessions before their next transaction, so a fence may
@@ -95,7 +102,7 @@
 //
 //	GET  /v1/routes                      [{tenant, aliases, addr, database, held, sessions}]
 //	PUT  /v1/routes/{tenant}             {"addr":"host:port","database":"db","aliases":[…]}
-//	POST /v1/tenants/{tenant}/hold       {"deadline_ms":2000} → {held_sessions, waited_ms, cancelled, terminated, in_flight, idle_backends}
+//	POST /v1/tenants/{tenant}/hold       {"deadline_ms":100} → {held_sessions, waited_ms, cancelled, terminated, terminated_idle, in_flight, idle_backends}
 //	POST /v1/tenants/{tenant}/switch     {"addr":"host:port","database":"db"}
 //	POST /v1/tenants/{tenant}/prepare    {"addr":"host:port","database":"db"} → {sessions, opened, failed, statements, first_error, waited_ms}
 //	POST /v1/tenants/{tenant}/release    → {status, released_at}: when the held sessions were let go (RFC 3339)

@@ -420,7 +420,7 @@ func (p *Proxy) Hold(ctx context.Context, tenantName string, deadline time.Durat
 	now := time.Now()
 	r, _ := t.routeNow()
 	p.ho.held(tenantName, r.Addr, now, p.windowOf(tenantName, r.Addr, now))
-	return t.hold(ctx, deadline, p.cancelSession), nil
+	return t.hold(ctx, deadline, p.cfg.HoldGrace, p.cancelSession), nil
 }
 
 // Switch points tenant at addr (and database, when not "").

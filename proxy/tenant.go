@@ -217,13 +217,13 @@ func (t *tenant) waitIdle(ctx context.Context, until time.Time) bool {
 	return true
 }
 
-// hold sets the hold and waits for in-flight transactions, cancelling those
-// still running at deadline (through cancel, which returns whether it sent a
-// CancelRequest) and then waiting up to holdGrace for them to end. Sessions
-// still inside a transaction after that (idle in a transaction block, which
-// a cancel does not end) are terminated: their open transaction is rolled
-// back by closing its server session, and the client gets a FATAL error.
-func (t *tenant) hold(ctx context.Context, deadline time.Duration, cancel func(*session) bool) client.HoldResult {
+// hold sets the hold and waits up to deadline for the in-flight
+// transactions to end; at the deadline it ends those still open (endOpen),
+// so that it returns by deadline + 2 × grace at the latest (the second grace
+// only if a terminated session is slow to close). Sessions between
+// transactions wait at their boundary until release; they never wait for an
+// open transaction longer than that.
+func (t *tenant) hold(ctx context.Context, deadline, grace time.Duration, cancel func(*session) bool) client.HoldResult {
 	start := time.Now()
 	t.mu.Lock()
 	if !t.mu.held {
@@ -235,34 +235,7 @@ func (t *tenant) hold(ctx context.Context, deadline time.Duration, cancel func(*
 	t.mu.Unlock()
 	var res client.HoldResult
 	if !t.waitIdle(ctx, start.Add(deadline)) && ctx.Err() == nil {
-		t.mu.Lock()
-		var busy []*session
-		for s := range t.mu.sessions {
-			if s.inFlight() {
-				busy = append(busy, s)
-			}
-		}
-		t.mu.Unlock()
-		for _, s := range busy {
-			if cancel(s) {
-				res.Cancelled++
-			}
-		}
-		if !t.waitIdle(ctx, time.Now().Add(holdGrace)) && ctx.Err() == nil {
-			t.mu.Lock()
-			busy = busy[:0]
-			for s := range t.mu.sessions {
-				if s.inFlight() {
-					busy = append(busy, s)
-				}
-			}
-			t.mu.Unlock()
-			for _, s := range busy {
-				s.terminate(codeAdminShutdown, "sluice proxy: terminating connection: transaction still open at the handover deadline")
-				res.Terminated++
-			}
-			t.waitIdle(ctx, time.Now().Add(holdGrace))
-		}
+		t.endOpen(ctx, grace, cancel, &res)
 	}
 	t.mu.Lock()
 	res.HeldSessions = len(t.mu.sessions)
@@ -276,6 +249,87 @@ func (t *tenant) hold(ctx context.Context, deadline time.Duration, cancel func(*
 	}
 	res.WaitedMS = float64(time.Since(start).Microseconds()) / 1000
 	return res
+}
+
+// endOpen ends the transactions still open at a hold's deadline and counts
+// them in res. A session idle in a transaction block (waiting for its
+// client: a cancel cannot end it) is terminated at once. A session with a
+// statement running (or a request without a Sync, such as a suspended
+// portal's Execute, which the proxy cannot tell from one) gets a
+// CancelRequest, all at once; those still in a transaction grace later are
+// terminated. Termination closes the server session, rolling the
+// transaction back, and sends the client FATAL 57P01. endOpen then waits up
+// to grace for the terminated sessions to close.
+func (t *tenant) endOpen(ctx context.Context, grace time.Duration, cancel func(*session) bool, res *client.HoldResult) {
+	const msg = "sluice proxy: terminating connection: transaction still open at the handover deadline"
+	idle, running := t.openSessions()
+	for _, s := range idle {
+		s.terminate(codeAdminShutdown, msg)
+	}
+	res.Terminated, res.TerminatedIdle = len(idle), len(idle)
+	if len(running) > 0 {
+		graceEnd := time.Now().Add(grace)
+		sent := make(chan bool, len(running))
+		for _, s := range running {
+			go func() { sent <- cancel(s) }()
+		}
+		t.waitIdle(ctx, graceEnd)
+		res.Cancelled = countSent(sent, len(running), graceEnd)
+		if ctx.Err() != nil {
+			return
+		}
+		for _, s := range running {
+			if s.inFlight() {
+				s.terminate(codeAdminShutdown, msg)
+				res.Terminated++
+			}
+		}
+	}
+	if res.Terminated > 0 {
+		t.waitIdle(ctx, time.Now().Add(grace))
+	}
+}
+
+// countSent counts the true results among the first n on sent, waiting
+// for them until end at the latest (a result already there counts even
+// after end).
+func countSent(sent <-chan bool, n int, end time.Time) int {
+	tm := time.NewTimer(time.Until(end))
+	defer tm.Stop()
+	count := 0
+	for range n {
+		var ok bool
+		select {
+		case ok = <-sent:
+		default:
+			select {
+			case ok = <-sent:
+			case <-tm.C:
+				return count
+			}
+		}
+		if ok {
+			count++
+		}
+	}
+	return count
+}
+
+// openSessions returns the sessions with a transaction in flight: idle
+// those waiting for their client inside a transaction block, running the
+// others.
+func (t *tenant) openSessions() (idle, running []*session) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for s := range t.mu.sessions {
+		switch open, waiting := s.txState(); {
+		case open && waiting:
+			idle = append(idle, s)
+		case open:
+			running = append(running, s)
+		}
+	}
+	return idle, running
 }
 
 // release lifts the hold and returns when it did (the held sessions are

@@ -15,7 +15,7 @@ func TestReleaseRamp(t *testing.T) {
 	defer cancel()
 	moved := func(limit int, window time.Duration) *tenant {
 		tn := newTenant(RouteConfig{Tenant: "t", Addr: "127.0.0.1:1", Database: "d"})
-		tn.hold(ctx, time.Second, func(*session) bool { return false })
+		tn.hold(ctx, time.Second, DefaultHoldGrace, func(*session) bool { return false })
 		tn.setRoute("127.0.0.1:2", "", true)
 		if _, ramp := tn.release(limit, window); ramp != (limit > 0) {
 			t.Fatalf("release(%d, %v) of a moved tenant: ramp %v", limit, window, ramp)
@@ -61,7 +61,7 @@ func TestReleaseRamp(t *testing.T) {
 	// No ramp without a move or with limit 0.
 	for name, tn := range map[string]*tenant{"limit 0": moved(0, time.Hour), "not moved": func() *tenant {
 		tn := newTenant(RouteConfig{Tenant: "t", Addr: "127.0.0.1:1", Database: "d"})
-		tn.hold(ctx, time.Second, func(*session) bool { return false })
+		tn.hold(ctx, time.Second, DefaultHoldGrace, func(*session) bool { return false })
 		if _, ramp := tn.release(1, time.Hour); ramp {
 			t.Fatal("a release that did not move the tenant started a ramp")
 		}

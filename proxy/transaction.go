@@ -23,6 +23,16 @@ func (s *session) inFlight() bool {
 	return s.mu.inTx
 }
 
+// txState reports whether a transaction of s is in flight and, if so,
+// whether it waits for its client inside a transaction block: its last
+// request was a Query, Sync or FunctionCall and its ReadyForQuery ('T' or
+// 'E') has come back. Otherwise a statement may be running on the server.
+func (s *session) txState() (open, waiting bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.inTx, s.mu.inTx && s.mu.outstanding == 0 && s.mu.lastSync
+}
+
 // beginTx starts a transaction at a boundary: it waits while the tenant is
 // held, moves the session if the route changed, and counts it in flight.
 func (s *session) beginTx(ctx context.Context) error {
@@ -40,6 +50,7 @@ func (s *session) beginTx(ctx context.Context) error {
 	queued := time.Since(start)
 	s.mu.Lock()
 	s.mu.inTx = true
+	s.mu.lastSync = false // no request of this transaction yet
 	s.mu.txStart = start
 	s.mu.txQueued = queued
 	s.mu.Unlock()
@@ -60,6 +71,7 @@ func (s *session) tryBeginTx(now time.Time) bool {
 	}
 	s.mu.Lock()
 	s.mu.inTx = true
+	s.mu.lastSync = false
 	s.mu.txStart = now
 	s.mu.txQueued = 0
 	s.mu.Unlock()

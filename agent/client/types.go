@@ -67,6 +67,11 @@ type StartMigration struct {
 	// paced: "target" (the default: the target agent, so that relaying costs
 	// the target's CPU, not the source's) or "source" (the source agent).
 	WALRelay string `json:"wal_relay,omitempty"`
+	// HoldDeadline is how long the handover's hold lets the tenant's open
+	// transactions finish before the proxy ends them (FATAL 57P01, or a
+	// cancel), a duration such as "100ms" from 0 to 1m; every client of
+	// the tenant may wait that long. "" = migration.DefaultHoldDeadline.
+	HoldDeadline string `json:"hold_deadline,omitempty"`
 	// Deadline, when set, is how long the migration may run before it
 	// rolls back, a duration such as "2h": past it, a migration that has
 	// not switched its route is aborted and the source serves on as if

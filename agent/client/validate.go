@@ -52,6 +52,9 @@ func (r StartMigration) Validate() error {
 	if _, err := migration.ParseCatchUpTimeout(r.CatchUpTimeout); err != nil {
 		return bad("catch_up_timeout", "%v", err)
 	}
+	if _, err := migration.ParseHoldDeadline(r.HoldDeadline); err != nil {
+		return bad("hold_deadline", "%v", err)
+	}
 	if _, err := r.DeadlineAfter(); err != nil {
 		return err
 	}

@@ -60,6 +60,7 @@ func TestAgentCommandsBadInput(t *testing.T) {
 		{"migrate bad checkpoint", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--checkpoint", "1m"}, 2, "--checkpoint"},
 		{"migrate bad WAL relay", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--wal-relay", "middle"}, 2, "--wal-relay \"middle\""},
 		{"migrate bad catch-up timeout", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--catch-up-timeout", "10ms"}, 2, "--catch-up-timeout \"10ms\""},
+		{"migrate bad hold deadline", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--hold-deadline", "2m"}, 2, "--hold-deadline \"2m\""},
 		{"migrate unreachable agent", []string{"migrate", "--agent", "127.0.0.1:1", "--tenant", "1", "--to", "c2"}, 1, "connection refused"},
 		{"migrate max rate without setpoint", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--max-rate", "10MB/s"}, 2, "--max-rate goes with --setpoint"},
 		{"migrate rate and setpoint", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "c2", "--setpoint", "40ms", "--rate", "10MB/s"}, 2, "give one"},
@@ -154,7 +155,7 @@ func TestTenantAndMigrateCommands(t *testing.T) {
 	if code, out, _ = agentRunCLI(t, "tenant", "list", "--agent", urls[0]); code != 0 || !strings.Contains(out, "shop") || !strings.Contains(out, "running") {
 		t.Fatalf("tenant list: exit %d:\n%s", code, out)
 	}
-	code, out, errs = agentRunCLI(t, "migrate", "--agent", urls[0], "--tenant", "1", "--to", urls[1], "--rate", "50MB/s", "--catch-up-timeout", "7m", "--json")
+	code, out, errs = agentRunCLI(t, "migrate", "--agent", urls[0], "--tenant", "1", "--to", urls[1], "--rate", "50MB/s", "--catch-up-timeout", "7m", "--hold-deadline", "250ms", "--json")
 	if code != 0 {
 		t.Fatalf("migrate: exit %d: %s%s", code, out, errs)
 	}
@@ -170,9 +171,9 @@ func TestTenantAndMigrateCommands(t *testing.T) {
 	if res["outcome"] != "committed" || res["bytes"].(float64) <= 0 || res["freeze_ms"].(float64) <= 0 {
 		t.Fatalf("migrate result %s", out)
 	}
-	// --catch-up-timeout reached the migration's record.
-	if code, out, errs = agentRunCLI(t, "migration", "show", res["id"].(string), "--agent", urls[0], "--json"); code != 0 || !strings.Contains(out, `"catch_up_timeout_ns": 420000000000`) {
-		t.Fatalf("migration show after --catch-up-timeout 7m: exit %d, want the record's catch_up_timeout_ns 420 s\n%s%s", code, out, errs)
+	// --catch-up-timeout and --hold-deadline reached the migration's record.
+	if code, out, errs = agentRunCLI(t, "migration", "show", res["id"].(string), "--agent", urls[0], "--json"); code != 0 || !strings.Contains(out, `"catch_up_timeout_ns": 420000000000`) || !strings.Contains(out, `"hold_deadline_ns": 250000000`) {
+		t.Fatalf("migration show after --catch-up-timeout 7m --hold-deadline 250ms: exit %d, want the record's catch_up_timeout_ns 420 s and hold_deadline_ns 250 ms\n%s%s", code, out, errs)
 	}
 	// A setpoint needs the proxy's latency: these agents have none, so it
 	// is refused up front (exit 2) and nothing starts.

@@ -20,6 +20,7 @@ import (
 	"github.com/sluicedb/sluice/control"
 	"github.com/sluicedb/sluice/internal/cli"
 	"github.com/sluicedb/sluice/internal/units"
+	"github.com/sluicedb/sluice/migration"
 )
 
 // migrateResult is what `sluice migrate --json` prints: the final migration
@@ -51,6 +52,7 @@ func init() {
 	var (
 		agentURL, to, rate, mode, catchUpTimeout string
 		checkpoint, walRelay, deadline           string
+		holdDeadline                             string
 		setpoint, percentile, maxRate, profile   string
 		tenant                                   int64
 		asJSON, detach                           bool
@@ -72,6 +74,12 @@ measure; slacker, the paper's) or a YAML/JSON file naming a base and the
 fields it changes (docs/control.md). Without --setpoint, --rate caps the copy
 (default unlimited); change it later with sluice migration rate.
 
+--hold-deadline is how long the handover waits for the tenant's open
+transactions (default ` + migration.DefaultHoldDeadline.String() + `): every client of the
+tenant waits at most about that long plus the handover itself; a transaction
+still open then is ended — its session terminated (FATAL 57P01) if idle inside
+a transaction block, its statement cancelled otherwise.
+
 --deadline rolls the migration back if it has not handed over in time; the
 source then serves on as if nothing happened. Interrupting the command stops
 following; the migration carries on.`,
@@ -81,7 +89,7 @@ following; the migration carries on.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			req, err := migrateRequest(cmd, migrateFlags{tenant: tenant, to: to, rate: rate, mode: mode, catchUpTimeout: catchUpTimeout,
-				checkpoint: checkpoint, walRelay: walRelay, deadline: deadline, setpoint: setpoint, percentile: percentile, maxRate: maxRate, profile: profile})
+				checkpoint: checkpoint, walRelay: walRelay, deadline: deadline, holdDeadline: holdDeadline, setpoint: setpoint, percentile: percentile, maxRate: maxRate, profile: profile})
 			if err != nil {
 				return err
 			}
@@ -133,6 +141,7 @@ following; the migration carries on.`,
 	f.StringVar(&mode, "mode", "live", "live or stop-and-copy")
 	f.StringVar(&checkpoint, "checkpoint", "fast", "how the snapshot's checkpoint writes the source's dirty buffers: fast (at once), spread (the server's own pacing), or a pace such as 3s (up to 27s)")
 	f.StringVar(&walRelay, "wal-relay", "target", "which agent relays and paces the standby's WAL stream: target (the source's CPU pays only its walsender) or source")
+	f.StringVar(&holdDeadline, "hold-deadline", "", "how long the handover waits for the tenant's open transactions before ending them (57P01, or a cancel), e.g. 500ms; every client waits that long (default "+migration.DefaultHoldDeadline.String()+")")
 	f.StringVar(&catchUpTimeout, "catch-up-timeout", "", "how long catch-up may take before the migration rolls back, e.g. 30m (default 10m)")
 	f.BoolVar(&asJSON, "json", false, "print one final JSON object instead of progress and summary")
 	f.BoolVar(&detach, "detach", false, "start the migration and return at once")
@@ -144,6 +153,7 @@ type migrateFlags struct {
 	tenant                                               int64
 	to, rate, mode, catchUpTimeout, checkpoint, walRelay string
 	deadline, setpoint, percentile, maxRate, profile     string
+	holdDeadline                                         string
 }
 
 // migrateRequest checks the flags and builds the migration's request; every
@@ -151,7 +161,7 @@ type migrateFlags struct {
 // client.StartMigration.Validate's; this adds only what flags alone can get
 // wrong (a rate of 0, a rate with a setpoint, a control flag without one).
 func migrateRequest(cmd *cobra.Command, f migrateFlags) (client.StartMigration, error) {
-	req := client.StartMigration{Tenant: f.tenant, To: f.to, Mode: f.mode, Checkpoint: f.checkpoint, WALRelay: f.walRelay, CatchUpTimeout: f.catchUpTimeout, Deadline: f.deadline}
+	req := client.StartMigration{Tenant: f.tenant, To: f.to, Mode: f.mode, Checkpoint: f.checkpoint, WALRelay: f.walRelay, CatchUpTimeout: f.catchUpTimeout, HoldDeadline: f.holdDeadline, Deadline: f.deadline}
 	switch {
 	case f.tenant <= 0:
 		return req, cli.Usagef("migrate: --tenant ID is required (a positive integer)")
@@ -199,7 +209,8 @@ func migrateRequest(cmd *cobra.Command, f migrateFlags) (client.StartMigration, 
 // fieldFlags names the flag that sets each request field.
 var fieldFlags = map[string]string{
 	"rate": "--rate", "mode": "--mode", "checkpoint": "--checkpoint", "wal_relay": "--wal-relay", "catch_up_timeout": "--catch-up-timeout",
-	"deadline": "--deadline", "control.setpoint_ms": "--setpoint", "control.stat": "--percentile",
+	"hold_deadline": "--hold-deadline",
+	"deadline":      "--deadline", "control.setpoint_ms": "--setpoint", "control.stat": "--percentile",
 	"control.max_rate": "--max-rate", "control.profile": "--profile",
 }
 

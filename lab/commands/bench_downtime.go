@@ -173,7 +173,11 @@ func runBenchDowntime(cmd *cobra.Command, f benchDowntimeFlags) error {
 func downtimeCommandLine(cmd *cobra.Command) string {
 	parts := []string{cmd.CommandPath()}
 	cmd.Flags().Visit(func(f *pflag.Flag) {
-		if f.Value.Type() == "bool" {
+		if sv, ok := f.Value.(pflag.SliceValue); ok {
+			for _, v := range sv.GetSlice() {
+				parts = append(parts, "--"+f.Name+" "+v)
+			}
+		} else if f.Value.Type() == "bool" {
 			parts = append(parts, "--"+f.Name)
 		} else {
 			parts = append(parts, "--"+f.Name+" "+f.Value.String())

@@ -19,6 +19,7 @@ import (
 	"github.com/sluicedb/sluice/migration/pg"
 	"github.com/sluicedb/sluice/pgcluster"
 	"github.com/sluicedb/sluice/proxy"
+	proxyclient "github.com/sluicedb/sluice/proxy/client"
 )
 
 // benchHandoverOptions are bench handover's flags.
@@ -33,6 +34,12 @@ type benchHandoverOptions struct {
 	mode      string
 	jsonOut   bool
 	keep      bool
+	// longCursor keeps one session with a long cursor open (longCursor);
+	// variants run the handovers again with other hold configs; out, if
+	// set, gets the outputs (writeHandoverOutputs).
+	longCursor bool
+	variants   []string
+	out        string
 }
 
 var benchHandoverFlags benchHandoverOptions
@@ -54,6 +61,16 @@ it changes). The freeze is the driver's view: from asking for the hold to the
 release, in ms. --mode stop-and-copy runs the baseline instead (hold, stop, copy,
 start, switch, release): its freeze is the downtime.
 
+--long-cursor keeps one more session through the proxy inside a transaction with
+a cursor open across every handover, as psycopg2's named cursor does (BEGIN,
+DECLARE, FETCH 100 every 20 ms): the hold's deadline ends it (57P01) and it opens
+a new one. Each --variant (hold_deadline=D, hold_grace=G) runs --handovers more
+with that hold, after the default's (the migration's default deadline, the
+proxy's default grace), on the same tenant and workload. Per run: the freeze
+(hold → release) and the other sessions' stall (per handover, the slowest write
+that started during the hold), p50, p99 and max. --out gets handovers.csv,
+summary.json, report.md and handover.png.
+
 Every acknowledged INSERT is remembered; at the end the table on the final owner is
 read and compared row by row: missing = acknowledged but absent, duplicated = ids
 present more than once.`,
@@ -73,22 +90,29 @@ func init() {
 	f.StringVar(&benchHandoverFlags.mode, "mode", string(migration.Live), "migration mode: live, or stop-and-copy (the baseline; its freeze is the downtime)")
 	f.BoolVar(&benchHandoverFlags.jsonOut, "json", false, "print results as JSON")
 	f.BoolVar(&benchHandoverFlags.keep, "keep", false, "keep the temp directory for inspection")
+	f.BoolVar(&benchHandoverFlags.longCursor, "long-cursor", false, "keep one session inside a transaction with a long cursor open across every handover (--via proxy)")
+	f.StringArrayVar(&benchHandoverFlags.variants, "variant", nil, "run the handovers again with this hold: hold_deadline=D,hold_grace=G (repeatable; e.g. hold_deadline=2.5s, the freeze of the old 500 ms deadline + 2 s grace for an idle cursor)")
+	f.StringVar(&benchHandoverFlags.out, "out", "", "directory for handovers.csv, summary.json, report.md and handover.png (default none)")
 	benchCmd.AddCommand(benchHandoverCmd)
 }
 
 // benchHandoverResult is the JSON contract of `sluice bench handover --json`.
+// The top-level figures are the default hold's run (Runs[0]).
 type benchHandoverResult struct {
-	Handovers          int     `json:"handovers"`
-	FreezeP50ms        float64 `json:"freeze_p50_ms"`
-	FreezeP99ms        float64 `json:"freeze_p99_ms"`
-	WritesAcknowledged int     `json:"writes_acknowledged"`
-	WritesMissing      int     `json:"writes_missing"`
-	WritesDuplicated   int     `json:"writes_duplicated"`
+	Handovers          int           `json:"handovers"`
+	FreezeP50ms        float64       `json:"freeze_p50_ms"`
+	FreezeP99ms        float64       `json:"freeze_p99_ms"`
+	WritesAcknowledged int           `json:"writes_acknowledged"`
+	WritesMissing      int           `json:"writes_missing"`
+	WritesDuplicated   int           `json:"writes_duplicated"`
+	LongCursor         bool          `json:"long_cursor"`
+	Runs               []handoverRun `json:"runs"` // the default hold's, then one per --variant
 }
 
 func runBenchHandover(cmd *cobra.Command, _ []string) error {
 	bf := benchHandoverFlags
-	if err := bf.check(); err != nil {
+	configs, err := bf.check()
+	if err != nil {
 		return err
 	}
 	progress := func(format string, args ...any) {
@@ -98,34 +122,25 @@ func runBenchHandover(cmd *cobra.Command, _ []string) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	start := time.Now()
 	b, err := newMigHosts("sluice-bench-handover-", bf.keep, progress)
 	if err != nil {
 		return err
 	}
 	defer b.close()
 	hb := &handoverBench{opt: bf, progress: progress, hosts: b}
+	hb.writes = &ledger.Workload{Rate: bf.rate, Workers: bf.workers}
 	if err := hb.loadTenant(ctx); err != nil {
 		return err
 	}
-	stopRouter, err := hb.startRouter(ctx)
-	if err != nil {
-		return err
-	}
-	defer stopRouter()
-	stopWrites := hb.startWrites(ctx)
-	defer stopWrites()
-	time.Sleep(time.Second)
-
-	var freezes []float64
-	for i := 0; i < bf.handovers; i++ {
-		ms, err := hb.handover(ctx, i)
+	res := benchHandoverResult{LongCursor: bf.longCursor}
+	for _, c := range configs {
+		ended, err := hb.runConfig(ctx, c)
 		if err != nil {
 			return err
 		}
-		freezes = append(freezes, ms)
-		time.Sleep(500 * time.Millisecond) // let the workload run on the new owner
+		res.Runs = append(res.Runs, summariseHandovers(c, hb.samples, ended))
 	}
-	stopWrites()
 	st := hb.writes.Stats()
 	progress("workload: %d writes acknowledged, %d failed attempts (%d with unknown outcome), slowest acknowledged %.0f ms; last error: %s",
 		st.Acknowledged, st.Errors, st.Uncertain, float64(st.MaxLatency)/float64(time.Millisecond), st.LastError)
@@ -133,13 +148,13 @@ func runBenchHandover(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
-	res := benchHandoverResult{
-		Handovers:          len(freezes),
-		FreezeP50ms:        migRound1(migPercentile(freezes, 50)),
-		FreezeP99ms:        migRound1(migPercentile(freezes, 99)),
-		WritesAcknowledged: rep.Acknowledged,
-		WritesMissing:      rep.Missing,
-		WritesDuplicated:   rep.Duplicated,
+	base := res.Runs[0]
+	res.Handovers, res.FreezeP50ms, res.FreezeP99ms = base.Handovers, base.FreezeP50, base.FreezeP99
+	res.WritesAcknowledged, res.WritesMissing, res.WritesDuplicated = rep.Acknowledged, rep.Missing, rep.Duplicated
+	if bf.out != "" {
+		if err := writeHandoverOutputs(bf.out, downtimeCommandLine(cmd), start, res, hb.samples); err != nil {
+			return err
+		}
 	}
 	if bf.jsonOut {
 		return cli.WriteJSON(cmd.OutOrStdout(), res)
@@ -148,8 +163,67 @@ func runBenchHandover(cmd *cobra.Command, _ []string) error {
 	return nil
 }
 
-// check reports the first bad flag.
-func (bf benchHandoverOptions) check() error {
+// runConfig runs --handovers handovers holding with c: its own router
+// (a proxy with c's grace), the workload and, with --long-cursor, the
+// cursor through it. It returns how many times the cursor's transaction
+// was ended.
+func (hb *handoverBench) runConfig(ctx context.Context, c holdConfig) (cursorEnded int, err error) {
+	hb.progress("hold %s: deadline %v, grace %v", c.Label, c.Deadline, c.Grace)
+	stopRouter, err := hb.startRouter(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	defer stopRouter()
+	stopWrites := hb.startWrites(ctx)
+	defer stopWrites()
+	var lc *longCursor
+	if hb.opt.longCursor {
+		lc = &longCursor{dsn: hb.writes.ConnString(hb.proxyAddr)}
+		cctx, stopCursor := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { lc.run(cctx); close(done) }()
+		defer func() { stopCursor(); <-done }()
+	}
+	time.Sleep(time.Second)
+	for range hb.opt.handovers {
+		s, err := hb.handover(ctx, c)
+		if err != nil {
+			return 0, err
+		}
+		hb.samples = append(hb.samples, s)
+		time.Sleep(500 * time.Millisecond) // let the workload run on the new owner
+	}
+	if lc == nil {
+		return 0, nil
+	}
+	if e := lc.err.Load(); e != nil {
+		hb.progress("long cursor: last unexpected error: %v", *e)
+	}
+	return int(lc.ended.Load()), nil
+}
+
+// check reports the first bad flag, or returns the hold configs to run:
+// the default, then each --variant.
+func (bf benchHandoverOptions) check() ([]holdConfig, error) {
+	configs := []holdConfig{{Label: "default", Deadline: migration.DefaultHoldDeadline, Grace: proxy.DefaultHoldGrace}}
+	for _, v := range bf.variants {
+		c, err := parseHoldVariant(v)
+		if err != nil {
+			return nil, cli.Usagef("bench handover: --variant %q: %v", v, err)
+		}
+		configs = append(configs, c)
+	}
+	switch {
+	case bf.longCursor && bf.via != "proxy":
+		return nil, cli.Usagef("bench handover: --long-cursor needs --via proxy")
+	case len(bf.variants) > 0 && bf.via != "proxy":
+		return nil, cli.Usagef("bench handover: --variant needs --via proxy (the grace is the proxy's)")
+	}
+	return configs, bf.checkLoad()
+}
+
+// checkLoad reports the first bad flag of the load and the migration.
+func (bf benchHandoverOptions) checkLoad() error {
 	switch {
 	case bf.handovers < 1:
 		return cli.Usagef("bench handover: --handovers must be at least 1")
@@ -178,9 +252,13 @@ type handoverBench struct {
 	opt      benchHandoverOptions
 	progress func(format string, args ...any)
 
-	hosts  *migHosts // hosts.current is the tenant
-	router migration.Router
-	writes *ledger.Workload
+	hosts     *migHosts // hosts.current is the tenant
+	router    migration.Router
+	proxy     *proxyRouter // the router when --via proxy
+	proxyAddr string       // its client address
+	writes    *ledger.Workload
+	n         int              // handovers so far, all configs
+	samples   []handoverSample // every handover so far
 }
 
 // loadTenant starts the tenant on the first host, loads --size of filler
@@ -200,15 +278,14 @@ func (hb *handoverBench) loadTenant(ctx context.Context) error {
 // startRouter makes the router of --via (a gate router, or an in-process
 // sluice proxy) and the workload that goes through it, and returns what
 // stops the router.
-func (hb *handoverBench) startRouter(ctx context.Context) (stop func(), err error) {
-	hb.writes = &ledger.Workload{Rate: hb.opt.rate, Workers: hb.opt.workers}
+func (hb *handoverBench) startRouter(ctx context.Context, c holdConfig) (stop func(), err error) {
 	if hb.opt.via == "direct" {
 		g := migration.NewGateRouter(hb.hosts.current.Addr())
 		hb.router, hb.writes.Router = g, g
 		hb.writes.ConnString = func(addr string) string { return "postgres://postgres@" + addr + "/postgres?sslmode=disable" }
 		return func() {}, nil
 	}
-	p, err := proxy.New(proxy.Config{Listen: "127.0.0.1:0", Trust: true,
+	p, err := proxy.New(proxy.Config{Listen: "127.0.0.1:0", Trust: true, HoldGrace: c.Grace,
 		Routes: []proxy.RouteConfig{{Tenant: "bench", Addr: hb.hosts.current.Addr(), Database: "postgres"}}})
 	if err != nil {
 		return nil, err
@@ -218,7 +295,8 @@ func (hb *handoverBench) startRouter(ctx context.Context) (stop func(), err erro
 		stopP()
 		return nil, err
 	}
-	hb.router, hb.writes.Router = proxyRouter{p}, fixedRoute(p.Addr())
+	hb.proxy, hb.proxyAddr = &proxyRouter{p: p}, p.Addr()
+	hb.router, hb.writes.Router = hb.proxy, fixedRoute(p.Addr())
 	hb.writes.ConnString = func(addr string) string { return "postgres://postgres@" + addr + "/bench?sslmode=disable" }
 	return func() { p.Close(); stopP() }, nil
 }
@@ -232,39 +310,53 @@ func (hb *handoverBench) startWrites(ctx context.Context) (stop func()) {
 	return func() { stopW(); <-wdone }
 }
 
-// handover runs migration i (0-based) of the tenant to the other host and
-// returns its freeze (live) or downtime (stop-and-copy), ms.
-func (hb *handoverBench) handover(ctx context.Context, i int) (float64, error) {
+// handover runs the bench's next migration of the tenant to the other host,
+// holding with c, and returns its figures: the freeze (live) or downtime
+// (stop-and-copy), the others' stall, the hold's counters.
+func (hb *handoverBench) handover(ctx context.Context, c holdConfig) (handoverSample, error) {
 	bf, b := hb.opt, hb.hosts
+	i := hb.n
+	hb.n++
 	host := b.hosts[(i+1)%2]
 	rec := migration.New(fmt.Sprintf("h%d", i+1), "bench", b.names[i%2], b.names[(i+1)%2], migration.Mode(bf.mode), time.Now())
+	rec.HoldDeadline = c.Deadline
 	if rec.Mode == migration.Live {
 		rec.Fence = migration.FenceMode(bf.fence)
 	}
 	tgt := pg.NewLocalTarget(host, pgcluster.Options{})
 	out, err := b.migrate(ctx, rec, tgt, hb.router, fmt.Sprintf("bench handover: migration %d", i+1))
 	if err != nil {
-		return 0, err
+		return handoverSample{}, err
 	}
-	ms := float64(out.Freeze) / float64(time.Millisecond)
+	s := handoverSample{Config: c.Label, N: i + 1, Freeze: float64(out.Freeze) / float64(time.Millisecond), Others: -1}
+	if d, n := hb.writes.Longest(out.HeldAt, out.ReleasedAt); n > 0 {
+		s.Others = float64(d) / float64(time.Millisecond)
+	}
+	if hb.proxy != nil {
+		hr := hb.proxy.last
+		s.Hold, s.Cancelled, s.Terminated, s.TerminatedIdle = hr.WaitedMS, hr.Cancelled, hr.Terminated, hr.TerminatedIdle
+	}
 	st := hb.writes.Stats()
 	if rec.Mode == migration.Live {
-		hb.progress("handover %d/%d %s→%s: freeze %.1f ms (hold %.1f, fence %.1f, replay %.1f, promote %.1f; snapshot %d MB; acknowledged writes so far %d, slowest %.0f ms)",
-			i+1, bf.handovers, rec.Source, rec.Target, ms, migMs(out.HeldAt, out.FlushAt), migMs(out.FlushAt, out.FencedAt), migMs(out.FencedAt, out.ReplayedAt),
-			migMs(out.ReplayedAt, out.PromotedAt), out.SnapshotBytes>>20, st.Acknowledged, float64(st.MaxLatency)/float64(time.Millisecond))
+		hb.progress("handover %d (%s) %s→%s: freeze %.1f ms, others' stall %.1f ms (hold %.1f, fence %.1f, replay %.1f, promote %.1f; cancelled %d, terminated %d; snapshot %d MB; acknowledged writes so far %d)",
+			i+1, c.Label, rec.Source, rec.Target, s.Freeze, s.Others, migMs(out.HeldAt, out.FlushAt), migMs(out.FlushAt, out.FencedAt), migMs(out.FencedAt, out.ReplayedAt),
+			migMs(out.ReplayedAt, out.PromotedAt), s.Cancelled, s.Terminated, out.SnapshotBytes>>20, st.Acknowledged)
 	} else {
-		hb.progress("stop-and-copy %d/%d %s→%s: downtime %.1f ms (hold+stop %.1f, copy %.1f of %d MB, start %.1f; acknowledged writes so far %d)",
-			i+1, bf.handovers, rec.Source, rec.Target, ms, migMs(out.HeldAt, out.FencedAt), migMs(out.FencedAt, out.CopiedAt),
+		hb.progress("stop-and-copy %d %s→%s: downtime %.1f ms (hold+stop %.1f, copy %.1f of %d MB, start %.1f; acknowledged writes so far %d)",
+			i+1, rec.Source, rec.Target, s.Freeze, migMs(out.HeldAt, out.FencedAt), migMs(out.FencedAt, out.CopiedAt),
 			out.CopyBytes>>20, migMs(out.CopiedAt, out.PromotedAt), st.Acknowledged)
 	}
-	return ms, nil
+	return s, nil
 }
 
 // printBenchHandover prints res, one figure a line.
 func printBenchHandover(o io.Writer, res benchHandoverResult) {
-	fmt.Fprintf(o, "handovers            %d\n", res.Handovers)
-	fmt.Fprintf(o, "freeze p50           %.1f ms\n", res.FreezeP50ms)
-	fmt.Fprintf(o, "freeze p99           %.1f ms\n", res.FreezeP99ms)
+	for _, r := range res.Runs {
+		fmt.Fprintf(o, "hold %s (deadline %.0f ms, grace %.0f ms): %d handovers\n", r.Label, r.DeadlineMs, r.GraceMs, r.Handovers)
+		fmt.Fprintf(o, "  freeze          p50 %.1f  p99 %.1f  max %.1f ms\n", r.FreezeP50, r.FreezeP99, r.FreezeMax)
+		fmt.Fprintf(o, "  others' stall   p50 %.1f  p99 %.1f  max %.1f ms\n", r.OthersP50, r.OthersP99, r.OthersMax)
+		fmt.Fprintf(o, "  cancelled %d, terminated %d, long cursor ended %d\n", r.Cancelled, r.Terminated, r.CursorEnded)
+	}
 	fmt.Fprintf(o, "writes acknowledged  %d\n", res.WritesAcknowledged)
 	fmt.Fprintf(o, "writes missing       %d\n", res.WritesMissing)
 	fmt.Fprintf(o, "writes duplicated    %d\n", res.WritesDuplicated)
@@ -393,33 +485,37 @@ func migLoadFiller(ctx context.Context, c *pgcluster.Cluster, mb int) error {
 
 // proxyRouter is migration.Router over an in-process sluice proxy. It
 // neither prepares sessions nor lists backends (no early fence), as the
-// benchmark has always run.
-type proxyRouter struct{ p *proxy.Proxy }
+// benchmark has always run. last is the last hold's answer.
+type proxyRouter struct {
+	p    *proxy.Proxy
+	last proxyclient.HoldResult
+}
 
-var _ migration.Router = proxyRouter{}
+var _ migration.Router = (*proxyRouter)(nil)
 
-func (r proxyRouter) Prepare(context.Context, string, string) error { return migration.ErrUnsupported }
-func (r proxyRouter) Backends(context.Context, string) ([]int, error) {
+func (r *proxyRouter) Prepare(context.Context, string, string) error { return migration.ErrUnsupported }
+func (r *proxyRouter) Backends(context.Context, string) ([]int, error) {
 	return nil, migration.ErrUnsupported
 }
 
 // Hold holds the tenant and names the backends the proxy holds idle.
-func (r proxyRouter) Hold(ctx context.Context, tenant string, deadline time.Duration) ([]int, error) {
+func (r *proxyRouter) Hold(ctx context.Context, tenant string, deadline time.Duration) ([]int, error) {
 	res, err := r.p.Hold(ctx, tenant, deadline)
 	if err != nil {
 		return nil, err
 	}
+	r.last = res
 	if res.InFlight > 0 {
 		return nil, fmt.Errorf("proxy hold %s: %d transactions still in flight", tenant, res.InFlight)
 	}
 	return res.IdleBackends, nil
 }
-func (r proxyRouter) Switch(_ context.Context, tenant, addr string) error {
+func (r *proxyRouter) Switch(_ context.Context, tenant, addr string) error {
 	return r.p.Switch(tenant, addr, "")
 }
 
 // Release releases the tenant; it does not say when (zero time).
-func (r proxyRouter) Release(_ context.Context, tenant string) (time.Time, error) {
+func (r *proxyRouter) Release(_ context.Context, tenant string) (time.Time, error) {
 	return time.Time{}, r.p.Release(tenant)
 }
 

@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 )
@@ -18,14 +17,16 @@ func TestBenchMigrationUsageErrors(t *testing.T) {
 		{[]string{"bench", "handover", "--handovers", "2", "--rate", "-1"}, "--rate"},
 		{[]string{"bench", "handover", "--rate", "500", "--fence", "maybe"}, "--fence"},
 		{[]string{"bench", "handover", "--fence", "stop", "--wal-segsize", "3"}, "--wal-segsize"},
+		{[]string{"bench", "handover", "--variant", "hold_deadline=5m"}, "hold_deadline"},
+		{[]string{"bench", "handover", "--variant", "hold_grace=0s"}, "hold_grace"},
+		{[]string{"bench", "handover", "--variant", "kp=1"}, "unknown key kp"},
+		{[]string{"bench", "handover", "--long-cursor", "--via", "direct"}, "--long-cursor"},
 		{[]string{"bench", "warm", "--size", "100", "--shared-buffers", "128"}, "--size"},
 		{[]string{"bench", "warm", "--size", "512", "--hot", "0"}, "--hot"},
 		{[]string{"bench", "warm", "--hot", "96", "--memory", "64"}, "--memory"},
 	}
 	for _, c := range cases {
-		var out, errOut bytes.Buffer
-		code := run(c.args, &out, &errOut)
-		msg := errOut.String()
+		code, _, msg := labRunCLI(t, c.args...)
 		if code != 2 || !strings.Contains(msg, c.want) || strings.Count(msg, "\n") != 1 {
 			t.Errorf("sluice %s: exit %d, stderr %q; want 2 and one line mentioning %q", strings.Join(c.args, " "), code, msg, c.want)
 		}

@@ -57,6 +57,8 @@ type Workload struct {
 	mu        sync.Mutex
 	acked     []int64
 	ackedAt   []time.Time
+	startedAt []time.Time     // per acknowledged write: when it started (before the router)
+	took      []time.Duration // per acknowledged write: its latency, router wait included
 	uncertain int
 	errs      int
 	lastErr   string
@@ -77,6 +79,23 @@ func (w *Workload) Stats() Stats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return Stats{Acknowledged: len(w.acked), Uncertain: w.uncertain, Errors: w.errs, LastError: w.lastErr, MaxLatency: w.maxLat}
+}
+
+// Longest returns the latency of the slowest acknowledged write that
+// started in [from, to] (its wait at the router and at a proxy's hold
+// included) and how many started then.
+func (w *Workload) Longest(from, to time.Time) (time.Duration, int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var longest time.Duration
+	n := 0
+	for i, at := range w.startedAt {
+		if !at.Before(from) && !at.After(to) {
+			longest = max(longest, w.took[i])
+			n++
+		}
+	}
+	return longest, n
 }
 
 // Run writes until ctx ends, then returns nil.
@@ -173,6 +192,8 @@ func (w *Workload) worker(ctx context.Context, tick <-chan struct{}) {
 		if err == nil {
 			w.acked = append(w.acked, id)
 			w.ackedAt = append(w.ackedAt, time.Now())
+			w.startedAt = append(w.startedAt, start)
+			w.took = append(w.took, lat)
 			w.maxLat = max(w.maxLat, lat)
 		} else if ctx.Err() == nil {
 			w.errs++

@@ -36,9 +36,14 @@ type Route struct {
 type HoldResult struct {
 	HeldSessions int     `json:"held_sessions"` // sessions of the tenant at the time the hold completed
 	WaitedMS     float64 `json:"waited_ms"`     // time spent waiting for in-flight transactions, ms
-	Cancelled    int     `json:"cancelled"`     // in-flight transactions cancelled at the deadline
-	Terminated   int     `json:"terminated"`    // sessions terminated because their transaction stayed open after cancel (idle in a transaction block)
-	InFlight     int     `json:"in_flight"`     // transactions still open at return; 0 unless a terminated session did not end within 2 s
+	Cancelled    int     `json:"cancelled"`     // statements running at the deadline that were sent a CancelRequest
+	// Terminated counts the sessions whose transaction was still open at the
+	// deadline and that were ended with FATAL 57P01: those idle in a
+	// transaction block (TerminatedIdle, at the deadline) and those still in
+	// their transaction the proxy's grace after the cancel.
+	Terminated     int `json:"terminated"`
+	TerminatedIdle int `json:"terminated_idle"`
+	InFlight       int `json:"in_flight"` // transactions still open at return; 0 unless a terminated session did not close within the grace
 	// IdleBackends are the PostgreSQL pids of the server sessions, on the
 	// tenant's current server, that the hold keeps idle between
 	// transactions: the proxy sends them nothing until Release and, after a
