@@ -25,7 +25,7 @@ func (a *Agent) router(id int64) migration.Router {
 	if tn, err := a.cat.Tenant(id); err == nil {
 		name = tn.Name
 	}
-	return proxyRouter{c: proxyclient.New(a.cfg.Proxy, nil), name: name, log: a.log}
+	return proxyRouter{c: a.proxyClient(), name: name, log: a.log}
 }
 
 // proxyRouter glues the proxy's client to migration.Router. The proxy knows

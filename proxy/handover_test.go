@@ -43,7 +43,7 @@ func TestPgbenchAcrossHandover(t *testing.T) {
 			pgbenchInit(t, a, 1)
 			pgbenchInit(t, b, 1)
 			p := startProxy(t, a, nil)
-			api := client.New(p.APIAddr(), nil)
+			api := p.APIClient()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 
@@ -98,7 +98,7 @@ func TestPgbenchAcrossHandover(t *testing.T) {
 func TestSessionMove(t *testing.T) {
 	a, b := newServer(t), newServer(t)
 	p := startProxy(t, a, nil)
-	api := client.New(p.APIAddr(), nil)
+	api := p.APIClient()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	conn := connectAcme(ctx, t, p)
@@ -183,7 +183,7 @@ func TestSessionMove(t *testing.T) {
 func TestHoldDeadlineCancels(t *testing.T) {
 	a := newServer(t)
 	p := startProxy(t, a, nil)
-	api := client.New(p.APIAddr(), nil)
+	api := p.APIClient()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	slow, err := pgx.Connect(ctx, proxyURL(p, "acme", "disable"))
@@ -262,7 +262,7 @@ func TestHoldDeadlineCancels(t *testing.T) {
 func TestHoldTerminatesIdleInTransaction(t *testing.T) {
 	a := newServer(t)
 	p := startProxy(t, a, nil)
-	api := client.New(p.APIAddr(), nil)
+	api := p.APIClient()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	idleTx, err := pgx.Connect(ctx, proxyURL(p, "acme", "disable"))
@@ -307,7 +307,7 @@ func TestHoldTerminatesIdleInTransaction(t *testing.T) {
 func TestIdleSessionSurvivesSourceShutdown(t *testing.T) {
 	a, b := newServer(t), newServer(t)
 	p := startProxy(t, a, nil)
-	api := client.New(p.APIAddr(), nil)
+	api := p.APIClient()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	conn := connectAcme(ctx, t, p)
@@ -339,7 +339,7 @@ func TestIdleSessionSurvivesSourceShutdown(t *testing.T) {
 func TestPreparedSessionMove(t *testing.T) {
 	a, b := newServer(t), newServer(t)
 	p := startProxy(t, a, nil)
-	api := client.New(p.APIAddr(), nil)
+	api := p.APIClient()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	conn := connectAcme(ctx, t, p)
@@ -436,7 +436,7 @@ func TestPreparedSessionMove(t *testing.T) {
 func TestHandoverCost(t *testing.T) {
 	a, b := newServer(t), newServer(t)
 	p := startProxy(t, a, func(c *Config) { c.Window = time.Second })
-	api := client.New(p.APIAddr(), nil)
+	api := p.APIClient()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	conn := connectAcme(ctx, t, p)
