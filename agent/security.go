@@ -83,7 +83,7 @@ func (a *Agent) resolvePeer(to string) (string, error) {
 	if to == "" {
 		return "", errf(http.StatusBadRequest, "no target agent given")
 	}
-	if to == a.cfg.Name {
+	if u, err := parsePeerURL(to); to == a.cfg.Name || (err == nil && u == a.url) {
 		return "", errf(http.StatusBadRequest, "target agent %s is the source", to)
 	}
 	if u, ok := a.cfg.Peers[to]; ok {
