@@ -88,13 +88,18 @@ func (p *Proxy) APIClient() *client.Client {
 	return client.New(p.APIAddr(), nil).WithToken(p.token)
 }
 
-// catalogClient returns the HTTP client that polls the agent at base: it
-// carries CatalogTokenFile's token, else the one base's agent registered on
-// this host.
+// catalogClient returns the HTTP client that polls the agent at base: each
+// request carries CatalogTokenFile's token, else the one base's agent has
+// registered on this host by then.
 func (p *Proxy) catalogClient(base string) *http.Client {
-	tok, err := auth.ForPeer(base, p.cfg.CatalogTokenFile)
-	if err != nil {
-		p.cfg.Logf("proxy: catalog %s: token: %v", base, err)
+	lastErr := ""
+	token := func() string {
+		tok, err := auth.ForPeer(base, p.cfg.CatalogTokenFile)
+		if err != nil && err.Error() != lastErr {
+			p.cfg.Logf("proxy: catalog %s: token: %v", base, err)
+		}
+		lastErr = fmt.Sprint(err)
+		return tok
 	}
-	return &http.Client{Timeout: 5 * time.Second, Transport: &auth.Transport{Token: tok}}
+	return &http.Client{Timeout: 5 * time.Second, Transport: &auth.Transport{Token: token}}
 }

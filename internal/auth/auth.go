@@ -131,10 +131,12 @@ func Require(h http.Handler, token, what string, open func(*http.Request) bool) 
 	})
 }
 
-// Transport adds "Authorization: Bearer Token" to every request it sends
-// through Base (nil: http.DefaultTransport). An empty Token sends none.
+// Transport adds "Authorization: Bearer <Token()>" to every request it
+// sends through Base (nil: http.DefaultTransport), asking Token anew each
+// time (a server started later registers its token later). An empty token
+// sends none.
 type Transport struct {
-	Token string
+	Token func() string
 	Base  http.RoundTripper
 }
 
@@ -144,11 +146,15 @@ func (t *Transport) RoundTrip(r *http.Request) (*http.Response, error) {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	if t.Token == "" {
+	tok := ""
+	if t.Token != nil {
+		tok = t.Token()
+	}
+	if tok == "" {
 		return base.RoundTrip(r)
 	}
 	r2 := r.Clone(r.Context())
-	r2.Header.Set("Authorization", "Bearer "+t.Token)
+	r2.Header.Set("Authorization", "Bearer "+tok)
 	return base.RoundTrip(r2)
 }
 
