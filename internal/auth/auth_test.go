@@ -29,6 +29,7 @@ func TestLoadOrCreate(t *testing.T) {
 	if _, _, err := LoadOrCreate(p); err == nil || !strings.Contains(err.Error(), "chmod 600") {
 		t.Fatalf("group-readable: %v", err)
 	}
+	os.Chmod(p, 0o600)
 	os.WriteFile(p, []byte("\n"), 0o600)
 	if _, _, err := LoadOrCreate(p); err == nil || !strings.Contains(err.Error(), "empty") {
 		t.Fatalf("empty: %v", err)
