@@ -45,6 +45,9 @@ type Agent struct {
 
 	peerTLS *tls.Config // for calls to peers; nil = defaults
 
+	token        string // the API's bearer token; "" = open (Config.InsecureNoAuth)
+	replPassword string // pgcluster.ReplicationRole's password in this agent's tenants (security.go)
+
 	tgtOnce sync.Once
 	tgt     migration.Target // served to source agents (target_local.go)
 	relays  targetRelays     // WAL relays in front of incoming standbys (walrelay.go)
@@ -102,6 +105,11 @@ func New(cfg Config) (*Agent, error) {
 	if a.url == "" {
 		a.url = scheme + ln.Addr().String()
 	}
+	if err := a.loadSecrets(); err != nil {
+		ln.Close()
+		cat.Close()
+		return nil, err
+	}
 	a.mig.init()
 	return a, nil
 }
@@ -148,6 +156,7 @@ func (a *Agent) Serve(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(a.ln) }()
 	a.log.Info("agent serving", "url", a.url, "root", a.cfg.Root, "pg", a.pgVer)
+	a.announce()
 	a.resumeTargetRelays(ctx)
 	a.resumeMigrations(ctx)
 	a.bg.Add(1)
@@ -174,6 +183,7 @@ func (a *Agent) Serve(ctx context.Context) error {
 func (a *Agent) Close() error {
 	var err error
 	a.closeOnce.Do(func() {
+		a.unannounce()
 		a.ln.Close()
 		a.mig.wait() // a migration's commit may still schedule background work
 		a.closeTargetRelays()

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"io"
@@ -36,18 +35,7 @@ func (a *Agent) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errf(http.StatusNotFound, "no such endpoint: %s %s", r.Method, r.URL.Path))
 	})
-	if a.cfg.Token == "" {
-		return mux
-	}
-	want := []byte("Bearer " + a.cfg.Token)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead &&
-			subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
-			writeError(w, errf(http.StatusUnauthorized, "agent %s: missing or wrong token (Authorization: Bearer …; the CLI reads $SLUICE_TOKEN)", a.cfg.Name))
-			return
-		}
-		mux.ServeHTTP(w, r)
-	})
+	return a.secureHandler(mux)
 }
 
 func (a *Agent) handleInfo(w http.ResponseWriter, r *http.Request) {

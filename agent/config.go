@@ -31,7 +31,9 @@ import (
 //	    "shared_buffers": "128MB",
 //	    "settings": {"max_connections": "100"}
 //	  },
-//	  "peers": {"db2": "http://10.0.0.2:7001"}
+//	  "peers": {"db2": "http://10.0.0.2:7001"},
+//	  "peer_token_files": {"db2": "/etc/sluice/db2.token"},
+//	  "proxy": "http://127.0.0.1:6480"
 //	}
 type Config struct {
 	// Name identifies the agent to its peers and in migration records. Required.
@@ -54,15 +56,31 @@ type Config struct {
 	CapacityBytes int64 `json:"capacity_bytes"`
 	// Tenant holds the defaults every new tenant gets.
 	Tenant TenantDefaults `json:"tenant"`
-	// Peers maps other agents' names to their API URLs, so that migrations can
-	// name a target ("--to db2").
+	// Peers maps other agents' names to their API URLs: the only agents
+	// this one migrates tenants to ("--to db2", or a peer's URL). A
+	// migration to any other agent is refused before anything changes.
 	Peers map[string]string `json:"peers"`
-	// Token, if set, is the shared secret every state-changing request (POST,
-	// DELETE: tenant and migration operations, and the agent-to-agent
-	// target endpoints) must carry as "Authorization: Bearer <token>". Peers
-	// share one token; the agent sends it to them. GET requests (listing,
-	// info, progress) stay open so the proxy can poll GET /v1/tenants.
+	// PeerTokenFiles maps a peer's name to the file holding the token its
+	// API requires; a peer not named here gets the token in PeerTokenFile,
+	// or else, if that is empty, the one the peer registered on this host
+	// (package internal/auth). A token goes to its peer's URL only.
+	PeerTokenFiles map[string]string `json:"peer_token_files"`
+	// PeerTokenFile holds the one token every peer without its own entry in
+	// PeerTokenFiles requires (agents sharing one token). Empty: see
+	// PeerTokenFiles.
+	PeerTokenFile string `json:"peer_token_file"`
+	// TokenFile holds the token every API request must carry as
+	// "Authorization: Bearer <token>" (all but GET /metrics). Made at first
+	// start with 32 random bytes, mode 0600, if missing; an existing file
+	// readable by others is refused. Default <root>/token.
+	TokenFile string `json:"token_file"`
+	// Token, if set, is the token itself instead of TokenFile's (for
+	// embedding the agent; prefer token_file in a config file).
 	Token string `json:"token"`
+	// InsecureNoAuth runs the API without a token: any local process may
+	// create, migrate and delete tenants. The agent logs a warning at start.
+	// For throwaway experiments only.
+	InsecureNoAuth bool `json:"insecure_no_auth"`
 	// TLSCert and TLSKey (PEM files), if set, make the API (and so the
 	// snapshot stream between agents) HTTPS only.
 	TLSCert string `json:"tls_cert"`
@@ -77,6 +95,9 @@ type Config struct {
 	// Proxy is the sluice proxy's API URL used for handover (hold, switch,
 	// release). Empty: no proxy; clients find the new owner themselves.
 	Proxy string `json:"proxy"`
+	// ProxyTokenFile holds the token of the proxy's API. Empty: the one the
+	// proxy registered on this host for its URL.
+	ProxyTokenFile string `json:"proxy_token_file"`
 	// CPUStat is the cpu.stat file of the server's cgroup (its CFS
 	// bandwidth counters), whose throttled share the control loop records
 	// each step: how much of the time the server wanted more CPU than its
@@ -271,6 +292,20 @@ func (c Config) withDefaults() (Config, error) {
 		if _, err := parsePeerURL(u); err != nil {
 			return c, fmt.Errorf("agent config: peer %s: %w", name, err)
 		}
+	}
+	for name := range c.PeerTokenFiles {
+		if _, ok := c.Peers[name]; !ok {
+			return c, fmt.Errorf("agent config: peer_token_files names %q, which is not in peers", name)
+		}
+	}
+	if c.InsecureNoAuth && (c.Token != "" || c.TokenFile != "") {
+		return c, errors.New("agent config: insecure_no_auth excludes token and token_file")
+	}
+	if c.Token != "" && c.TokenFile != "" {
+		return c, errors.New("agent config: token and token_file exclude each other")
+	}
+	if c.TokenFile == "" && c.Token == "" && !c.InsecureNoAuth {
+		c.TokenFile = filepath.Join(c.Root, "token")
 	}
 	if c.RetireGrace == nil {
 		d := Duration(DefaultRetireGrace)

@@ -207,7 +207,7 @@ type observer struct {
 func (a *Agent) observer(cp controlPlan) observer {
 	o := observer{Observer: &monitor.Observer{}}
 	if a.cfg.Proxy != "" {
-		o.lat = &monitor.ProxyLatency{Proxy: proxyclient.New(a.cfg.Proxy, nil)}
+		o.lat = &monitor.ProxyLatency{Proxy: a.proxyClient()}
 		if cp.spec.Controller == "integral" {
 			o.lat.PerTenant = true
 			o.lat.Contracts = map[string]time.Duration{}
@@ -254,7 +254,7 @@ func (a *Agent) learnReserve(ctx context.Context, cm catalog.Migration) time.Dur
 	}
 	qctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	hs, err := proxyclient.New(a.cfg.Proxy, nil).Handovers(qctx, tn.Name)
+	hs, err := a.proxyClient().Handovers(qctx, tn.Name)
 	if err != nil {
 		a.log.Warn("control loop: the proxy's handover record is unavailable; no handover reserve", "migration", cm.ID, "err", err)
 		return 0

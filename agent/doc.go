@@ -15,6 +15,8 @@
 // # Layout of the root directory
 //
 //	catalog.db           bbolt catalog: tenants, migrations
+//	token                the API's bearer token (0600, made at first start; Config.TokenFile)
+//	replication.password sluice_replication's password in this agent's tenants (0600)
 //	template/            initdb output copied for each new tenant (initdb runs once)
 //	tenants/<id>/        tenant <id>'s data directory; its port is base_port + id
 //	tenants/<id>.retired-<unix>   a migrated-away tenant's directory, removed after retire_grace
@@ -32,8 +34,9 @@
 // JSON in and out. Errors are {"error": "one line"} with 400 (bad request),
 // 404 (unknown tenant/migration), 409 (conflict with the current state, e.g.
 // already migrating), 422 (preflight refused: no space, other PostgreSQL
-// major version, wal_level), 401 (a POST/DELETE without the configured
-// token), 502 (a peer agent unreachable), 500 otherwise. A 4xx answer means
+// major version, wal_level), 401 (a request without the token), 403 (a
+// migration to an agent that is not a configured peer), 502 (a peer agent
+// unreachable), 500 otherwise. A 4xx answer means
 // nothing was changed. Rates are bytes/s, 0 = unlimited.
 //
 //	GET    /v1/info                      name, URL, PostgreSQL version, free/used space, peers
@@ -59,8 +62,23 @@
 //	GET  /v1/internal/targets/info?tenant=ID
 //	POST /v1/internal/targets/{mid}/reserve|snapshot|start-standby|position|wait-replay|prewarm|promote|addr|abort|commit
 //
-// Security: Config.Token (bearer token on POST/DELETE and agent-to-agent
-// calls) and Config.TLSCert/TLSKey/TLSCA (HTTPS for the API and the stream).
+// # Security
+//
+// Every request must carry the agent's token (Config.TokenFile, made at first
+// start; Config.InsecureNoAuth runs open, with a warning at start), compared
+// in constant time; the agent registers the file on this host so that the
+// CLI, the proxy and peers here find it (package internal/auth). The agent
+// sends a peer the token configured for it (Config.PeerTokenFiles,
+// PeerTokenFile) or registered for that peer's address, and nothing to any
+// other address; it migrates tenants to configured peers only (403 before
+// anything changes). Tenant postmasters get pgcluster's Secure pg_hba.conf:
+// the superuser only over the Unix socket with peer authentication (the
+// agent's own sessions), replication over TCP only as
+// pgcluster.ReplicationRole with this agent's replication password (set in
+// the tenant when a migration out starts), other roles with scram-sha-256.
+// Tenant users (client.CreateTenant.Users) are not superusers. Config.TLSCert,
+// TLSKey and TLSCA give HTTPS for the API and the stream. docs/agent-api.md
+// (Security) says the whole of it.
 //
 // docs/agent-api.md documents every request and answer with examples.
 package agent

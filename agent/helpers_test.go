@@ -52,8 +52,36 @@ func freeBase(t testing.TB, n int) int {
 	return 0
 }
 
-// testToken is the shared agent token of the tests' agents.
+// testToken is the shared agent token of the tests' agents; each knows it
+// as its peers' token too (Config.PeerTokenFile).
 const testToken = "test-token"
+
+// testUsers are the tenant users the tests' clients log in as (through a
+// proxy, or over TCP); the first owns the tenant's database.
+var testUsers = []client.User{{Name: "app", Password: "app-secret"}}
+
+// testProxyUsers is testUsers as a proxy's Users.
+func testProxyUsers() map[string]string {
+	m := map[string]string{}
+	for _, u := range testUsers {
+		m[u.Name] = u.Password
+	}
+	return m
+}
+
+// appConnString is a libpq URL for testUsers[0] over TCP to port.
+func appConnString(port int) string {
+	return fmt.Sprintf("postgres://%s:%s@127.0.0.1:%d/postgres?sslmode=disable", testUsers[0].Name, testUsers[0].Password, port)
+}
+
+// writeTokenFile writes token to a fresh 0600 file and returns its path.
+func writeTokenFile(t testing.TB, token string) string {
+	p := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(p, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
 
 // testAgent is an agent served in-process on its own root and listener.
 type testAgent struct {
@@ -76,8 +104,12 @@ func newTestConfig(t testing.TB, name string) Config {
 	if out, err := exec.Command("cp", "-a", tmpl.Dir, filepath.Join(root, "template")).CombinedOutput(); err != nil {
 		t.Fatalf("seed template: %v\n%s", err, out)
 	}
+	peerToken := filepath.Join(root, "peer.token")
+	if err := os.WriteFile(peerToken, []byte(testToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	return Config{
-		Name: name, Root: root, Listen: "127.0.0.1:0", Token: testToken,
+		Name: name, Root: root, Listen: "127.0.0.1:0", Token: testToken, PeerTokenFile: peerToken,
 		Tenant: TenantDefaults{BasePort: freeBase(t, 4), Settings: map[string]string{"fsync": "off"}},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}

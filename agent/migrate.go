@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 	"github.com/sluicedb/sluice/loop"
 	"github.com/sluicedb/sluice/migration"
 	"github.com/sluicedb/sluice/migration/pg"
+	"github.com/sluicedb/sluice/pgcluster"
 	"github.com/sluicedb/sluice/throttle"
 )
 
@@ -134,43 +134,6 @@ func limiterRate(r float64) float64 {
 	return r
 }
 
-// resolvePeer turns --to (a peer name or an agent URL) into the peer's URL.
-func (a *Agent) resolvePeer(to string) (string, error) {
-	if to == "" {
-		return "", errf(http.StatusBadRequest, "no target agent given")
-	}
-	if to == a.cfg.Name {
-		return "", errf(http.StatusBadRequest, "target agent %s is the source", to)
-	}
-	if u, ok := a.cfg.Peers[to]; ok {
-		return parsePeerURL(u)
-	}
-	if strings.Contains(to, "://") || strings.Contains(to, ":") {
-		if u, err := parsePeerURL(to); err == nil {
-			return u, nil
-		}
-	}
-	names := make([]string, 0, len(a.cfg.Peers))
-	for n := range a.cfg.Peers {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return "", errf(http.StatusBadRequest, "unknown agent %q: not a peer of %s (peers: %s) and not a URL", to, a.cfg.Name, strings.Join(names, ", "))
-}
-
-// peerClient returns a client for another agent, carrying this agent's token.
-func (a *Agent) peerClient(url string) (*client.Client, error) {
-	c, err := client.New(url)
-	if err != nil {
-		return nil, err
-	}
-	c = c.WithToken(a.cfg.Token)
-	if a.peerTLS != nil {
-		c = c.WithTLS(a.peerTLS)
-	}
-	return c, nil
-}
-
 // newMigrationID returns a unique, slot-name-safe migration id.
 func newMigrationID(tenant int64, now time.Time) string {
 	var b [3]byte
@@ -227,6 +190,9 @@ func (a *Agent) StartMigration(ctx context.Context, req client.StartMigration) (
 		return client.Migration{}, errf(http.StatusBadRequest, "target agent %s is the source: tenant %d already lives here", info.Name, tn.ID)
 	}
 
+	if err := a.prepareSource(ctx, tn); err != nil {
+		return client.Migration{}, err
+	}
 	src, err := a.source(tn)
 	if err != nil {
 		return client.Migration{}, err
@@ -312,6 +278,7 @@ func (a *Agent) source(tn catalog.Tenant) (*pg.LocalSource, error) {
 		return nil, err
 	}
 	s := pg.NewLocalSource(c)
+	s.ReplicationUser, s.ReplicationPassword = pgcluster.ReplicationRole, a.replPassword
 	s.RetireGrace = a.cfg.RetireGrace.D()
 	s.Log = a.log.With("tenant", tn.Name)
 	return s, nil

@@ -285,7 +285,7 @@ func TestMigrationBadInput(t *testing.T) {
 		want string
 	}{
 		{"unknown tenant", client.StartMigration{Tenant: 99, To: "a2"}, 404, "unknown tenant 99"},
-		{"unknown agent", client.StartMigration{Tenant: tn.ID, To: "nowhere"}, 400, `unknown agent "nowhere"`},
+		{"unknown agent", client.StartMigration{Tenant: tn.ID, To: "nowhere"}, 403, `target "nowhere" is not a configured peer`},
 		{"target is source by peer entry", client.StartMigration{Tenant: tn.ID, To: "self"}, 400, "is the source"},
 		{"target is source by own name", client.StartMigration{Tenant: tn.ID, To: "a1"}, 400, "is the source"},
 		{"target is source by URL", client.StartMigration{Tenant: tn.ID, To: a1.URL()}, 400, "is the source"},

@@ -188,18 +188,18 @@ func TestAgentKilledMidMigration(t *testing.T) {
 			// replay: well inside the driver's 10 s replay timeout.)
 			p1, p2 := procPair(t, map[string]string{"recovery_min_apply_delay": "2s"})
 			ctx := ctxT(t)
-			tn, err := p1.c.CreateTenant(ctx, client.CreateTenant{Name: "victim"})
+			tn, err := p1.c.CreateTenant(ctx, client.CreateTenant{Name: "victim", Users: testUsers})
 			if err != nil {
 				t.Fatal(err)
 			}
 			var info client.Info
 			info, _ = p2.c.Info(ctx)
-			srcCS := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", tn.Port)
+			srcCS := appConnString(tn.Port)
 			var p2cfg Config
 			b, _ := os.ReadFile(p2.cfg)
 			json.Unmarshal(b, &p2cfg)
-			dstCS := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", p2cfg.Tenant.BasePort+int(tn.ID))
-			loadData(t, srcCS, 10)
+			dstCS := appConnString(p2cfg.Tenant.BasePort + int(tn.ID))
+			loadData(t, fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres sslmode=disable", tn.Dir, tn.Port), 10)
 
 			w := &ledgerWriter{conns: []string{srcCS, dstCS}, pause: time.Millisecond}
 			wctx, wstop := context.WithCancel(context.Background())

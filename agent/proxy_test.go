@@ -29,8 +29,8 @@ import (
 // tenant to the target afterwards.
 func TestLiveMigrationThroughProxy(t *testing.T) {
 	c1, c2 := agentPair(t)
-	px, err := proxy.New(proxy.Config{Listen: "127.0.0.1:0", APIListen: "127.0.0.1:0", Trust: true,
-		Catalogs: []string{"http://" + c1.Listen, "http://" + c2.Listen}, CatalogPoll: 100 * time.Millisecond, Logf: t.Logf})
+	px, err := proxy.New(proxy.Config{Listen: "127.0.0.1:0", APIListen: "127.0.0.1:0", Users: testProxyUsers(),
+		Catalogs: []string{"http://" + c1.Listen, "http://" + c2.Listen}, CatalogTokenFile: c1.PeerTokenFile, CatalogPoll: 100 * time.Millisecond, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,19 +38,19 @@ func TestLiveMigrationThroughProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer px.Close()
-	c1.Proxy = "http://" + px.APIAddr()
+	c1.Proxy, c1.ProxyTokenFile = "http://"+px.APIAddr(), writeTokenFile(t, px.Token())
 	a1, a2 := startAgent(t, c1), startAgent(t, c2)
 	ctx := ctxT(t)
-	tn, err := a1.c.CreateTenant(ctx, client.CreateTenant{Name: "acme"})
+	tn, err := a1.c.CreateTenant(ctx, client.CreateTenant{Name: "acme", Users: testUsers})
 	if err != nil {
 		t.Fatal(err)
 	}
 	loadData(t, a1.ConnString(tn.Port, ""), 10)
 
-	api := proxyclient.New(px.APIAddr(), nil)
+	api := px.APIClient()
 	waitProxyRoute(t, api, "acme", "127.0.0.1:"+strconv.Itoa(tn.Port))
 
-	proxyCS := fmt.Sprintf("postgres://postgres@%s/acme?sslmode=disable", px.Addr())
+	proxyCS := fmt.Sprintf("postgres://%s:%s@%s/acme?sslmode=disable", testUsers[0].Name, testUsers[0].Password, px.Addr())
 	w := &ledgerWriter{conns: []string{proxyCS}, pause: 2 * time.Millisecond}
 	wctx, wstop := context.WithCancel(context.Background())
 	wdone := make(chan struct{})
@@ -103,7 +103,9 @@ func TestLiveMigrationThroughProxy(t *testing.T) {
 	w.verify(t, a2.ConnString(a2.TenantPort(tn.ID), ""))
 	// The writer's session moved on a server session the agent had the proxy
 	// open on the standby before the hold (migration.Router.Prepare).
-	resp, err := http.Get("http://" + px.APIAddr() + "/v1/stats")
+	req, _ := http.NewRequest("GET", "http://"+px.APIAddr()+"/v1/stats", nil)
+	req.Header.Set("Authorization", "Bearer "+px.Token())
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

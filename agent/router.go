@@ -26,7 +26,7 @@ func (a *Agent) router(id int64) migration.Router {
 	if tn, err := a.cat.Tenant(id); err == nil {
 		name = tn.Name
 	}
-	return proxyRouter{c: proxyclient.New(a.cfg.Proxy, nil), name: name, db: a.cfg.Tenant.Database, log: a.log}
+	return proxyRouter{c: a.proxyClient(), name: name, db: a.cfg.Tenant.Database, log: a.log}
 }
 
 // proxyRouter glues the proxy's client to migration.Router. The proxy knows

@@ -36,7 +36,7 @@ func (a *Agent) TenantPort(id int64) int { return a.cfg.Tenant.BasePort + int(id
 
 // pgOptions returns the pgcluster options for a tenant on port.
 func (a *Agent) pgOptions(port int, settings map[string]string) pgcluster.Options {
-	return pgcluster.Options{BinDir: a.cfg.PGBinDir, Port: port, ListenAddr: a.cfg.Tenant.ListenAddr, OSUser: a.cfg.OSUser, Settings: settings, WALSegSizeMB: a.cfg.Tenant.WALSegSizeMB}
+	return pgcluster.Options{BinDir: a.cfg.PGBinDir, Port: port, ListenAddr: a.cfg.Tenant.ListenAddr, OSUser: a.cfg.OSUser, Settings: settings, WALSegSizeMB: a.cfg.Tenant.WALSegSizeMB, Secure: true}
 }
 
 // cluster opens tenant tn's data directory.
@@ -48,12 +48,15 @@ func (a *Agent) cluster(tn catalog.Tenant) (*pgcluster.Cluster, error) {
 	return c, nil
 }
 
-// ConnString returns a libpq URL for tenant tn's database db as the superuser.
+// ConnString returns a libpq conninfo for database db ("" = the tenants'
+// default) of the tenant on port, as the superuser over its Unix socket:
+// the one way in for the superuser (peer authentication, pgcluster
+// Options.Secure). Only this host's root and PostgreSQL OS user can use it.
 func (a *Agent) ConnString(port int, db string) string {
 	if db == "" {
 		db = a.cfg.Tenant.Database
 	}
-	return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", net.JoinHostPort(a.cfg.Tenant.AdvertiseHost, strconv.Itoa(port)), db)
+	return fmt.Sprintf("host=%s port=%d user=postgres dbname=%s sslmode=disable", a.TenantDir(int64(port-a.cfg.Tenant.BasePort)), port, db)
 }
 
 // tenantSettings merges the agent's defaults with a request's overrides.
@@ -127,6 +130,9 @@ func (a *Agent) CreateTenant(ctx context.Context, req client.CreateTenant) (clie
 	if err := checkSettings(req.Settings); err != nil {
 		return client.Tenant{}, errf(http.StatusBadRequest, "tenant settings: %v", err)
 	}
+	if err := req.Validate(); err != nil {
+		return client.Tenant{}, errf(http.StatusBadRequest, "tenant: %v", err)
+	}
 	if err := pgcluster.CheckSettings(ctx, a.pgOptions(0, nil), req.Settings); err != nil {
 		var se *pgcluster.SettingError
 		if errors.As(err, &se) {
@@ -187,7 +193,7 @@ func (a *Agent) CreateTenant(ctx context.Context, req client.CreateTenant) (clie
 	if err := c.Start(ctx); err != nil {
 		return fail(fmt.Errorf("agent: create tenant %d: %w", tn.ID, err))
 	}
-	if err := a.createExtensions(ctx, tn.Port); err != nil {
+	if err := a.setupTenant(ctx, tn.Port, req.Users); err != nil {
 		return fail(err)
 	}
 	tn, err = a.cat.SetTenantState(tn.ID, catalog.Running)
@@ -240,8 +246,9 @@ func (a *Agent) template(ctx context.Context) (string, error) {
 	return dir, nil
 }
 
-// createExtensions installs tenantExtensions in the tenant's database.
-func (a *Agent) createExtensions(ctx context.Context, port int) error {
+// setupTenant installs tenantExtensions in the tenant's database and makes
+// its roles (setupRoles).
+func (a *Agent) setupTenant(ctx context.Context, port int, users []client.User) error {
 	conn, err := pgx.Connect(ctx, a.ConnString(port, ""))
 	if err != nil {
 		return fmt.Errorf("agent: connect to tenant on port %d: %w", port, err)
@@ -252,7 +259,7 @@ func (a *Agent) createExtensions(ctx context.Context, port int) error {
 			return fmt.Errorf("agent: create extension %s: %w", e, err)
 		}
 	}
-	return nil
+	return a.setupRoles(ctx, conn, a.cfg.Tenant.Database, users)
 }
 
 // discardTenant stops tn's postmaster (if any), removes its directory and

@@ -216,12 +216,24 @@ func connInfoAddr(ci string) (string, error) {
 		}
 	}
 	if host == "" || port == "" || strings.HasPrefix(host, "/") {
-		return "", fmt.Errorf("primary_conninfo %q: no TCP host and port to relay", ci)
+		return "", fmt.Errorf("primary_conninfo %q: no TCP host and port to relay", redactConnInfo(ci))
 	}
 	if _, err := strconv.Atoi(port); err != nil {
-		return "", fmt.Errorf("primary_conninfo %q: port: %w", ci, err)
+		return "", fmt.Errorf("primary_conninfo %q: port: %w", redactConnInfo(ci), err)
 	}
 	return net.JoinHostPort(host, port), nil
+}
+
+// redactConnInfo returns ci with its password, if any, replaced by "***",
+// for error messages and logs.
+func redactConnInfo(ci string) string {
+	fs := strings.Fields(ci)
+	for i, f := range fs {
+		if strings.HasPrefix(f, "password=") {
+			fs[i] = "password=***"
+		}
+	}
+	return strings.Join(fs, " ")
 }
 
 // withConnInfoAddr returns ci with its host and port replaced.

@@ -178,6 +178,8 @@ func loadData(t *testing.T, cs string, mb int) {
 		ledgerDDL,
 		"CREATE TABLE IF NOT EXISTS bulk (id bigint PRIMARY KEY, v text)",
 		fmt.Sprintf("INSERT INTO bulk SELECT g, md5(g::text) || repeat('y', 900) FROM generate_series(1, %d) g", mb*1000),
+		// The tests' clients log in as testUsers[0] where the tenant has it.
+		"DO $$ BEGIN IF EXISTS (SELECT FROM pg_roles WHERE rolname = 'app') THEN ALTER TABLE ledger OWNER TO app; ALTER TABLE bulk OWNER TO app; END IF; END $$",
 		"CHECKPOINT",
 	} {
 		if _, err := conn.Exec(ctx, q); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -82,6 +83,9 @@ func (c *Cluster) Configure(settings map[string]string) error {
 			return err
 		}
 	}
+	if c.opts.Secure {
+		return c.writeSecureHBA()
+	}
 	m := c.opts.AuthMethod
 	hba := "# written by sluice\n" +
 		"local all all trust\n" +
@@ -94,6 +98,44 @@ func (c *Cluster) Configure(settings map[string]string) error {
 		hba += "host all all 0.0.0.0/0 " + m + "\nhost replication all 0.0.0.0/0 " + m + "\n"
 	}
 	return c.writeFile("pg_hba.conf", hba)
+}
+
+// ReplicationRole is the role a Secure cluster's standbys stream as: it may
+// replicate (REPLICATION LOGIN) over TCP with scram-sha-256, and nothing
+// else. Its password is set by whoever runs the cluster (the agent).
+const ReplicationRole = "sluice_replication"
+
+// writeSecureHBA writes Options.Secure's pg_hba.conf and pg_ident.conf.
+func (c *Cluster) writeSecureHBA() error {
+	su := c.opts.SuperUser
+	nets := []string{"127.0.0.1/32", "::1/128"}
+	if c.Host != "127.0.0.1" && c.Host != "localhost" {
+		nets = append(nets, "0.0.0.0/0", "::/0")
+	}
+	var b strings.Builder
+	b.WriteString("# written by sluice (Options.Secure); edits are replaced\n")
+	fmt.Fprintf(&b, "local all %s peer map=sluice\n", su)
+	fmt.Fprintf(&b, "local replication %s peer map=sluice\n", su)
+	for _, n := range nets {
+		fmt.Fprintf(&b, "host all %s %s reject\n", su, n)
+		fmt.Fprintf(&b, "host replication %s %s reject\n", su, n)
+		fmt.Fprintf(&b, "host all %s %s reject\n", ReplicationRole, n)
+		fmt.Fprintf(&b, "host replication %s %s scram-sha-256\n", ReplicationRole, n)
+		fmt.Fprintf(&b, "host all all %s scram-sha-256\n", n)
+	}
+	if err := c.writeFile("pg_hba.conf", b.String()); err != nil {
+		return err
+	}
+	osUsers := []string{c.opts.OSUser}
+	if u, err := user.Current(); err == nil && u.Username != c.opts.OSUser {
+		osUsers = append(osUsers, u.Username)
+	}
+	var id strings.Builder
+	id.WriteString("# written by sluice (Options.Secure): OS users that may log in as the superuser\n")
+	for _, u := range osUsers {
+		fmt.Fprintf(&id, "sluice %s %s\n", u, su)
+	}
+	return c.writeFile("pg_ident.conf", id.String())
 }
 
 // SetTransient writes settings to TransientConf, adding its include to

@@ -57,6 +57,14 @@ type Options struct {
 	Settings map[string]string
 	// OSUser runs the binaries when the caller is root. Default "postgres".
 	OSUser string
+	// Secure, if set, writes the pg_hba.conf of a cluster sluice serves to
+	// others (an agent's tenant) instead of the trust one, and AuthMethod is
+	// ignored: the superuser logs in only over the Unix socket (in Dir, mode
+	// 0700) with peer authentication, mapped (pg_ident.conf map "sluice")
+	// from OSUser and from the OS user of the calling process; never over
+	// TCP. Over TCP, replication only as ReplicationRole and other roles
+	// with scram-sha-256; ReplicationRole may not log in to a database.
+	Secure bool
 	// WALSegSizeMB is initdb's --wal-segsize in MiB (a power of 2, 1..1024);
 	// 0 = PostgreSQL's default 16. Small segments shorten a promotion, which
 	// copies the last segment to the new timeline: 1 MiB halves a
@@ -297,6 +305,13 @@ func (c *Cluster) PID() (int, error) {
 		return 0, fmt.Errorf("pgcluster: bad postmaster.pid: %w", err)
 	}
 	return pid, nil
+}
+
+// SocketConnString returns a libpq key/value conninfo for database db as
+// the superuser over the Unix socket (in Dir): what sluice's own sessions
+// use, as a Secure cluster admits the superuser only there.
+func (c *Cluster) SocketConnString(db string) string {
+	return fmt.Sprintf("host=%s port=%d user=%s dbname=%s sslmode=disable", c.Dir, c.Port, c.opts.SuperUser, db)
 }
 
 // ConnString returns a libpq URL for database db as the superuser over TCP.

@@ -12,7 +12,14 @@ import (
 // and lines starting with ';' or '#' are ignored. The password is plaintext
 // or a SCRAM-SHA-256 secret (SCRAM-SHA-256$iter:salt$stored:server).
 func ParseUserlist(text string) (map[string]string, error) {
-	users := map[string]string{}
+	_, users, err := ParseUserlistOrdered(text)
+	return users, err
+}
+
+// ParseUserlistOrdered is ParseUserlist that also returns the users' names
+// in the order of their first lines.
+func ParseUserlistOrdered(text string) (names []string, users map[string]string, err error) {
+	users = map[string]string{}
 	sc := bufio.NewScanner(strings.NewReader(text))
 	n := 0
 	for sc.Scan() {
@@ -23,18 +30,21 @@ func ParseUserlist(text string) (map[string]string, error) {
 		}
 		user, rest, err := quoted(line)
 		if err != nil {
-			return nil, fmt.Errorf("userlist line %d: %w", n, err)
+			return nil, nil, fmt.Errorf("userlist line %d: %w", n, err)
 		}
 		pw, rest, err := quoted(strings.TrimLeft(rest, " \t"))
 		if err != nil {
-			return nil, fmt.Errorf("userlist line %d: %w", n, err)
+			return nil, nil, fmt.Errorf("userlist line %d: %w", n, err)
 		}
 		if strings.TrimSpace(rest) != "" {
-			return nil, fmt.Errorf("userlist line %d: trailing text %q", n, rest)
+			return nil, nil, fmt.Errorf("userlist line %d: trailing text %q", n, rest)
+		}
+		if _, ok := users[user]; !ok {
+			names = append(names, user)
 		}
 		users[user] = pw
 	}
-	return users, sc.Err()
+	return names, users, sc.Err()
 }
 
 // quoted reads one "..." token at the start of s.

@@ -20,7 +20,7 @@ func (p *Proxy) followCatalog(ctx context.Context, base string) {
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
 	}
-	hc := &http.Client{Timeout: 5 * time.Second}
+	hc := p.catalogClient(base)
 	tick := time.NewTicker(p.cfg.CatalogPoll)
 	defer tick.Stop()
 	lastErr := ""

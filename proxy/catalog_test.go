@@ -69,7 +69,7 @@ func TestCatalogFollowing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	api := client.New(p.APIAddr(), nil)
+	api := p.APIClient()
 	ctx := context.Background()
 
 	waitRoute(t, api, "acme", "127.0.0.1:5001")

@@ -59,6 +59,23 @@ type Config struct {
 	// loopback demos only.
 	Trust bool
 
+	// TokenFile holds the token every API request must carry as
+	// "Authorization: Bearer <token>" (all but GET /metrics), made at New
+	// (32 random bytes, mode 0600) if missing; an existing file readable by
+	// others is refused. `sluice proxy` defaults it to DefaultTokenFile.
+	TokenFile string
+	// Token, if set, is the token itself instead of TokenFile's. With
+	// neither, and InsecureNoAuth unset, New makes a random token kept in
+	// memory only (Token, APIClient).
+	Token string
+	// InsecureNoAuth serves the API without a token: any local process may
+	// re-route or hold tenants. Start logs a warning. Throwaway setups only.
+	InsecureNoAuth bool
+	// CatalogTokenFile holds the token sent to every Catalogs URL. Empty:
+	// each URL gets the token its agent registered on this host (package
+	// internal/auth), none if it registered none.
+	CatalogTokenFile string
+
 	// Routes are the static routes.
 	Routes []RouteConfig
 	// RoutesFile, if set, is a JSON file holding a []RouteConfig, loaded at New.

@@ -10,8 +10,10 @@
 // with SCRAM-SHA-256 (never -PLUS: channel binding is not implemented, so it
 // is not offered; pgx and libpq then use plain SCRAM over TLS too), against a
 // PgBouncer-style userlist (Config.AuthFile, Config.Users), and opens its own
-// session to the tenant's server with the user's plaintext password from
-// that list (or none, for a trust server). Client TLS is offered when
+// session to the tenant's server as the same user with the user's plaintext
+// password from that list (or none, for a trust server). A sluice agent's
+// tenant admits no one without a password over TCP: its users are the
+// userlist's (sluice tenant create --users), not superusers. Client TLS is offered when
 // Config.TLSCert/TLSKey are set; otherwise an SSLRequest is answered 'N' and
 // the client may continue in plaintext.
 //
@@ -97,6 +99,17 @@
 // Not restored at a move: SQL-level PREPARE statements, temporary tables,
 // session advisory locks, LISTEN registrations, WITH HOLD cursors, and
 // settings PostgreSQL does not report (SET work_mem …).
+//
+// # Security
+//
+// Every API call but GET /metrics must carry "Authorization: Bearer
+// <token>" (compared in constant time; 401 otherwise): Config.TokenFile's
+// token, made (0600) if missing and registered on this host for the API's
+// address (package internal/auth); Config.Token instead; a random token
+// kept in memory when neither is set (Token, APIClient); no token only with
+// Config.InsecureNoAuth, which logs a warning at start. Catalog polling
+// sends Config.CatalogTokenFile's token, else the one each agent registered
+// on this host for its address.
 //
 // # HTTP API (JSON)
 //

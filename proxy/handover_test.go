@@ -42,7 +42,7 @@ func TestPgbenchAcrossHandover(t *testing.T) {
 			pgbenchInit(t, a, 1)
 			pgbenchInit(t, b, 1)
 			p := startProxy(t, a, nil)
-			api := client.New(p.APIAddr(), nil)
+			api := p.APIClient()
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 
@@ -99,7 +99,7 @@ func TestPgbenchAcrossHandover(t *testing.T) {
 func TestSessionMove(t *testing.T) {
 	a, b := newServer(t), newServer(t)
 	p := startProxy(t, a, nil)
-	api := client.New(p.APIAddr(), nil)
+	api := p.APIClient()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	conn := connectAcme(ctx, t, p)
@@ -186,7 +186,7 @@ func TestSessionMove(t *testing.T) {
 func TestIdleSessionSurvivesSourceShutdown(t *testing.T) {
 	a, b := newServer(t), newServer(t)
 	p := startProxy(t, a, nil)
-	api := client.New(p.APIAddr(), nil)
+	api := p.APIClient()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	conn := connectAcme(ctx, t, p)
@@ -218,7 +218,7 @@ func TestIdleSessionSurvivesSourceShutdown(t *testing.T) {
 func TestPreparedSessionMove(t *testing.T) {
 	a, b := newServer(t), newServer(t)
 	p := startProxy(t, a, nil)
-	api := client.New(p.APIAddr(), nil)
+	api := p.APIClient()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	conn := connectAcme(ctx, t, p)
@@ -315,7 +315,7 @@ func TestPreparedSessionMove(t *testing.T) {
 func TestHandoverCost(t *testing.T) {
 	a, b := newServer(t), newServer(t)
 	p := startProxy(t, a, func(c *Config) { c.Window = time.Second })
-	api := client.New(p.APIAddr(), nil)
+	api := p.APIClient()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	conn := connectAcme(ctx, t, p)

@@ -10,7 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
-	"github.com/sluicedb/sluice/proxy/client"
 )
 
 // Holds and the transactions open at their deadline (tenant.hold).
@@ -22,7 +21,7 @@ func TestHoldDeadlineCancels(t *testing.T) {
 	// A grace far above a cancel's round trip, so that the cancelled
 	// statement ends with its 57014 even on a loaded machine.
 	p := startProxy(t, a, func(c *Config) { c.HoldGrace = 10 * time.Second })
-	api := client.New(p.APIAddr(), nil)
+	api := p.APIClient()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	slow, err := pgx.Connect(ctx, proxyURL(p, "acme", "disable"))
@@ -101,7 +100,7 @@ func TestHoldDeadlineCancels(t *testing.T) {
 func TestHoldTerminatesIdleInTransaction(t *testing.T) {
 	a := newServer(t)
 	p := startProxy(t, a, nil)
-	api := client.New(p.APIAddr(), nil)
+	api := p.APIClient()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	idleTx, err := pgx.Connect(ctx, proxyURL(p, "acme", "disable"))
@@ -195,7 +194,7 @@ func TestHoldLongCursor(t *testing.T) {
 	a := newServer(t)
 	const grace = 30 * time.Second
 	p := startProxy(t, a, func(c *Config) { c.HoldGrace = grace })
-	api := client.New(p.APIAddr(), nil)
+	api := p.APIClient()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cur := connectAcme(ctx, t, p)
@@ -252,7 +251,7 @@ func TestHoldSuspendedPortal(t *testing.T) {
 	a := newServer(t)
 	const deadline, grace = 100 * time.Millisecond, 300 * time.Millisecond
 	p := startProxy(t, a, func(c *Config) { c.HoldGrace = grace })
-	api := client.New(p.APIAddr(), nil)
+	api := p.APIClient()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cur := connectAcme(ctx, t, p)

@@ -29,6 +29,7 @@ type Proxy struct {
 	dummySecret scram.Secret
 	reg         *timing.Registry
 	ho          handovers // what handovers cost their clients (GET /v1/handovers)
+	token       string    // the API's bearer token; "" = open (security.go)
 
 	ln      net.Listener
 	apiLn   net.Listener
@@ -109,6 +110,10 @@ func New(cfg Config) (*Proxy, error) {
 		p.dummySecret, _ = scram.NewSecret(string(pw), salt, scram.DefaultIterations)
 	}
 
+	if err := p.loadToken(); err != nil {
+		return nil, err
+	}
+
 	routes := append([]RouteConfig(nil), cfg.Routes...)
 	if cfg.RoutesFile != "" {
 		rs, err := LoadRoutesFile(cfg.RoutesFile)
@@ -141,7 +146,7 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, fmt.Errorf("proxy: api listen: %w", err)
 	}
 	p.ln, p.apiLn = ln, apiLn
-	p.httpSrv = &http.Server{Handler: p.apiHandler(), ReadHeaderTimeout: 10 * time.Second}
+	p.httpSrv = &http.Server{Handler: p.secureAPI(p.apiHandler()), ReadHeaderTimeout: 10 * time.Second}
 	return p, nil
 }
 
@@ -161,6 +166,7 @@ func (p *Proxy) Start(ctx context.Context) error {
 		return errors.New("proxy: closed")
 	}
 	p.ctx, p.cancel = context.WithCancel(ctx)
+	p.announce()
 	p.wg.Add(2)
 	go func() {
 		defer p.wg.Done()
@@ -243,6 +249,7 @@ func (p *Proxy) Close() error {
 	if p.cancel != nil {
 		p.cancel()
 	}
+	p.unannounce()
 	p.ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	p.httpSrv.Shutdown(ctx)

@@ -103,7 +103,7 @@ func TestClients(t *testing.T) {
 		}
 	})
 
-	ws, err := client.New(p.APIAddr(), nil).Latency(ctx, "acme")
+	ws, err := p.APIClient().Latency(ctx, "acme")
 	if err != nil {
 		t.Fatal(err)
 	}

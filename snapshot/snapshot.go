@@ -169,7 +169,7 @@ func Send(ctx context.Context, src *pgcluster.Cluster, w io.Writer, opts SendOpt
 		db = "postgres"
 	}
 	prog.setPhase(PhaseStartBackup)
-	conn, err := pgx.Connect(ctx, src.ConnString(db))
+	conn, err := pgx.Connect(ctx, src.SocketConnString(db))
 	if err != nil {
 		err = fmt.Errorf("snapshot: send: connect: %w", err)
 		transfer.Abort(w, err)

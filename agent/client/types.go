@@ -33,6 +33,17 @@ type CreateTenant struct {
 	ID       int64             `json:"id,omitempty"` // 0: the agent picks max+1
 	Name     string            `json:"name,omitempty"`
 	Settings map[string]string `json:"settings,omitempty"` // override the agent's tenant defaults
+	// Users become the tenant's login roles, in order: not superusers, each
+	// with its password (plaintext or a SCRAM-SHA-256 secret, as in the
+	// proxy's userlist); the first owns the tenant's database. None: only
+	// the agent can log in (over the tenant's Unix socket).
+	Users []User `json:"users,omitempty"`
+}
+
+// User is a tenant login role and its password.
+type User struct {
+	Name     string `json:"name"`
+	Password string `json:"password"`
 }
 
 // Info is GET /v1/info: what preflight checks need to know about an agent.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -143,6 +144,33 @@ func checkClientLatencyURL(u string) error {
 	pu, err := url.Parse(u)
 	if err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
 		return fmt.Errorf("%q: want an http:// or https:// URL with a host, such as http://127.0.0.1:7433/", u)
+	}
+	return nil
+}
+
+// roleRE is a tenant user's name: a lower-case PostgreSQL identifier that
+// needs no quoting.
+var roleRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// Validate checks a tenant creation's users: names PostgreSQL takes without
+// quoting, none reserved (postgres, pg_*, sluice_*), none twice, each with a
+// password of one line. The agent checks id, name and settings against its
+// own configuration.
+func (r CreateTenant) Validate() error {
+	seen := map[string]bool{}
+	for i, u := range r.Users {
+		field := fmt.Sprintf("users[%d]", i)
+		switch {
+		case !roleRE.MatchString(u.Name):
+			return bad(field+".name", "%q: want a lower-case identifier (letters, digits, _; at most 63)", u.Name)
+		case u.Name == "postgres" || strings.HasPrefix(u.Name, "pg_") || strings.HasPrefix(u.Name, "sluice"):
+			return bad(field+".name", "%q is reserved (postgres, pg_*, sluice*)", u.Name)
+		case seen[u.Name]:
+			return bad(field+".name", "%q is given twice", u.Name)
+		case u.Password == "" || strings.ContainsAny(u.Password, "\r\n\x00"):
+			return bad(field+".password", "for %s: want a non-empty password of one line", u.Name)
+		}
+		seen[u.Name] = true
 	}
 	return nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicedb/sluice/agent"
 	"github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/internal/auth"
 	"github.com/sluicedb/sluice/internal/cli"
 )
 
@@ -76,9 +77,16 @@ Stops on SIGINT/SIGTERM; tenant postmasters keep running.`,
 	root.AddCommand(cmd)
 }
 
+// tokenFile is --token-file of the commands that talk to an agent.
+var tokenFile string
+
+// tokenFileUsage is --token-file's help, the same on every command.
+const tokenFileUsage = "file holding the agent's API token (default $SLUICE_TOKEN, else the token the agent registered on this host)"
+
 // agentClient returns a client for --agent (or $SLUICE_AGENT, or the
-// default) that sends the agents' shared token from $SLUICE_TOKEN, if set,
-// and trusts the CA in the PEM file $SLUICE_CA for https:// agents.
+// default) that sends the agent's token (--token-file, $SLUICE_TOKEN, or
+// the one the agent registered on this host: package internal/auth) and
+// trusts the CA in the PEM file $SLUICE_CA for https:// agents.
 func agentClient(url string) (*client.Client, error) {
 	if url == "" {
 		url = os.Getenv("SLUICE_AGENT")
@@ -90,7 +98,11 @@ func agentClient(url string) (*client.Client, error) {
 	if err != nil {
 		return nil, cli.Usagef("--agent: %v", err)
 	}
-	c = c.WithToken(os.Getenv("SLUICE_TOKEN"))
+	tok, err := auth.Find(c.URL(), tokenFile)
+	if err != nil && tokenFile != "" {
+		return nil, cli.Usagef("--token-file: %v", err)
+	}
+	c = c.WithToken(tok)
 	if ca := os.Getenv("SLUICE_CA"); ca != "" {
 		pem, err := os.ReadFile(ca)
 		if err != nil {

@@ -24,6 +24,7 @@ import (
 // TestAgentCommandsBadInput: tenant and migrate commands refuse bad input
 // with one line on stderr and exit 2; an unreachable agent is exit 1.
 func TestAgentCommandsBadInput(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir()) // where the agent registers its token
 	root := t.TempDir()
 	a, err := agent.New(agent.Config{Name: "c1", Root: filepath.Join(root, "a"), Listen: "127.0.0.1:0",
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
@@ -42,6 +43,8 @@ func TestAgentCommandsBadInput(t *testing.T) {
 	os.WriteFile(badAnalyze, []byte(`{"name":"x","root":"/tmp/x","analyze_after":"-1s"}`), 0o644)
 	badProfile := filepath.Join(root, "bad-profile.yaml")
 	os.WriteFile(badProfile, []byte("name: sluice\nkq: 1\n"), 0o644)
+	reservedUsers := filepath.Join(root, "users.txt")
+	os.WriteFile(reservedUsers, []byte(`"postgres" "secret"`+"\n"), 0o600)
 	rangeProfile := filepath.Join(root, "range-profile.yaml")
 	os.WriteFile(rangeProfile, []byte("ki: 0\n"), 0o644)
 
@@ -75,6 +78,8 @@ func TestAgentCommandsBadInput(t *testing.T) {
 		{"tenant start bad id", []string{"tenant", "start", "x", "--agent", url}, 2, "bad tenant id"},
 		{"tenant create bad set", []string{"tenant", "create", "--set", "novalue", "--agent", url}, 2, "key=value"},
 		{"tenant create reserved", []string{"tenant", "create", "--set", "port=5", "--agent", url}, 2, "set by the agent"},
+		{"tenant no token file", []string{"tenant", "list", "--agent", url, "--token-file", filepath.Join(root, "none")}, 2, "--token-file"},
+		{"tenant create reserved user", []string{"tenant", "create", "--users", reservedUsers, "--agent", url}, 2, `"postgres" is reserved`},
 		{"tenant bad agent url", []string{"tenant", "list", "--agent", "ftp://x"}, 2, "bad agent URL"},
 		{"agent no config", []string{"agent"}, 2, "--config"},
 		{"agent negative procs", []string{"agent", "--config", badCfg, "--procs", "-1"}, 2, "--procs"},
@@ -117,11 +122,23 @@ func TestTenantAndMigrateCommands(t *testing.T) {
 	if _, err := os.Stat("/usr/lib/postgresql/15/bin/postgres"); err != nil {
 		t.Fatalf("PostgreSQL 15 is not installed: %v (make test installs it)", err)
 	}
+	// The agents register their token files here; the CLI and each agent
+	// find the other's token there (package internal/auth).
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	var urls [2]string
-	for i, name := range []string{"m1", "m2"} {
+	names := []string{"m1", "m2"}
+	for i := range urls {
+		port, err := pgcluster.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		urls[i] = fmt.Sprintf("http://127.0.0.1:%d", port)
+	}
+	for i, name := range names {
 		root := filepath.Join(pgtest.TempDir(t), name)
 		base := freeTenantBase(t)
-		a, err := agent.New(agent.Config{Name: name, Root: root, Listen: "127.0.0.1:0",
+		a, err := agent.New(agent.Config{Name: name, Root: root, Listen: urls[i][len("http://"):],
+			Peers:  map[string]string{names[1-i]: urls[1-i]},
 			Tenant: agent.TenantDefaults{BasePort: base, Settings: map[string]string{"fsync": "off"}},
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		if err != nil {
@@ -142,7 +159,6 @@ func TestTenantAndMigrateCommands(t *testing.T) {
 				}
 			}
 		})
-		urls[i] = a.URL()
 	}
 	code, out, errs := agentRunCLI(t, "tenant", "create", "--name", "shop", "--agent", urls[0], "--json")
 	if code != 0 {

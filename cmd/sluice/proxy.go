@@ -22,6 +22,9 @@ var proxyFlags struct {
 	listen, api     string
 	authFile        string
 	trust           bool
+	tokenFile       string
+	insecureNoAuth  bool
+	catalogToken    string
 	routes          []string
 	routesFile      string
 	catalogs        []string
@@ -46,7 +49,11 @@ session to the tenant's server. The HTTP API (--api) serves routes, handover
 
 Routes: --route tenant=host:port[/database][,alias...] (repeatable), --routes FILE
 (JSON [{"tenant","aliases","addr","database"}]), and/or --catalog URL (repeatable:
-a sluice agent whose GET /v1/tenants is followed every second).`,
+a sluice agent whose GET /v1/tenants is followed every second).
+
+Every API call but GET /metrics must carry the token of --token-file as
+"Authorization: Bearer <token>"; the proxy registers that file on this host
+so that agents and the CLI here find it (docs/agent-api.md, Security).`,
 	Args: cobra.NoArgs,
 	RunE: runProxy,
 }
@@ -57,6 +64,9 @@ func init() {
 	f.StringVar(&proxyFlags.api, "api", "127.0.0.1:6480", "HTTP API listen address (host:port)")
 	f.StringVar(&proxyFlags.authFile, "auth-file", "", "userlist.txt with \"user\" \"password\" lines (plaintext or SCRAM-SHA-256 secret)")
 	f.BoolVar(&proxyFlags.trust, "trust", false, "accept clients without a password (loopback demos only)")
+	f.StringVar(&proxyFlags.tokenFile, "token-file", "", "file holding the API's token, made (mode 0600) if missing (default $XDG_CONFIG_HOME/sluice/proxy.token, i.e. ~/.config/sluice/proxy.token)")
+	f.BoolVar(&proxyFlags.insecureNoAuth, "insecure-no-auth", false, "serve the API without a token: any local process may re-route or hold tenants (throwaway setups only)")
+	f.StringVar(&proxyFlags.catalogToken, "catalog-token-file", "", "file holding the token sent to every --catalog agent (default: the token each agent registered on this host)")
 	f.StringArrayVar(&proxyFlags.routes, "route", nil, "tenant=host:port[/database][,alias...] (repeatable; host may be a Unix socket directory)")
 	f.StringVar(&proxyFlags.routesFile, "routes", "", "JSON routes file")
 	f.StringArrayVar(&proxyFlags.catalogs, "catalog", nil, "agent base URL whose /v1/tenants to follow (repeatable)")
@@ -115,6 +125,13 @@ func runProxy(cmd *cobra.Command, _ []string) error {
 	if pf.maxMessage < 1024 {
 		return cli.Usagef("proxy: --max-message must be at least 1024 bytes")
 	}
+	if pf.insecureNoAuth {
+		if cmd.Flags().Changed("token-file") {
+			return cli.Usagef("proxy: --insecure-no-auth and --token-file exclude each other")
+		}
+	} else if pf.tokenFile == "" {
+		pf.tokenFile = proxy.DefaultTokenFile()
+	}
 	if pf.procs < 0 {
 		return cli.Usagef("proxy: --procs must be 0 (one per core) or positive")
 	}
@@ -123,6 +140,7 @@ func runProxy(cmd *cobra.Command, _ []string) error {
 	}
 	cfg := proxy.Config{
 		Listen: pf.listen, APIListen: pf.api, AuthFile: pf.authFile, Trust: pf.trust,
+		TokenFile: pf.tokenFile, InsecureNoAuth: pf.insecureNoAuth, CatalogTokenFile: pf.catalogToken,
 		RoutesFile: pf.routesFile, Catalogs: pf.catalogs, Window: pf.window,
 		TLSCert: pf.tlsCert, TLSKey: pf.tlsKey, ServerSSLMode: pf.serverSSLMode, MaxMessage: pf.maxMessage,
 		ReleaseLimit: pf.releaseLimit, ReleaseWindow: pf.releaseWindow,
@@ -140,6 +158,9 @@ func runProxy(cmd *cobra.Command, _ []string) error {
 	logger := log.New(cmd.ErrOrStderr(), "", log.LstdFlags)
 	if !pf.quiet {
 		cfg.Logf = logger.Printf
+	}
+	if pf.insecureNoAuth && pf.quiet {
+		logger.Printf("proxy: WARNING: --insecure-no-auth: the API on %s has no authentication; any local process may re-route or hold tenants", pf.api)
 	}
 	p, err := proxy.New(cfg)
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/internal/cli"
+	"github.com/sluicedb/sluice/proxy"
 )
 
 func init() {
@@ -22,12 +24,14 @@ func init() {
 	}
 	tc.PersistentFlags().StringVar(&agentURL, "agent", "", "agent API URL (default $SLUICE_AGENT or "+defaultAgentURL+")")
 	tc.PersistentFlags().BoolVar(&asJSON, "json", false, "print the result as JSON")
+	tc.PersistentFlags().StringVar(&tokenFile, "token-file", "", tokenFileUsage)
 
 	var id int64
 	var name string
 	var set []string
+	var usersFile string
 	create := &cobra.Command{
-		Use:   "create [--id N] [--name NAME] [--set key=value]...",
+		Use:   "create [--id N] [--name NAME] [--set key=value]... [--users FILE]",
 		Short: "Create a tenant (initdb, configure, start); prints it when it is running",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -46,7 +50,15 @@ func init() {
 				}
 				settings[k] = v
 			}
-			tn, err := c.CreateTenant(cmd.Context(), client.CreateTenant{ID: id, Name: name, Settings: settings})
+			users, err := readUsers(usersFile)
+			if err != nil {
+				return err
+			}
+			req := client.CreateTenant{ID: id, Name: name, Settings: settings, Users: users}
+			if err := req.Validate(); err != nil {
+				return cli.Usagef("tenant create: --users %s: %v", usersFile, err)
+			}
+			tn, err := c.CreateTenant(cmd.Context(), req)
 			if err != nil {
 				return agentErr("tenant create", err)
 			}
@@ -59,6 +71,7 @@ func init() {
 	}
 	create.Flags().Int64Var(&id, "id", 0, "tenant id (default: the agent picks the next one); the port is base_port+id")
 	create.Flags().StringVar(&name, "name", "", "tenant name (default tenant-ID)")
+	create.Flags().StringVar(&usersFile, "users", "", "userlist (the proxy's --auth-file format): each user becomes a login role of the tenant, not a superuser, with that password; the first owns its database")
 	create.Flags().StringArrayVar(&set, "set", nil, "postgresql.conf parameter key=value (repeatable), e.g. --set shared_buffers=128MB")
 
 	var all bool
@@ -135,4 +148,28 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// readUsers reads a userlist file ("" = none) into tenant users, in the
+// file's order.
+func readUsers(path string) ([]client.User, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, cli.Usagef("tenant create: --users: %v", err)
+	}
+	names, pw, err := proxy.ParseUserlistOrdered(string(b))
+	if err != nil {
+		return nil, cli.Usagef("tenant create: --users %s: %v", path, err)
+	}
+	if len(names) == 0 {
+		return nil, cli.Usagef("tenant create: --users %s: no user in it", path)
+	}
+	users := make([]client.User, len(names))
+	for i, n := range names {
+		users[i] = client.User{Name: n, Password: pw[n]}
+	}
+	return users, nil
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	agentclient "github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/internal/auth"
 	"github.com/sluicedb/sluice/internal/clock"
 	"github.com/sluicedb/sluice/pgcluster"
 )
@@ -141,10 +142,10 @@ func Run(ctx context.Context, opt Options, command, machine string) (Result, err
 	say := opt.Progress
 
 	say("loading pgbench scale %d into tenant %d", opt.Scale, h.tenant)
-	if err := h.pgbench(ctx, "", "-i", "-q", "-s", strconv.Itoa(opt.Scale), "-h", "127.0.0.1", "-p", strconv.Itoa(h.tenantPort), "-U", "postgres", "postgres"); err != nil {
+	if err := h.pgbench(ctx, "", "-i", "-q", "-s", strconv.Itoa(opt.Scale), "-h", "127.0.0.1", "-p", strconv.Itoa(h.tenantPort), "-U", "bench", "postgres"); err != nil {
 		return res, err
 	}
-	h.psql(ctx, h.tenantPort, "CHECKPOINT")
+	h.psql(ctx, -1, "CHECKPOINT")
 	say("idle: %s for %s through the proxy", res.PgbenchArg, opt.Idle)
 	idle, err := h.load(ctx, "idle", opt.Idle)
 	if err != nil {
@@ -214,6 +215,8 @@ type hosts struct {
 	proxyAddr  string    // clients' host:port
 	tenant     int64
 	tenantPort int
+	tenantDir  string // its data directory: CHECKPOINT as the superuser over its socket
+	password   string // the tenant user bench's, in users.txt (the proxy's --auth-file)
 	procs      []*exec.Cmd
 	cut        int // pgbench logs that ended in a line cut short
 }
@@ -226,6 +229,18 @@ func startHosts(ctx context.Context, opt Options) (*hosts, error) {
 		return nil, err
 	}
 	h := &hosts{opt: opt, dir: dir}
+	// As an operator would on one host: the agents and the proxy make their
+	// tokens and register them (here, under dir: XDG_CONFIG_HOME of every
+	// process started), and find each other's there; clients log in as
+	// bench, a user of the tenant and of the proxy's userlist.
+	if h.password, err = auth.New(); err != nil {
+		h.close()
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "users.txt"), []byte(`"bench" "`+h.password+`"`+"\n"), 0o600); err != nil {
+		h.close()
+		return nil, err
+	}
 	ports, err := freePorts(4)
 	if err != nil {
 		h.close()
@@ -251,24 +266,24 @@ func startHosts(ctx context.Context, opt Options) (*hosts, error) {
 			return nil, err
 		}
 	}
-	for _, u := range h.agents {
-		if err := waitAgent(ctx, u); err != nil {
+	for i := range h.agents {
+		if err := waitAgent(ctx, func() *agentclient.Client { return h.agentClient(i) }); err != nil {
 			h.close()
 			return nil, err
 		}
 	}
-	if err := h.start(ctx, "proxy.log", "proxy", "--trust", "--quiet", "--listen", h.proxyAddr, "--api", apiAddr,
+	if err := h.start(ctx, "proxy.log", "proxy", "--auth-file", filepath.Join(dir, "users.txt"), "--quiet", "--listen", h.proxyAddr, "--api", apiAddr,
 		"--catalog", h.agents[0], "--catalog", h.agents[1]); err != nil {
 		h.close()
 		return nil, err
 	}
-	c, _ := agentclient.New(h.agents[0])
-	tn, err := c.CreateTenant(ctx, agentclient.CreateTenant{Name: "bench"})
+	c := h.agentClient(0)
+	tn, err := c.CreateTenant(ctx, agentclient.CreateTenant{Name: "bench", Users: []agentclient.User{{Name: "bench", Password: h.password}}})
 	if err != nil {
 		h.close()
 		return nil, fmt.Errorf("outside: create tenant: %w", err)
 	}
-	h.tenant, h.tenantPort = tn.ID, tn.Port
+	h.tenant, h.tenantPort, h.tenantDir = tn.ID, tn.Port, tn.Dir
 	// The proxy routes the tenant once it has read a's catalog.
 	for end := time.Now().Add(30 * time.Second); ; {
 		if h.psql(ctx, 0, "SELECT 1") == nil {
@@ -290,6 +305,7 @@ func (h *hosts) start(ctx context.Context, log string, args ...string) error {
 	}
 	cmd := exec.CommandContext(ctx, h.opt.Binary, args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Env = h.env()
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return fmt.Errorf("outside: sluice %s: %w", args[0], err)
@@ -303,8 +319,8 @@ func (h *hosts) start(ctx context.Context, log string, args ...string) error {
 func (h *hosts) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for _, u := range h.agents {
-		if c, err := agentclient.New(u); err == nil && u != "" {
+	for i, u := range h.agents {
+		if c := h.agentClient(i); u != "" && c != nil {
 			ts, _ := c.Tenants(ctx, false)
 			for _, t := range ts {
 				if t.Alive {
@@ -332,7 +348,7 @@ func (h *hosts) close() {
 // pgbench-<label>.out.
 func (h *hosts) pgbench(ctx context.Context, label string, args ...string) error {
 	cmd := exec.CommandContext(ctx, filepath.Join(pgcluster.DefaultBinDir, "pgbench"), args...)
-	cmd.Dir = h.dir
+	cmd.Dir, cmd.Env = h.dir, h.env()
 	out, err := cmd.CombinedOutput()
 	if label != "" {
 		os.WriteFile(filepath.Join(h.dir, "pgbench-"+label+".out"), out, 0o644)
@@ -348,7 +364,7 @@ func (h *hosts) pgbench(ctx context.Context, label string, args ...string) error
 func (h *hosts) load(ctx context.Context, label string, d time.Duration) ([]Tx, error) {
 	host, port, _ := net.SplitHostPort(h.proxyAddr)
 	err := h.pgbench(ctx, label, "-n", "-c", strconv.Itoa(h.opt.Clients), "-j", strconv.Itoa(h.opt.Threads), "-R", strconv.FormatFloat(h.opt.Rate, 'f', -1, 64),
-		"-T", strconv.Itoa(int(d.Seconds())), "-l", "--log-prefix", label, "-h", host, "-p", port, "-U", "postgres", "bench")
+		"-T", strconv.Itoa(int(d.Seconds())), "-l", "--log-prefix", label, "-h", host, "-p", port, "-U", "bench", "bench")
 	if err != nil {
 		return nil, err
 	}
@@ -386,16 +402,34 @@ func (h *hosts) readLog(label string) ([]Tx, error) {
 	return all, nil
 }
 
-// psql runs sql on the tenant, directly on port, or through the proxy when
-// port is 0.
+// psql runs sql on the tenant: through the proxy as bench when port is 0,
+// else as its superuser over its Unix socket (the operator on its host).
 func (h *hosts) psql(ctx context.Context, port int, sql string) error {
-	host, p, db := "127.0.0.1", strconv.Itoa(port), "postgres"
+	host, p, user, db := h.tenantDir, strconv.Itoa(h.tenantPort), "postgres", "postgres"
 	if port == 0 {
 		host, p, _ = net.SplitHostPort(h.proxyAddr)
-		db = "bench"
+		user, db = "bench", "bench"
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(pgcluster.DefaultBinDir, "psql"), "-X", "-q", "-h", host, "-p", p, "-U", "postgres", "-d", db, "-c", sql)
+	cmd := exec.CommandContext(ctx, filepath.Join(pgcluster.DefaultBinDir, "psql"), "-X", "-q", "-h", host, "-p", p, "-U", user, "-d", db, "-c", sql)
+	cmd.Env = h.env()
 	return cmd.Run()
+}
+
+// env is the environment of the processes the run starts: tokens
+// registered under the run's directory, bench's password for libpq.
+func (h *hosts) env() []string {
+	return append(os.Environ(), "XDG_CONFIG_HOME="+filepath.Join(h.dir, "config"), "PGPASSWORD="+h.password)
+}
+
+// agentClient returns a client of agent i carrying its token (made at its
+// first start in its root, as the CLI would find it); nil before it exists.
+func (h *hosts) agentClient(i int) *agentclient.Client {
+	c, err := agentclient.New(h.agents[i])
+	if err != nil {
+		return nil
+	}
+	tok, _ := auth.Read(filepath.Join(h.dir, []string{"a", "b"}[i], "token"))
+	return c.WithToken(tok)
 }
 
 // migrate runs `sluice migrate` for m and records what it reported.
@@ -406,6 +440,7 @@ func (h *hosts) migrate(ctx context.Context, m *Migration) error {
 		args = append(args, "--setpoint", fmt.Sprintf("%.3fms", m.SetpointMs))
 	}
 	cmd := exec.CommandContext(ctx, h.opt.Binary, args...)
+	cmd.Env = h.env()
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	m.start = time.Now()
@@ -426,17 +461,14 @@ func (h *hosts) migrate(ctx context.Context, m *Migration) error {
 	return nil
 }
 
-// waitAgent waits until the agent at u answers.
-func waitAgent(ctx context.Context, u string) error {
-	c, err := agentclient.New(u)
-	if err != nil {
-		return err
-	}
+// waitAgent waits until the agent client() names answers.
+func waitAgent(ctx context.Context, client func() *agentclient.Client) error {
 	for end := time.Now().Add(30 * time.Second); ; {
+		c := client()
 		if _, err := c.Info(ctx); err == nil {
 			return nil
 		} else if time.Now().After(end) {
-			return fmt.Errorf("outside: agent %s did not start: %w", u, err)
+			return fmt.Errorf("outside: agent %s did not start: %w", c.URL(), err)
 		}
 		if err := clock.Sleep(ctx, 100*time.Millisecond); err != nil {
 			return err

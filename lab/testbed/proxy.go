@@ -7,8 +7,9 @@ import (
 	"path/filepath"
 	"time"
 
+	agentclient "github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/internal/auth"
 	"github.com/sluicedb/sluice/proxy"
-	proxyclient "github.com/sluicedb/sluice/proxy/client"
 )
 
 // startProxy starts the bed's proxy, logging to LogDir/proxy.log when
@@ -16,7 +17,11 @@ import (
 func (b *Bed) startProxy() (err error) {
 	var pctx context.Context
 	pctx, b.cancel = context.WithCancel(context.Background())
-	pcfg := proxy.Config{Listen: "127.0.0.1:0", APIListen: "127.0.0.1:0", Trust: true, ReleaseLimit: b.Opt.ReleaseLimit}
+	if err := b.makeCredentials(); err != nil {
+		return err
+	}
+	pcfg := proxy.Config{Listen: "127.0.0.1:0", APIListen: "127.0.0.1:0", Users: map[string]string{b.user.Name: b.user.Password},
+		TokenFile: filepath.Join(b.root, "proxy.token"), ReleaseLimit: b.Opt.ReleaseLimit}
 	if dir := b.Opt.LogDir; dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("testbed: logs: %w", err)
@@ -32,7 +37,7 @@ func (b *Bed) startProxy() (err error) {
 	if err := b.Proxy.Start(pctx); err != nil {
 		return err
 	}
-	b.ProxyAPI = proxyclient.New(b.Proxy.APIAddr(), nil)
+	b.ProxyAPI = b.Proxy.APIClient()
 	return nil
 }
 
@@ -62,4 +67,26 @@ func (b *Bed) logProxy(format string, args ...any) {
 	if b.proxyLog != nil {
 		fmt.Fprintf(b.proxyLog, "%s %s\n", time.Now().UTC().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 	}
+}
+
+// makeCredentials makes the bed's secrets under its root: one API token all
+// its agents require and send each other (agent.Config token_file and
+// peer_token_file), and the tenants' user, which clients log in as through
+// the proxy.
+func (b *Bed) makeCredentials() error {
+	tok, err := auth.New()
+	if err != nil {
+		return err
+	}
+	b.tokenFile = filepath.Join(b.root, "agents.token")
+	if err := os.WriteFile(b.tokenFile, []byte(tok+"\n"), 0o600); err != nil {
+		return fmt.Errorf("testbed: %w", err)
+	}
+	b.token = tok
+	pw, err := auth.New()
+	if err != nil {
+		return err
+	}
+	b.user = agentclient.User{Name: "bench", Password: pw[:24]}
+	return nil
 }

@@ -42,6 +42,11 @@ type agentConfig struct {
 	Listen string            `json:"listen"`
 	Proxy  string            `json:"proxy"`
 	Peers  map[string]string `json:"peers"`
+	// TokenFile and PeerTokenFile: one token for every agent of the bed;
+	// ProxyTokenFile: the proxy's.
+	TokenFile      string `json:"token_file"`
+	PeerTokenFile  string `json:"peer_token_file"`
+	ProxyTokenFile string `json:"proxy_token_file"`
 	// RetireGrace "0s": a migrated-away tenant's directory is purged from
 	// migration.PurgeDelay after the handover, before the next trial. Kept
 	// for the agent's default 10 minutes, every retired copy's page cache
@@ -111,6 +116,7 @@ func (b *Bed) startServer(ctx context.Context, i int, bin string, port int, peer
 	if s.Client, err = agentclient.New(s.URL); err != nil {
 		return s, err
 	}
+	s.Client = s.Client.WithToken(b.token)
 	return s, s.waitReady(ctx)
 }
 
@@ -124,6 +130,7 @@ func (b *Bed) writeAgentConfig(name string, port int, peers map[string]string) (
 	var cfg agentConfig
 	cfg.Name, cfg.Root, cfg.Listen = name, filepath.Join(b.root, name), fmt.Sprintf("127.0.0.1:%d", port)
 	cfg.Proxy = "http://" + b.Proxy.APIAddr()
+	cfg.TokenFile, cfg.PeerTokenFile, cfg.ProxyTokenFile = b.tokenFile, b.tokenFile, filepath.Join(b.root, "proxy.token")
 	cfg.RetireGrace = "0s"
 	cfg.AnalyzeAfter = "0s"
 	cfg.Peers = map[string]string{}

@@ -32,7 +32,7 @@ func (b *Bed) CreateTenant(ctx context.Context, server int, name string, size in
 		return Tenant{}, fmt.Errorf("testbed: no server %d", server)
 	}
 	s := b.Servers[server]
-	tn, err := s.Client.CreateTenant(ctx, agentclient.CreateTenant{Name: name})
+	tn, err := s.Client.CreateTenant(ctx, agentclient.CreateTenant{Name: name, Users: []agentclient.User{b.user}})
 	if err != nil {
 		return Tenant{}, fmt.Errorf("testbed: create tenant %s on %s: %w", name, s.Name, err)
 	}
@@ -45,7 +45,7 @@ func (b *Bed) CreateTenant(ctx context.Context, server int, name string, size in
 		return Tenant{}, err
 	}
 	defer b.setLimits(s, true)
-	t := Tenant{Name: tn.Name, DSN: fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", b.Proxy.Addr(), tn.Name)}
+	t := Tenant{Name: tn.Name, DSN: fmt.Sprintf("postgres://%s:%s@%s/%s?sslmode=disable", b.user.Name, b.user.Password, b.Proxy.Addr(), tn.Name)}
 	conn, err := pgx.Connect(ctx, t.DSN)
 	if err != nil {
 		return t, fmt.Errorf("testbed: connect to %s through the proxy: %w", name, err)
@@ -60,7 +60,7 @@ func (b *Bed) CreateTenant(ctx context.Context, server int, name string, size in
 	if _, err := conn.Exec(ctx, "VACUUM (ANALYZE) usertable"); err != nil {
 		return t, fmt.Errorf("testbed: %s: %w", name, err)
 	}
-	if _, err := conn.Exec(ctx, "CHECKPOINT"); err != nil {
+	if err := checkpoint(ctx, tn); err != nil {
 		return t, fmt.Errorf("testbed: %s: %w", name, err)
 	}
 	t.Rows, t.Bytes = lr.Rows, lr.Bytes
@@ -148,4 +148,17 @@ func (b *Bed) Migrate(ctx context.Context, t Tenant, to int, req agentclient.Sta
 		return m, fmt.Errorf("testbed: migration %s of %s ended %s: %s", m.ID, t.Name, m.Outcome, m.Error)
 	}
 	return m, nil
+}
+
+// checkpoint runs CHECKPOINT in tenant tn as its superuser, over its Unix
+// socket (the bed runs on the servers' host, as the agents do): the
+// tenant's own user may not.
+func checkpoint(ctx context.Context, tn agentclient.Tenant) error {
+	conn, err := pgx.Connect(ctx, fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres sslmode=disable", tn.Dir, tn.Port))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(ctx, "CHECKPOINT")
+	return err
 }

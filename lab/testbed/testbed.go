@@ -22,6 +22,7 @@ import (
 	"sync"
 	"time"
 
+	agentclient "github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/lab/cgroup"
 	"github.com/sluicedb/sluice/lab/damon"
 	"github.com/sluicedb/sluice/pgcluster"
@@ -126,6 +127,10 @@ type Bed struct {
 	Opt      Options
 	Proxy    *proxy.Proxy
 	ProxyAPI *proxyclient.Client
+
+	token     string           // the agents' API token (makeCredentials)
+	tokenFile string           // where it is, for the agents' configs
+	user      agentclient.User // the tenants' user, clients' login through the proxy
 	Servers  []*Server
 
 	root    string

@@ -1,6 +1,7 @@
 package pg
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,8 +26,10 @@ type LocalSource struct {
 	// PurgeDelay. The purge timer lives in this process only: RemoveRetired
 	// sweeps after a restart.
 	RetireGrace time.Duration
-	// ReplicationUser is the role a standby streams as (default: the superuser).
-	ReplicationUser string
+	// ReplicationUser is the role a standby streams as (default: the
+	// superuser), with ReplicationPassword (default: the cluster's
+	// Options.Password) in PrimaryConnInfo.
+	ReplicationUser, ReplicationPassword string
 	// Prefetch, if set, paces the snapshot's reads of the data files into
 	// its read-ahead buffer (bytes/s read from disk); nil = as fast as the
 	// buffer drains, which starts a snapshot with a burst of up to
@@ -168,7 +171,7 @@ func (s *LocalSource) PrimaryConnInfo() string {
 		s.mu.Unlock()
 	}
 	ci := fmt.Sprintf("host=%s port=%d user=%s application_name=sluice", host, port, u)
-	if pw := s.C.Options().Password; pw != "" {
+	if pw := cmp.Or(s.ReplicationPassword, s.C.Options().Password); pw != "" {
 		ci += " password=" + pw
 	}
 	return ci

@@ -129,8 +129,17 @@ type Router interface {
 
 // Client talks to one proxy's HTTP API.
 type Client struct {
-	base string // e.g. "http://127.0.0.1:6433"
-	hc   *http.Client
+	base  string // e.g. "http://127.0.0.1:6433"
+	hc    *http.Client
+	token string // sent as "Authorization: Bearer token"; "" = none
+}
+
+// WithToken returns a copy of c that sends "Authorization: Bearer token"
+// with every request (the proxy's API requires it unless run open).
+func (c *Client) WithToken(token string) *Client {
+	cc := *c
+	cc.token = token
+	return &cc
 }
 
 var _ Router = (*Client)(nil)
@@ -175,6 +184,9 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
