@@ -38,6 +38,7 @@ type procProxy struct {
 	bin    string
 	log    string
 	api    string // http://host:port
+	token  string // its API token
 	listen string // host:port for clients
 	cmd    *exec.Cmd
 	exit   chan struct{}
@@ -57,7 +58,7 @@ func (p *procProxy) start() {
 	lf.Close()
 	p.exit = make(chan struct{})
 	go func(cmd *exec.Cmd, exit chan struct{}) { cmd.Wait(); close(exit) }(p.cmd, p.exit)
-	pc := proxyclient.New(p.api, nil)
+	pc := proxyclient.New(p.api, nil).WithToken(p.token)
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -119,18 +120,24 @@ func newFaultRig(t *testing.T, o rigOptions) *faultRig {
 	lport, _ := pgcluster.FreePort()
 	aport, _ := pgcluster.FreePort()
 	proxyAPI := fmt.Sprintf("http://127.0.0.1:%d", aport)
+	dir := pgtest.TempDir(t)
+	proxyToken := writeTokenFile(t, "proxy-token")
+	users := filepath.Join(dir, "users.txt")
+	if err := os.WriteFile(users, []byte(fmt.Sprintf("%q %q\n", testUsers[0].Name, testUsers[0].Password)), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	r.src, r.dst = procPairWith(t, func(i int, c *Config) {
 		c.FaultHooks = true
-		c.Proxy = proxyAPI
+		c.Proxy, c.ProxyTokenFile = proxyAPI, proxyToken
 		if o.mod != nil {
 			o.mod(i, c)
 		}
 	})
 	r.srcCfg, r.dstCfg = r.src.config(), r.dst.config()
-	dir := pgtest.TempDir(t)
-	r.proxy = &procProxy{t: t, bin: bin, log: filepath.Join(dir, "proxy.log"), api: proxyAPI,
+	r.proxy = &procProxy{t: t, bin: bin, log: filepath.Join(dir, "proxy.log"), api: proxyAPI, token: "proxy-token",
 		listen: fmt.Sprintf("127.0.0.1:%d", lport),
-		args:   []string{"proxy", "--listen", fmt.Sprintf("127.0.0.1:%d", lport), "--api", fmt.Sprintf("127.0.0.1:%d", aport), "--trust", "--quiet"}}
+		args: []string{"proxy", "--listen", fmt.Sprintf("127.0.0.1:%d", lport), "--api", fmt.Sprintf("127.0.0.1:%d", aport),
+			"--auth-file", users, "--token-file", proxyToken, "--catalog-token-file", r.srcCfg.PeerTokenFile, "--quiet"}}
 	if o.noCatalog {
 		r.proxy.args = append(r.proxy.args, "--route", "bystander=127.0.0.1:1") // a proxy needs a route
 	} else {
@@ -145,15 +152,15 @@ func newFaultRig(t *testing.T, o rigOptions) *faultRig {
 	})
 	r.proxy.start()
 	ctx := ctxT(t)
-	tn, err := r.src.c.CreateTenant(ctx, client.CreateTenant{Name: "victim"})
+	tn, err := r.src.c.CreateTenant(ctx, client.CreateTenant{Name: "victim", Users: testUsers})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.tn = tn
-	r.srcCS = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", tn.Port)
-	r.dstCS = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", r.dstCfg.Tenant.BasePort+int(tn.ID))
-	r.proxyCS = fmt.Sprintf("postgres://postgres@%s/victim?sslmode=disable", r.proxy.listen)
-	loadData(t, r.srcCS, o.mb)
+	r.srcCS = appConnString(tn.Port)
+	r.dstCS = appConnString(r.dstCfg.Tenant.BasePort + int(tn.ID))
+	r.proxyCS = fmt.Sprintf("postgres://%s:%s@%s/victim?sslmode=disable", testUsers[0].Name, testUsers[0].Password, r.proxy.listen)
+	loadData(t, fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres sslmode=disable", tn.Dir, tn.Port), o.mb)
 	if !o.noCatalog {
 		r.waitRouted()
 	}
