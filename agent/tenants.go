@@ -81,8 +81,11 @@ func (a *Agent) view(tn catalog.Tenant) client.Tenant {
 	if tn.State == catalog.MigratingOut && tn.Migration != "" {
 		if m, err := a.cat.Migration(tn.Migration); err == nil && m.Role == catalog.Source {
 			var rec migration.Record
-			if json.Unmarshal(m.Record, &rec) == nil && rec.Switched() {
-				v.ServedAt = rec.SwitchedTo
+			if json.Unmarshal(m.Record, &rec) == nil {
+				if rec.Switched() {
+					v.ServedAt = rec.SwitchedTo
+				}
+				v.Held = rec.Phase == migration.PhaseHandover && !rec.HeldAt.IsZero() && rec.ReleasedAt.IsZero()
 			}
 		}
 	}

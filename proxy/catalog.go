@@ -48,6 +48,7 @@ type catalogTenant struct {
 	Database string `json:"database"`
 	State    string `json:"state"`
 	ServedAt string `json:"served_at"` // host:port of the writable copy when not this agent's (switched, not finished)
+	Held     bool   `json:"held"`      // a handover holds the tenant until its agent releases it
 }
 
 func (p *Proxy) pollCatalog(ctx context.Context, hc *http.Client, base string) error {
@@ -102,23 +103,62 @@ func (p *Proxy) applyCatalog(base string, ts []catalogTenant) error {
 		if db == "" {
 			db = "postgres"
 		}
-		seenKey, loc := base+"\x00"+ct.Name, addr+"/"+db
+		seenKey, cur := base+"\x00"+ct.Name, catalogState{loc: addr + "/" + db, held: ct.Held}
 		p.catMu.Lock()
 		last, seen := p.catSeen[seenKey]
-		p.catSeen[seenKey] = loc
+		p.catSeen[seenKey] = cur
 		p.catMu.Unlock()
-		if seen && last == loc {
+		if seen && last == cur {
 			continue
 		}
-		if t := p.tenantByName(ct.Name); t != nil {
-			if t.setRoute(addr, db, false) {
-				p.cfg.Logf("proxy: catalog: tenant %s now at %s/%s", ct.Name, addr, db)
+		if !seen || last.loc != cur.loc {
+			if err := p.followRoute(ct.Name, addr, db); err != nil {
+				errs = append(errs, err)
+				continue
 			}
-			continue
 		}
-		if err := p.setRoute(RouteConfig{Tenant: ct.Name, Addr: addr, Database: db}, false); err != nil {
-			errs = append(errs, err)
+		if t := p.tenantByName(ct.Name); t != nil && cur.held != (seen && last.held) {
+			p.followHold(t, cur.held)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// catalogState is what applyCatalog last saw of one tenant in one catalog.
+type catalogState struct {
+	loc  string // addr/database
+	held bool
+}
+
+// followRoute routes tenant name to addr/db as a catalog says.
+func (p *Proxy) followRoute(name, addr, db string) error {
+	if t := p.tenantByName(name); t != nil {
+		if t.setRoute(addr, db, false) {
+			p.cfg.Logf("proxy: catalog: tenant %s now at %s/%s", name, addr, db)
+		}
+		return nil
+	}
+	return p.setRoute(RouteConfig{Tenant: name, Addr: addr, Database: db}, false)
+}
+
+// followHold holds the tenant's new transactions when its catalog starts
+// saying a handover holds it, and lets them go when it stops saying so. A
+// proxy that restarted mid-handover thus holds what its predecessor held:
+// no write reaches the source between the hold and the fence, which a
+// router's hold is what keeps out. The agent's own hold and release (the
+// API) come first in every other case, and this one is then a no-op.
+func (p *Proxy) followHold(t *tenant, held bool) {
+	if held {
+		if t.holdNew() {
+			p.cfg.Logf("proxy: catalog: tenant %s is in a handover: holding its new transactions until its agent releases it", t.name)
+		}
+		return
+	}
+	t.mu.Lock()
+	was := t.mu.held
+	t.mu.Unlock()
+	if was {
+		t.release(0, 0)
+		p.cfg.Logf("proxy: catalog: tenant %s's handover is over: released", t.name)
+	}
 }

@@ -124,3 +124,58 @@ func TestCatalogFollowing(t *testing.T) {
 	}
 	resp.Body.Close()
 }
+
+// TestCatalogHandover: a proxy that learns a tenant from a catalog saying a
+// handover holds it (it restarted mid-handover) holds the tenant's new
+// transactions until the catalog stops saying so, and routes a switched
+// tenant to its target (served_at) while its source still lists it.
+func TestCatalogHandover(t *testing.T) {
+	cat := &fakeCatalog{}
+	cat.set(catalogTenant{ID: 1, Name: "acme", Host: "127.0.0.1", Port: 5001, Database: "postgres", State: "migrating-out", Held: true})
+	hs := httptest.NewServer(cat)
+	defer hs.Close()
+	p, err := New(Config{Listen: "127.0.0.1:0", APIListen: "127.0.0.1:0", Trust: true,
+		Catalogs: []string{hs.URL}, CatalogPoll: 20 * time.Millisecond, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	api := p.APIClient()
+	held := func() bool {
+		rs, err := api.Routes(context.Background())
+		if err != nil || len(rs) != 1 {
+			t.Fatalf("routes %+v %v", rs, err)
+		}
+		return rs[0].Held
+	}
+	waitRoute(t, api, "acme", "127.0.0.1:5001")
+	if !held() {
+		t.Fatal("a tenant its catalog says is held was routed unheld")
+	}
+	// Switched: the source's entry names the target, still held.
+	cat.set(catalogTenant{ID: 1, Name: "acme", Host: "127.0.0.1", Port: 5001, Database: "postgres", State: "migrating-out", Held: true, ServedAt: "127.0.0.1:5002"})
+	waitRoute(t, api, "acme", "127.0.0.1:5002")
+	if !held() {
+		t.Fatal("released before the catalog said so")
+	}
+	// Released: the catalog stops saying held.
+	cat.set(catalogTenant{ID: 1, Name: "acme", Host: "127.0.0.1", Port: 5001, Database: "postgres", State: "migrating-out", ServedAt: "127.0.0.1:5002"})
+	deadline := time.Now().Add(10 * time.Second)
+	for held() {
+		if time.Now().After(deadline) {
+			t.Fatal("still held after the catalog stopped saying so")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// An API hold is not lifted by a catalog that never said held.
+	if _, err := api.Hold(context.Background(), "acme", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // five polls
+	if !held() {
+		t.Fatal("a catalog that never said held released the API's hold")
+	}
+}

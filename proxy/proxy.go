@@ -44,7 +44,7 @@ type Proxy struct {
 	sessions map[uint32]*session   // by proxy BackendKeyData process id
 	conns    map[net.Conn]struct{} // every accepted client connection, for Close
 	catMu    sync.Mutex
-	catSeen  map[string]string // catalog URL + "\x00" + tenant → last "addr/db" it reported
+	catSeen  map[string]catalogState // catalog URL + "\x00" + tenant → what it last reported
 
 	sessionsOpen  atomic.Int64
 	sessionsTotal atomic.Int64
@@ -65,7 +65,7 @@ type Proxy struct {
 // connections until Start or Serve.
 func New(cfg Config) (*Proxy, error) {
 	cfg = cfg.withDefaults()
-	p := &Proxy{cfg: cfg, secrets: map[string]scram.Secret{}, passwords: map[string]string{}, sessions: map[uint32]*session{}, conns: map[net.Conn]struct{}{}, catSeen: map[string]string{}}
+	p := &Proxy{cfg: cfg, secrets: map[string]scram.Secret{}, passwords: map[string]string{}, sessions: map[uint32]*session{}, conns: map[net.Conn]struct{}{}, catSeen: map[string]catalogState{}}
 	p.mu.tenants = map[string]*tenant{}
 	p.mu.aliases = map[string]*tenant{}
 	p.reg = timing.NewRegistry(cfg.Window, timing.DefaultSlots)

@@ -225,14 +225,7 @@ func (t *tenant) waitIdle(ctx context.Context, until time.Time) bool {
 // open transaction longer than that.
 func (t *tenant) hold(ctx context.Context, deadline, grace time.Duration, cancel func(*session) bool) client.HoldResult {
 	start := time.Now()
-	t.mu.Lock()
-	if !t.mu.held {
-		t.mu.held = true
-		t.mu.apiRoute = false
-		t.mu.releaseCh = make(chan struct{})
-		t.mu.holdGen = t.mu.gen
-	}
-	t.mu.Unlock()
+	t.holdNew()
 	var res client.HoldResult
 	if !t.waitIdle(ctx, start.Add(deadline)) && ctx.Err() == nil {
 		t.endOpen(ctx, grace, cancel, &res)
@@ -330,6 +323,24 @@ func (t *tenant) openSessions() (idle, running []*session) {
 		}
 	}
 	return idle, running
+}
+
+// holdNew makes new transactions wait until release, without waiting for
+// or ending the ones in flight, and reports whether it set the hold (false:
+// one was in force). hold starts with it; a catalog that says a handover is
+// under way asks it of a proxy that holds nothing (one that restarted
+// mid-handover).
+func (t *tenant) holdNew() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.mu.held {
+		return false
+	}
+	t.mu.held = true
+	t.mu.apiRoute = false
+	t.mu.releaseCh = make(chan struct{})
+	t.mu.holdGen = t.mu.gen
+	return true
 }
 
 // release lifts the hold and returns when it did (the held sessions are

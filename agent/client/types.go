@@ -23,9 +23,15 @@ type Tenant struct {
 	// this agent's postmaster: a migration out has switched the route to its
 	// target and not finished yet. A router that rebuilds its routes from
 	// the catalogs (a restarted proxy) routes the tenant there.
-	ServedAt string    `json:"served_at,omitempty"`
-	Created  time.Time `json:"created"`
-	Updated  time.Time `json:"updated"`
+	ServedAt string `json:"served_at,omitempty"`
+	// Held says that a migration out is in its handover, between the hold
+	// and the release: a router must hold the tenant's new transactions
+	// until the agent releases them. A router that restarted mid-handover
+	// learns it here (a write reaching the source between the hold and the
+	// fence could be lost).
+	Held    bool      `json:"held,omitempty"`
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
 }
 
 // CreateTenant is the body of POST /v1/tenants.
