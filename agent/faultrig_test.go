@@ -198,6 +198,23 @@ func (r *faultRig) waitRouted() {
 	r.t.Fatal("the proxy never routed the tenant")
 }
 
+// waitProxyRoute waits until the proxy routes the tenant.
+func (r *faultRig) waitProxyRoute() {
+	r.t.Helper()
+	pc := proxyclient.New(r.proxy.api, nil).WithToken(r.proxy.token)
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		rs, _ := pc.Routes(context.Background())
+		for _, rt := range rs {
+			if rt.Tenant == "victim" {
+				return
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	r.t.Fatal("the restarted proxy never routed the tenant")
+}
+
 // pause arms the source agent's driver to stop at point.
 func (r *faultRig) pause(point string) {
 	r.t.Helper()

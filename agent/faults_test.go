@@ -96,6 +96,14 @@ func runFaultCell(t *testing.T, comp, point string) {
 	r.waitPaused(m.ID)
 	t.Logf("paused at %s; killing %s", point, comp)
 	r.kill(comp)
+	if comp == "proxy" && point == "before:fence" {
+		// Held, not fenced: the restarted proxy learns the tenant from the
+		// catalogs; the writer must not get a write past it to the source
+		// before the fence (it would be lost: the fence's LSN would not
+		// cover it).
+		r.waitProxyRoute()
+		time.Sleep(500 * time.Millisecond) // a hundred write attempts
+	}
 	if comp == "proxy" && (point == "before:release" || point == "before:cleanup") {
 		// Switched, not finished: the restarted proxy must find the
 		// writable copy (the target) from the catalogs alone, while the
