@@ -3,6 +3,7 @@ package migration
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // cleanup ends a migration that moved the tenant: the slot dropped (when
@@ -43,6 +44,12 @@ func (r *runner) rollback(ctx context.Context, rec Record, a Rollback) Event {
 	env, src := r.env, r.env.Source
 	r.unpaceWAL(false)
 	var errs []error
+	if a.AbortFirst {
+		if err := env.Target.Abort(ctx, rec); err != nil {
+			return failed(a, fmt.Errorf("stopping the target before unfencing the source: %w", err))
+		}
+		a.AbortTarget = false
+	}
 	if a.Unfence {
 		errs = append(errs, src.Unfence(ctx))
 	}

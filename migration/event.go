@@ -193,6 +193,11 @@ type (
 		Release     bool
 		AbortTarget bool
 		DropSlot    bool
+		// AbortFirst: the target may have been promoted (the failure came
+		// after its replay), so it is stopped before the source is
+		// unfenced — never two writable copies — and the source stays
+		// fenced until the target's abort succeeds.
+		AbortFirst bool
 	}
 )
 
@@ -238,5 +243,9 @@ func (Release) String() string         { return "release" }
 func (a Cleanup) String() string       { return fmt.Sprintf("cleanup drop-slot=%t", a.DropSlot) }
 func (a ResetSnapshot) String() string { return fmt.Sprintf("reset-snapshot drop-slot=%t", a.DropSlot) }
 func (a Rollback) String() string {
-	return fmt.Sprintf("rollback unfence=%t switch-back=%t release=%t abort-target=%t drop-slot=%t", a.Unfence, a.SwitchBack, a.Release, a.AbortTarget, a.DropSlot)
+	s := fmt.Sprintf("rollback unfence=%t switch-back=%t release=%t abort-target=%t drop-slot=%t", a.Unfence, a.SwitchBack, a.Release, a.AbortTarget, a.DropSlot)
+	if a.AbortFirst {
+		s += " abort-first"
+	}
+	return s
 }

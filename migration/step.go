@@ -345,6 +345,7 @@ func rollbackAction(rec Record) Rollback {
 		Release:     inHandover,
 		AbortTarget: true,
 		DropSlot:    rec.Mode == Live,
+		AbortFirst:  inHandover && (!rec.ReplayedAt.IsZero() || !rec.CopiedAt.IsZero()),
 	}
 }
 
