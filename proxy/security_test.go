@@ -103,7 +103,7 @@ func TestInsecureNoAuth(t *testing.T) {
 	var logs []string
 	p, err := New(Config{Listen: "127.0.0.1:0", APIListen: "127.0.0.1:0", Trust: true, InsecureNoAuth: true,
 		Routes: []RouteConfig{{Tenant: "t1", Addr: "127.0.0.1:5001"}},
-		Logf: func(f string, a ...any) { mu.Lock(); logs = append(logs, fmt.Sprintf(f, a...)); mu.Unlock() }})
+		Logf:   func(f string, a ...any) { mu.Lock(); logs = append(logs, fmt.Sprintf(f, a...)); mu.Unlock() }})
 	if err != nil {
 		t.Fatal(err)
 	}
