@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -33,64 +31,10 @@ import (
 
 // procProxy is a `sluice proxy` subprocess, restartable with the same command.
 type procProxy struct {
-	t      *testing.T
-	args   []string
-	bin    string
-	log    string
+	proc
 	api    string // http://host:port
 	token  string // its API token
 	listen string // host:port for clients
-	cmd    *exec.Cmd
-	exit   chan struct{}
-}
-
-func (p *procProxy) start() {
-	p.t.Helper()
-	lf, err := os.OpenFile(p.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	p.cmd = exec.Command(p.bin, p.args...)
-	p.cmd.Stdout, p.cmd.Stderr = lf, lf
-	if err := p.cmd.Start(); err != nil {
-		p.t.Fatal(err)
-	}
-	lf.Close()
-	p.exit = make(chan struct{})
-	go func(cmd *exec.Cmd, exit chan struct{}) { cmd.Wait(); close(exit) }(p.cmd, p.exit)
-	pc := proxyclient.New(p.api, nil).WithToken(p.token)
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := pc.Routes(ctx)
-		cancel()
-		if err == nil {
-			return
-		}
-		select {
-		case <-p.exit:
-			b, _ := os.ReadFile(p.log)
-			p.t.Fatalf("proxy exited at start:\n%s", b)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	p.t.Fatal("proxy did not come up")
-}
-
-func (p *procProxy) kill9() {
-	p.cmd.Process.Signal(syscall.SIGKILL)
-	<-p.exit
-}
-
-func (p *procProxy) stop() {
-	if p.cmd != nil && p.cmd.ProcessState == nil {
-		p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.exit:
-		case <-time.After(10 * time.Second):
-			p.kill9()
-		}
-	}
 }
 
 // faultRig is one cell's world.
@@ -134,10 +78,17 @@ func newFaultRig(t *testing.T, o rigOptions) *faultRig {
 		}
 	})
 	r.srcCfg, r.dstCfg = r.src.config(), r.dst.config()
-	r.proxy = &procProxy{t: t, bin: bin, log: filepath.Join(dir, "proxy.log"), api: proxyAPI, token: "proxy-token",
-		listen: fmt.Sprintf("127.0.0.1:%d", lport),
-		args: []string{"proxy", "--listen", fmt.Sprintf("127.0.0.1:%d", lport), "--api", fmt.Sprintf("127.0.0.1:%d", aport),
+	r.proxy = &procProxy{api: proxyAPI, token: "proxy-token", listen: fmt.Sprintf("127.0.0.1:%d", lport)}
+	r.proxy.proc = proc{t: t, bin: bin, log: filepath.Join(dir, "proxy.log"),
+		args: []string{"proxy", "--listen", r.proxy.listen, "--api", fmt.Sprintf("127.0.0.1:%d", aport),
 			"--auth-file", users, "--token-file", proxyToken, "--catalog-token-file", r.srcCfg.PeerTokenFile, "--quiet"}}
+	pc := proxyclient.New(proxyAPI, nil).WithToken(r.proxy.token)
+	r.proxy.ready = func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := pc.Routes(ctx)
+		return err
+	}
 	if o.noCatalog {
 		r.proxy.args = append(r.proxy.args, "--route", "bystander=127.0.0.1:1") // a proxy needs a route
 	} else {

@@ -341,22 +341,7 @@ func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *pg.Local
 		defer stopLoop()
 		env := migration.Env{
 			Source: src, Target: tgt, Router: a.router(cm.TenantID), Limiter: r.lim,
-			Persist: func(rec migration.Record) error {
-				r.mu.Lock()
-				defer r.mu.Unlock()
-				r.phase = rec.Phase
-				if rec.Failures > 0 && rec.Failures != r.failures {
-					a.log.Warn("migration step failed; retrying", "migration", rec.ID, "phase", rec.Phase,
-						"step", migration.Next(rec), "failures", rec.Failures, "since", rec.RetrySince, "err", rec.RetryError)
-				}
-				r.failures = rec.Failures
-				t0 := time.Now()
-				err := a.persist(rec)
-				if d := time.Since(t0); d > slowPersist {
-					a.log.Warn("slow catalog write", "migration", rec.ID, "phase", rec.Phase, "took", d)
-				}
-				return err
-			},
+			Persist: a.persistRun(r),
 			Progress: func(p migration.Progress) {
 				r.mu.Lock()
 				switch {
@@ -410,6 +395,28 @@ func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *pg.Local
 			}
 		}
 	}()
+}
+
+// persistRun is a driver's migration.Env.Persist: it stores the record,
+// notes its phase and failure count in r, logs each new failed retry with
+// its cause, and warns of a slow catalog write.
+func (a *Agent) persistRun(r *run) func(migration.Record) error {
+	return func(rec migration.Record) error {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.phase = rec.Phase
+		if rec.Failures > 0 && rec.Failures != r.failures {
+			a.log.Warn("migration step failed; retrying", "migration", rec.ID, "phase", rec.Phase,
+				"step", migration.Next(rec), "failures", rec.Failures, "since", rec.RetrySince, "err", rec.RetryError)
+		}
+		r.failures = rec.Failures
+		t0 := time.Now()
+		err := a.persist(rec)
+		if d := time.Since(t0); d > slowPersist {
+			a.log.Warn("slow catalog write", "migration", rec.ID, "phase", rec.Phase, "took", d)
+		}
+		return err
+	}
 }
 
 // persist stores a record after every transition (migration.Env.Persist).

@@ -47,25 +47,26 @@ func buildSluice(t *testing.T) string {
 	return sluiceBin.path
 }
 
-// procAgent is a `sluice agent` subprocess.
-type procAgent struct {
-	t    *testing.T
-	bin  string
-	cfg  string // config file
-	log  string // log file (appended across restarts)
-	url  string
-	c    *client.Client
-	cmd  *exec.Cmd
-	exit chan struct{}
+// proc is a `sluice` subprocess that tests kill and start again with the
+// same command line.
+type proc struct {
+	t     *testing.T
+	bin   string
+	args  []string
+	log   string       // log file (appended across restarts)
+	ready func() error // nil once the process serves
+	cmd   *exec.Cmd
+	exit  chan struct{}
 }
 
-func (p *procAgent) start() {
+// start runs the command and waits up to a minute until ready answers.
+func (p *proc) start() {
 	p.t.Helper()
 	lf, err := os.OpenFile(p.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	p.cmd = exec.Command(p.bin, "agent", "--config", p.cfg)
+	p.cmd = exec.Command(p.bin, p.args...)
 	p.cmd.Stdout, p.cmd.Stderr = lf, lf
 	if err := p.cmd.Start(); err != nil {
 		p.t.Fatal(err)
@@ -73,40 +74,43 @@ func (p *procAgent) start() {
 	lf.Close()
 	p.exit = make(chan struct{})
 	go func(cmd *exec.Cmd, exit chan struct{}) { cmd.Wait(); close(exit) }(p.cmd, p.exit)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	for {
-		if _, err := p.c.Info(ctx); err == nil {
-			return
-		}
+	deadline := time.After(time.Minute)
+	for p.ready() != nil {
 		select {
 		case <-p.exit:
 			b, _ := os.ReadFile(p.log)
-			p.t.Fatalf("agent exited at start:\n%s", b)
-		case <-ctx.Done():
-			p.t.Fatal("agent did not come up")
+			p.t.Fatalf("sluice %s exited at start:\n%s", p.args[0], b)
+		case <-deadline:
+			p.t.Fatalf("sluice %s did not come up", p.args[0])
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
 }
 
-// kill9 kills the agent process with SIGKILL (its tenants' postmasters,
+// kill9 kills the process with SIGKILL (an agent's tenant postmasters,
 // detached, keep running).
-func (p *procAgent) kill9() {
+func (p *proc) kill9() {
 	p.cmd.Process.Signal(syscall.SIGKILL)
 	<-p.exit
 }
 
-func (p *procAgent) stop() {
+func (p *proc) stop() {
 	if p.cmd != nil && p.cmd.ProcessState == nil {
 		p.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-p.exit:
 		case <-time.After(15 * time.Second):
-			p.cmd.Process.Signal(syscall.SIGKILL)
-			<-p.exit
+			p.kill9()
 		}
 	}
+}
+
+// procAgent is a `sluice agent` subprocess.
+type procAgent struct {
+	proc
+	cfg string // config file
+	url string
+	c   *client.Client
 }
 
 // procPair starts two `sluice agent` processes that are peers; tenant
@@ -145,7 +149,14 @@ func procPairWith(t *testing.T, mod func(i int, c *Config)) (*procAgent, *procAg
 		}
 		c, _ := client.New("http://" + cfgs[i].Listen)
 		c = c.WithToken(cfgs[i].Token)
-		ps[i] = &procAgent{t: t, bin: bin, cfg: path, log: filepath.Join(dir, cfgs[i].Name+".log"), url: "http://" + cfgs[i].Listen, c: c}
+		ps[i] = &procAgent{proc: proc{t: t, bin: bin, args: []string{"agent", "--config", path}, log: filepath.Join(dir, cfgs[i].Name+".log")},
+			cfg: path, url: "http://" + cfgs[i].Listen, c: c}
+		ps[i].ready = func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			_, err := c.Info(ctx)
+			return err
+		}
 		p := ps[i]
 		t.Cleanup(func() {
 			p.stop()

@@ -54,12 +54,11 @@ func waitRoute(t *testing.T, api *client.Client, tenant, addr string) {
 	}
 }
 
-func TestCatalogFollowing(t *testing.T) {
-	cat := &fakeCatalog{}
-	cat.set(catalogTenant{ID: 1, Name: "acme", Host: "127.0.0.1", Port: 5001, Database: "postgres", State: "running"},
-		catalogTenant{ID: 2, Name: "beta", Host: "127.0.0.1", Port: 5002, Database: "postgres", State: "creating"})
+// catalogProxy starts a proxy that follows cat every 20 ms.
+func catalogProxy(t *testing.T, cat *fakeCatalog) *Proxy {
+	t.Helper()
 	hs := httptest.NewServer(cat)
-	defer hs.Close()
+	t.Cleanup(hs.Close)
 	p, err := New(Config{Listen: "127.0.0.1:0", APIListen: "127.0.0.1:0", Trust: true,
 		Catalogs: []string{hs.URL}, CatalogPoll: 20 * time.Millisecond, Logf: t.Logf})
 	if err != nil {
@@ -68,7 +67,15 @@ func TestCatalogFollowing(t *testing.T) {
 	if err := p.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+func TestCatalogFollowing(t *testing.T) {
+	cat := &fakeCatalog{}
+	cat.set(catalogTenant{ID: 1, Name: "acme", Host: "127.0.0.1", Port: 5001, Database: "postgres", State: "running"},
+		catalogTenant{ID: 2, Name: "beta", Host: "127.0.0.1", Port: 5002, Database: "postgres", State: "creating"})
+	p := catalogProxy(t, cat)
 	api := p.APIClient()
 	ctx := context.Background()
 
@@ -132,17 +139,7 @@ func TestCatalogFollowing(t *testing.T) {
 func TestCatalogHandover(t *testing.T) {
 	cat := &fakeCatalog{}
 	cat.set(catalogTenant{ID: 1, Name: "acme", Host: "127.0.0.1", Port: 5001, Database: "postgres", State: "migrating-out", Held: true})
-	hs := httptest.NewServer(cat)
-	defer hs.Close()
-	p, err := New(Config{Listen: "127.0.0.1:0", APIListen: "127.0.0.1:0", Trust: true,
-		Catalogs: []string{hs.URL}, CatalogPoll: 20 * time.Millisecond, Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := p.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	p := catalogProxy(t, cat)
 	api := p.APIClient()
 	held := func() bool {
 		rs, err := api.Routes(context.Background())

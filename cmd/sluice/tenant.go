@@ -26,53 +26,7 @@ func init() {
 	tc.PersistentFlags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	tc.PersistentFlags().StringVar(&tokenFile, "token-file", "", tokenFileUsage)
 
-	var id int64
-	var name string
-	var set []string
-	var usersFile string
-	create := &cobra.Command{
-		Use:   "create [--id N] [--name NAME] [--set key=value]... [--users FILE]",
-		Short: "Create a tenant (initdb, configure, start); prints it when it is running",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := agentClient(agentURL)
-			if err != nil {
-				return err
-			}
-			if id < 0 {
-				return cli.Usagef("tenant create: --id %d must be positive", id)
-			}
-			settings := map[string]string{}
-			for _, kv := range set {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok || k == "" {
-					return cli.Usagef("tenant create: --set %q: want key=value", kv)
-				}
-				settings[k] = v
-			}
-			users, err := readUsers(usersFile)
-			if err != nil {
-				return err
-			}
-			req := client.CreateTenant{ID: id, Name: name, Settings: settings, Users: users}
-			if err := req.Validate(); err != nil {
-				return cli.Usagef("tenant create: --users %s: %v", usersFile, err)
-			}
-			tn, err := c.CreateTenant(cmd.Context(), req)
-			if err != nil {
-				return agentErr("tenant create", err)
-			}
-			if asJSON {
-				return cli.WriteJSON(cmd.OutOrStdout(), tn)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "tenant %d (%s) %s on %s\n", tn.ID, tn.Name, tn.State, net.JoinHostPort(tn.Host, strconv.Itoa(tn.Port)))
-			return nil
-		},
-	}
-	create.Flags().Int64Var(&id, "id", 0, "tenant id (default: the agent picks the next one); the port is base_port+id")
-	create.Flags().StringVar(&name, "name", "", "tenant name (default tenant-ID)")
-	create.Flags().StringVar(&usersFile, "users", "", "userlist (the proxy's --auth-file format): each user becomes a login role of the tenant, not a superuser, with that password; the first owns its database")
-	create.Flags().StringArrayVar(&set, "set", nil, "postgresql.conf parameter key=value (repeatable), e.g. --set shared_buffers=128MB")
+	create := tenantCreateCmd(&agentURL, &asJSON)
 
 	var all bool
 	list := &cobra.Command{
@@ -141,6 +95,59 @@ func init() {
 	})
 	tc.AddCommand(create, list, start, stop, del, show)
 	root.AddCommand(tc)
+}
+
+// tenantCreateCmd is `sluice tenant create`; agentURL and asJSON are the
+// tenant command's persistent flags.
+func tenantCreateCmd(agentURL *string, asJSON *bool) *cobra.Command {
+	var id int64
+	var name string
+	var set []string
+	var usersFile string
+	create := &cobra.Command{
+		Use:   "create [--id N] [--name NAME] [--set key=value]... [--users FILE]",
+		Short: "Create a tenant (initdb, configure, start); prints it when it is running",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := agentClient(*agentURL)
+			if err != nil {
+				return err
+			}
+			if id < 0 {
+				return cli.Usagef("tenant create: --id %d must be positive", id)
+			}
+			settings := map[string]string{}
+			for _, kv := range set {
+				k, v, ok := strings.Cut(kv, "=")
+				if !ok || k == "" {
+					return cli.Usagef("tenant create: --set %q: want key=value", kv)
+				}
+				settings[k] = v
+			}
+			users, err := readUsers(usersFile)
+			if err != nil {
+				return err
+			}
+			req := client.CreateTenant{ID: id, Name: name, Settings: settings, Users: users}
+			if err := req.Validate(); err != nil {
+				return cli.Usagef("tenant create: --users %s: %v", usersFile, err)
+			}
+			tn, err := c.CreateTenant(cmd.Context(), req)
+			if err != nil {
+				return agentErr("tenant create", err)
+			}
+			if *asJSON {
+				return cli.WriteJSON(cmd.OutOrStdout(), tn)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "tenant %d (%s) %s on %s\n", tn.ID, tn.Name, tn.State, net.JoinHostPort(tn.Host, strconv.Itoa(tn.Port)))
+			return nil
+		},
+	}
+	create.Flags().Int64Var(&id, "id", 0, "tenant id (default: the agent picks the next one); the port is base_port+id")
+	create.Flags().StringVar(&name, "name", "", "tenant name (default tenant-ID)")
+	create.Flags().StringVar(&usersFile, "users", "", "userlist (the proxy's --auth-file format): each user becomes a login role of the tenant, not a superuser, with that password; the first owns its database")
+	create.Flags().StringArrayVar(&set, "set", nil, "postgresql.conf parameter key=value (repeatable), e.g. --set shared_buffers=128MB")
+	return create
 }
 
 func dash(s string) string {
