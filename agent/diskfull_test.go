@@ -22,9 +22,12 @@ func TestTargetDiskFull(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("mounting a tmpfs needs root")
 	}
-	for _, tc := range []struct{ name, point, catchUp string }{
-		{"mid-copy", "during:stream-snapshot", ""},
-		{"mid-catch-up", "before:wait-catch-up", "15s"},
+	for _, tc := range []struct {
+		name, point, catchUp string
+		leave                int64 // bytes left free
+	}{
+		{"mid-copy", "before:stream-snapshot", "", 8 << 20}, // the copy stops 8 MiB in
+		{"mid-catch-up", "before:wait-catch-up", "15s", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var fsDir string
@@ -45,7 +48,7 @@ func TestTargetDiskFull(t *testing.T) {
 				t.Fatal(err)
 			}
 			r.waitPaused(m.ID)
-			fillFS(t, fsDir)
+			fillFS(t, fsDir, tc.leave)
 			r.resume()
 			m = waitMigration(t, r.src.c, m.ID, faultBound, nil)
 			n, _, _ := w.stats()
@@ -82,8 +85,8 @@ func mountTmpfs(t *testing.T, src, size string) string {
 	return dir
 }
 
-// fillFS takes every free byte of the filesystem at dir.
-func fillFS(t *testing.T, dir string) {
+// fillFS takes every free byte of the filesystem at dir but leave.
+func fillFS(t *testing.T, dir string, leave int64) {
 	t.Helper()
 	f, err := os.Create(filepath.Join(dir, "filler"))
 	if err != nil {
@@ -101,6 +104,9 @@ func fillFS(t *testing.T, dir string) {
 			}
 		}
 	}
-	free := n
+	if err := f.Truncate(max(n-leave, 0)); err != nil {
+		t.Fatal(err)
+	}
+	free := n - leave
 	t.Logf("filled %s with %d MB", dir, free>>20)
 }
