@@ -111,6 +111,9 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a.mig.init()
+	// Registered as soon as the listener is bound: a client may call
+	// before Serve runs (requests wait in the listen queue).
+	a.announce()
 	return a, nil
 }
 
@@ -156,7 +159,6 @@ func (a *Agent) Serve(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(a.ln) }()
 	a.log.Info("agent serving", "url", a.url, "root", a.cfg.Root, "pg", a.pgVer)
-	a.announce()
 	a.resumeTargetRelays(ctx)
 	a.resumeMigrations(ctx)
 	a.bg.Add(1)

@@ -41,13 +41,16 @@ func TestMigrateFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Where and how to talk (agent, token, output) are not decisions
+	// about the migration; the rest are, and they must stay few.
+	talk := map[string]bool{"help": true, "agent": true, "token-file": true, "json": true}
 	n := 0
 	cmd.LocalFlags().VisitAll(func(f *pflag.Flag) {
-		if f.Name != "help" {
+		if !talk[f.Name] {
 			n++
 		}
 	})
-	if n > 16 {
-		t.Errorf("migrate has %d flags, want at most 16", n)
+	if n > 14 {
+		t.Errorf("migrate has %d decision flags, want at most 14", n)
 	}
 }
