@@ -149,21 +149,24 @@ func (r *faultRig) waitRouted() {
 	r.t.Fatal("the proxy never routed the tenant")
 }
 
-// waitProxyRoute waits until the proxy routes the tenant.
-func (r *faultRig) waitProxyRoute() {
+// waitProxyRoute waits until the proxy routes the tenant to port on
+// 127.0.0.1, held or not as held says.
+func (r *faultRig) waitProxyRoute(port int, held bool) {
 	r.t.Helper()
 	pc := proxyclient.New(r.proxy.api, nil).WithToken(r.proxy.token)
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	deadline := time.Now().Add(30 * time.Second)
+	var last []proxyclient.Route
 	for time.Now().Before(deadline) {
-		rs, _ := pc.Routes(context.Background())
-		for _, rt := range rs {
-			if rt.Tenant == "victim" {
+		last, _ = pc.Routes(context.Background())
+		for _, rt := range last {
+			if rt.Tenant == "victim" && rt.Addr == addr && rt.Held == held {
 				return
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	r.t.Fatal("the restarted proxy never routed the tenant")
+	r.t.Fatalf("the restarted proxy never routed the tenant to %s (held %t): %+v", addr, held, last)
 }
 
 // pause arms the source agent's driver to stop at point.

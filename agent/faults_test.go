@@ -101,11 +101,16 @@ func runFaultCell(t *testing.T, comp, point string) {
 		// catalogs; the writer must not get a write past it to the source
 		// before the fence (it would be lost: the fence's LSN would not
 		// cover it).
-		r.waitProxyRoute()
+		r.waitProxyRoute(r.tn.Port, true)
 		time.Sleep(500 * time.Millisecond) // a hundred write attempts
 	}
-	if comp == "proxy" && (point == "before:release" || point == "before:cleanup") {
-		// Switched, not finished: the restarted proxy must find the
+	if comp == "proxy" && point == "before:release" {
+		// Switched, not released: the restarted proxy must route the
+		// tenant to the target and hold it, from the catalogs alone.
+		r.waitProxyRoute(r.dstCfg.Tenant.BasePort+int(r.tn.ID), true)
+	}
+	if comp == "proxy" && point == "before:cleanup" {
+		// Released, not finished: the restarted proxy must find the
 		// writable copy (the target) from the catalogs alone, while the
 		// driver still waits.
 		n, _, _ := w.stats()
