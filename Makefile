@@ -21,7 +21,7 @@ test: deps
 	$(GO) test $(TESTFLAGS) ./...
 
 # The whole fault-injection matrix: every component killed in every phase
-# (docs/design.md, Faults; about 25 minutes). `make test` runs a subset.
+# (docs/design.md, Faults; about 10 minutes). `make test` runs a subset.
 test-faults: deps
 	$(GO) test -timeout 60m -count=1 ./agent -run 'TestFaultMatrix|TestTargetDiskFull|TestRollbackWithoutProxyRoute' -faults.all
 
