@@ -443,7 +443,7 @@ func (s *soakRun) finish(ctx context.Context, runErr error) error {
 		s.res.WritesAcknowledged, s.res.WritesMissing, s.res.WritesDuplicated = chk.Acknowledged, chk.Missing, chk.Duplicated
 		s.res.LedgerChecked = true
 	}
-	s.res.summarise(s.opt)
+	s.res.summarise(s.opt, samples)
 	for _, c := range s.res.Checks {
 		s.say("%s", c.Line())
 	}

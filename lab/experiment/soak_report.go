@@ -117,6 +117,14 @@ func soakChart(res SoakResult, samples []SoakSample) chart.Chart {
 	return c
 }
 
+// trendText is a signed slope, or "n/a" for nil.
+func trendText(x *float64) string {
+	if x == nil {
+		return "n/a"
+	}
+	return fmt.Sprintf("%+.1f", *x)
+}
+
 // soakReport is the Markdown report.
 func soakReport(opt SoakOptions, start time.Time, res SoakResult, bed string) string {
 	var b strings.Builder
@@ -143,10 +151,11 @@ func soakReport(opt SoakOptions, start time.Time, res SoakResult, bed string) st
 		fmt.Fprintf(&b, "| %s | %d | %.1f | %.1f | %.1f |\n", c, f.N, f.P50Ms, f.P99Ms, f.MaxMs)
 	}
 	fmt.Fprintf(&b, "| all | %d | %.1f | %.1f | %.1f |\n", res.Freeze.N, res.Freeze.P50Ms, res.Freeze.P99Ms, res.Freeze.MaxMs)
-	b.WriteString("\n## Processes\n\n| process | RSS start | RSS end | change | fds start | fds end | change |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("\n## Processes\n\nStart and end: the medians of 5 reads 1 s apart. Trend: the least-squares slope of every reading between them.\n\n" +
+		"| process | RSS start | RSS end | change | trend, MB/h | fds start | fds end | change | trend, fds/h |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, u := range res.Processes {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d | %d | %s |\n", u.Process, units.FormatBytes(float64(u.StartRSSBytes)), units.FormatBytes(float64(u.EndRSSBytes)),
-			pctText(u.RSSChangePct), u.StartFDs, u.EndFDs, pctText(u.FDChangePct))
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %d | %d | %s | %s |\n", u.Process, units.FormatBytes(float64(u.StartRSSBytes)), units.FormatBytes(float64(u.EndRSSBytes)),
+			pctText(u.RSSChangePct), trendText(u.RSSTrendMBPerHour), u.StartFDs, u.EndFDs, pctText(u.FDChangePct), trendText(u.FDTrendPerHour))
 	}
 	fmt.Fprintf(&b, "\n## Replication slots and WAL at the end\n\n%d slots, holding %s of WAL.", res.SlotsLeft, units.FormatBytes(float64(res.WALHeldBytes)))
 	for _, d := range res.WALDirs {

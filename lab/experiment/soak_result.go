@@ -60,6 +60,13 @@ type SoakUsage struct {
 	StartFDs      int      `json:"start_fds"`
 	EndFDs        int      `json:"end_fds"`
 	FDChangePct   *float64 `json:"fds_change_pct"`
+	// RSSTrendMBPerHour and FDTrendPerHour are the least-squares slopes of
+	// the process's readings from the start reading to the end reading, MB
+	// (1e6 bytes) and fds per hour: a leak's rate, which one reading's
+	// garbage-collection timing does not swing; nil with fewer than 3
+	// readings.
+	RSSTrendMBPerHour *float64 `json:"rss_trend_mb_per_hour"`
+	FDTrendPerHour    *float64 `json:"fds_trend_per_hour"`
 }
 
 // SoakCheck is one of the soak's pass/fail checks.
@@ -118,8 +125,9 @@ type SoakResult struct {
 }
 
 // summarise fills the counts, the freezes, the processes' usage and the
-// checks from Migrations, Start, End, the slots and the ledger.
-func (r *SoakResult) summarise(o SoakOptions) {
+// checks from Migrations, Start, End, the readings of the whole run
+// (samples, for the trends), the slots and the ledger.
+func (r *SoakResult) summarise(o SoakOptions, samples []SoakSample) {
 	r.Committed, r.Failed = 0, 0
 	r.ByController = map[string]int{SoakPID: 0, SoakFixed: 0}
 	by := map[string][]float64{}
@@ -136,7 +144,7 @@ func (r *SoakResult) summarise(o SoakOptions) {
 	}
 	r.Freeze = freezes(all)
 	r.FreezeBy = map[string]Freezes{SoakPID: freezes(by[SoakPID]), SoakFixed: freezes(by[SoakFixed])}
-	r.Processes = usage(r.Start, r.End)
+	r.Processes = usage(r.Start, r.End, samples)
 	r.SlotsLeft, r.WALHeldBytes = len(r.Slots), 0
 	for _, s := range r.Slots {
 		r.WALHeldBytes += s.HeldBytes
@@ -162,8 +170,8 @@ func freezes(xs []float64) Freezes {
 
 // usage pairs each process's start and end readings (by name, in the start
 // reading's order; a process missing from either, or whose reading failed,
-// gets no changes).
-func usage(start, end []SoakSample) []SoakUsage {
+// gets no changes) and fits its trends to its samples between them.
+func usage(start, end, samples []SoakSample) []SoakUsage {
 	var out []SoakUsage
 	for _, a := range start {
 		u := SoakUsage{Process: a.Process, PID: a.PID, StartRSSBytes: a.RSSBytes, StartFDs: a.FDs}
@@ -172,10 +180,36 @@ func usage(start, end []SoakSample) []SoakUsage {
 			b := end[i]
 			u.EndRSSBytes, u.EndFDs = b.RSSBytes, b.FDs
 			u.RSSChangePct, u.FDChangePct = changePct(float64(a.RSSBytes), float64(b.RSSBytes)), changePct(float64(a.FDs), float64(b.FDs))
+			var hs, rss, fds []float64
+			for _, x := range samples {
+				if x.Process == a.Process && x.Error == "" && x.T >= a.T && x.T <= b.T {
+					hs, rss, fds = append(hs, x.T/3600), append(rss, float64(x.RSSBytes)/1e6), append(fds, float64(x.FDs))
+				}
+			}
+			u.RSSTrendMBPerHour, u.FDTrendPerHour = slope(hs, rss), slope(hs, fds)
 		}
 		out = append(out, u)
 	}
 	return out
+}
+
+// slope is the least-squares slope of ys over xs, to 0.1; nil with fewer
+// than 3 points or no spread in xs.
+func slope(xs, ys []float64) *float64 {
+	n := float64(len(xs))
+	if len(xs) < 3 || len(ys) != len(xs) {
+		return nil
+	}
+	var sx, sy, sxx, sxy float64
+	for i := range xs {
+		sx, sy, sxx, sxy = sx+xs[i], sy+ys[i], sxx+xs[i]*xs[i], sxy+xs[i]*ys[i]
+	}
+	d := n*sxx - sx*sx
+	if !(d > 1e-12) {
+		return nil
+	}
+	v := round((n*sxy-sx*sy)/d, 1)
+	return &v
 }
 
 // changePct is (b − a) / a in %, to 0.1; nil when a is not positive.

@@ -85,7 +85,7 @@ func soakFixture() SoakResult {
 func TestSoakSummary(t *testing.T) {
 	o, _ := SoakOptions{}.withDefaults()
 	r := soakFixture()
-	r.summarise(o)
+	r.summarise(o, nil)
 	if r.Committed != 31 || r.Failed != 1 || r.ByController[SoakPID] != 16 || r.ByController[SoakFixed] != 15 {
 		t.Fatalf("counts: %d committed (%v), %d failed", r.Committed, r.ByController, r.Failed)
 	}
@@ -127,7 +127,7 @@ func TestSoakChecksFail(t *testing.T) {
 	// An end reading of a process that is gone: no change, a failed check.
 	r.Start = []SoakSample{{Process: "proxy", RSSBytes: 1 << 20, FDs: 10}}
 	r.End = []SoakSample{{Process: "proxy", Error: "no such process"}}
-	r.summarise(o)
+	r.summarise(o, nil)
 	fails := map[string]bool{}
 	for _, c := range r.Checks {
 		if !c.Pass {
@@ -143,7 +143,7 @@ func TestSoakChecksFail(t *testing.T) {
 		t.Errorf("duplicated failed or slots %d holding %d: %+v", r.SlotsLeft, r.WALHeldBytes, r.Checks)
 	}
 	r.LedgerChecked, r.SlotsRead, r.Slots = false, false, nil
-	r.summarise(o)
+	r.summarise(o, nil)
 	for _, c := range r.Checks {
 		if (c.Name == "writes duplicated" || c.Name == "no slot left behind") && c.Pass {
 			t.Errorf("%q passes unread: %s", c.Name, c.Detail)
@@ -154,7 +154,7 @@ func TestSoakChecksFail(t *testing.T) {
 func TestSoakReportAndChart(t *testing.T) {
 	o, _ := SoakOptions{}.withDefaults()
 	r := soakFixture()
-	r.summarise(o)
+	r.summarise(o, nil)
 	md := soakReport(o, time.Unix(0, 0), r, "test bed")
 	for _, s := range []string{"FAIL  proxy fds", "| pid | 16 |", "| agent server-a | 41.9 MB |", "0 slots"} {
 		if !strings.Contains(md, s) {
@@ -181,5 +181,23 @@ func TestMedianReading(t *testing.T) {
 	}
 	if medianReading(nil) != nil {
 		t.Fatal("no reads: a reading")
+	}
+}
+
+// TestSoakTrend: a process whose readings climb 1 MB and 2 fds every 6
+// minutes between the start and end readings trends +10 MB/h and +20
+// fds/h; readings outside them, or failed, do not count.
+func TestSoakTrend(t *testing.T) {
+	var samples []SoakSample
+	for i := range 11 {
+		samples = append(samples, SoakSample{T: float64(360 * i), Process: "agent", RSSBytes: int64(50e6 + 1e6*i), FDs: 20 + 2*i})
+	}
+	samples = append(samples, SoakSample{T: 7200, Process: "agent", RSSBytes: 1e9, FDs: 900}, SoakSample{T: 100, Process: "agent", Error: "gone"})
+	u := usage(samples[:1], samples[10:11], samples)
+	if len(u) != 1 || u[0].RSSTrendMBPerHour == nil || *u[0].RSSTrendMBPerHour != 10 || *u[0].FDTrendPerHour != 20 {
+		t.Fatalf("trend: %+v", u)
+	}
+	if slope([]float64{1, 1, 1}, []float64{1, 2, 3}) != nil || slope([]float64{1, 2}, []float64{1, 2}) != nil {
+		t.Fatal("a slope without spread or with two points")
 	}
 }
