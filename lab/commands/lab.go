@@ -18,7 +18,8 @@ import (
 var Lab = &cobra.Command{
 	Use:   "lab",
 	Short: "Benchmarks, the plant simulator, tuning on it, and the YCSB workload",
-	Long: `The lab measures sluice: benchmarks against their baselines in one run, the plant
+	Long: `The lab measures sluice: benchmarks against their baselines in one run, a soak (a
+tenant moved back and forth under load for an hour, looking for leaks), the plant
 simulator, gain tuning on it, and the transactional YCSB workload with its ledger.
 ` + "`sluice bench`, `sluice sim`, `sluice tune` and `sluice workload`" + ` are aliases of
 ` + "`sluice lab bench`" + ` and the rest.`,

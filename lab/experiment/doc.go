@@ -4,6 +4,8 @@
 // trials; a trial is one migration under Slacker's YCSB workload, recorded
 // second by second (the workload's latency, the control loop's record) and
 // checked row by row against the workload's ledger of acknowledged writes.
+// The soak (soak*.go) is the long one: a tenant moved back and forth for an
+// hour, the agents' and the proxy's memory and file descriptors watched.
 //
 // The PID trials run the product's control loop as `sluice migrate
 // --setpoint` does: a control.Profile (Common.Profile, default
@@ -17,5 +19,5 @@
 // compared), schedule.go (the load during a migration), trial.go and
 // result.go (one migration and what it recorded), baseline.go, the
 // experiments (sweep*.go, order.go, ladder.go, step*.go, multitenant.go,
-// downtime*.go), and report.go (the output files).
+// downtime*.go, soak*.go), and report.go (the output files).
 package experiment

@@ -1,27 +1,31 @@
 package testbed
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"syscall"
 	"time"
 
 	agentclient "github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/internal/auth"
 	"github.com/sluicedb/sluice/proxy"
+	proxyclient "github.com/sluicedb/sluice/proxy/client"
 )
 
-// startProxy starts the bed's proxy, logging to LogDir/proxy.log when
+// startProxy starts the bed's proxy — in this process, or as `bin proxy`
+// with Options.ProxyProcess — logging to LogDir/proxy.log when
 // Options.LogDir is set; Close stops it.
-func (b *Bed) startProxy() (err error) {
-	var pctx context.Context
-	pctx, b.cancel = context.WithCancel(context.Background())
+func (b *Bed) startProxy(ctx context.Context, bin string) (err error) {
 	if err := b.makeCredentials(); err != nil {
 		return err
 	}
-	pcfg := proxy.Config{Listen: "127.0.0.1:0", APIListen: "127.0.0.1:0", Users: map[string]string{b.user.Name: b.user.Password},
-		TokenFile: filepath.Join(b.root, "proxy.token"), ReleaseLimit: b.Opt.ReleaseLimit}
 	if dir := b.Opt.LogDir; dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("testbed: logs: %w", err)
@@ -29,19 +33,119 @@ func (b *Bed) startProxy() (err error) {
 		if b.proxyLog, err = os.Create(filepath.Join(dir, "proxy.log")); err != nil {
 			return fmt.Errorf("testbed: proxy log: %w", err)
 		}
-		pcfg.Logf = b.logProxy
 	}
-	if b.Proxy, err = proxy.New(pcfg); err != nil {
-		return err
+	if b.Opt.ProxyProcess {
+		if err := b.startProxyProcess(ctx, bin); err != nil {
+			return err
+		}
+	} else {
+		var pctx context.Context
+		pctx, b.cancel = context.WithCancel(context.Background())
+		pcfg := proxy.Config{Listen: "127.0.0.1:0", APIListen: "127.0.0.1:0", Users: map[string]string{b.user.Name: b.user.Password},
+			TokenFile: b.proxyTokenFile(), ReleaseLimit: b.Opt.ReleaseLimit}
+		if b.proxyLog != nil {
+			pcfg.Logf = b.logProxy
+		}
+		if b.Proxy, err = proxy.New(pcfg); err != nil {
+			return err
+		}
+		if err := b.Proxy.Start(pctx); err != nil {
+			return err
+		}
+		b.proxyAddr, b.proxyAPIAddr = b.Proxy.Addr(), b.Proxy.APIAddr()
 	}
-	if err := b.Proxy.Start(pctx); err != nil {
-		return err
+	tok, err := auth.Read(b.proxyTokenFile())
+	if err != nil {
+		return fmt.Errorf("testbed: the proxy's token: %w", err)
 	}
-	b.ProxyAPI = b.Proxy.APIClient()
+	b.ProxyAPI = proxyclient.New(b.proxyAPIAddr, nil).WithToken(tok)
 	return nil
 }
 
-// stopProxy stops the proxy and closes its log.
+// proxyStartTimeout bounds the wait for a proxy subprocess's listen
+// addresses.
+const proxyStartTimeout = 30 * time.Second
+
+// startProxyProcess starts `bin proxy` on free loopback ports with no
+// route (the bed sets them through its API, as for the in-process proxy),
+// its log to proxy.log (LogDir) or Root, and reads its addresses.
+func (b *Bed) startProxyProcess(ctx context.Context, bin string) error {
+	routes := filepath.Join(b.root, "proxy-routes.json")
+	if err := os.WriteFile(routes, []byte("[]\n"), 0o644); err != nil {
+		return fmt.Errorf("testbed: %w", err)
+	}
+	users := filepath.Join(b.root, "proxy-users.txt")
+	if err := os.WriteFile(users, []byte(fmt.Sprintf("%q %q\n", b.user.Name, b.user.Password)), 0o600); err != nil {
+		return fmt.Errorf("testbed: %w", err)
+	}
+	args := []string{"proxy", "--auth-file", users, "--token-file", b.proxyTokenFile(), "--listen", "127.0.0.1:0", "--api", "127.0.0.1:0", "--routes", routes, "--json"}
+	if b.Opt.ReleaseLimit > 0 {
+		args = append(args, "--release-limit", strconv.Itoa(b.Opt.ReleaseLimit))
+	}
+	var logw io.Writer = b.proxyLog
+	if b.proxyLog == nil {
+		lf, err := os.Create(filepath.Join(b.root, "proxy.log"))
+		if err != nil {
+			return fmt.Errorf("testbed: proxy log: %w", err)
+		}
+		b.proxyLog, logw = lf, lf
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = logw
+	// Its own process group, as the agents': a ^C reaches the bench, which
+	// stops the proxy last.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return fmt.Errorf("testbed: proxy: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("testbed: start proxy: %w", err)
+	}
+	b.proxyCmd, b.proxyExit = cmd, make(chan struct{})
+	addrs := make(chan map[string]string, 1)
+	go func() {
+		// The JSON object with the addresses, then drain stdout so the
+		// proxy never blocks writing to it.
+		br := bufio.NewReader(out)
+		var a map[string]string
+		if json.NewDecoder(br).Decode(&a) == nil {
+			addrs <- a
+		}
+		io.Copy(io.Discard, br)
+		cmd.Wait()
+		close(b.proxyExit)
+	}()
+	select {
+	case a := <-addrs:
+		b.proxyAddr, b.proxyAPIAddr = a["listen"], a["api"]
+		if b.proxyAddr == "" || b.proxyAPIAddr == "" {
+			return fmt.Errorf("testbed: proxy printed no listen addresses (%v)", a)
+		}
+		return nil
+	case <-b.proxyExit:
+		return fmt.Errorf("testbed: proxy exited at start; its log: %s", b.proxyLog.Name())
+	case <-time.After(proxyStartTimeout):
+		return fmt.Errorf("testbed: proxy printed no address within %v; its log: %s", proxyStartTimeout, b.proxyLog.Name())
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// ProxyAddr is the proxy's client listen address, host:port.
+func (b *Bed) ProxyAddr() string { return b.proxyAddr }
+
+// ProxyPID is the proxy subprocess's process id (Options.ProxyProcess); 0
+// when the proxy runs in this process.
+func (b *Bed) ProxyPID() int {
+	if b.proxyCmd == nil {
+		return 0
+	}
+	return b.proxyCmd.Process.Pid
+}
+
+// stopProxy stops the proxy (a subprocess: SIGTERM, SIGKILL after 10 s)
+// and closes its log.
 func (b *Bed) stopProxy() error {
 	if b.cancel != nil {
 		b.cancel()
@@ -49,6 +153,16 @@ func (b *Bed) stopProxy() error {
 	if b.Proxy != nil {
 		b.Proxy.Close()
 		b.Proxy = nil
+	}
+	if b.proxyCmd != nil {
+		b.proxyCmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-b.proxyExit:
+		case <-time.After(10 * time.Second):
+			b.proxyCmd.Process.Kill()
+			<-b.proxyExit
+		}
+		b.proxyCmd = nil
 	}
 	if b.proxyLog == nil {
 		return nil
@@ -68,6 +182,10 @@ func (b *Bed) logProxy(format string, args ...any) {
 		fmt.Fprintf(b.proxyLog, "%s %s\n", time.Now().UTC().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 	}
 }
+
+// proxyTokenFile is where the bed's proxy keeps its API token (created at
+// its first start).
+func (b *Bed) proxyTokenFile() string { return filepath.Join(b.root, "proxy.token") }
 
 // makeCredentials makes the bed's secrets under its root: one API token all
 // its agents require and send each other (agent.Config token_file and

@@ -129,8 +129,8 @@ func (b *Bed) writeAgentConfig(name string, port int, peers map[string]string) (
 	}
 	var cfg agentConfig
 	cfg.Name, cfg.Root, cfg.Listen = name, filepath.Join(b.root, name), fmt.Sprintf("127.0.0.1:%d", port)
-	cfg.Proxy = "http://" + b.Proxy.APIAddr()
-	cfg.TokenFile, cfg.PeerTokenFile, cfg.ProxyTokenFile = b.tokenFile, b.tokenFile, filepath.Join(b.root, "proxy.token")
+	cfg.Proxy = "http://" + b.proxyAPIAddr
+	cfg.TokenFile, cfg.PeerTokenFile, cfg.ProxyTokenFile = b.tokenFile, b.tokenFile, b.proxyTokenFile()
 	cfg.RetireGrace = "0s"
 	cfg.AnalyzeAfter = "0s"
 	cfg.Peers = map[string]string{}
@@ -184,6 +184,14 @@ func (s *Server) startAgent(bin, cfgPath string) error {
 		return s.Group.AddPID(s.cmd.Process.Pid)
 	}
 	return nil
+}
+
+// PID is the process id of s's agent; 0 once stopped.
+func (s *Server) PID() int {
+	if s.cmd == nil {
+		return 0
+	}
+	return s.cmd.Process.Pid
 }
 
 // waitReady waits up to a minute for s's agent to answer.

@@ -45,7 +45,7 @@ func (b *Bed) CreateTenant(ctx context.Context, server int, name string, size in
 		return Tenant{}, err
 	}
 	defer b.setLimits(s, true)
-	t := Tenant{Name: tn.Name, DSN: fmt.Sprintf("postgres://%s:%s@%s/%s?sslmode=disable", b.user.Name, b.user.Password, b.Proxy.Addr(), tn.Name)}
+	t := Tenant{Name: tn.Name, DSN: fmt.Sprintf("postgres://%s:%s@%s/%s?sslmode=disable", b.user.Name, b.user.Password, b.proxyAddr, tn.Name)}
 	conn, err := pgx.Connect(ctx, t.DSN)
 	if err != nil {
 		return t, fmt.Errorf("testbed: connect to %s through the proxy: %w", name, err)

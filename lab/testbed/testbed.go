@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"sort"
 	"sync"
 	"time"
@@ -32,6 +33,11 @@ import (
 
 // Options describe the servers. Zero values take the defaults noted.
 type Options struct {
+	// ProxyProcess runs the proxy as a `Binary proxy` subprocess instead of
+	// in this process, so that its memory and file descriptors are its own
+	// (ProxyPID); Bed.Proxy is then nil and the proxy is reached through
+	// ProxyAPI and ProxyAddr alone.
+	ProxyProcess bool
 	// ReleaseLimit is the bed's proxy's release ramp (proxy.Config's
 	// ReleaseLimit; ReleaseWindow stays its default): 0 = none.
 	ReleaseLimit int
@@ -124,14 +130,19 @@ func (o Options) Check() error {
 
 // Bed is a running testbed.
 type Bed struct {
-	Opt      Options
+	Opt Options
+	// Proxy is the in-process proxy; nil with Options.ProxyProcess.
 	Proxy    *proxy.Proxy
 	ProxyAPI *proxyclient.Client
 
 	token     string           // the agents' API token (makeCredentials)
 	tokenFile string           // where it is, for the agents' configs
 	user      agentclient.User // the tenants' user, clients' login through the proxy
-	Servers  []*Server
+	Servers   []*Server
+
+	proxyAddr, proxyAPIAddr string        // host:port of the proxy's client and API listeners
+	proxyCmd                *exec.Cmd     // the proxy subprocess (Options.ProxyProcess), nil when in-process
+	proxyExit               chan struct{} // closed when proxyCmd has exited
 
 	root    string
 	ownRoot bool
@@ -176,7 +187,7 @@ func Start(ctx context.Context, opt Options) (_ *Bed, err error) {
 			return nil, fmt.Errorf("testbed: own executable: %w", err)
 		}
 	}
-	if err := b.startProxy(); err != nil {
+	if err := b.startProxy(ctx, bin); err != nil {
 		return nil, err
 	}
 	if opt.CPUShares > 0 {
@@ -212,6 +223,11 @@ func (b *Bed) joinOwnGroup() (err error) {
 	}
 	if err := b.self.AddPID(os.Getpid()); err != nil {
 		return fmt.Errorf("testbed: %w", err)
+	}
+	if b.proxyCmd != nil {
+		if err := b.self.AddPID(b.proxyCmd.Process.Pid); err != nil {
+			return fmt.Errorf("testbed: %w", err)
+		}
 	}
 	return nil
 }
