@@ -18,8 +18,6 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -276,13 +274,8 @@ type downtimeRun struct {
 	pr          *dtProbe
 	probeDone   chan error
 	cancelProbe context.CancelFunc
-	run         *workload.Runner // the workload, through the proxy the whole time
-	wStart      time.Time        // about the workload's clock's zero
-	workDone    chan error
-	cancelWork  context.CancelFunc
-	secsMu      sync.Mutex
-	secs        []workload.Second // the workload's, guarded by secsMu
-	limitMs     float64           // a recovered second's mean latency at most
+	work        *background // the workload, through the proxy the whole time
+	limitMs     float64     // a recovered second's mean latency at most
 }
 
 // startProbe starts the probe: one connection, SELECT 1 every
@@ -316,26 +309,14 @@ func (d *downtimeRun) startWorkload(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("downtime: %w", err)
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	d.run, d.workDone, d.cancelWork, d.wStart = run, make(chan error, 1), cancel, time.Now()
-	go func() {
-		_, err := run.Run(wctx, func(s workload.Second) { d.secsMu.Lock(); d.secs = append(d.secs, s); d.secsMu.Unlock() })
-		d.workDone <- err
-	}()
+	d.work = runBackground(ctx, run)
 	d.say("workload: %.0f transactions/s over %d connections; probe every %v; baseline for %v", o.TxRate, o.MPL, o.ProbeInterval, o.Baseline)
 	return nil
 }
 
 // stopWorkload stops the workload and returns its error; again, it does
 // nothing.
-func (d *downtimeRun) stopWorkload() error {
-	if d.cancelWork == nil {
-		return nil
-	}
-	d.cancelWork()
-	d.cancelWork = nil
-	return <-d.workDone
-}
+func (d *downtimeRun) stopWorkload() error { return d.work.stop() }
 
 // baseline waits out the baseline and sets the recovery limit from it.
 func (d *downtimeRun) baseline(ctx context.Context) error {
@@ -347,16 +328,12 @@ func (d *downtimeRun) baseline(ctx context.Context) error {
 	// its report of the baseline's last second (at most 10 s more).
 	nb := int(o.Baseline / time.Second)
 	for range 100 {
-		d.secsMu.Lock()
-		n := len(d.secs)
-		d.secsMu.Unlock()
+		n := len(d.work.seconds())
 		if n >= nb || clock.Sleep(ctx, 100*time.Millisecond) != nil {
 			break
 		}
 	}
-	d.secsMu.Lock()
-	base := dtMeanLatency(d.secs, 1, nb)
-	d.secsMu.Unlock()
+	base := dtMeanLatency(d.work.seconds(), 1, nb)
 	if math.IsNaN(base) {
 		return fmt.Errorf("downtime: the workload completed no transaction in its %v baseline", o.Baseline)
 	}
@@ -430,9 +407,7 @@ func (d *downtimeRun) move(ctx context.Context, i, owner int) (DowntimeRun, erro
 // -1 if none came.
 func (d *downtimeRun) recovery(ctx context.Context, release time.Time) float64 {
 	for {
-		d.secsMu.Lock()
-		rs, ok := dtRecovery(d.secs, release.Sub(d.wStart), d.limitMs)
-		d.secsMu.Unlock()
+		rs, ok := dtRecovery(d.work.seconds(), release.Sub(d.work.start), d.limitMs)
 		if ok {
 			return rs
 		}
@@ -448,11 +423,9 @@ func (d *downtimeRun) stall(r *DowntimeRun, rec migration.Record) {
 	from, until := rec.HeldAt.Add(-d.opt.Window), rec.ReleasedAt.Add(d.opt.Window)
 	st := dtStall(d.pr.snapshot(), from, until)
 	r.ProbeMaxMs, r.ProbeGapMs, r.ProbeErrors = st.MaxMs, st.GapMs, st.Errors
-	d.secsMu.Lock()
-	lo, hi, errs := dtWorkloadAround(d.secs, from.Sub(d.wStart), until.Sub(d.wStart))
-	d.secsMu.Unlock()
+	lo, hi, errs := dtWorkloadAround(d.work.seconds(), from.Sub(d.work.start), until.Sub(d.work.start))
 	r.WorkloadErrors = errs
-	for _, l := range d.run.Latencies(lo, hi) {
+	for _, l := range d.work.run.Latencies(lo, hi) {
 		r.WorkloadMaxMs = max(r.WorkloadMaxMs, l)
 	}
 }
@@ -461,29 +434,27 @@ func (d *downtimeRun) stall(r *DowntimeRun, rec migration.Record) {
 // ledger on the final owner and writes the outputs; it returns the first
 // of migErr, the workload's, the check's and the outputs' errors.
 func (d *downtimeRun) finish(ctx context.Context, migErr error) error {
-	stoppedAt := time.Since(d.wStart)
+	stoppedAt := time.Since(d.work.start)
 	werr := d.stopWorkload()
 	d.stopProbe()
 	if migErr == nil && werr != nil && !errors.Is(werr, context.Canceled) {
 		migErr = fmt.Errorf("downtime: workload: %w", werr)
 	}
-	d.secsMu.Lock()
-	_, _, errs := dtWorkloadAround(d.secs, 0, stoppedAt.Truncate(time.Second))
+	all := d.work.seconds()
+	_, _, errs := dtWorkloadAround(all, 0, stoppedAt.Truncate(time.Second))
 	d.res.WorkloadErrors = int64(errs)
-	all := slices.Clone(d.secs)
-	d.secsMu.Unlock()
 	d.res.summarise()
 
 	// Row by row on the final owner, through the proxy (not if interrupted).
 	vctx, vcancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer vcancel()
-	chk, verr := dtVerify(vctx, d.tn.DSN, d.run.Ledger)
+	chk, verr := dtVerify(vctx, d.tn.DSN, d.work.run.Ledger)
 	if verr == nil {
 		d.res.WritesAcknowledged, d.res.WritesMissing, d.res.WritesDuplicated = chk.Acknowledged, chk.Missing, chk.Duplicated
 		d.say("ledger: %d writes acknowledged, %d missing, %d duplicated", chk.Acknowledged, chk.Missing, chk.Duplicated)
 	}
 	if d.opt.Out != "" {
-		if err := writeDowntimeOutputs(d.opt, d.bed.Describe(), d.start, d.res, d.pr.snapshot(), d.wStart, all); err != nil && migErr == nil {
+		if err := writeDowntimeOutputs(d.opt, d.bed.Describe(), d.start, d.res, d.pr.snapshot(), d.work.start, all); err != nil && migErr == nil {
 			migErr = err
 		}
 	}

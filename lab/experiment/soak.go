@@ -211,13 +211,9 @@ type soakRun struct {
 	procs []soakProc
 	res   SoakResult
 
-	run        *workload.Runner
-	wStart     time.Time
-	workDone   chan error
-	cancelWork context.CancelFunc
-	mu         sync.Mutex
-	secs       []workload.Second // the workload's, guarded by mu
-	samples    []SoakSample      // guarded by mu
+	work    *background
+	mu      sync.Mutex
+	samples []SoakSample // guarded by mu
 }
 
 // startWorkload starts the YCSB workload through the proxy until
@@ -229,34 +225,21 @@ func (s *soakRun) startWorkload(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("soak: %w", err)
 	}
-	wctx, cancel := context.WithCancel(ctx)
-	s.run, s.workDone, s.cancelWork, s.wStart = run, make(chan error, 1), cancel, time.Now()
-	go func() {
-		_, err := run.Run(wctx, func(x workload.Second) { s.mu.Lock(); s.secs = append(s.secs, x); s.mu.Unlock() })
-		s.workDone <- err
-	}()
+	s.work = runBackground(ctx, run)
 	s.say("workload: %.0f transactions/s over %d connections through the proxy; baseline for %v", o.TxRate, o.MPL, o.Baseline)
 	return nil
 }
 
 // stopWorkload stops the workload and returns its error; again, nothing.
-func (s *soakRun) stopWorkload() error {
-	if s.cancelWork == nil {
-		return nil
-	}
-	s.cancelWork()
-	s.cancelWork = nil
-	return <-s.workDone
-}
+func (s *soakRun) stopWorkload() error { return s.work.stop() }
 
 // baseline waits out the baseline and sets the PID's setpoint from it.
 func (s *soakRun) baseline(ctx context.Context) error {
 	if clock.Sleep(ctx, s.opt.Baseline) != nil {
 		return ctx.Err()
 	}
-	s.mu.Lock()
-	base := dtMeanLatency(s.secs, 1, len(s.secs))
-	s.mu.Unlock()
+	secs := s.work.seconds()
+	base := dtMeanLatency(secs, 1, len(secs))
 	if math.IsNaN(base) {
 		return fmt.Errorf("soak: the workload completed no transaction in its %v baseline", s.opt.Baseline)
 	}
@@ -425,19 +408,20 @@ func (s *soakRun) finish(ctx context.Context, runErr error) error {
 		errs = append(errs, err)
 		s.res.Slots, s.res.WALDirs, s.res.SlotsRead = slots, dirs, err == nil
 	}
-	stoppedAt := time.Since(s.wStart)
+	stoppedAt := time.Since(s.work.start)
 	if werr := s.stopWorkload(); werr != nil && !errors.Is(werr, context.Canceled) {
 		errs = append(errs, fmt.Errorf("soak: workload: %w", werr))
 	}
+	secs := s.work.seconds()
+	_, _, werrs := dtWorkloadAround(secs, 0, stoppedAt.Truncate(time.Second))
 	s.mu.Lock()
-	_, _, werrs := dtWorkloadAround(s.secs, 0, stoppedAt.Truncate(time.Second))
-	secs, samples := slices.Clone(s.secs), slices.Clone(s.samples)
+	samples := slices.Clone(s.samples)
 	s.mu.Unlock()
 	s.res.WorkloadErrors = int64(werrs)
 
 	vctx, vcancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer vcancel()
-	chk, verr := soakVerify(vctx, s.tn.DSN, s.run.Ledger)
+	chk, verr := soakVerify(vctx, s.tn.DSN, s.work.run.Ledger)
 	errs = append(errs, verr)
 	if verr == nil {
 		s.res.WritesAcknowledged, s.res.WritesMissing, s.res.WritesDuplicated = chk.Acknowledged, chk.Missing, chk.Duplicated
@@ -448,7 +432,7 @@ func (s *soakRun) finish(ctx context.Context, runErr error) error {
 		s.say("%s", c.Line())
 	}
 	if s.opt.Out != "" {
-		errs = append(errs, writeSoakOutputs(s.opt, s.bed.Describe(), s.start, s.res, samples, s.wStart, secs))
+		errs = append(errs, writeSoakOutputs(s.opt, s.bed.Describe(), s.start, s.res, samples, s.work.start, secs))
 	}
 	for _, err := range errs {
 		if err != nil {
