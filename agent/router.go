@@ -100,6 +100,21 @@ func (p proxyRouter) Switch(ctx context.Context, _ string, addr string) error {
 	})
 }
 
+// Holding asks the proxy whether it holds the tenant; a proxy that does not
+// know it holds nothing.
+func (p proxyRouter) Holding(ctx context.Context, _ string) (bool, error) {
+	rs, err := p.c.Routes(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, r := range rs {
+		if r.Tenant == p.name {
+			return r.Held, nil
+		}
+	}
+	return false, nil
+}
+
 // Release releases the tenant and says when the proxy let its sessions go,
 // by the proxy's clock.
 func (p proxyRouter) Release(ctx context.Context, _ string) (time.Time, error) {

@@ -3,6 +3,7 @@ package migration
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // prepareHandover readies the target for the switch: the Target's
@@ -34,6 +35,28 @@ func (r *runner) prepareHandover(ctx context.Context, rec Record) error {
 		if err != nil && ctx.Err() != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// routerHolds checks, before a live read-only fence, that the router still
+// holds the tenant: the fence spares the backends the hold named idle and,
+// after an early fence, admits the router's address until its late reload —
+// both count on the router sending nothing. A router that lost its hold (it
+// restarted) fails the handover, which rolls back; one that cannot say
+// (ErrUnsupported) is trusted.
+func (r *runner) routerHolds(ctx context.Context, rec Record, a Fence) error {
+	if rec.Mode != Live || a.Mode != FenceReadOnly {
+		return nil
+	}
+	held, err := r.env.Router.Holding(ctx, rec.Tenant)
+	switch {
+	case errors.Is(err, ErrUnsupported):
+		return nil
+	case err != nil:
+		return fmt.Errorf("router: %w", err)
+	case !held:
+		return errors.New("the router no longer holds the tenant (restarted?): a write it let through could land after the fence")
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package migration
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -140,6 +141,59 @@ func TestOptionalCapabilities(t *testing.T) {
 			ev := r.execute(ctx, rec, Hold{Deadline: time.Second})
 			if h, ok := ev.(Held); !ok || !slices.Equal(h.Idle, []int{9}) {
 				t.Errorf("Hold's event %v, want held with idle [9]", ev)
+			}
+		})
+	}
+}
+
+// holdRouter is a DirectRouter that says whether it holds.
+type holdRouter struct {
+	DirectRouter
+	held bool
+	err  error
+}
+
+func (r holdRouter) Holding(context.Context, string) (bool, error) { return r.held, r.err }
+
+// fencingSource records whether Fence ran.
+type fencingSource struct {
+	fakeSource
+	fenced *bool
+}
+
+func (s fencingSource) Fence(context.Context, FenceMode, []int) (LSN, error) {
+	*s.fenced = true
+	return 0x5000000, nil
+}
+
+// TestFenceNeedsTheHold: a live read-only fence runs only while the router
+// still holds the tenant (it spares the backends the hold named idle); a
+// router that lost its hold — it restarted — fails the handover before the
+// fence, and one that cannot say is trusted. A fence by stop needs no hold.
+func TestFenceNeedsTheHold(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		router Router
+		mode   FenceMode
+		fenced bool
+	}{
+		{"router holds", holdRouter{held: true}, FenceReadOnly, true},
+		{"router lost its hold", holdRouter{held: false}, FenceReadOnly, false},
+		{"router unreachable", holdRouter{err: errors.New("connection refused")}, FenceReadOnly, false},
+		{"router cannot say", DirectRouter{}, FenceReadOnly, true},
+		{"fence by stop", holdRouter{held: false}, FenceStop, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var fenced bool
+			env := Env{Source: fencingSource{fenced: &fenced}, Target: fakeTarget{}, Router: tc.router}
+			env.defaults()
+			r := &runner{env: env}
+			rec := Record{ID: "m1", Tenant: "t1", Mode: Live, Fence: tc.mode, Phase: PhaseHandover}
+			ev := r.execute(ctx, rec, Fence{Mode: tc.mode})
+			_, ok := ev.(Fenced)
+			if ok != tc.fenced || fenced != tc.fenced {
+				t.Fatalf("event %v, fenced %t; want fenced %t", ev, fenced, tc.fenced)
 			}
 		})
 	}

@@ -238,4 +238,10 @@ type Router interface {
 	// source host can be much later (the source's backends exit as the
 	// router moves its sessions away, and the agent shares their CPU).
 	Release(ctx context.Context, tenant string) (at time.Time, err error)
+	// Holding reports whether the router still holds tenant (between Hold
+	// and Release). The read-only fence counts on the hold to keep the
+	// router's own sessions from writing; a router that lost it (it
+	// restarted) makes the handover roll back instead. ErrUnsupported: the
+	// router cannot say, and the fence does not ask.
+	Holding(ctx context.Context, tenant string) (bool, error)
 }

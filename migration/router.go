@@ -18,6 +18,7 @@ func (DirectRouter) Backends(context.Context, string) ([]int, error)            
 func (DirectRouter) Hold(context.Context, string, time.Duration) ([]int, error) { return nil, nil }
 func (DirectRouter) Switch(context.Context, string, string) error               { return nil }
 func (DirectRouter) Release(context.Context, string) (time.Time, error)         { return time.Time{}, nil }
+func (DirectRouter) Holding(context.Context, string) (bool, error)              { return false, ErrUnsupported }
 
 var _ Router = DirectRouter{}
 
@@ -107,6 +108,13 @@ func (g *GateRouter) Switch(_ context.Context, _ string, addr string) error {
 }
 
 // Release opens the gate; it does not say when (zero time).
+// Holding reports whether the gate is closed.
+func (g *GateRouter) Holding(context.Context, string) (bool, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.held, nil
+}
+
 func (g *GateRouter) Release(context.Context, string) (time.Time, error) {
 	g.mu.Lock()
 	g.held = false

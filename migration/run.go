@@ -185,6 +185,9 @@ func (r *runner) execute(ctx context.Context, rec Record, a Action) Event {
 		}
 		return FlushRead{LSN: lsn}
 	case Fence:
+		if err := r.routerHolds(ctx, rec, a); err != nil {
+			return failed(a, err)
+		}
 		lsn, err := src.Fence(ctx, a.Mode, a.Spare)
 		if err != nil {
 			return failed(a, err)

@@ -519,6 +519,20 @@ func (r *proxyRouter) Release(_ context.Context, tenant string) (time.Time, erro
 	return time.Time{}, r.p.Release(tenant)
 }
 
+// Holding asks the proxy whether it holds the tenant.
+func (r *proxyRouter) Holding(ctx context.Context, tenant string) (bool, error) {
+	rs, err := r.p.APIClient().Routes(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, rt := range rs {
+		if rt.Tenant == tenant {
+			return rt.Held, nil
+		}
+	}
+	return false, nil
+}
+
 // fixedRoute is a ledger.Router that always answers the same address (the
 // proxy's) and never waits: the proxy does the holding.
 type fixedRoute string
