@@ -332,10 +332,18 @@ func (t *RemoteTarget) Position(ctx context.Context, m migration.Record) (migrat
 
 // unreachable marks err with migration.ErrUnreachable when the target's
 // agent gave no answer at all (refused, reset or timed-out connection: it
-// is down or restarting) while ctx is still alive; an answer with an HTTP
-// status, or a canceled ctx, is returned as is.
+// is down or restarting) or answered 503 (its standby is down or
+// restarting) while ctx is still alive; another answer with an HTTP status,
+// or a canceled ctx, is returned as is.
 func unreachable(ctx context.Context, err error) error {
-	if ctx.Err() != nil || client.StatusOf(err) != 0 {
+	if ctx.Err() != nil {
+		return err
+	}
+	if client.StatusOf(err) == http.StatusServiceUnavailable {
+		// The agent answered that its standby is down or restarting.
+		return fmt.Errorf("%w: %w", migration.ErrUnreachable, err)
+	}
+	if client.StatusOf(err) != 0 {
 		return err
 	}
 	var ne net.Error // a dial's or read's *net.OpError, a timeout, a bare syscall.Errno

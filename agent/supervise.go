@@ -5,7 +5,10 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluicedb/sluice/catalog"
 	"github.com/sluicedb/sluice/pgcluster"
@@ -67,4 +70,17 @@ func (a *Agent) restartCrashed(ctx context.Context, tn catalog.Tenant) {
 		// Its old backends may still hold the shared memory: next round.
 		a.log.Warn("restarting crashed postmaster failed; retrying", "tenant", tn.ID, "err", err)
 	}
+}
+
+// postmasterDown reports whether err says a local postmaster is not
+// there or not accepting connections yet: no connection could be made, or
+// it is starting up, shutting down or recovering from a crash (SQLSTATE
+// class 57P: 57P01–57P03).
+func postmasterDown(err error) bool {
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) {
+		return true
+	}
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && strings.HasPrefix(pe.Code, "57P")
 }

@@ -49,6 +49,12 @@ func (a *Agent) targetRoutes(mux *http.ServeMux) {
 		var req recordRequest
 		a.targetCall(w, r, &req, &req.Record, func(ctx context.Context) (any, error) {
 			p, err := a.localTarget().Position(ctx, req.Record)
+			if err != nil && postmasterDown(err) {
+				// Not the migration's failure: a crashed standby is restarted
+				// by supervise; the source waits through it as through an
+				// outage of this agent (ErrUnreachable).
+				err = errf(http.StatusServiceUnavailable, "agent %s: the standby of migration %s is down or restarting: %v", a.cfg.Name, req.Record.ID, err)
+			}
 			return positionResponse{Receive: p.Receive, Replay: p.Replay, InRecovery: p.InRecovery}, err
 		})
 	})
