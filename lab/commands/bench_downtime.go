@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math"
@@ -148,16 +149,11 @@ func runBenchDowntime(cmd *cobra.Command, f benchDowntimeFlags) error {
 		o.Progress, bo.Progress = progress, progress
 	}
 	o.Command = downtimeCommandLine(cmd)
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
-	defer stop()
-	bed, err := testbed.Start(ctx, bo)
-	if err != nil {
+	var res experiment.DowntimeResult
+	err = onBed(cmd, bo, func(ctx context.Context, bed *testbed.Bed) (err error) {
+		res, err = experiment.Downtime(ctx, bed, o)
 		return err
-	}
-	res, err := experiment.Downtime(ctx, bed, o)
-	if cerr := bed.Close(); err == nil && cerr != nil {
-		err = cerr
-	}
+	})
 	if err != nil {
 		return err
 	}
@@ -195,4 +191,20 @@ func printDowntime(w io.Writer, res experiment.DowntimeResult, out string) {
 	fmt.Fprintf(w, "(medians of %d runs each; stop-and-copy's downtime is %.1f× the live freeze)\n", len(res.Live), res.DowntimeRatio)
 	fmt.Fprintf(w, "writes acknowledged %d, missing %d, duplicated %d\n", res.WritesAcknowledged, res.WritesMissing, res.WritesDuplicated)
 	fmt.Fprintf(w, "report: %s\n", filepath.Join(out, "report.md"))
+}
+
+// onBed starts a testbed with bo, runs f on it until it returns or ^C, and
+// closes the bed; f's error comes first.
+func onBed(cmd *cobra.Command, bo testbed.Options, f func(context.Context, *testbed.Bed) error) error {
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
+	defer stop()
+	bed, err := testbed.Start(ctx, bo)
+	if err != nil {
+		return err
+	}
+	err = f(ctx, bed)
+	if cerr := bed.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	return err
 }

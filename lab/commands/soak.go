@@ -1,11 +1,10 @@
 package commands
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"path/filepath"
 	"time"
 
@@ -142,16 +141,11 @@ func runSoak(cmd *cobra.Command, f soakFlags) error {
 	// too long to wait blind.
 	o.Progress, bo.Progress = progress, progress
 	o.Command = downtimeCommandLine(cmd)
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt)
-	defer stop()
-	bed, err := testbed.Start(ctx, bo)
-	if err != nil {
+	var res experiment.SoakResult
+	err = onBed(cmd, bo, func(ctx context.Context, bed *testbed.Bed) (err error) {
+		res, err = experiment.Soak(ctx, bed, o)
 		return err
-	}
-	res, err := experiment.Soak(ctx, bed, o)
-	if cerr := bed.Close(); err == nil && cerr != nil {
-		err = cerr
-	}
+	})
 	if err != nil {
 		return err
 	}
