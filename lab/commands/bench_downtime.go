@@ -27,9 +27,7 @@ type benchDowntimeFlags struct {
 	size, rate            string
 	probe, window, settle string
 	baseline, recover     string
-	root                  string
-	cpus                  float64
-	memoryMB              int
+	bed                   bedFlags
 	asJSON                bool
 }
 
@@ -75,10 +73,8 @@ func (f *benchDowntimeFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.settle, "settle", "3s", "least workload time on the new owner between moves")
 	fs.StringVar(&f.baseline, "baseline", "10s", "workload time before the first move (its mean latency is the baseline)")
 	fs.StringVar(&f.recover, "recover", "60s", "longest wait after a move for the workload to recover (a second with an empty queue and a mean ≤ 2× the baseline)")
-	fs.Float64Var(&f.cpus, "cpus", 0.5, "each server's cgroup CPU quota, cores (0 = no cap)")
-	fs.IntVar(&f.memoryMB, "memory", 768, "each server's cgroup memory cap incl. page cache, MiB (0 = no cap)")
+	f.bed.register(fs)
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed for data, arrivals and keys")
-	fs.StringVar(&f.root, "root", "", "keep the servers' directories (agent logs, tenant data) in this directory; default a temp dir removed at the end")
 	fs.BoolVar(&f.asJSON, "json", false, "print only the final figures, as JSON")
 }
 
@@ -119,15 +115,9 @@ func (f benchDowntimeFlags) parse() (experiment.DowntimeOptions, testbed.Options
 	if o.Out == "" {
 		return o, testbed.Options{}, cli.Usagef("bench downtime: --out must not be empty")
 	}
-	bo := testbed.Options{CPUs: f.cpus, MemoryMB: f.memoryMB, Root: f.root, LogDir: filepath.Join(o.Out, "agents")}
-	if f.cpus == 0 {
-		bo.CPUs = -1
-	}
-	if f.memoryMB == 0 {
-		bo.MemoryMB = -1
-	}
-	if err := bo.Check(); err != nil {
-		return o, bo, cli.UsageError{Msg: "bench downtime: " + err.Error()}
+	bo, err := f.bed.options("bench downtime", o.Out)
+	if err != nil {
+		return o, bo, err
 	}
 	if err := o.Check(); err != nil {
 		return o, bo, cli.UsageError{Msg: "bench " + err.Error()}
@@ -207,4 +197,34 @@ func onBed(cmd *cobra.Command, bo testbed.Options, f func(context.Context, *test
 		err = cerr
 	}
 	return err
+}
+
+// bedFlags are the flags of a two-server testbed that an experiment starts
+// (downtime, soak): each server's cgroup caps and where its directories go.
+type bedFlags struct {
+	root     string
+	cpus     float64
+	memoryMB int
+}
+
+func (b *bedFlags) register(fs *pflag.FlagSet) {
+	fs.Float64Var(&b.cpus, "cpus", 0.5, "each server's cgroup CPU quota, cores (0 = no cap)")
+	fs.IntVar(&b.memoryMB, "memory", 768, "each server's cgroup memory cap incl. page cache, MiB (0 = no cap)")
+	fs.StringVar(&b.root, "root", "", "keep the servers' directories (agent logs, tenant data) in this directory; default a temp dir removed at the end")
+}
+
+// options returns the bed's options, its agents' logs under out/agents; a
+// bad value is a usage error prefixed with cmd.
+func (b bedFlags) options(cmd, out string) (testbed.Options, error) {
+	bo := testbed.Options{CPUs: b.cpus, MemoryMB: b.memoryMB, Root: b.root, LogDir: filepath.Join(out, "agents")}
+	if b.cpus == 0 {
+		bo.CPUs = -1
+	}
+	if b.memoryMB == 0 {
+		bo.MemoryMB = -1
+	}
+	if err := bo.Check(); err != nil {
+		return bo, cli.UsageError{Msg: cmd + ": " + err.Error()}
+	}
+	return bo, nil
 }

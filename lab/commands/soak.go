@@ -22,9 +22,7 @@ import (
 type soakFlags struct {
 	o                         experiment.SoakOptions
 	size, fixedRate, setpoint string
-	root                      string
-	cpus                      float64
-	memoryMB                  int
+	bed                       bedFlags
 	asJSON                    bool
 }
 
@@ -85,10 +83,8 @@ func (f *soakFlags) register(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Warmup, "warmup", 2, "migrations before the start reading of RSS and fds")
 	fs.DurationVar(&o.Settle, "settle", 10*time.Second, "pause after each migration")
 	fs.DurationVar(&o.SampleEvery, "sample-every", 10*time.Second, "how often RSS and fds are read")
-	fs.Float64Var(&f.cpus, "cpus", 0.5, "each server's cgroup CPU quota, cores (0 = no cap)")
-	fs.IntVar(&f.memoryMB, "memory", 768, "each server's cgroup memory cap incl. page cache, MiB (0 = no cap)")
+	f.bed.register(fs)
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed for data, arrivals and keys")
-	fs.StringVar(&f.root, "root", "", "keep the servers' directories (agent logs, tenant data) in this directory; default a temp dir removed at the end")
 	fs.BoolVar(&f.asJSON, "json", false, "print only the summary, as JSON")
 }
 
@@ -111,16 +107,11 @@ func (f soakFlags) parse() (experiment.SoakOptions, testbed.Options, error) {
 	if o.Out == "" {
 		return o, testbed.Options{}, cli.Usagef("soak: --out must not be empty")
 	}
-	bo := testbed.Options{CPUs: f.cpus, MemoryMB: f.memoryMB, Root: f.root, LogDir: filepath.Join(o.Out, "agents"), ProxyProcess: true}
-	if f.cpus == 0 {
-		bo.CPUs = -1
+	bo, err := f.bed.options("soak", o.Out)
+	if err != nil {
+		return o, bo, err
 	}
-	if f.memoryMB == 0 {
-		bo.MemoryMB = -1
-	}
-	if err := bo.Check(); err != nil {
-		return o, bo, cli.UsageError{Msg: "soak: " + err.Error()}
-	}
+	bo.ProxyProcess = true
 	if err := o.Check(); err != nil {
 		return o, bo, cli.UsageError{Msg: err.Error()}
 	}
