@@ -164,9 +164,9 @@ func (a *Agent) Serve(ctx context.Context) error {
 	a.bg.Add(1)
 	go func() {
 		defer a.bg.Done()
-		sctx, cancel := context.WithCancel(ctx)
+		sctx, cancel := context.WithCancel(ctx) // ends with Serve's ctx or with Close
 		defer cancel()
-		go func() { <-a.bgCtx.Done(); cancel() }()
+		defer context.AfterFunc(a.bgCtx, cancel)()
 		a.supervise(sctx)
 	}()
 	select {
