@@ -68,7 +68,10 @@ func (p *Proxy) pollCatalog(ctx context.Context, hc *http.Client, base string) e
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&ts); err != nil {
 		return fmt.Errorf("GET /v1/tenants: %w", err)
 	}
-	return p.applyCatalog(base, ts)
+	if err := p.applyCatalog(base, ts); err != nil {
+		return err
+	}
+	return p.pollKeyspaces(ctx, hc, base)
 }
 
 // servedStates are the catalog states in which an agent's tenant serves its

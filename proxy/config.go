@@ -6,6 +6,8 @@ import (
 	"net"
 	"os"
 	"time"
+
+	"github.com/sluicedb/sluice/keyspace"
 )
 
 // Tunables, with units.
@@ -115,6 +117,17 @@ type Config struct {
 	// DefaultHoldGrace. A hold's deadline is the caller's (the API's
 	// deadline_ms, default migration.DefaultHoldDeadline).
 	HoldGrace time.Duration
+
+	// Keyspaces are static keyspaces (validated), besides those the
+	// Catalogs serve.
+	Keyspaces []*keyspace.Keyspace
+	// TxLog is the two-phase commit decision log's file. Default
+	// proxy-<port>.txlog in the user's cache directory under sluice/. Two
+	// proxies must not share one.
+	TxLog string
+	// TwoPCHook, if set, is called at the two-phase commit's fault points
+	// (router.Coordinator.Hook): tests only.
+	TwoPCHook func(point string)
 
 	// Logf, if set, receives one line per notable event (session errors, route changes).
 	Logf func(format string, args ...any)

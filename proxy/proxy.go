@@ -17,6 +17,8 @@ import (
 	"github.com/sluicedb/sluice/proxy/client"
 	"github.com/sluicedb/sluice/proxy/scram"
 	"github.com/sluicedb/sluice/proxy/timing"
+	"github.com/sluicedb/sluice/router"
+	"github.com/sluicedb/sluice/router/txlog"
 )
 
 // Proxy is a running (or ready to run) sluice proxy. Create it with New,
@@ -46,6 +48,11 @@ type Proxy struct {
 	catMu    sync.Mutex
 	catSeen  map[string]catalogState // catalog URL + "\x00" + tenant → what it last reported
 
+	ksMu      sync.Mutex
+	keyspaces map[string]*router.Keyspace // by name (keyspaces.go)
+	txlog     *txlog.Log
+	coord     *router.Coordinator
+
 	sessionsOpen  atomic.Int64
 	sessionsTotal atomic.Int64
 	sessionErrors atomic.Int64
@@ -68,6 +75,10 @@ func New(cfg Config) (*Proxy, error) {
 	p := &Proxy{cfg: cfg, secrets: map[string]scram.Secret{}, passwords: map[string]string{}, sessions: map[uint32]*session{}, conns: map[net.Conn]struct{}{}, catSeen: map[string]catalogState{}}
 	p.mu.tenants = map[string]*tenant{}
 	p.mu.aliases = map[string]*tenant{}
+	p.keyspaces = map[string]*router.Keyspace{}
+	for _, ks := range cfg.Keyspaces {
+		p.setKeyspace(ks)
+	}
 	p.reg = timing.NewRegistry(cfg.Window, timing.DefaultSlots)
 
 	users := map[string]string{}
@@ -146,6 +157,11 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, fmt.Errorf("proxy: api listen: %w", err)
 	}
 	p.ln, p.apiLn = ln, apiLn
+	if err := p.openTxLog(); err != nil {
+		ln.Close()
+		apiLn.Close()
+		return nil, err
+	}
 	p.httpSrv = &http.Server{Handler: p.secureAPI(p.apiHandler()), ReadHeaderTimeout: 10 * time.Second}
 	return p, nil
 }
@@ -183,6 +199,11 @@ func (p *Proxy) Start(ctx context.Context) error {
 			p.followCatalog(p.ctx, u)
 		}(u)
 	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		p.recoverLoop(p.ctx)
+	}()
 	go func() {
 		<-p.ctx.Done()
 		p.Close()
@@ -269,6 +290,7 @@ func (p *Proxy) Close() error {
 	if p.started.Load() {
 		p.wg.Wait()
 	}
+	p.txlog.Close()
 	return nil
 }
 

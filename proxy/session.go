@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/sluicedb/sluice/proxy/timing"
+	"github.com/sluicedb/sluice/router"
 )
 
 // session is one client connection and its current server connection.
@@ -35,6 +36,7 @@ type session struct {
 	user   string
 	alias  string
 	tenant *tenant
+	ks     *router.Keyspace // set instead of tenant for a keyspace's session (keyspaces.go)
 	key    uint32 // proxy's BackendKeyData process id for this session
 	secret [4]byte
 
@@ -114,6 +116,12 @@ func (p *Proxy) serveConn(ctx context.Context, conn net.Conn) {
 		return
 	}
 	conn.SetDeadline(time.Time{})
+	if s.ks != nil {
+		if err := s.serveKeyspace(ctx, s.ks); err != nil && !errors.Is(err, io.EOF) {
+			p.cfg.Logf("proxy: session (%s@%s): %v", s.user, s.alias, err)
+		}
+		return
+	}
 	defer s.cleanup()
 	if err := s.clientLoop(ctx); err != nil {
 		p.cfg.Logf("proxy: session %d (%s@%s): %v", s.key, s.user, s.alias, err)

@@ -134,6 +134,13 @@ func (s *session) startup(ctx context.Context, sm *pgproto3.StartupMessage) (boo
 	}
 	t := p.tenantByAlias(s.alias)
 	if t == nil {
+		if k := p.keyspace(s.alias); k != nil {
+			if err := s.authenticate(); err != nil {
+				return false, err
+			}
+			s.ks = k
+			return true, nil
+		}
 		return false, protoErrf(codeInvalidCatalogName, "database %q does not exist", s.alias)
 	}
 	if err := s.authenticate(); err != nil {

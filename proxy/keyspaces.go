@@ -1,0 +1,293 @@
+package proxy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/sluicedb/sluice/keyspace"
+	"github.com/sluicedb/sluice/proxy/timing"
+	"github.com/sluicedb/sluice/router"
+	"github.com/sluicedb/sluice/router/analyze"
+	"github.com/sluicedb/sluice/router/txlog"
+)
+
+// Keyspaces: a client whose startup names a keyspace (not a tenant alias)
+// as its database is served by package router, which sends each of its
+// transactions to the partitions owning its keys. Partitions are databases
+// in tenants this proxy routes, so a partition follows its tenant through a
+// migration and a handover holds its transactions like a tenant session's.
+// Keyspaces come from Config.Keyspaces and from every catalog's
+// GET /v1/keyspaces. Transactions that wrote on several partitions commit
+// with two-phase commit; the decisions are logged in Config.TxLog, and the
+// proxy resolves its in-doubt transactions at start and every
+// recoverEvery.
+
+// analysisCacheSize bounds each keyspace's cache of analysed statements.
+const analysisCacheSize = 4096
+
+// recoverEvery is how often the proxy resolves its in-doubt transactions
+// (those whose COMMIT PREPARED failed, or left by a crash).
+const recoverEvery = 10 * time.Second
+
+// setKeyspace installs (or replaces) a keyspace version.
+func (p *Proxy) setKeyspace(ks *keyspace.Keyspace) {
+	p.ksMu.Lock()
+	defer p.ksMu.Unlock()
+	if old := p.keyspaces[ks.Name]; old != nil && old.KS.Epoch == ks.Epoch && old.KS.Name == ks.Name {
+		return
+	}
+	old := p.keyspaces[ks.Name]
+	p.keyspaces[ks.Name] = &router.Keyspace{KS: ks, Cache: analyze.NewCache(ks, analysisCacheSize)}
+	if old == nil && p.ctx != nil && p.coord != nil { // learnt after Start: resolve its in-doubt transactions now
+		go p.recoverAll(p.ctx)
+	}
+	p.cfg.Logf("proxy: keyspace %s (epoch %d, %d partitions)", ks.Name, ks.Epoch, len(ks.Partitions))
+}
+
+func (p *Proxy) keyspace(name string) *router.Keyspace {
+	p.ksMu.Lock()
+	defer p.ksMu.Unlock()
+	return p.keyspaces[name]
+}
+
+func (p *Proxy) keyspaceList() []*router.Keyspace {
+	p.ksMu.Lock()
+	defer p.ksMu.Unlock()
+	out := make([]*router.Keyspace, 0, len(p.keyspaces))
+	for _, k := range p.keyspaces {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].KS.Name < out[j].KS.Name })
+	return out
+}
+
+// openTxLog opens the two-phase commit decision log.
+func (p *Proxy) openTxLog() error {
+	path := p.cfg.TxLog
+	if path == "" {
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			dir = os.TempDir()
+		}
+		_, port, _ := strings.Cut(p.Addr(), ":")
+		path = filepath.Join(dir, "sluice", "proxy-"+port+".txlog")
+	}
+	l, err := txlog.Open(path)
+	if err != nil {
+		return fmt.Errorf("proxy: %w", err)
+	}
+	p.txlog = l
+	p.coord = router.NewCoordinator(l)
+	p.coord.Hook = p.cfg.TwoPCHook
+	return nil
+}
+
+// pollKeyspaces reads an agent's GET /v1/keyspaces (404: an agent without
+// keyspaces).
+func (p *Proxy) pollKeyspaces(ctx context.Context, hc *http.Client, base string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/keyspaces", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return nil
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET /v1/keyspaces: %s", resp.Status)
+	}
+	var raw []json.RawMessage
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&raw); err != nil {
+		return fmt.Errorf("GET /v1/keyspaces: %w", err)
+	}
+	for _, r := range raw {
+		ks, err := keyspace.Decode(r)
+		if err != nil {
+			return fmt.Errorf("GET /v1/keyspaces: %w", err)
+		}
+		p.setKeyspace(ks)
+	}
+	return nil
+}
+
+// recoverLoop resolves in-doubt transactions of every keyspace now and
+// every recoverEvery until ctx ends.
+func (p *Proxy) recoverLoop(ctx context.Context) {
+	t := time.NewTicker(recoverEvery)
+	defer t.Stop()
+	for {
+		p.recoverAll(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (p *Proxy) recoverAll(ctx context.Context) {
+	lister := p.anyUser()
+	if lister == "" {
+		return
+	}
+	for _, k := range p.keyspaceList() {
+		c, r, err := p.coord.Recover(ctx, k.KS, lister, p.dialPartition)
+		if err != nil {
+			p.cfg.Logf("proxy: keyspace %s: resolving in-doubt transactions: %v", k.KS.Name, err)
+		}
+		if c+r > 0 {
+			p.cfg.Logf("proxy: keyspace %s: resolved in-doubt transactions: %d committed, %d rolled back", k.KS.Name, c, r)
+		}
+	}
+}
+
+// anyUser is a user with a password the proxy knows (to list prepared
+// transactions), the first by name.
+func (p *Proxy) anyUser() string {
+	var names []string
+	for u := range p.passwords {
+		names = append(names, u)
+	}
+	sort.Strings(names)
+	if len(names) == 0 {
+		return ""
+	}
+	return names[0]
+}
+
+// dialPartition opens a server session to part as user outside any gate.
+func (p *Proxy) dialPartition(ctx context.Context, part keyspace.Partition, user string) (*router.Server, error) {
+	t := p.tenantByName(part.Tenant)
+	if t == nil {
+		return nil, fmt.Errorf("partition %s: tenant %s has no route", part.Name, part.Tenant)
+	}
+	r, gen := t.routeNow()
+	return p.dialRouter(ctx, r, part, user, nil, gen)
+}
+
+func (p *Proxy) dialRouter(ctx context.Context, r RouteConfig, part keyspace.Partition, user string, params map[string]string, gen uint64) (*router.Server, error) {
+	r.Database = part.DB()
+	sc, err := p.dialServer(ctx, r, user, params)
+	if err != nil {
+		return nil, err
+	}
+	return &router.Server{R: sc.r, W: sc.w, Params: sc.params, Gen: gen, Close: sc.close}, nil
+}
+
+// ksBackends is router.Backends for one client session.
+type ksBackends struct {
+	p     *Proxy
+	wins  map[string]*timing.Window // per partition, of the keyspace
+	route map[string]string         // partition → the address Enter gave
+}
+
+func (b *ksBackends) tenant(part keyspace.Partition) (*tenant, error) {
+	t := b.p.tenantByName(part.Tenant)
+	if t == nil {
+		return nil, fmt.Errorf("partition %s: tenant %s has no route", part.Name, part.Tenant)
+	}
+	return t, nil
+}
+
+func (b *ksBackends) Enter(ctx context.Context, part keyspace.Partition) (uint64, error) {
+	t, err := b.tenant(part)
+	if err != nil {
+		return 0, err
+	}
+	r, gen, err := t.enter(ctx)
+	if err != nil {
+		return 0, err
+	}
+	b.route[part.Name] = r.Addr
+	return gen, nil
+}
+
+func (b *ksBackends) Dial(ctx context.Context, part keyspace.Partition, user string, params map[string]string) (*router.Server, error) {
+	t, err := b.tenant(part)
+	if err != nil {
+		return nil, err
+	}
+	r, gen := t.routeNow()
+	return b.p.dialRouter(ctx, r, part, user, params, gen)
+}
+
+func (b *ksBackends) Leave(part keyspace.Partition, d time.Duration) {
+	t := b.p.tenantByName(part.Tenant)
+	if t == nil {
+		return
+	}
+	t.leave()
+	if d > 0 {
+		b.p.reg.Get(timing.Key{Tenant: part.Tenant, Server: b.route[part.Name]}).RecordAt(time.Now(), d)
+	}
+}
+
+func (b *ksBackends) Observe(ks string, parts []string, d, queued time.Duration) {
+	now := time.Now()
+	for _, name := range parts {
+		w := b.wins[name]
+		if w == nil {
+			w = b.p.reg.Get(timing.Key{Tenant: ks, Server: name})
+			b.wins[name] = w
+		}
+		w.RecordQueuedAt(now, d, queued)
+	}
+}
+
+// serveKeyspace runs an authenticated client session on keyspace k: the
+// rest of the startup (parameters from the first partition), then the
+// router until the client leaves.
+func (s *session) serveKeyspace(ctx context.Context, k *router.Keyspace) error {
+	p := s.p
+	name := k.KS.Name
+	rs := router.New(router.Config{
+		User:        s.user,
+		Params:      s.startupParams,
+		Keyspace:    func() *router.Keyspace { return p.keyspace(name) },
+		Backends:    &ksBackends{p: p, wins: map[string]*timing.Window{}, route: map[string]string{}},
+		Coordinator: p.coord,
+		Logf:        p.cfg.Logf,
+	}, s.cr, s.cw)
+	defer rs.Close()
+	params, err := rs.Start(ctx)
+	if err != nil {
+		s.cw.Write(encodeMsg(nil, fatal(codeCannotConnect, err.Error())))
+		s.cw.Flush()
+		return err
+	}
+	// Cancel requests are not forwarded to keyspace sessions: the key
+	// is random and registered nowhere.
+	var key [8]byte
+	rand.Read(key[:])
+	out := encodeMsg(nil, &pgproto3.AuthenticationOk{})
+	for k, v := range params {
+		out = encodeMsg(out, &pgproto3.ParameterStatus{Name: k, Value: v})
+	}
+	out = encodeMsg(out, &pgproto3.BackendKeyData{ProcessID: binary.BigEndian.Uint32(key[:]), SecretKey: key[4:]})
+	out = encodeMsg(out, &pgproto3.ReadyForQuery{TxStatus: 'I'})
+	if _, err := s.cw.Write(out); err != nil {
+		return err
+	}
+	if err := s.cw.Flush(); err != nil {
+		return err
+	}
+	p.sessionsOpen.Add(1)
+	defer p.sessionsOpen.Add(-1)
+	s.conn.SetDeadline(time.Time{})
+	return rs.Serve(ctx)
+}

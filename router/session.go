@@ -1,0 +1,446 @@
+package router
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/sluicedb/sluice/keyspace"
+	"github.com/sluicedb/sluice/router/analyze"
+)
+
+// Keyspace is what a session routes by: a validated keyspace and the
+// analysis cache of its statements. Swapped whole when the plan changes.
+type Keyspace struct {
+	KS    *keyspace.Keyspace
+	Cache *analyze.Cache
+}
+
+// Config is one client session's setting.
+type Config struct {
+	User   string
+	Params map[string]string // the client's startup parameters (user and database excluded)
+	// Keyspace returns the keyspace's current version; a transaction uses
+	// the version current at its start.
+	Keyspace func() *Keyspace
+	Backends Backends
+	// Coordinator commits transactions that wrote on several partitions.
+	Coordinator *Coordinator
+	Logf        func(format string, args ...any)
+}
+
+// Session routes one client connection's transactions to partitions. It
+// is driven by Serve in one goroutine.
+type Session struct {
+	cfg Config
+	cr  *bufio.Reader
+	cw  *bufio.Writer
+
+	backends map[string]*backend // by partition name
+	home     string              // partition for statements that name no key
+	stmts    map[string]*stmt    // the client's prepared statements
+	portals  map[string]*backend // open portals: where they were bound
+	session  []string            // SET statements to replay on new server sessions
+
+	ks    *Keyspace // the keyspace version of the current transaction
+	tx    txState
+	batch []msg // extended-protocol messages since the last Sync
+}
+
+// txState is the client's transaction as the router sees it.
+type txState struct {
+	block    bool   // the client said BEGIN
+	failed   bool   // an error in the block: everything but ROLLBACK refused
+	beginSQL string // the client's BEGIN, replayed on each partition the block reaches
+	hint     string // SET sluice.key: the block's (or next transaction's) key
+	parts    []*backend
+	start    time.Time
+	queued   time.Duration
+}
+
+// stmt is one of the client's prepared statements.
+type stmt struct {
+	name  string
+	parse msg // the client's Parse message
+	an    *analyze.Statement
+	err   error // analysis failed: the statement routes by hint only
+	oids  []uint32
+}
+
+// New returns a session for a client whose startup and authentication are
+// done; the caller has sent nothing after AuthenticationOk yet.
+func New(cfg Config, cr *bufio.Reader, cw *bufio.Writer) *Session {
+	return &Session{cfg: cfg, cr: cr, cw: cw, backends: map[string]*backend{},
+		stmts: map[string]*stmt{}, portals: map[string]*backend{}}
+}
+
+// Start opens the session's first server session (on the keyspace's first
+// partition) for the parameters the client must be told at startup.
+func (s *Session) Start(ctx context.Context) (params map[string]string, err error) {
+	s.ks = s.cfg.Keyspace()
+	s.home = s.ks.KS.Partitions[0].Name
+	b, err := s.backend(ctx, s.home)
+	if err != nil {
+		return nil, err
+	}
+	s.cfg.Backends.Leave(b.part, 0)
+	b.entered = false
+	return b.srv.Params, nil
+}
+
+// Close ends every server session.
+func (s *Session) Close() {
+	for _, b := range s.backends {
+		if b.entered {
+			s.cfg.Backends.Leave(b.part, 0)
+		}
+		b.srv.Close()
+	}
+	s.backends = map[string]*backend{}
+}
+
+// Serve reads the client's messages until Terminate or an error.
+func (s *Session) Serve(ctx context.Context) error {
+	for {
+		m, err := readMsg(s.cr)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			var pe *pgError
+			if errors.As(err, &pe) {
+				s.fatal(pe)
+			}
+			return err
+		}
+		if err := s.handle(ctx, m); err != nil {
+			var pe *pgError
+			if errors.As(err, &pe) && pe.Severity == "FATAL" {
+				s.fatal(pe)
+			}
+			return err
+		}
+		if s.cr.Buffered() == 0 {
+			if err := s.cw.Flush(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (s *Session) fatal(pe *pgError) {
+	pe.Severity = "FATAL"
+	writeMsg(s.cw, 'E', pe.body())
+	s.cw.Flush()
+}
+
+// handle acts on one client message.
+func (s *Session) handle(ctx context.Context, m msg) error {
+	switch m.typ {
+	case 'Q':
+		sql, _, err := cstr(m.body)
+		if err != nil {
+			return fatalf("malformed Query message")
+		}
+		if err := s.query(ctx, sql); err != nil {
+			return err
+		}
+		return s.ready()
+	case 'P', 'B', 'D', 'E', 'C':
+		s.batch = append(s.batch, m)
+		return nil
+	case 'H':
+		return s.runBatch(ctx, false)
+	case 'S':
+		if err := s.runBatch(ctx, true); err != nil {
+			return err
+		}
+		return s.ready()
+	case 'X':
+		return io.EOF
+	case 'F':
+		return s.clientError(errorf(codeFeatureNotSupported, "function calls (fastpath) are not supported through the keyspace router"), true)
+	case 'd', 'c', 'f':
+		return nil // COPY data outside COPY: PostgreSQL ignores it too
+	}
+	return fatalf("invalid frontend message type %q", m.typ)
+}
+
+func fatalf(format string, args ...any) *pgError {
+	e := errorf(codeProtocolViolation, format, args...)
+	e.Severity = "FATAL"
+	return e
+}
+
+// ready sends ReadyForQuery with the client's transaction status.
+func (s *Session) ready() error {
+	st := byte('I')
+	if s.tx.block {
+		st = 'T'
+		if s.tx.failed {
+			st = 'E'
+		}
+	}
+	return writeMsg(s.cw, 'Z', []byte{st})
+}
+
+// clientError sends e; in a block it fails the block. query says whether
+// the error answers a simple Query (else the rest of the batch is skipped
+// by the caller).
+func (s *Session) clientError(e *pgError, query bool) error {
+	if s.tx.block {
+		s.tx.failed = true
+	}
+	if err := writeMsg(s.cw, 'E', e.body()); err != nil {
+		return err
+	}
+	if query && !s.tx.block {
+		return nil
+	}
+	return nil
+}
+
+// backend returns the open server session for partition name, entering
+// the partition's gate (waiting out a hold) if this transaction has not,
+// and opening or reopening the session when there is none, it broke, or
+// the partition's tenant moved.
+func (s *Session) backend(ctx context.Context, name string) (*backend, error) {
+	part, ok := s.ks.KS.Partition(name)
+	if !ok {
+		return nil, errorf(codeFeatureNotSupported, "keyspace %s has no partition %s", s.ks.KS.Name, name)
+	}
+	b := s.backends[name]
+	if b != nil && b.entered && !b.broken {
+		return b, nil
+	}
+	t0 := time.Now()
+	gen, err := s.cfg.Backends.Enter(ctx, part)
+	if err != nil {
+		return nil, err
+	}
+	s.tx.queued += time.Since(t0)
+	if b != nil && (b.broken || b.srv.Gen != gen) {
+		b.srv.Close()
+		delete(s.backends, name)
+		s.dropPortals(b)
+		b = nil
+	}
+	if b == nil {
+		srv, err := s.cfg.Backends.Dial(ctx, part, s.cfg.User, s.cfg.Params)
+		if err != nil {
+			s.cfg.Backends.Leave(part, 0)
+			return nil, errorf(codeConnectionFailure, "partition %s (tenant %s): %v", name, part.Tenant, err)
+		}
+		srv.Gen = gen
+		b = &backend{part: part, srv: srv, stmts: map[string]*stmt{}}
+		for _, sql := range s.session {
+			if pe, err := b.simple(sql); err != nil || pe != nil {
+				srv.Close()
+				s.cfg.Backends.Leave(part, 0)
+				if err == nil {
+					err = pe
+				}
+				return nil, errorf(codeConnectionFailure, "partition %s: replaying %q: %v", name, sql, err)
+			}
+		}
+		s.backends[name] = b
+	}
+	b.entered = true
+	return b, nil
+}
+
+func (s *Session) dropPortals(b *backend) {
+	for k, pb := range s.portals {
+		if pb == b {
+			delete(s.portals, k)
+		}
+	}
+}
+
+// join makes b a participant of the current transaction block, sending the
+// block's BEGIN first (as a hidden part of x).
+func (s *Session) join(b *backend, x *exchange) {
+	if !s.tx.block || b.begun {
+		return
+	}
+	x.add('Q', msg{typ: 'Q', body: append([]byte(s.tx.beginSQL), 0)}, true)
+	b.begun = true
+	s.tx.parts = append(s.tx.parts, b)
+}
+
+// startTx marks the start of a transaction (a BEGIN, or a statement outside a block).
+func (s *Session) startTx() {
+	if s.tx.start.IsZero() {
+		s.tx.start = time.Now()
+		s.ks = s.cfg.Keyspace()
+	}
+}
+
+// endTx closes the transaction's accounting: every entered partition is
+// left, the latency recorded, the block's state cleared.
+func (s *Session) endTx() {
+	d := time.Since(s.tx.start)
+	var names []string
+	for _, b := range s.backends {
+		if b.entered {
+			s.cfg.Backends.Leave(b.part, d)
+			b.entered = false
+			names = append(names, b.part.Name)
+		}
+		b.begun, b.wrote = false, false
+		if b.broken {
+			b.srv.Close()
+			delete(s.backends, b.part.Name)
+		}
+	}
+	if len(names) > 0 && !s.tx.start.IsZero() {
+		slices.Sort(names)
+		s.cfg.Backends.Observe(s.ks.KS.Name, names, d, s.tx.queued)
+	}
+	clear(s.portals)
+	s.tx = txState{}
+}
+
+// owners maps an analysed statement with its parameters to the partitions
+// it must run on, in key order. A statement that names no key of a
+// sharded table uses the hint; one that names no sharded table runs on
+// the transaction's first partition (or the home partition).
+func (s *Session) owners(an *analyze.Statement, hint string, params [][]byte, formats []int16, oids []uint32) ([]string, error) {
+	ks := s.ks.KS
+	if hint == "" {
+		hint = an.Hint
+	}
+	var out []string
+	add := func(p string) {
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	switch {
+	case len(an.Keys) > 0:
+		for _, k := range an.Keys {
+			t, _ := ks.Table(k.Table)
+			key, err := analyze.KeyOf(t.Type, k.Value, params, formats, oids)
+			if err != nil {
+				return nil, keyError(err)
+			}
+			p, err := ks.Owner(k.Table, key)
+			if err != nil {
+				return nil, keyError(err)
+			}
+			add(p)
+		}
+	case hint != "" && len(an.Sharded) > 0:
+		t, _ := ks.Table(an.Sharded[0])
+		key, err := keyspace.ParseKey(t.Type, hint)
+		if err != nil {
+			return nil, keyError(err)
+		}
+		p, err := ks.Owner(t.Name, key)
+		if err != nil {
+			return nil, keyError(err)
+		}
+		add(p)
+	case an.Range != nil:
+		ps, err := s.rangeOwners(an.Range, params, formats, oids)
+		if err != nil {
+			return nil, err
+		}
+		out = ps
+	case an.Missing != "":
+		return nil, errorf(codeFeatureNotSupported, "keyspace %s: the statement names no key of %s: add an equality on it, SET sluice.key, or a /* sluice.key=… */ comment", ks.Name, an.Missing)
+	case len(an.Sharded) == 0 && len(an.Reference) > 0 && !an.ReadOnly:
+		for _, p := range ks.Partitions { // a write to a reference table: every copy
+			add(p.Name)
+		}
+	default:
+		add(s.homePart())
+	}
+	return out, nil
+}
+
+// homePart is where a statement without keys runs: the transaction's first
+// partition, else the session's home.
+func (s *Session) homePart() string {
+	if len(s.tx.parts) > 0 {
+		return s.tx.parts[0].part.Name
+	}
+	return s.home
+}
+
+func (s *Session) rangeOwners(r *analyze.RangeRef, params [][]byte, formats []int16, oids []uint32) ([]string, error) {
+	t, _ := s.ks.KS.Table(r.Table)
+	var lo, hi keyspace.Bound
+	lo.Inf, hi.Inf = r.Lo == nil, r.Hi == nil
+	if r.Lo != nil {
+		k, err := analyze.KeyOf(t.Type, *r.Lo, params, formats, oids)
+		if err != nil {
+			return nil, keyError(err)
+		}
+		lo.Key = k
+	}
+	if r.Hi != nil {
+		k, err := analyze.KeyOf(t.Type, *r.Hi, params, formats, oids)
+		if err != nil {
+			return nil, keyError(err)
+		}
+		if r.HiIncl { // [lo, hi] ⊂ [lo, hi+1) for integers; text: the owners of hi itself are added below
+			if k.Type == keyspace.Int && k.I < 1<<63-1 {
+				k.I++
+			} else {
+				hi.Inf = true
+			}
+		}
+		hi.Key = k
+	}
+	return s.ks.KS.Owners(r.Table, lo, hi)
+}
+
+// keyError maps a key's failure to the client's error.
+func keyError(err error) *pgError {
+	switch {
+	case errors.Is(err, keyspace.ErrKeyType):
+		return errorf(codeInvalidTextRepr, "%v", err)
+	case errors.Is(err, keyspace.ErrNoOwner):
+		return errorf(codeNoOwner, "%v", err)
+	}
+	return errorf(codeFeatureNotSupported, "%v", err)
+}
+
+// checkSpan refuses a write reaching a second writing partition when the
+// keyspace commits nothing across partitions.
+func (s *Session) checkSpan(parts []string, readOnly bool) error {
+	if readOnly || !s.ks.KS.NoTwoPC {
+		return nil
+	}
+	writers := map[string]bool{}
+	for _, b := range s.tx.parts {
+		if b.wrote {
+			writers[b.part.Name] = true
+		}
+	}
+	for _, p := range parts {
+		writers[p] = true
+	}
+	if len(writers) > 1 {
+		names := make([]string, 0, len(writers))
+		for n := range writers {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		return errorf(codeFeatureNotSupported, "the transaction writes on partitions %v and keyspace %s has two-phase commit off", names, s.ks.KS.Name)
+	}
+	return nil
+}
+
+func (s *Session) logf(format string, args ...any) {
+	if s.cfg.Logf != nil {
+		s.cfg.Logf(format, args...)
+	}
+}
+
+var _ = fmt.Sprintf
