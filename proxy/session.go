@@ -117,7 +117,7 @@ func (p *Proxy) serveConn(ctx context.Context, conn net.Conn) {
 	}
 	conn.SetDeadline(time.Time{})
 	if s.ks != nil {
-		if err := s.serveKeyspace(ctx, s.ks); err != nil && !errors.Is(err, io.EOF) {
+		if err := s.serveKeyspace(ctx, s.ks); err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 			p.cfg.Logf("proxy: session (%s@%s): %v", s.user, s.alias, err)
 		}
 		return

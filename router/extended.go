@@ -118,6 +118,8 @@ type pipeline struct {
 	closed   []string         // statements the batch closes
 	parts    []string         // partitions it runs on
 	an       *analyze.Statement
+	st       *stmt  // the statement bound
+	desc     string // the statement described by name in the batch (its RowDescription is kept)
 	results  []int16
 	readOnly bool
 }
@@ -164,16 +166,24 @@ func (s *Session) runBatch(ctx context.Context, sync bool) error {
 		bs, xs = append(bs, b), append(xs, s.exchangeFor(b, batch, pl, sync))
 	}
 	var res result
+	rec := &descSink{inner: toClient{s.cw}}
 	if len(bs) == 1 {
-		res, err = bs[0].run(xs[0], toClient{s.cw})
+		res, err = bs[0].run(xs[0], rec)
 	} else {
-		res, err = s.scatter(bs, xs, pl.an, pl.results...)
+		var desc []byte
+		if pl.st != nil {
+			desc = pl.st.rowDesc
+		}
+		res, err = s.scatter(bs, xs, pl.an, desc, pl.results...)
 	}
 	if err != nil {
 		return s.abandon(err, implicit)
 	}
 	for name, st := range pl.parsed {
 		s.stmts[name] = st
+	}
+	if st := s.stmts[pl.desc]; st != nil && rec.desc != nil {
+		st.rowDesc = rec.desc
 	}
 	for _, name := range pl.closed {
 		delete(s.stmts, name)
@@ -244,9 +254,10 @@ func (s *Session) plan(batch []msg) (*pipeline, error) {
 			if pl.parts != nil && !slices.Equal(pl.parts, parts) {
 				return nil, errorf(codeFeatureNotSupported, "one pipeline (up to Sync) reaches partitions %s and %s: send each partition's statements in a pipeline of its own", strings.Join(pl.parts, ", "), strings.Join(parts, ", "))
 			}
-			pl.parts, pl.an, pl.results = parts, st.an, bd.resultFormats
+			pl.parts, pl.an, pl.results, pl.st = parts, st.an, bd.resultFormats, st
 		case 'D', 'E':
 			if m.typ == 'D' && len(m.body) > 0 && m.body[0] == 'S' {
+				pl.desc = cstrOr(m.body[1:])
 				continue
 			}
 			portal, err := portalName(m.body, m.typ)
@@ -349,4 +360,17 @@ func (s *Session) exchangeFor(b *backend, batch []msg, pl *pipeline, sync bool) 
 func cstrOr(b []byte) string {
 	s, _, _ := cstr(b)
 	return s
+}
+
+// descSink passes answers on and keeps the last RowDescription.
+type descSink struct {
+	inner sink
+	desc  []byte
+}
+
+func (d *descSink) put(i int, m msg) error {
+	if m.typ == 'T' {
+		d.desc = m.body
+	}
+	return d.inner.put(i, m)
 }

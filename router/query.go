@@ -94,10 +94,10 @@ func (s *Session) statement(ctx context.Context, sql string, an *analyze.Stateme
 // several partitions, a write across partitions without 2PC, an
 // aggregate read over several partitions.
 func (s *Session) checkStatement(an *analyze.Statement, parts []string) error {
-	if len(parts) < 2 {
-		return nil
-	}
 	switch {
+	case an.UpdatesKey:
+		return errorf(codeFeatureNotSupported, "the UPDATE assigns the key column of %s, which may move the row to another partition: delete and insert it instead", strings.Join(an.Sharded, ", "))
+	case len(parts) < 2:
 	case an.Kind == analyze.Insert && len(an.Sharded) > 0:
 		return errorf(codeFeatureNotSupported, "the INSERT has rows for partitions %s: insert each partition's rows in a statement of its own", strings.Join(parts, ", "))
 	case an.Aggregate:
@@ -142,7 +142,7 @@ func (s *Session) queryOn(ctx context.Context, sql string, an *analyze.Statement
 	if len(bs) == 1 {
 		res, err = bs[0].run(xs[0], toClient{s.cw})
 	} else {
-		res, err = s.scatter(bs, xs, an)
+		res, err = s.scatter(bs, xs, an, nil)
 	}
 	if err != nil {
 		return s.abandon(err, implicit)

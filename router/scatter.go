@@ -20,7 +20,7 @@ import (
 // scatter sends xs[i] to bs[i], all at once, then merges the answers.
 // resultFormats are the result columns' format codes as a Bind gave them
 // (nil: text).
-func (s *Session) scatter(bs []*backend, xs []*exchange, an *analyze.Statement, resultFormats ...int16) (result, error) {
+func (s *Session) scatter(bs []*backend, xs []*exchange, an *analyze.Statement, desc []byte, resultFormats ...int16) (result, error) {
 	for i, b := range bs {
 		if err := b.send(xs[i]); err != nil {
 			return result{}, err
@@ -46,7 +46,7 @@ func (s *Session) scatter(bs []*backend, xs []*exchange, an *analyze.Statement, 
 	if res.err != nil {
 		return res, writeMsg(s.cw, 'E', res.err.body())
 	}
-	for _, m := range mergeAnswers(caps, an, resultFormats) {
+	for _, m := range mergeAnswers(caps, an, desc, resultFormats) {
 		if err := writeMsg(s.cw, m.typ, m.body); err != nil {
 			return res, err
 		}
@@ -55,10 +55,9 @@ func (s *Session) scatter(bs []*backend, xs []*exchange, an *analyze.Statement, 
 }
 
 // mergeAnswers composes the client's answers from every partition's.
-func mergeAnswers(caps []*capture, an *analyze.Statement, resultFormats []int16) []msg {
+func mergeAnswers(caps []*capture, an *analyze.Statement, desc []byte, resultFormats []int16) []msg {
 	var out []msg
 	first := caps[0].msgs
-	var desc []byte // the last RowDescription seen
 	for j := range first {
 		var rows []msg
 		var tag []byte

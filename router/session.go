@@ -69,6 +69,9 @@ type stmt struct {
 	an    *analyze.Statement
 	err   error // analysis failed: the statement routes by hint only
 	oids  []uint32
+	// rowDesc is the RowDescription a Describe of it returned, for a
+	// scatter's merge in key order when the Bind's batch has none.
+	rowDesc []byte
 }
 
 // New returns a session for a client whose startup and authentication are
