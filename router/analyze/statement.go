@@ -107,11 +107,21 @@ type Statement struct {
 	OrderDesc bool
 	Limit     int64
 
+	// UpdatesKey: an UPDATE (or INSERT … ON CONFLICT DO UPDATE) assigns
+	// its target's key column, which may move the row to another
+	// partition's range: the router should refuse it.
+	UpdatesKey bool
+
 	// Hint is the key of a leading comment /* sluice.key=v */ (or
-	// -- sluice.key=v), text as written; "" when none.
+	// -- sluice.key=v), text as written (a value in single quotes is
+	// unquoted); "" when none.
 	Hint string
-	// SetValue is the value of a SetKey statement (text, unquoted).
+	// SetValue is the value of a SetKey statement (text, unquoted); ""
+	// for RESET sluice.key or SET sluice.key TO DEFAULT.
 	SetValue string
+	// SetLocal: a SetKey statement is SET LOCAL, whose value lasts until
+	// the transaction ends.
+	SetLocal bool
 	// NParams is the highest $n the statement uses.
 	NParams int
 }
