@@ -27,6 +27,7 @@ import (
 const testPassword = "s3cret-pw"
 
 func TestMain(m *testing.M) {
+	runChildProxy()
 	code := m.Run()
 	pgtest.Cleanup()
 	os.Exit(code)

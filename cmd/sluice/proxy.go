@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicedb/sluice/internal/cli"
+	"github.com/sluicedb/sluice/keyspace"
 	"github.com/sluicedb/sluice/proxy"
 )
 
@@ -35,6 +36,9 @@ var proxyFlags struct {
 	releaseLimit    int
 	releaseWindow   time.Duration
 	procs           int
+	keyspaces       []string
+	txlog           string
+	crash2PC        string
 	jsonOut, quiet  bool
 }
 
@@ -78,6 +82,10 @@ func init() {
 	f.StringVar(&proxyFlags.serverSSLMode, "server-sslmode", "disable", "sslmode for server connections (disable, prefer, require, ...)")
 	f.IntVar(&proxyFlags.maxMessage, "max-message", proxy.DefaultMaxMessage, "largest client message accepted, bytes")
 	f.IntVar(&proxyFlags.procs, "procs", proxy.DefaultProcs, "OS threads running Go code at once (GOMAXPROCS); 0 = one per core")
+	f.StringArrayVar(&proxyFlags.keyspaces, "keyspace", nil, "JSON file of a keyspace to route besides the --catalog agents' (repeatable; docs/design.md, Keyspaces)")
+	f.StringVar(&proxyFlags.txlog, "txlog", "", "two-phase commit decision log of transactions across partitions (default proxy-<port>.txlog in the user's cache directory under sluice/); one per proxy")
+	f.StringVar(&proxyFlags.crash2PC, "debug-2pc-crash", "", "fault injection for tests: kill this process (SIGKILL) at a two-phase commit's point: prepared or decided")
+	f.MarkHidden("debug-2pc-crash")
 	f.BoolVar(&proxyFlags.jsonOut, "json", false, "print the listen addresses as one JSON object when ready")
 	f.BoolVar(&proxyFlags.quiet, "quiet", false, "do not log session events to stderr")
 	root.AddCommand(proxyCmd)
@@ -144,6 +152,30 @@ func runProxy(cmd *cobra.Command, _ []string) error {
 		RoutesFile: pf.routesFile, Catalogs: pf.catalogs, Window: pf.window,
 		TLSCert: pf.tlsCert, TLSKey: pf.tlsKey, ServerSSLMode: pf.serverSSLMode, MaxMessage: pf.maxMessage,
 		ReleaseLimit: pf.releaseLimit, ReleaseWindow: pf.releaseWindow,
+	}
+	for _, path := range pf.keyspaces {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return cli.Usagef("proxy: --keyspace: %v", err)
+		}
+		ks, err := keyspace.Decode(b)
+		if err != nil {
+			return cli.Usagef("proxy: --keyspace %s: %v", path, err)
+		}
+		cfg.Keyspaces = append(cfg.Keyspaces, ks)
+	}
+	cfg.TxLog = pf.txlog
+	switch pf.crash2PC {
+	case "":
+	case "prepared", "decided":
+		at := pf.crash2PC
+		cfg.TwoPCHook = func(point string) {
+			if point == at {
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			}
+		}
+	default:
+		return cli.Usagef("proxy: --debug-2pc-crash %q: want prepared or decided", pf.crash2PC)
 	}
 	for _, s := range pf.routes {
 		r, err := parseRouteFlag(s)
