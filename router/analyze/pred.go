@@ -232,6 +232,9 @@ func (a *analysis) keyColumn(sc *scope, n *pg.Node) (int, bool) {
 		return 0, false
 	}
 	f := cr.Fields
+	if len(f) == 0 {
+		return 0, false
+	}
 	col := f[len(f)-1].GetString_()
 	if col == nil {
 		return 0, false // t.*

@@ -126,7 +126,7 @@ func (a *analysis) order(st *Statement, sel *pg.SelectStmt, sc *scope) {
 		name = a.outputName(sc, sel.TargetList, e)
 	}
 	st.OrderKey = name
-	st.OrderDesc = name != "" && sb.SortbyDir == pg.SortByDir_SORTBY_DESC
+	st.OrderDesc = name != "" && sb.GetSortbyDir() == pg.SortByDir_SORTBY_DESC
 }
 
 // outputName is the name under which a SELECT's output holds entry e's key

@@ -76,7 +76,8 @@ type Statement struct {
 	Kind  Kind // Plain statements
 
 	// Text is the statement's own text (one statement of a multi-statement
-	// query string, without the trailing semicolon).
+	// query string, without the trailing semicolon): its leading comments
+	// included, surrounding white space trimmed.
 	Text string
 
 	// Sharded lists the sharded and co-partitioned tables the statement

@@ -15,27 +15,35 @@ func walk(m proto.Message, fn func(proto.Message) bool) {
 	if m == nil {
 		return
 	}
-	walkReflect(m.ProtoReflect(), fn)
+	w := &walker{fn: fn}
+	w.field = w.visitField // one closure per walk, not per message
+	w.visit(m.ProtoReflect())
 }
 
-func walkReflect(m protoreflect.Message, fn func(proto.Message) bool) {
-	if !m.IsValid() || !fn(m.Interface()) {
-		return
+type walker struct {
+	fn    func(proto.Message) bool
+	field func(protoreflect.FieldDescriptor, protoreflect.Value) bool
+}
+
+func (w *walker) visit(m protoreflect.Message) {
+	if m.IsValid() && w.fn(m.Interface()) {
+		m.Range(w.field)
 	}
-	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		if fd.Kind() != protoreflect.MessageKind || fd.IsMap() {
-			return true
-		}
-		if fd.IsList() {
-			l := v.List()
-			for i := 0; i < l.Len(); i++ {
-				walkReflect(l.Get(i).Message(), fn)
-			}
-			return true
-		}
-		walkReflect(v.Message(), fn)
+}
+
+func (w *walker) visitField(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+	if fd.Kind() != protoreflect.MessageKind || fd.IsMap() {
 		return true
-	})
+	}
+	if fd.IsList() {
+		l := v.List()
+		for i := 0; i < l.Len(); i++ {
+			w.visit(l.Get(i).Message())
+		}
+		return true
+	}
+	w.visit(v.Message())
+	return true
 }
 
 // facts reads what a whole statement tree says regardless of tables: the
