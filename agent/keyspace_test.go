@@ -120,7 +120,9 @@ func TestKeyspaceLifecycle(t *testing.T) {
 	sqlOn(t, pb.Port, "CREATE TABLE item (i_id int)") // makes the schema fail on p2 only
 
 	plan := func(p1, p2 string) func(map[string]any) {
-		return func(ks map[string]any) { ks["plan"] = map[string]any{"warehouse": map[string]string{"p1": p1, "p2": p2}} }
+		return func(ks map[string]any) {
+			ks["plan"] = map[string]any{"warehouse": map[string]string{"p1": p1, "p2": p2}}
+		}
 	}
 	part2 := func(key, value string) func(map[string]any) {
 		return func(ks map[string]any) { ks["partitions"].([]map[string]any)[1][key] = value }
