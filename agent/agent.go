@@ -41,6 +41,8 @@ type Agent struct {
 
 	tmplMu sync.Mutex // guards creation of the initdb template
 
+	ksMu sync.Mutex // serialises keyspace creation and deletion (keyspaces.go)
+
 	mig migrations // migrations in progress (migrate.go)
 
 	peerTLS *tls.Config // for calls to peers; nil = defaults

@@ -28,6 +28,7 @@ func (a *Agent) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/tenants/{id}/start", a.tenantOp(func(r *http.Request, id int64) (any, error) { return a.StartTenant(r.Context(), id) }))
 	mux.HandleFunc("POST /v1/tenants/{id}/stop", a.tenantOp(func(r *http.Request, id int64) (any, error) { return a.StopTenant(r.Context(), id) }))
 	a.migrationRoutes(mux)
+	a.keyspaceRoutes(mux)
 	a.seriesRoute(mux)
 	if a.cfg.FaultHooks {
 		a.faultRoutes(mux)

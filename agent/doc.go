@@ -7,14 +7,16 @@
 //
 // The agent is the goroutine-and-I/O shell around pure cores: the tenant
 // lifecycle (catalog.CanTransition) and the migration state machine
-// (migration.Step, driven by migration.Run). It persists the migration
+// (migration.Step, driven by migration.Run) and the keyspace model
+// (package keyspace: it validates keyspaces and plans; the agent applies
+// their schema and checks their rows, keyspaces.go). It persists the migration
 // Record in the catalog after every transition, so a killed agent resumes or
 // rolls back at its next start (migration package rules). Tenant postmasters
 // are detached (pg_ctl): they outlive the agent process.
 //
 // # Layout of the root directory
 //
-//	catalog.db           bbolt catalog: tenants, migrations
+//	catalog.db           bbolt catalog: tenants, migrations, keyspaces
 //	token                the API's bearer token (0600, made at first start; Config.TokenFile)
 //	replication.password sluice_replication's password in this agent's tenants (0600)
 //	template/            initdb output copied for each new tenant (initdb runs once)
@@ -51,6 +53,13 @@
 //	GET    /v1/migrations/{id}           record, live progress (phase, bytes, rate, ETA, lag), summary when done
 //	POST   /v1/migrations/{id}/rate      {"rate"}: change the throttle at once
 //	POST   /v1/migrations/{id}/abort     roll back (refused after the route switch)
+//	POST   /v1/keyspaces                 keyspace.Keyspace JSON → schema on every partition (all or none), recorded (201)
+//	GET    /v1/keyspaces                 keyspaces, validated, in name order
+//	GET    /v1/keyspaces/{name}          one keyspace
+//	DELETE /v1/keyspaces/{name}          forget its record (the partitions' data stays)
+//	GET    /v1/keyspaces/{name}/sizes    per partition and table: rows, bytes
+//	GET    /v1/keyspaces/{name}/check    misplaced rows per partition and table; reference tables compared
+//	POST   /v1/keyspaces/{name}/plan/check   a proposed plan validated, parsed; nothing changed
 //
 // The tenant object's first fields are what the proxy routes by:
 // {"id":1,"name":"acme","host":"127.0.0.1","port":15001,"database":"postgres","state":"running", …}.
@@ -61,6 +70,11 @@
 //
 //	GET  /v1/internal/targets/info?tenant=ID
 //	POST /v1/internal/targets/{mid}/reserve|snapshot|start-standby|position|wait-replay|prewarm|promote|addr|abort|commit
+//
+// and a keyspace's coordinator to the agents running its partitions
+// (partitions.go):
+//
+//	POST /v1/internal/partitions/probe|prepare|commit|rollback|sizes|check
 //
 // # Security
 //

@@ -59,9 +59,17 @@ func (a *Agent) ConnString(port int, db string) string {
 	return fmt.Sprintf("host=%s port=%d user=postgres dbname=%s sslmode=disable", a.TenantDir(int64(port-a.cfg.Tenant.BasePort)), port, db)
 }
 
+// defaultMaxPreparedTransactions is new tenants' max_prepared_transactions
+// unless the agent's or the request's settings say otherwise: PostgreSQL's
+// default max_connections, so that every session may hold a prepared
+// transaction (a keyspace's schema and the router's cross-partition
+// commits are two-phase). PostgreSQL's own default, 0, refuses PREPARE
+// TRANSACTION. A tenant keeps the value it was created with.
+const defaultMaxPreparedTransactions = "100"
+
 // tenantSettings merges the agent's defaults with a request's overrides.
 func (a *Agent) tenantSettings(over map[string]string) map[string]string {
-	s := map[string]string{"shared_buffers": a.cfg.Tenant.SharedBuffers}
+	s := map[string]string{"shared_buffers": a.cfg.Tenant.SharedBuffers, "max_prepared_transactions": defaultMaxPreparedTransactions}
 	maps.Copy(s, a.cfg.Tenant.Settings)
 	maps.Copy(s, over)
 	return s

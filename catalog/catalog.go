@@ -8,7 +8,10 @@
 //     unique numeric ID; its State follows the lifecycle in state.go;
 //   - a Migration is this agent's side (source or target) of moving one
 //     tenant; Record holds the migration package's persisted state machine as
-//     opaque JSON, so the catalog does not depend on it.
+//     opaque JSON, so the catalog does not depend on it;
+//   - a Keyspace (package keyspace) is a set of partitions, possibly on
+//     other agents, with its tables and partition plan; the agent it was
+//     created on keeps it, validated again on every read (keyspaces.go).
 //
 // Every read and write runs in a bbolt transaction. Multi-step changes use
 // Update with a *Tx so they commit atomically; the shorthand methods on
@@ -38,13 +41,15 @@ const LockTimeout = 2 * time.Second
 // ErrNotFound is returned when a tenant or migration does not exist.
 var ErrNotFound = errors.New("catalog: not found")
 
-// ErrExists is returned by CreateTenant when the ID is taken by a live tenant.
+// ErrExists is returned by CreateTenant when the ID is taken by a live
+// tenant, and by CreateKeyspace when the name is taken.
 var ErrExists = errors.New("catalog: already exists")
 
 var (
 	bucketTenants    = []byte("tenants")
 	bucketMigrations = []byte("migrations")
 	bucketMeta       = []byte("meta")
+	bucketKeyspaces  = []byte("keyspaces")
 	keySchema        = []byte("schema")
 )
 
@@ -128,7 +133,7 @@ func Open(path string) (*Catalog, error) {
 	}
 	c := &Catalog{db: db, path: path, now: time.Now}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketTenants, bucketMigrations, bucketMeta} {
+		for _, b := range [][]byte{bucketTenants, bucketMigrations, bucketMeta, bucketKeyspaces} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}

@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicedb/sluice/agent"
+	"github.com/sluicedb/sluice/internal/pgtest"
+	"github.com/sluicedb/sluice/pgcluster"
+)
+
+// TestKeyspaceCommands drives `sluice keyspace` against a real agent with
+// two tenants: bad input exits 2 with one line and creates nothing; check
+// exits 1 once a row sits on the wrong partition; an unreachable agent is 1.
+func TestKeyspaceCommands(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	dir := pgtest.TempDir(t)
+	base := freeTenantBase(t)
+	a, err := agent.New(agent.Config{Name: "k1", Root: filepath.Join(dir, "k1"), Listen: "127.0.0.1:0",
+		Tenant: agent.TenantDefaults{BasePort: base, Settings: map[string]string{"fsync": "off"}},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		for _, id := range []string{"1", "2"} {
+			if c, err := pgcluster.Open(filepath.Join(dir, "k1", "tenants", id), pgcluster.Options{Port: 1}); err == nil {
+				sctx, scancel := context.WithTimeout(context.Background(), time.Minute)
+				c.Stop(sctx, pgcluster.Immediate)
+				scancel()
+			}
+		}
+	})
+	url := a.URL()
+	for _, name := range []string{"wa", "wb"} {
+		if code, _, errs := agentRunCLI(t, "tenant", "create", "--name", name, "--agent", url); code != 0 {
+			t.Fatalf("tenant create: exit %d: %s", code, errs)
+		}
+	}
+	file := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	spec := file("ks.json", `{"name": "tpcc",
+		"partitions": [{"name": "p1", "tenant": "wa"}, {"name": "p2", "tenant": "wb"}],
+		"tables": [{"name": "warehouse", "kind": "sharded", "column": "w_id", "type": "int"}, {"name": "item", "kind": "reference"}],
+		"plan": {"warehouse": {"p1": "[1,4)", "p2": "[4,)"}}}`)
+	schema := file("schema.sql", "CREATE TABLE warehouse (w_id int PRIMARY KEY); CREATE TABLE item (i_id int PRIMARY KEY);")
+	gap := file("gap.json", `{"warehouse": {"p1": "[1,3)", "p2": "[4,)"}}`)
+	next := file("next.json", `{"warehouse": {"p1": "[1,5)", "p2": "[5,)"}}`)
+	badTenant := file("bad.json", strings.Replace(string(must(os.ReadFile(spec))), `"wb"`, `"nosuch"`, 1))
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want string // in stdout for exit 0, else the one line on stderr
+	}{
+		{"no spec", []string{"keyspace", "create", "--agent", url}, 2, "--spec is required"},
+		{"spec missing", []string{"keyspace", "create", "--spec", spec + ".nope", "--agent", url}, 2, "no such file"},
+		{"no schema, no tables", []string{"keyspace", "create", "--spec", spec, "--agent", url}, 2, "has no schema and table warehouse, item does not exist"},
+		{"plan with a gap", []string{"keyspace", "create", "--spec", spec, "--schema", schema, "--plan", gap, "--agent", url}, 2, "gap: keys [3,4)"},
+		{"unknown tenant", []string{"keyspace", "create", "--spec", badTenant, "--schema", schema, "--agent", url}, 2, "no tenant nosuch on agent k1"},
+		{"nothing created", []string{"keyspace", "list", "--agent", url}, 0, "NAME"},
+		{"create", []string{"keyspace", "create", "--spec", spec, "--schema", schema, "--agent", url}, 0, "keyspace tpcc created: 2 partitions"},
+		{"create again", []string{"keyspace", "create", "--spec", spec, "--schema", schema, "--agent", url}, 2, "keyspace tpcc already exists"},
+		{"plan", []string{"keyspace", "plan", "tpcc", "--agent", url}, 0, "warehouse  [4,)   p2"},
+		{"plan --check gap", []string{"keyspace", "plan", "tpcc", "--check", gap, "--agent", url}, 2, "gap: keys [3,4)"},
+		{"plan --check good", []string{"keyspace", "plan", "tpcc", "--check", next, "--agent", url}, 0, "(epoch 1, would be 2); not applied"},
+		{"plan unchanged", []string{"keyspace", "plan", "tpcc", "--agent", url}, 0, "warehouse  [1,4)  p1"},
+		{"show", []string{"keyspace", "show", "tpcc", "--agent", url}, 0, "total"},
+		{"check", []string{"keyspace", "check", "tpcc", "--agent", url}, 0, "every row on its partition"},
+		{"list", []string{"keyspace", "list", "--agent", url}, 0, "tpcc  1      p1,p2"},
+		{"unknown keyspace", []string{"keyspace", "show", "nosuch", "--agent", url}, 2, `unknown keyspace "nosuch"`},
+		{"agent unreachable", []string{"keyspace", "list", "--agent", closedAddr(t)}, 1, "connection refused"},
+	} {
+		code, out, errs := agentRunCLI(t, tc.args...)
+		got := out
+		if tc.code != 0 {
+			got = errs
+		}
+		if code != tc.code || !strings.Contains(got, tc.want) || (tc.code != 0 && strings.Count(strings.TrimSpace(errs), "\n") != 0) {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit %d and %q", tc.name, code, out, errs, tc.code, tc.want)
+		}
+	}
+
+	// Warehouse 9 belongs to p2; written on p1 it is misplaced.
+	conn, err := pgx.Connect(context.Background(), a.ConnString(base+1, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(context.Background(), "INSERT INTO warehouse VALUES (1), (9)"); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(context.Background())
+	code, out, errs := agentRunCLI(t, "keyspace", "check", "tpcc", "--json", "--agent", url)
+	var ck struct {
+		OK        bool  `json:"ok"`
+		Misplaced int64 `json:"misplaced"`
+	}
+	if err := json.Unmarshal([]byte(out), &ck); err != nil || code != 1 || ck.OK || ck.Misplaced != 1 || !strings.Contains(errs, "1 rows misplaced") {
+		t.Errorf("check of a misplaced row: exit %d, %+v (%v), stderr %q; want exit 1, ok false, 1 misplaced", code, ck, err, errs)
+	}
+	if code, out, _ := agentRunCLI(t, "keyspace", "delete", "tpcc", "--agent", url); code != 0 || !strings.Contains(out, "the tables and rows on its 2 partitions stay") {
+		t.Errorf("delete: exit %d %q", code, out)
+	}
+	if code, _, errs := agentRunCLI(t, "keyspace", "check", "tpcc", "--agent", url); code != 2 || !strings.Contains(errs, "unknown keyspace") {
+		t.Errorf("check after delete: exit %d %q", code, errs)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
