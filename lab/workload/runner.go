@@ -157,22 +157,45 @@ func NewRunner(cfg Config) (*Runner, error) {
 	return r, nil
 }
 
-// loop is the part of a Config the runner itself uses: arrivals and
-// workers. Drivers own the rest.
-type loop struct {
-	Rate     float64
-	MPL      int
-	Duration time.Duration
-	Seed     uint64
-	QueueCap int
+// Arrivals is the part of a run the runner itself owns: open-loop Poisson
+// arrivals at Rate for Duration, served by MPL workers from one FIFO queue
+// of at most QueueCap. Drivers own the rest. Zero MPL means 8, zero
+// QueueCap 1<<20.
+type Arrivals struct {
+	Rate     float64       // mean arrivals per second; > 0
+	MPL      int           // workers (connections); [1, 1000]
+	Duration time.Duration // how long arrivals are generated; > 0
+	Seed     uint64        // seeds arrivals and the workers' RNGs
+	QueueCap int           // arrivals beyond it are dropped and counted
 }
 
-func (c Config) loop() loop {
-	return loop{Rate: c.Rate, MPL: c.MPL, Duration: c.Duration, Seed: c.Seed, QueueCap: c.QueueCap}
+func (c Config) loop() Arrivals {
+	return Arrivals{Rate: c.Rate, MPL: c.MPL, Duration: c.Duration, Seed: c.Seed, QueueCap: c.QueueCap}
+}
+
+// withDefaults fills zero fields and range-checks the rest.
+func (a Arrivals) withDefaults() (Arrivals, error) {
+	if a.MPL == 0 {
+		a.MPL = 8
+	}
+	if a.QueueCap == 0 {
+		a.QueueCap = 1 << 20
+	}
+	switch {
+	case !(a.Rate > 0) || math.IsInf(a.Rate, 0):
+		return a, fmt.Errorf("workload: rate must be a positive number of transactions/s, got %v", a.Rate)
+	case a.MPL < 1 || a.MPL > 1000:
+		return a, fmt.Errorf("workload: mpl must be in [1, 1000], got %d", a.MPL)
+	case a.Duration <= 0:
+		return a, fmt.Errorf("workload: duration must be positive, got %v", a.Duration)
+	case a.QueueCap < 1:
+		return a, fmt.Errorf("workload: queue capacity must be ≥ 1, got %d", a.QueueCap)
+	}
+	return a, nil
 }
 
 // newRunner returns a runner of drv's transactions; lp is validated.
-func newRunner(lp loop, drv driver) *Runner {
+func newRunner(lp Arrivals, drv driver) *Runner {
 	r := &Runner{
 		cfg:    Config{Rate: lp.Rate, MPL: lp.MPL, Duration: lp.Duration, Seed: lp.Seed, QueueCap: lp.QueueCap},
 		drv:    drv,
