@@ -21,9 +21,9 @@ import (
 func init() {
 	wl := &cobra.Command{
 		Use:   "workload",
-		Short: "Slacker's transactional YCSB: load a usertable, run open-loop transactions, verify the ledger",
+		Short: "Slacker's transactional YCSB on a tenant, and YCSB and TPC-C-lite on a keyspace: load, run open-loop, verify the ledger",
 	}
-	wl.AddCommand(newWorkloadLoadCmd(), newWorkloadRunCmd(), newWorkloadVerifyCmd())
+	wl.AddCommand(newWorkloadLoadCmd(), newWorkloadRunCmd(), newWorkloadVerifyCmd(), newWorkloadYCSBCmd(), newWorkloadTPCCCmd())
 	Lab.AddCommand(wl)
 }
 

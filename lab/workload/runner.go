@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"sort"
@@ -11,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluicedb/sluice/internal/stats"
 )
@@ -93,16 +94,33 @@ type Summary struct {
 	P95Ms         float64 `json:"p95_latency_ms"`
 	P99Ms         float64 `json:"p99_latency_ms"`
 	WritesAcked   int64   `json:"writes_acknowledged"`
+	// Skipped counts transactions a driver chose not to run (a direct-mode
+	// keyspace transaction that would span partitions); not in Transactions.
+	Skipped int64 `json:"skipped,omitempty"`
+	// ErrorsByCode counts failed transactions by SQLSTATE ("other" when the
+	// error carried none: a connection failure, a timeout).
+	ErrorsByCode map[string]int64 `json:"errors_by_sqlstate,omitempty"`
+}
+
+// ErrorCode returns err's SQLSTATE, or "other" if it has none.
+func ErrorCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return "other"
 }
 
 // Runner runs one workload. Its arrival rate may be changed while it runs.
 type Runner struct {
 	cfg     Config
-	epoch   int64         // this run's ledger epoch: ids are epoch<<48 | worker<<36 | seq
+	drv     driver
 	rate    atomic.Uint64 // math.Float64bits of arrivals/s
 	queue   chan time.Time
 	dropped atomic.Int64
 	Ledger  *Ledger
+	codes   map[string]int64 // errors by SQLSTATE; guarded by mu
+	skipped int64            // guarded by mu
 
 	mu struct {
 		sync.Mutex
@@ -133,9 +151,60 @@ func NewRunner(cfg Config) (*Runner, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Runner{cfg: cfg, queue: make(chan time.Time, cfg.QueueCap), Ledger: &Ledger{}}
-	r.SetRate(cfg.Rate)
+	r := newRunner(cfg.loop(), nil)
+	r.cfg = cfg
+	r.drv = &slacker{cfg: cfg, ledger: r.Ledger}
 	return r, nil
+}
+
+// Arrivals is the part of a run the runner itself owns: open-loop Poisson
+// arrivals at Rate for Duration, served by MPL workers from one FIFO queue
+// of at most QueueCap. Drivers own the rest. Zero MPL means 8, zero
+// QueueCap 1<<20.
+type Arrivals struct {
+	Rate     float64       // mean arrivals per second; > 0
+	MPL      int           // workers (connections); [1, 1000]
+	Duration time.Duration // how long arrivals are generated; > 0
+	Seed     uint64        // seeds arrivals and the workers' RNGs
+	QueueCap int           // arrivals beyond it are dropped and counted
+}
+
+func (c Config) loop() Arrivals {
+	return Arrivals{Rate: c.Rate, MPL: c.MPL, Duration: c.Duration, Seed: c.Seed, QueueCap: c.QueueCap}
+}
+
+// withDefaults fills zero fields and range-checks the rest.
+func (a Arrivals) withDefaults() (Arrivals, error) {
+	if a.MPL == 0 {
+		a.MPL = 8
+	}
+	if a.QueueCap == 0 {
+		a.QueueCap = 1 << 20
+	}
+	switch {
+	case !(a.Rate > 0) || math.IsInf(a.Rate, 0):
+		return a, fmt.Errorf("workload: rate must be a positive number of transactions/s, got %v", a.Rate)
+	case a.MPL < 1 || a.MPL > 1000:
+		return a, fmt.Errorf("workload: mpl must be in [1, 1000], got %d", a.MPL)
+	case a.Duration <= 0:
+		return a, fmt.Errorf("workload: duration must be positive, got %v", a.Duration)
+	case a.QueueCap < 1:
+		return a, fmt.Errorf("workload: queue capacity must be ≥ 1, got %d", a.QueueCap)
+	}
+	return a, nil
+}
+
+// newRunner returns a runner of drv's transactions; lp is validated.
+func newRunner(lp Arrivals, drv driver) *Runner {
+	r := &Runner{
+		cfg:    Config{Rate: lp.Rate, MPL: lp.MPL, Duration: lp.Duration, Seed: lp.Seed, QueueCap: lp.QueueCap},
+		drv:    drv,
+		queue:  make(chan time.Time, lp.QueueCap),
+		Ledger: &Ledger{},
+	}
+	r.codes = map[string]int64{}
+	r.SetRate(lp.Rate)
+	return r
 }
 
 // SetRate changes the mean arrival rate (transactions/s, > 0) from now on.
@@ -194,36 +263,21 @@ func (r *Runner) Rate() float64 { return math.Float64frombits(r.rate.Load()) }
 // each, if not nil, is called once per elapsed second with that second's
 // figures, from one goroutine, in order.
 func (r *Runner) Run(ctx context.Context, each func(Second)) (Summary, error) {
-	conns := make([]*pgx.Conn, r.cfg.MPL)
-	for i := range conns {
-		c, err := pgx.Connect(ctx, r.cfg.DSN)
-		if err != nil {
-			for _, c := range conns[:i] {
-				c.Close(context.Background())
-			}
-			return Summary{}, fmt.Errorf("workload: connect: %w", err)
-		}
-		conns[i] = c
+	if err := r.drv.open(ctx, r.cfg.MPL); err != nil {
+		return Summary{}, err
 	}
-	// Ledger ids must not collide with those of earlier runs on the same
-	// table: this run's epoch is one above the highest recorded.
-	if err := conns[0].QueryRow(ctx, "SELECT coalesce(max(id) >> 48, 0) + 1 FROM "+LedgerTable).Scan(&r.epoch); err != nil {
-		for _, c := range conns {
-			c.Close(context.Background())
-		}
-		return Summary{}, fmt.Errorf("workload: ledger epoch: %w", err)
-	}
+	defer r.drv.close()
 	start := time.Now()
 	r.mu.Lock()
 	r.mu.start = start
 	r.mu.Unlock()
 
 	var wg sync.WaitGroup
-	for i, c := range conns {
+	for i := 0; i < r.cfg.MPL; i++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.worker(ctx, i, c)
+			r.worker(ctx, i, start)
 		}()
 	}
 	genDone := make(chan struct{})
@@ -293,107 +347,56 @@ func (r *Runner) generate(ctx context.Context, start time.Time) {
 	}
 }
 
-func (r *Runner) worker(ctx context.Context, id int, conn *pgx.Conn) {
-	defer func() {
-		if conn != nil {
-			conn.Close(context.Background())
-		}
-	}()
-	rng := rand.New(rand.NewPCG(r.cfg.Seed, uint64(id)+1))
-	keys, _ := NewKeyChooser(r.cfg.Distribution, r.cfg.Records)
-	var seq int64
-	var val [FieldBytes]byte
+// driver is what a Runner's workers run: the transactions of one
+// workload against its servers. The runner owns arrivals, queueing and
+// latency; the driver owns connections, the SQL and the ledger.
+type driver interface {
+	// open prepares for workers 0 … workers−1 before the run's clock starts.
+	open(ctx context.Context, workers int) error
+	// txn runs one transaction for worker w (one goroutine per worker).
+	// It returns errSkipped for a transaction it chose not to run.
+	txn(ctx context.Context, w *workerState) error
+	// close releases what open took, after every worker has returned.
+	close()
+}
+
+// workerState is one worker's own: its RNG and transaction counter, and
+// the run's elapsed time when the transaction began.
+type workerState struct {
+	id  int
+	rng *rand.Rand
+	seq int64
+	at  time.Duration
+}
+
+// errSkipped marks a transaction the driver did not run (a direct-mode
+// transaction spanning partitions); it is counted, not timed.
+var errSkipped = errors.New("workload: transaction skipped")
+
+func (r *Runner) worker(ctx context.Context, id int, start time.Time) {
+	w := &workerState{id: id, rng: rand.New(rand.NewPCG(r.cfg.Seed, uint64(id)+1))}
 	for arrival := range r.queue {
 		if ctx.Err() != nil {
 			continue // drain
 		}
-		if conn == nil || conn.IsClosed() {
-			c, err := reconnect(ctx, r.cfg.DSN)
-			if err != nil {
-				r.record(id, arrival, time.Now(), time.Now(), err)
-				continue
-			}
-			conn = c
-		}
 		begin := time.Now()
-		seq++
-		ledgerID := r.epoch<<48 | int64(id+1)<<36 | seq
-		wrote, err := r.transaction(ctx, conn, rng, keys, ledgerID, val[:])
-		end := time.Now()
-		if err == nil && wrote {
-			r.Ledger.add(ledgerID)
-		}
-		r.record(id, arrival, begin, end, err)
+		w.seq++
+		w.at = begin.Sub(start)
+		err := r.drv.txn(ctx, w)
+		r.record(id, arrival, begin, time.Now(), err)
 	}
-}
-
-func reconnect(ctx context.Context, dsn string) (*pgx.Conn, error) {
-	var err error
-	for i := 0; i < 50 && ctx.Err() == nil; i++ {
-		var c *pgx.Conn
-		if c, err = pgx.Connect(ctx, dsn); err == nil {
-			return c, nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return nil, fmt.Errorf("workload: reconnect: %w", err)
-}
-
-var (
-	readSQL   string
-	updateSQL [Fields]string
-)
-
-func init() {
-	readSQL = "SELECT field0, field1, field2, field3, field4, field5, field6, field7, field8, field9 FROM " + Table + " WHERE ycsb_key = $1"
-	for i := range updateSQL {
-		updateSQL[i] = fmt.Sprintf("UPDATE %s SET field%d = $2 WHERE ycsb_key = $1", Table, i)
-	}
-}
-
-// transaction runs one YCSB transaction; wrote reports whether it updated
-// (and so inserted ledgerID). A failed transaction is rolled back.
-func (r *Runner) transaction(ctx context.Context, conn *pgx.Conn, rng *rand.Rand, keys KeyChooser, ledgerID int64, val []byte) (wrote bool, err error) {
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return false, err
-	}
-	defer func() {
-		if err != nil {
-			tx.Rollback(context.Background())
-		}
-	}()
-	var f [Fields]string
-	for op := 0; op < r.cfg.OpsPerTx; op++ {
-		key := keys.Next(rng)
-		if rng.Float64() < r.cfg.ReadFraction {
-			err = tx.QueryRow(ctx, readSQL, key).Scan(&f[0], &f[1], &f[2], &f[3], &f[4], &f[5], &f[6], &f[7], &f[8], &f[9])
-			if errors.Is(err, pgx.ErrNoRows) {
-				err = nil
-			}
-		} else {
-			fillValue(rng, val)
-			_, err = tx.Exec(ctx, updateSQL[rng.IntN(Fields)], key, string(val))
-			wrote = true
-		}
-		if err != nil {
-			return false, err
-		}
-	}
-	if wrote {
-		if _, err = tx.Exec(ctx, "INSERT INTO "+LedgerTable+" (id) VALUES ($1)", ledgerID); err != nil {
-			return false, err
-		}
-	}
-	if err = tx.Commit(ctx); err != nil {
-		return false, err
-	}
-	return wrote, nil
 }
 
 func (r *Runner) record(worker int, arrival, begin, end time.Time, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if errors.Is(err, errSkipped) {
+		r.skipped++
+		return
+	}
+	if err != nil {
+		r.codes[ErrorCode(err)]++
+	}
 	r.mu.txs = append(r.mu.txs, Tx{Arrival: arrival.Sub(r.mu.start), Begin: begin.Sub(r.mu.start),
 		End: end.Sub(r.mu.start), Failed: err != nil, Worker: worker})
 	sec := int(end.Sub(r.mu.start) / time.Second)
@@ -469,6 +472,12 @@ func (r *Runner) summary(elapsed time.Duration) Summary {
 		Dropped:      r.dropped.Load(),
 		WritesAcked:  int64(r.Ledger.Len()),
 	}
+	r.mu.Lock()
+	s.Skipped = r.skipped
+	if len(r.codes) > 0 {
+		s.ErrorsByCode = maps.Clone(r.codes)
+	}
+	r.mu.Unlock()
 	if elapsed > 0 {
 		s.ThroughputTPS = float64(len(all)) / elapsed.Seconds()
 	}

@@ -15,6 +15,11 @@
 // show). The ids of transactions whose COMMIT was acknowledged form the
 // Ledger; Verify checks, row by row, that each acknowledged id is present
 // exactly once on whichever server now owns the data.
+//
+// The same runner drives a keyspace (ks.go): YCSB (ksycsb.go) and
+// TPC-C-lite (tpcc_*.go), loaded onto each partition by the plan's
+// owner, sent through the keyspace router or routed by the workload itself,
+// and verified row by row on every partition (Verdict).
 package workload
 
 import (
