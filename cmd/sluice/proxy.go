@@ -53,7 +53,12 @@ session to the tenant's server. The HTTP API (--api) serves routes, handover
 
 Routes: --route tenant=host:port[/database][,alias...] (repeatable), --routes FILE
 (JSON [{"tenant","aliases","addr","database"}]), and/or --catalog URL (repeatable:
-a sluice agent whose GET /v1/tenants is followed every second).
+a sluice agent whose GET /v1/tenants and GET /v1/keyspaces are followed every second).
+
+A client whose database is a keyspace's name (sluice keyspace create, or --keyspace
+FILE) is routed by key: each transaction goes to the partitions owning its keys,
+and one that wrote on several commits with two-phase commit, its decision logged
+in --txlog first (docs/design.md, Keyspaces).
 
 Every API call but GET /metrics must carry the token of --token-file as
 "Authorization: Bearer <token>"; the proxy registers that file on this host
