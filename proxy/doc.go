@@ -25,6 +25,12 @@
 // A route's server address is host:port, or, when host starts with "/", a
 // Unix socket directory and port as libpq takes them ("/var/run/postgresql:5432").
 //
+// A database name that is no tenant alias but a keyspace's name (from
+// Config.Keyspaces or a catalog's GET /v1/keyspaces) makes the session a
+// keyspace session: after authentication package router serves it, routing
+// each transaction by key to partitions, which are databases in tenants this
+// proxy routes (keyspaces.go; router's doc is the contract).
+//
 // # Relay cost
 //
 // On Linux, a session whose client and server sockets are plain TCP or Unix
