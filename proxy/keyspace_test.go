@@ -159,6 +159,15 @@ func TestKeyspaceRoutesByKey(t *testing.T) {
 			t.Errorf("%v: scatter read: %v, %v", mode, ks, err)
 		}
 	}
+	// A range over both partitions, in key order, limited after the merge.
+	for _, mode := range execModes {
+		conn := r.connect(t, mode)
+		rows, _ := conn.Query(ctx, "SELECT k FROM kv WHERE k >= $1 AND k < $2 ORDER BY k LIMIT 4", 2, 2000)
+		ks, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+		if err != nil || fmt.Sprint(ks) != "[2 3 100 1100]" {
+			t.Errorf("%v: range read: %v, %v; want [2 3 100 1100]", mode, ks, err)
+		}
+	}
 	on1, on2 := rowsOn(t, r.c1), rowsOn(t, r.c2)
 	for i, mode := range execModes {
 		lo, hi := 1+i, 100+i*1000

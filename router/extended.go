@@ -145,6 +145,9 @@ func (s *Session) runBatch(ctx context.Context, sync bool) error {
 		return nil
 	}
 	pl, err := s.plan(batch)
+	if pe, ok := err.(*pgError); ok && pe.Severity == "FATAL" {
+		return pe // a malformed message ends the session, as PostgreSQL does
+	}
 	if err != nil {
 		e := s.clientError(asPgError(err), false)
 		if sync {

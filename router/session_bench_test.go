@@ -68,13 +68,13 @@ func (fakeBackends) Enter(ctx context.Context, part keyspace.Partition) (uint64,
 func (fakeBackends) Leave(part keyspace.Partition, d time.Duration)             {}
 func (fakeBackends) Observe(ks string, parts []string, d, queued time.Duration) {}
 
-func benchKeyspace(b *testing.B) *Keyspace {
+func benchKeyspace(b testing.TB) *Keyspace {
 	ks := &keyspace.Keyspace{Name: "ycsb",
 		Partitions: []keyspace.Partition{{Name: "p1", Tenant: "t1"}, {Name: "p2", Tenant: "t2"}},
 		Tables:     []keyspace.Table{{Name: "usertable", Kind: keyspace.Sharded, Column: "ycsb_key", Type: keyspace.Int}},
 		Plan:       keyspace.PlanSpec{"usertable": {"p1": "[,500000)", "p2": "[500000,)"}}}
 	if err := ks.Validate(); err != nil {
-		b.Fatal(err)
+		panic(err)
 	}
 	return &Keyspace{KS: ks, Cache: analyze.NewCache(ks, 1024)}
 }
