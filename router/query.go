@@ -16,7 +16,8 @@ func (s *Session) query(ctx context.Context, sql string) error {
 	if !s.tx.block {
 		s.startTx()
 	}
-	stmts, err := s.ks.Cache.Statements(sql)
+	stmts, params, err := s.ks.Cache.Query(sql)
+	s.params = params
 	switch {
 	case err != nil: // the server says what is wrong with it
 		return s.queryOn(ctx, sql, nil, []string{s.homePart()})
@@ -78,7 +79,7 @@ func (s *Session) statement(ctx context.Context, sql string, an *analyze.Stateme
 		return s.onParticipants(ctx, sql)
 	}
 	hint := s.tx.hint
-	parts, err := s.owners(an, hint, nil, nil, nil)
+	parts, err := s.owners(an, hint, s.params, nil, nil)
 	if err == nil {
 		err = s.checkStatement(an, parts)
 	}
@@ -194,7 +195,7 @@ func (s *Session) multi(ctx context.Context, sql string, stmts []*analyze.Statem
 		case analyze.Session, analyze.Other:
 			continue
 		}
-		ps, err := s.owners(an, s.tx.hint, nil, nil, nil)
+		ps, err := s.owners(an, s.tx.hint, s.params, nil, nil)
 		if err != nil {
 			e := s.clientError(asPgError(err), true)
 			s.endIfIdle()

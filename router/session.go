@@ -46,9 +46,10 @@ type Session struct {
 	portals  map[string]*backend // open portals: where they were bound
 	session  []string            // SET statements to replay on new server sessions
 
-	ks    *Keyspace // the keyspace version of the current transaction
-	tx    txState
-	batch []msg // extended-protocol messages since the last Sync
+	ks     *Keyspace // the keyspace version of the current transaction
+	params [][]byte  // the current Query's literals, when its statements are its shape's (analyze.Cache.Query)
+	tx     txState
+	batch  []msg // extended-protocol messages since the last Sync
 }
 
 // txState is the client's transaction as the router sees it.

@@ -71,6 +71,63 @@ func (c *Cache) Statements(sql string) ([]*Statement, error) {
 	return stmts, err
 }
 
+// Query is Statements for a simple query's text: a text seen before is
+// not parsed again, nor is one whose shape (its literals made parameters,
+// see shape) was: the statements of the shape come back with the text's
+// literals as their parameters' values (text format), for KeyOf. params
+// is nil when the statements are the text's own.
+func (c *Cache) Query(sql string) (stmts []*Statement, params [][]byte, err error) {
+	c.mu.RLock()
+	e, ok := c.mu.byText[sql]
+	c.mu.RUnlock()
+	if ok {
+		e.used.Store(true)
+		return e.stmts, nil, e.err
+	}
+	sh, lits, good := shape(sql)
+	if !good || len(lits) == 0 || c.size < 1 || len(sh) > MaxCachedText {
+		stmts, err := c.Statements(sql)
+		return stmts, nil, err
+	}
+	key := shapeKey + sh
+	c.mu.RLock()
+	e, ok = c.mu.byText[key]
+	c.mu.RUnlock()
+	if !ok {
+		e = &cacheEntry{text: key}
+		e.stmts, e.err = Parse(sh, c.schema)
+		c.mu.Lock()
+		if old, dup := c.mu.byText[key]; dup {
+			e = old
+		} else {
+			c.insertLocked(e)
+		}
+		c.mu.Unlock()
+	}
+	e.used.Store(true)
+	if e.err != nil || !plainOnly(e.stmts) { // a shape the grammar refuses, or a SET whose value is a literal: the text as it is
+		stmts, err := c.Statements(sql)
+		return stmts, nil, err
+	}
+	return e.stmts, lits, nil
+}
+
+// plainOnly reports whether every statement is DML, a query or transaction
+// control: what a shape's parameters stand in for faithfully.
+func plainOnly(stmts []*Statement) bool {
+	for _, st := range stmts {
+		switch st.Class {
+		case SetKey, Session, Other, TwoPhase:
+			return false
+		}
+	}
+	return true
+}
+
+// shapeKey prefixes shapes among the cache's texts (no query text starts
+// with a NUL byte).
+const shapeKey = "\x00"
+
 // insertLocked adds e, evicting the first entry the clock hand finds not
 // used since its last pass. REQUIRES: c.mu held for writing.
 func (c *Cache) insertLocked(e *cacheEntry) {
