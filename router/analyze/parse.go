@@ -39,6 +39,18 @@ func analyse(sql string, raw *pg.RawStmt, s Schema) *Statement {
 		st.Class = transactionClass(n.TransactionStmt.Kind)
 	case *pg.Node_VariableSetStmt:
 		variableSet(st, n.VariableSetStmt)
+	case *pg.Node_DeclareCursorStmt:
+		// Routed by its query, which runs on the owners of its keys; the
+		// cursor is then there.
+		d := n.DeclareCursorStmt
+		st.Cursor, st.CursorHold = d.Portalname, d.Options&cursorOptHold != 0
+		st.NParams, st.Aggregate, st.ReadOnly = facts(d.Query)
+		st.Class = Plain
+		tablesAndKeys(st, d.Query, s)
+	case *pg.Node_FetchStmt: // FETCH and MOVE: the DECLARE's query said whether it writes
+		st.Class, st.Cursor, st.ReadOnly = CursorUse, n.FetchStmt.Portalname, true
+	case *pg.Node_ClosePortalStmt:
+		st.Class, st.Cursor, st.ReadOnly, st.CursorClose = CursorUse, n.ClosePortalStmt.Portalname, true, true
 	default:
 		st.Class = Other
 	}
@@ -77,6 +89,9 @@ func transactionClass(k pg.TransactionStmtKind) Class {
 	}
 	return Other
 }
+
+// cursorOptHold is PostgreSQL's CURSOR_OPT_HOLD (parsenodes.h): WITH HOLD.
+const cursorOptHold = 0x0020
 
 // keyGUC is the setting a client names to give the router its key.
 const keyGUC = "sluice.key"
