@@ -10,7 +10,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"testing"
 	"time"
 
@@ -21,11 +20,11 @@ import (
 // Clients other than pgx through the keyspace router, each unchanged: psql,
 // psycopg2 (Debian's python3-psycopg2) and node-postgres (npm pg, pinned in
 // testdata/node). Each runs a script of testdata/<client>/ whose output is
-// compared with the transcript beside it (kv.out; -update rewrites it:
+// compared with the transcript beside it (kv.golden; -update rewrites it:
 // review the diff), and then the rows on each server are checked directly.
 // scripts/install-deps.sh installs the clients.
 
-var update = flag.Bool("update", false, "rewrite the client tests' transcripts (testdata/*/kv.out)")
+var update = flag.Bool("update", false, "rewrite the client tests' transcripts (testdata/*/kv.golden)")
 
 // clientTimeout bounds a client script's run: a hang fails the test instead
 // of stalling the suite. It is a guard, not an assertion on speed.
@@ -73,10 +72,10 @@ func lookClient(t *testing.T, path string) string {
 	return p
 }
 
-// golden compares got with testdata/<dir>/kv.out (rewritten with -update).
+// golden compares got with testdata/<dir>/kv.golden (rewritten with -update).
 func golden(t *testing.T, dir, got string) {
 	t.Helper()
-	path := filepath.Join("testdata", dir, "kv.out")
+	path := filepath.Join("testdata", dir, "kv.golden")
 	if *update {
 		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
 			t.Fatal(err)
@@ -137,4 +136,39 @@ func TestKeyspacePsql(t *testing.T) {
 	r.wantPlacement(t, map[int]string{1: "one+", 2: "two", 101: "hundred and one+", 102: "hundred and two", 150: "by the hint"})
 }
 
-var _ = strconv.Itoa
+// debianPython is the python3 Debian's python3-psycopg2 is installed for
+// (a python3 first on PATH, such as pyenv's, may lack it).
+const debianPython = "/usr/bin/python3"
+
+// TestKeyspacePsycopg2 runs testdata/psycopg2/kv.py: autocommit off
+// (implicit BEGIN), %s parameters interpolated by the client (simple
+// protocol), commit across partitions (2PC), rollback, executemany, a
+// scatter read with a tuple adapted to IN, a server-side cursor declared
+// on the partition the transaction did not begin on, a key given as a
+// string, error codes (0A000 without a key, 22P02 for a key of the wrong
+// type) each failing its transaction, and autocommit.
+func TestKeyspacePsycopg2(t *testing.T) {
+	r := newKsRig(t, false, nil)
+	py := lookClient(t, debianPython)
+	out := runClient(t, r, "psycopg2", py, "kv.py")
+	golden(t, "psycopg2", out)
+	r.wantPlacement(t, map[int]string{10: "ten", 11: "it's eleven", 13: "autocommit", 110: "hundred and ten", 111: "hundred and eleven!"})
+}
+
+// TestKeyspaceNodePostgres runs testdata/node/kv.js: named prepared
+// statements reused for keys of both partitions (pg parses each once per
+// connection; the router parses it on each partition it reaches), a
+// transaction committed across partitions and one rolled back, rowMode
+// array and a scatter read in key order, unnamed statements, and error
+// codes (0A000, 22P02, 23505, an error failing a block).
+func TestKeyspaceNodePostgres(t *testing.T) {
+	r := newKsRig(t, false, nil)
+	node := lookClient(t, "node")
+	if _, err := os.Stat("testdata/node/node_modules/pg"); err != nil {
+		t.Fatalf("node-postgres: %v (scripts/install-deps.sh runs npm ci in testdata/node)", err)
+	}
+	out := runClient(t, r, "node", node, "kv.js")
+	golden(t, "node", out)
+	r.wantPlacement(t, map[int]string{20: "twenty+", 21: "twenty-one", 22: "twenty-two",
+		120: "hundred and twenty+", 121: "hundred and twenty-one", 122: "hundred and twenty-two"})
+}
