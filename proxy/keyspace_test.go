@@ -302,3 +302,25 @@ func TestKeyspaceCursors(t *testing.T) {
 		tx.Rollback(ctx)
 	}
 }
+
+// EXPLAIN ANALYZE runs its statement, so it goes where the statement
+// would; a plain EXPLAIN runs nothing and any partition answers it.
+func TestKeyspaceExplainAnalyze(t *testing.T) {
+	r := newKsRig(t, false, nil)
+	ctx := context.Background()
+	conn := r.connect(t, pgx.QueryExecModeSimpleProtocol)
+	for _, sql := range []string{
+		"EXPLAIN ANALYZE INSERT INTO kv (k, v) VALUES (150, 'explained')",
+		"EXPLAIN (ANALYZE, COSTS off) INSERT INTO kv (k, v) VALUES (5, 'explained')",
+		"EXPLAIN INSERT INTO kv (k, v) VALUES (151, 'not run')",
+	} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Errorf("%s: %v", sql, err)
+		}
+	}
+	_, err := conn.Exec(ctx, "EXPLAIN ANALYZE UPDATE kv SET v = 'x'")
+	wantCode(t, "EXPLAIN ANALYZE without a key", err, "0A000")
+	if on1, on2 := rowsOn(t, r.c1), rowsOn(t, r.c2); len(on1) != 1 || on1[5] != "explained" || len(on2) != 1 || on2[150] != "explained" {
+		t.Errorf("p1 %v, p2 %v: want 5 on p1 and 150 on p2", on1, on2)
+	}
+}

@@ -47,6 +47,23 @@ func analyse(sql string, raw *pg.RawStmt, s Schema) *Statement {
 		st.NParams, st.Aggregate, st.ReadOnly = facts(d.Query)
 		st.Class = Plain
 		tablesAndKeys(st, d.Query, s)
+	case *pg.Node_ExplainStmt:
+		// EXPLAIN ANALYZE runs its statement: routed (and checked) as
+		// that statement. A plain EXPLAIN runs nothing; any partition's
+		// plan will do.
+		e := n.ExplainStmt
+		if !explainAnalyze(e) {
+			st.Class = Other
+			break
+		}
+		switch e.Query.GetNode().(type) {
+		case *pg.Node_SelectStmt, *pg.Node_InsertStmt, *pg.Node_UpdateStmt, *pg.Node_DeleteStmt, *pg.Node_MergeStmt:
+			st.NParams, st.Aggregate, st.ReadOnly = facts(e.Query)
+			st.Class = Plain
+			tablesAndKeys(st, e.Query, s)
+		default: // EXPLAIN ANALYZE of CREATE TABLE AS, EXECUTE, …
+			st.Class = Other
+		}
 	case *pg.Node_FetchStmt: // FETCH and MOVE: the DECLARE's query said whether it writes
 		st.Class, st.Cursor, st.ReadOnly = CursorUse, n.FetchStmt.Portalname, true
 	case *pg.Node_ClosePortalStmt:
@@ -88,6 +105,30 @@ func transactionClass(k pg.TransactionStmtKind) Class {
 		return TwoPhase
 	}
 	return Other
+}
+
+// explainAnalyze tells whether an EXPLAIN's options say ANALYZE (ANALYZE,
+// or (ANALYZE [true|on|1])).
+func explainAnalyze(e *pg.ExplainStmt) bool {
+	on := false
+	for _, o := range e.Options {
+		d := o.GetDefElem()
+		if d == nil || !strings.EqualFold(d.Defname, "analyze") {
+			continue
+		}
+		switch a := d.Arg.GetNode().(type) {
+		case nil:
+			on = true
+		case *pg.Node_Boolean:
+			on = a.Boolean.Boolval
+		case *pg.Node_Integer:
+			on = a.Integer.Ival != 0
+		case *pg.Node_String_:
+			v := strings.ToLower(a.String_.Sval)
+			on = v == "true" || v == "on" || v == "yes" || v == "1"
+		}
+	}
+	return on
 }
 
 // cursorOptHold is PostgreSQL's CURSOR_OPT_HOLD (parsenodes.h): WITH HOLD.
