@@ -248,3 +248,88 @@ func TestKeyspaceHints(t *testing.T) {
 		}
 	}
 }
+
+// A SQL cursor lives on the partition its DECLARE's query names; FETCH,
+// MOVE and CLOSE, which name no table, go there (psycopg2's named cursors),
+// even when the transaction began on another partition. A cursor over
+// several partitions is refused.
+func TestKeyspaceCursors(t *testing.T) {
+	r := newKsRig(t, false, nil)
+	ctx := context.Background()
+	for _, mode := range execModes {
+		conn := r.connect(t, mode)
+		conn.Exec(ctx, "DELETE FROM kv WHERE k IN (5, 150, 151)")
+		for _, k := range []int{5, 150, 151} {
+			if _, err := conn.Exec(ctx, "INSERT INTO kv (k, v) VALUES ($1, $2)", k, fmt.Sprint("v", k)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tx, err := conn.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v string
+		if err := tx.QueryRow(ctx, "SELECT v FROM kv WHERE k = $1", 5).Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tx.Exec(ctx, "DECLARE c CURSOR FOR SELECT v FROM kv WHERE k IN ($1, $2) ORDER BY k", 150, 151); err != nil {
+			t.Fatalf("%v: declare: %v", mode, err)
+		}
+		var got []string
+		for range 2 {
+			if err := tx.QueryRow(ctx, "FETCH 1 FROM c").Scan(&v); err != nil {
+				t.Fatalf("%v: fetch: %v", mode, err)
+			}
+			got = append(got, v)
+		}
+		if _, err := tx.Exec(ctx, "MOVE BACKWARD 1 IN c"); err != nil {
+			t.Errorf("%v: move: %v", mode, err)
+		}
+		if _, err := tx.Exec(ctx, "CLOSE c"); err != nil {
+			t.Errorf("%v: close: %v", mode, err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 2 || got[0] != "v150" || got[1] != "v151" {
+			t.Errorf("%v: fetched %v, want [v150 v151]", mode, got)
+		}
+		// WITH HOLD: the cursor outlives its transaction, and stays on p2.
+		if _, err := conn.Exec(ctx, "DECLARE h CURSOR WITH HOLD FOR SELECT v FROM kv WHERE k = $1", 151); err != nil {
+			t.Fatalf("%v: declare with hold: %v", mode, err)
+		}
+		conn.QueryRow(ctx, "SELECT v FROM kv WHERE k = $1", 5).Scan(&v)
+		if err := conn.QueryRow(ctx, "FETCH NEXT FROM h").Scan(&v); err != nil || v != "v151" {
+			t.Errorf("%v: fetch from a held cursor: %q, %v", mode, v, err)
+		}
+		if _, err := conn.Exec(ctx, "CLOSE ALL"); err != nil {
+			t.Errorf("%v: close all: %v", mode, err)
+		}
+		tx, _ = conn.Begin(ctx)
+		_, err = tx.Exec(ctx, "DECLARE s CURSOR FOR SELECT v FROM kv WHERE k IN ($1, $2)", 5, 150)
+		wantCode(t, fmt.Sprintf("%v: a cursor over both partitions", mode), err, "0A000")
+		tx.Rollback(ctx)
+	}
+}
+
+// EXPLAIN ANALYZE runs its statement, so it goes where the statement
+// would; a plain EXPLAIN runs nothing and any partition answers it.
+func TestKeyspaceExplainAnalyze(t *testing.T) {
+	r := newKsRig(t, false, nil)
+	ctx := context.Background()
+	conn := r.connect(t, pgx.QueryExecModeSimpleProtocol)
+	for _, sql := range []string{
+		"EXPLAIN ANALYZE INSERT INTO kv (k, v) VALUES (150, 'explained')",
+		"EXPLAIN (ANALYZE, COSTS off) INSERT INTO kv (k, v) VALUES (5, 'explained')",
+		"EXPLAIN INSERT INTO kv (k, v) VALUES (151, 'not run')",
+	} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Errorf("%s: %v", sql, err)
+		}
+	}
+	_, err := conn.Exec(ctx, "EXPLAIN ANALYZE UPDATE kv SET v = 'x'")
+	wantCode(t, "EXPLAIN ANALYZE without a key", err, "0A000")
+	if on1, on2 := rowsOn(t, r.c1), rowsOn(t, r.c2); len(on1) != 1 || on1[5] != "explained" || len(on2) != 1 || on2[150] != "explained" {
+		t.Errorf("p1 %v, p2 %v: want 5 on p1 and 150 on p2", on1, on2)
+	}
+}

@@ -66,6 +66,14 @@ func (p *Proxy) dialServer(ctx context.Context, r RouteConfig, user string, para
 	if err != nil {
 		return nil, err
 	}
+	// pgconn may still have a background reader blocked in a Read of the
+	// socket (started when one of its startup writes was slow): it would
+	// take the server's first answer after the hijack, and the session
+	// would wait for it forever. SyncConn stops it (pinging if need be).
+	if err := pc.SyncConn(ctx); err != nil {
+		pc.Close(context.Background())
+		return nil, fmt.Errorf("proxy: dial %s: %w", r.Addr, err)
+	}
 	hj, err := pc.Hijack()
 	if err != nil {
 		pc.Close(context.Background())

@@ -250,6 +250,7 @@ func (s *Session) plan(batch []msg) (*pipeline, error) {
 				if err := s.checkStatement(st.an, parts); err != nil {
 					return nil, err
 				}
+				s.noteCursor(st.an, parts)
 				pl.readOnly = pl.readOnly && st.an.ReadOnly
 			} else {
 				pl.readOnly = false

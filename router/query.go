@@ -88,6 +88,7 @@ func (s *Session) statement(ctx context.Context, sql string, an *analyze.Stateme
 		s.endIfIdle()
 		return e
 	}
+	s.noteCursor(an, parts)
 	return s.queryOn(ctx, sql, an, parts)
 }
 
@@ -99,6 +100,8 @@ func (s *Session) checkStatement(an *analyze.Statement, parts []string) error {
 	case an.UpdatesKey:
 		return errorf(codeFeatureNotSupported, "the UPDATE assigns the key column of %s, which may move the row to another partition: delete and insert it instead", strings.Join(an.Sharded, ", "))
 	case len(parts) < 2:
+	case an.Cursor != "" && an.Class == analyze.Plain:
+		return errorf(codeFeatureNotSupported, "the cursor's query reads rows of partitions %s: the router keeps a cursor on one partition; declare one per partition's keys", strings.Join(parts, ", "))
 	case an.Kind == analyze.Insert && len(an.Sharded) > 0:
 		return errorf(codeFeatureNotSupported, "the INSERT has rows for partitions %s: insert each partition's rows in a statement of its own", strings.Join(parts, ", "))
 	case an.Aggregate:
@@ -201,6 +204,7 @@ func (s *Session) multi(ctx context.Context, sql string, stmts []*analyze.Statem
 			s.endIfIdle()
 			return e
 		}
+		s.noteCursor(an, ps)
 		for _, p := range ps {
 			if !slices.Contains(parts, p) {
 				parts = append(parts, p)

@@ -44,6 +44,7 @@ type Session struct {
 	home     string              // partition for statements that name no key
 	stmts    map[string]*stmt    // the client's prepared statements
 	portals  map[string]*backend // open portals: where they were bound
+	cursors  map[string]cursor   // SQL cursors (DECLARE): where each was declared
 	session  []string            // SET statements to replay on new server sessions
 
 	ks     *Keyspace // the keyspace version of the current transaction
@@ -63,6 +64,13 @@ type txState struct {
 	queued   time.Duration
 }
 
+// cursor is a SQL cursor the client declared: it lives on one partition's
+// server session, where FETCH, MOVE and CLOSE of it must go.
+type cursor struct {
+	part string
+	hold bool // WITH HOLD: it outlives its transaction
+}
+
 // stmt is one of the client's prepared statements.
 type stmt struct {
 	name  string
@@ -79,7 +87,7 @@ type stmt struct {
 // done; the caller has sent nothing after AuthenticationOk yet.
 func New(cfg Config, cr *bufio.Reader, cw *bufio.Writer) *Session {
 	return &Session{cfg: cfg, cr: cr, cw: cw, backends: map[string]*backend{},
-		stmts: map[string]*stmt{}, portals: map[string]*backend{}}
+		stmts: map[string]*stmt{}, portals: map[string]*backend{}, cursors: map[string]cursor{}}
 }
 
 // Start opens the session's first server session (on the keyspace's first
@@ -257,10 +265,16 @@ func (s *Session) backend(ctx context.Context, name string) (*backend, error) {
 	return b, nil
 }
 
+// dropPortals forgets the portals and cursors of b, whose server session is closed.
 func (s *Session) dropPortals(b *backend) {
 	for k, pb := range s.portals {
 		if pb == b {
 			delete(s.portals, k)
+		}
+	}
+	for k, c := range s.cursors {
+		if c.part == b.part.Name {
+			delete(s.cursors, k)
 		}
 	}
 }
@@ -299,6 +313,12 @@ func (s *Session) endTx() {
 		if b.broken {
 			b.srv.Close()
 			delete(s.backends, b.part.Name)
+			s.dropPortals(b)
+		}
+	}
+	for k, c := range s.cursors {
+		if !c.hold {
+			delete(s.cursors, k)
 		}
 	}
 	if len(names) > 0 && !s.tx.start.IsZero() {
@@ -325,6 +345,8 @@ func (s *Session) owners(an *analyze.Statement, hint string, params [][]byte, fo
 		}
 	}
 	switch {
+	case an.Class == analyze.CursorUse:
+		return s.cursorParts(an.Cursor), nil
 	case len(an.Keys) > 0:
 		for _, k := range an.Keys {
 			t, _ := ks.Table(k.Table)
@@ -365,6 +387,42 @@ func (s *Session) owners(an *analyze.Statement, hint string, params [][]byte, fo
 		add(s.homePart())
 	}
 	return out, nil
+}
+
+// cursorParts is where FETCH, MOVE or CLOSE of cursor name runs: where it
+// was declared; CLOSE ALL (name "") on every partition holding one. A
+// cursor the router does not know goes to the home partition, whose
+// server answers that it does not exist.
+func (s *Session) cursorParts(name string) []string {
+	if c, ok := s.cursors[name]; ok && name != "" {
+		return []string{c.part}
+	}
+	var out []string
+	if name == "" {
+		for _, c := range s.cursors {
+			if !slices.Contains(out, c.part) {
+				out = append(out, c.part)
+			}
+		}
+		slices.Sort(out)
+	}
+	if len(out) == 0 {
+		out = []string{s.homePart()}
+	}
+	return out
+}
+
+// noteCursor keeps track of the cursors a statement about to run on parts
+// declares or closes.
+func (s *Session) noteCursor(an *analyze.Statement, parts []string) {
+	switch {
+	case an.Class == analyze.Plain && an.Cursor != "" && len(parts) == 1:
+		s.cursors[an.Cursor] = cursor{part: parts[0], hold: an.CursorHold}
+	case an.Class == analyze.CursorUse && an.CursorClose && an.Cursor == "":
+		clear(s.cursors)
+	case an.Class == analyze.CursorUse && an.CursorClose:
+		delete(s.cursors, an.Cursor)
+	}
 }
 
 // homePart is where a statement without keys runs: the transaction's first

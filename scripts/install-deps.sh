@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
 # Installs what sluice's tests, demo and benchmarks need on a fresh Debian 12
 # machine, and nothing that is already there. Idempotent.
-#   scripts/install-deps.sh          PostgreSQL 15 (+contrib) and Go modules
+#   scripts/install-deps.sh          PostgreSQL 15 (+contrib), Go modules, and the
+#                                    clients the proxy's tests drive (psql,
+#                                    Debian's python3-psycopg2, node-postgres)
 #   scripts/install-deps.sh bench    also PgBouncer and the benchmark tools
 set -euo pipefail
+cd "$(dirname "$0")/.."
 want=()
 [ -x /usr/lib/postgresql/15/bin/postgres ] || want+=(postgresql-15)
 [ -f /usr/share/postgresql/15/extension/pg_buffercache.control ] || want+=(postgresql-contrib)
 command -v psql >/dev/null || want+=(postgresql-client-15)
+# The proxy's client tests run Debian's python3 (/usr/bin/python3, not one
+# first on PATH) with its psycopg2, and node with the npm package pg.
+/usr/bin/python3 -c 'import psycopg2' 2>/dev/null || want+=(python3-psycopg2)
+command -v node >/dev/null || want+=(nodejs)
+command -v npm >/dev/null || want+=(npm)
 if [ "${1:-}" = bench ]; then
 	command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || want+=(pgbouncer)
 fi
@@ -24,3 +32,11 @@ if [ ${#want[@]} -gt 0 ]; then
 fi
 id postgres >/dev/null 2>&1 || { echo "install-deps: OS user postgres missing after install" >&2; exit 1; }
 go mod download
+# node-postgres, pinned by proxy/testdata/node/package-lock.json; installed
+# again only when the lock file changed.
+node=proxy/testdata/node
+if ! cmp -s "$node/package-lock.json" "$node/node_modules/.sluice-lock" 2>/dev/null; then
+	echo "install-deps: npm ci in $node" >&2
+	(cd "$node" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+	cp "$node/package-lock.json" "$node/node_modules/.sluice-lock"
+fi

@@ -45,7 +45,8 @@ func bench(t testing.TB) *keyspace.Keyspace {
 // describe renders a Statement on one line, naming only what is set:
 //
 //	select ro agg sharded=a,b ref=c keys=a:$1,b:'x',b:42 range=a:[$1,$2)
-//	missing=a.k order=k desc limit=10 updkey hint=h set=v local params=2
+//	missing=a.k order=k desc limit=10 updkey hint=h set=v local cursor=c hold close
+//	params=2
 //
 // A Plain statement shows its Kind, others their Class; string constants
 // are quoted; a range's brackets show its bounds' inclusion.
@@ -54,7 +55,7 @@ func describe(st *Statement) string {
 	if st.Class == Plain {
 		b.WriteString([]string{"select", "insert", "update", "delete", "plain-other"}[st.Kind])
 	} else {
-		b.WriteString([]string{"plain", "begin", "commit", "rollback", "savepoint", "setkey", "session", "twophase", "other"}[st.Class])
+		b.WriteString([]string{"plain", "begin", "commit", "rollback", "savepoint", "setkey", "session", "twophase", "other", "cursor"}[st.Class])
 	}
 	flag := func(on bool, s string) {
 		if on {
@@ -93,6 +94,9 @@ func describe(st *Statement) string {
 	flag(st.Hint != "", "hint="+st.Hint)
 	flag(st.SetValue != "", "set="+st.SetValue)
 	flag(st.SetLocal, "local")
+	flag(st.Cursor != "" || st.Class == CursorUse, "cursor="+st.Cursor)
+	flag(st.CursorHold, "hold")
+	flag(st.CursorClose, "close")
 	flag(st.NParams != 0, fmt.Sprintf("params=%d", st.NParams))
 	return b.String()
 }

@@ -39,6 +39,35 @@ func analyse(sql string, raw *pg.RawStmt, s Schema) *Statement {
 		st.Class = transactionClass(n.TransactionStmt.Kind)
 	case *pg.Node_VariableSetStmt:
 		variableSet(st, n.VariableSetStmt)
+	case *pg.Node_DeclareCursorStmt:
+		// Routed by its query, which runs on the owners of its keys; the
+		// cursor is then there.
+		d := n.DeclareCursorStmt
+		st.Cursor, st.CursorHold = d.Portalname, d.Options&cursorOptHold != 0
+		st.NParams, st.Aggregate, st.ReadOnly = facts(d.Query)
+		st.Class = Plain
+		tablesAndKeys(st, d.Query, s)
+	case *pg.Node_ExplainStmt:
+		// EXPLAIN ANALYZE runs its statement: routed (and checked) as
+		// that statement. A plain EXPLAIN runs nothing; any partition's
+		// plan will do.
+		e := n.ExplainStmt
+		if !explainAnalyze(e) {
+			st.Class = Other
+			break
+		}
+		switch e.Query.GetNode().(type) {
+		case *pg.Node_SelectStmt, *pg.Node_InsertStmt, *pg.Node_UpdateStmt, *pg.Node_DeleteStmt, *pg.Node_MergeStmt:
+			st.NParams, st.Aggregate, st.ReadOnly = facts(e.Query)
+			st.Class = Plain
+			tablesAndKeys(st, e.Query, s)
+		default: // EXPLAIN ANALYZE of CREATE TABLE AS, EXECUTE, …
+			st.Class = Other
+		}
+	case *pg.Node_FetchStmt: // FETCH and MOVE: the DECLARE's query said whether it writes
+		st.Class, st.Cursor, st.ReadOnly = CursorUse, n.FetchStmt.Portalname, true
+	case *pg.Node_ClosePortalStmt:
+		st.Class, st.Cursor, st.ReadOnly, st.CursorClose = CursorUse, n.ClosePortalStmt.Portalname, true, true
 	default:
 		st.Class = Other
 	}
@@ -77,6 +106,33 @@ func transactionClass(k pg.TransactionStmtKind) Class {
 	}
 	return Other
 }
+
+// explainAnalyze tells whether an EXPLAIN's options say ANALYZE (ANALYZE,
+// or (ANALYZE [true|on|1])).
+func explainAnalyze(e *pg.ExplainStmt) bool {
+	on := false
+	for _, o := range e.Options {
+		d := o.GetDefElem()
+		if d == nil || !strings.EqualFold(d.Defname, "analyze") {
+			continue
+		}
+		switch a := d.Arg.GetNode().(type) {
+		case nil:
+			on = true
+		case *pg.Node_Boolean:
+			on = a.Boolean.Boolval
+		case *pg.Node_Integer:
+			on = a.Integer.Ival != 0
+		case *pg.Node_String_:
+			v := strings.ToLower(a.String_.Sval)
+			on = v == "true" || v == "on" || v == "yes" || v == "1"
+		}
+	}
+	return on
+}
+
+// cursorOptHold is PostgreSQL's CURSOR_OPT_HOLD (parsenodes.h): WITH HOLD.
+const cursorOptHold = 0x0020
 
 // keyGUC is the setting a client names to give the router its key.
 const keyGUC = "sluice.key"

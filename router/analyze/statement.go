@@ -26,6 +26,10 @@ const (
 	TwoPhase
 	// Other is any other utility statement (DDL, LISTEN, COPY, …).
 	Other
+	// CursorUse is FETCH, MOVE or CLOSE of a cursor (Cursor names it): it
+	// runs where the cursor was declared. (DECLARE itself is Plain, routed
+	// by its query.)
+	CursorUse
 )
 
 // Kind is a Plain statement's command.
@@ -123,6 +127,14 @@ type Statement struct {
 	// SetLocal: a SetKey statement is SET LOCAL, whose value lasts until
 	// the transaction ends.
 	SetLocal bool
+	// Cursor is the cursor a DECLARE defines (the statement is then its
+	// query's analysis: Plain, Kind Select) or a CursorUse statement names
+	// ("" for CLOSE ALL). CursorHold: the DECLARE says WITH HOLD, so the
+	// cursor outlives its transaction. CursorClose: the CursorUse
+	// statement is CLOSE (not FETCH or MOVE).
+	Cursor      string
+	CursorHold  bool
+	CursorClose bool
 	// NParams is the highest $n the statement uses.
 	NParams int
 }

@@ -50,11 +50,37 @@ func TestOtherStatements(t *testing.T) {
 		{"ddl", `CREATE TABLE t (a int)`, one("other")},
 		{"copy", `COPY warehouse FROM STDIN`, one("other")},
 		{"explain", `EXPLAIN SELECT * FROM warehouse WHERE w_id = 1`, one("other")},
+		{"explain analyze runs its statement", `EXPLAIN ANALYZE INSERT INTO warehouse (w_id) VALUES (7)`,
+			one("insert sharded=warehouse keys=warehouse:7")},
+		{"explain (analyze)", `EXPLAIN (ANALYZE, BUFFERS) SELECT * FROM warehouse WHERE w_id = $1`,
+			one("select ro sharded=warehouse keys=warehouse:$1 params=1")},
+		{"explain (analyze on)", `EXPLAIN (ANALYZE on) DELETE FROM warehouse`, one("delete sharded=warehouse missing=warehouse.w_id")},
+		{"explain (analyze false)", `EXPLAIN (ANALYZE false) DELETE FROM warehouse`, one("other")},
+		{"explain analyze of a utility", `EXPLAIN ANALYZE EXECUTE q(1)`, one("other")},
 		{"prepare", `PREPARE q AS SELECT * FROM warehouse WHERE w_id = $1`, one("other params=1")},
 		{"listen", `LISTEN ch`, one("other")},
 		{"merge", `MERGE INTO stock s USING item i ON s.s_i_id = i.i_id AND s.s_w_id = 1 WHEN MATCHED THEN UPDATE SET s_quantity = 0`,
 			one("plain-other sharded=stock ref=item missing=stock.s_w_id")},
 		{"no table", `SELECT 1`, one("select ro")},
+	})
+}
+
+// A DECLARE is routed by its query; FETCH, MOVE and CLOSE name the cursor.
+func TestCursors(t *testing.T) {
+	runParse(t, []parseCase{
+		{"declare", `DECLARE c CURSOR FOR SELECT * FROM warehouse WHERE w_id = $1`,
+			one("select ro sharded=warehouse keys=warehouse:$1 cursor=c params=1")},
+		{"psycopg2's named cursor", `DECLARE "big" CURSOR WITHOUT HOLD FOR SELECT ycsb_key FROM usertable WHERE ycsb_key = 'user7' ORDER BY ycsb_key`,
+			one("select ro sharded=usertable keys=usertable:'user7' order=ycsb_key cursor=big")},
+		{"with hold", `DECLARE c NO SCROLL CURSOR WITH HOLD FOR SELECT * FROM item`, one("select ro ref=item cursor=c hold")},
+		{"for update", `DECLARE c CURSOR FOR SELECT * FROM warehouse WHERE w_id = 1 FOR UPDATE`,
+			one("select sharded=warehouse keys=warehouse:1 cursor=c")},
+		{"no key", `DECLARE c CURSOR FOR SELECT * FROM warehouse`, one("select ro sharded=warehouse missing=warehouse.w_id cursor=c")},
+		{"fetch", `FETCH FORWARD 2000 FROM "big"`, one("cursor ro cursor=big")},
+		{"fetch all", `FETCH ALL IN c`, one("cursor ro cursor=c")},
+		{"move", `MOVE BACKWARD 5 IN c`, one("cursor ro cursor=c")},
+		{"close", `CLOSE c`, one("cursor ro cursor=c close")},
+		{"close all", `CLOSE ALL`, one("cursor ro cursor= close")},
 		{"values", `VALUES (1), (2)`, one("select ro")},
 	})
 }
