@@ -114,6 +114,7 @@ func ErrorCode(err error) string {
 // Runner runs one workload. Its arrival rate may be changed while it runs.
 type Runner struct {
 	cfg     Config
+	closed  bool // Arrivals.Closed
 	drv     driver
 	rate    atomic.Uint64 // math.Float64bits of arrivals/s
 	queue   chan time.Time
@@ -158,15 +159,20 @@ func NewRunner(cfg Config) (*Runner, error) {
 }
 
 // Arrivals is the part of a run the runner itself owns: open-loop Poisson
-// arrivals at Rate for Duration, served by MPL workers from one FIFO queue
+// arrivals at Rate for Duration (or a closed loop), served by MPL workers from one FIFO queue
 // of at most QueueCap. Drivers own the rest. Zero MPL means 8, zero
 // QueueCap 1<<20.
 type Arrivals struct {
-	Rate     float64       // mean arrivals per second; > 0
+	Rate     float64       // mean arrivals per second; > 0 unless Closed
 	MPL      int           // workers (connections); [1, 1000]
 	Duration time.Duration // how long arrivals are generated; > 0
 	Seed     uint64        // seeds arrivals and the workers' RNGs
 	QueueCap int           // arrivals beyond it are dropped and counted
+	// Closed makes the run saturating (closed loop): each worker starts its
+	// next transaction as soon as its last ends, until Duration; Rate and
+	// QueueCap are ignored and a transaction's latency is its execution
+	// alone (no queue). Zero: open loop, Poisson arrivals at Rate.
+	Closed bool
 }
 
 func (c Config) loop() Arrivals {
@@ -182,7 +188,7 @@ func (a Arrivals) withDefaults() (Arrivals, error) {
 		a.QueueCap = 1 << 20
 	}
 	switch {
-	case !(a.Rate > 0) || math.IsInf(a.Rate, 0):
+	case !a.Closed && (!(a.Rate > 0) || math.IsInf(a.Rate, 0)):
 		return a, fmt.Errorf("workload: rate must be a positive number of transactions/s, got %v", a.Rate)
 	case a.MPL < 1 || a.MPL > 1000:
 		return a, fmt.Errorf("workload: mpl must be in [1, 1000], got %d", a.MPL)
@@ -198,9 +204,14 @@ func (a Arrivals) withDefaults() (Arrivals, error) {
 func newRunner(lp Arrivals, drv driver) *Runner {
 	r := &Runner{
 		cfg:    Config{Rate: lp.Rate, MPL: lp.MPL, Duration: lp.Duration, Seed: lp.Seed, QueueCap: lp.QueueCap},
+		closed: lp.Closed,
 		drv:    drv,
-		queue:  make(chan time.Time, lp.QueueCap),
 		Ledger: &Ledger{},
+	}
+	if lp.Closed {
+		r.queue = make(chan time.Time) // unbuffered: a token each time a worker is free
+	} else {
+		r.queue = make(chan time.Time, lp.QueueCap)
 	}
 	r.codes = map[string]int64{}
 	r.SetRate(lp.Rate)
@@ -283,7 +294,11 @@ func (r *Runner) Run(ctx context.Context, each func(Second)) (Summary, error) {
 	genDone := make(chan struct{})
 	go func() {
 		defer close(genDone)
-		r.generate(ctx, start)
+		if r.closed {
+			r.saturate(ctx, start)
+		} else {
+			r.generate(ctx, start)
+		}
 		close(r.queue)
 	}()
 	reportDone := make(chan struct{})
@@ -347,6 +362,22 @@ func (r *Runner) generate(ctx context.Context, start time.Time) {
 	}
 }
 
+// saturate hands a free worker a zero arrival (begin at once) until the
+// duration ends: the closed loop of Arrivals.Closed.
+func (r *Runner) saturate(ctx context.Context, start time.Time) {
+	end := time.NewTimer(time.Until(start.Add(r.cfg.Duration)))
+	defer end.Stop()
+	for {
+		select {
+		case r.queue <- time.Time{}:
+		case <-end.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 // driver is what a Runner's workers run: the transactions of one
 // workload against its servers. The runner owns arrivals, queueing and
 // latency; the driver owns connections, the SQL and the ledger.
@@ -380,6 +411,9 @@ func (r *Runner) worker(ctx context.Context, id int, start time.Time) {
 			continue // drain
 		}
 		begin := time.Now()
+		if arrival.IsZero() { // closed loop: no queue
+			arrival = begin
+		}
 		w.seq++
 		w.at = begin.Sub(start)
 		err := r.drv.txn(ctx, w)
