@@ -94,6 +94,9 @@ type Summary struct {
 	P95Ms         float64 `json:"p95_latency_ms"`
 	P99Ms         float64 `json:"p99_latency_ms"`
 	WritesAcked   int64   `json:"writes_acknowledged"`
+	// SpanningAcked counts acknowledged transactions that touched more
+	// than one partition (keyspace workloads in router mode).
+	SpanningAcked int64 `json:"spanning_acknowledged,omitempty"`
 	// Skipped counts transactions a driver chose not to run (a direct-mode
 	// keyspace transaction that would span partitions); not in Transactions.
 	Skipped int64 `json:"skipped,omitempty"`
@@ -119,9 +122,11 @@ type Runner struct {
 	rate    atomic.Uint64 // math.Float64bits of arrivals/s
 	queue   chan time.Time
 	dropped atomic.Int64
-	Ledger  *Ledger
-	codes   map[string]int64 // errors by SQLSTATE; guarded by mu
-	skipped int64            // guarded by mu
+	// spanAcked counts acknowledged transactions across partitions.
+	spanAcked atomic.Int64
+	Ledger    *Ledger
+	codes     map[string]int64 // errors by SQLSTATE; guarded by mu
+	skipped   int64            // guarded by mu
 
 	mu struct {
 		sync.Mutex
@@ -398,6 +403,9 @@ type workerState struct {
 	rng *rand.Rand
 	seq int64
 	at  time.Duration
+	// spans is set by the driver when the transaction touches more than
+	// one partition; acknowledged ones are Summary.SpanningAcked.
+	spans bool
 }
 
 // errSkipped marks a transaction the driver did not run (a direct-mode
@@ -416,7 +424,11 @@ func (r *Runner) worker(ctx context.Context, id int, start time.Time) {
 		}
 		w.seq++
 		w.at = begin.Sub(start)
+		w.spans = false
 		err := r.drv.txn(ctx, w)
+		if err == nil && w.spans {
+			r.spanAcked.Add(1)
+		}
 		r.record(id, arrival, begin, time.Now(), err)
 	}
 }
@@ -500,11 +512,12 @@ func (r *Runner) summary(elapsed time.Duration) Summary {
 	r.mu.Unlock()
 	sort.Float64s(all)
 	s := Summary{
-		Seconds:      elapsed.Seconds(),
-		Transactions: int64(len(all)),
-		Errors:       errs,
-		Dropped:      r.dropped.Load(),
-		WritesAcked:  int64(r.Ledger.Len()),
+		Seconds:       elapsed.Seconds(),
+		Transactions:  int64(len(all)),
+		Errors:        errs,
+		Dropped:       r.dropped.Load(),
+		SpanningAcked: r.spanAcked.Load(),
+		WritesAcked:   int64(r.Ledger.Len()),
 	}
 	r.mu.Lock()
 	s.Skipped = r.skipped
