@@ -36,6 +36,7 @@ bench: build bench-deps
 	./$(BIN) bench handover --wal-segsize 16 --json
 	./$(BIN) bench warm --json
 	./$(BIN) bench proxy --rounds 3 --json
+	./$(BIN) bench router --json
 	./$(BIN) bench outside --json
 	./$(BIN) bench slack-sweep --json
 	./$(BIN) bench slack-sweep --swing 40% --paired --setpoints 3x,3.5x,4x --out out/bench/slack-sweep-swing --json

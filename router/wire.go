@@ -41,13 +41,20 @@ func (m msg) frame() []byte {
 	return b
 }
 
-// readMsg reads one message; the body is freshly allocated.
+// readMsg reads one message; the body is freshly allocated. The header is
+// read in place (Peek), not into an array that would escape to the heap
+// through io.ReadFull's io.Reader: one allocation a message, not two.
 func readMsg(r *bufio.Reader) (msg, error) {
-	var hdr [5]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+	hdr, err := r.Peek(5)
+	if err != nil {
+		if len(hdr) > 0 {
+			err = unexpectedEOF(err)
+		}
 		return msg{}, err
 	}
+	typ := hdr[0]
 	n := int(int32(binary.BigEndian.Uint32(hdr[1:])))
+	r.Discard(5)
 	if n < 4 || n-4 > maxMessage {
 		return msg{}, &pgError{Severity: "FATAL", Code: codeProtocolViolation, Message: fmt.Sprintf("invalid message length %d", n)}
 	}
@@ -55,7 +62,7 @@ func readMsg(r *bufio.Reader) (msg, error) {
 	if _, err := io.ReadFull(r, body); err != nil {
 		return msg{}, unexpectedEOF(err)
 	}
-	return msg{typ: hdr[0], body: body}, nil
+	return msg{typ: typ, body: body}, nil
 }
 
 func unexpectedEOF(err error) error {
@@ -65,12 +72,11 @@ func unexpectedEOF(err error) error {
 	return err
 }
 
-// writeMsg writes one message.
+// writeMsg writes one message. The header is built in w's own free space
+// (AvailableBuffer), so it does not escape to the heap.
 func writeMsg(w *bufio.Writer, typ byte, body []byte) error {
-	var hdr [5]byte
-	hdr[0] = typ
-	binary.BigEndian.PutUint32(hdr[1:], uint32(len(body)+4))
-	if _, err := w.Write(hdr[:]); err != nil {
+	hdr := binary.BigEndian.AppendUint32(append(w.AvailableBuffer(), typ), uint32(len(body)+4))
+	if _, err := w.Write(hdr); err != nil {
 		return err
 	}
 	_, err := w.Write(body)

@@ -265,7 +265,7 @@ func (pb *proxyBench) startMiddlemen(ctx context.Context, serverAddr string) err
 	pb.stops = append(pb.stops, stopBouncer)
 
 	pb.progress("start sluice proxy (--procs %d)", bf.procs)
-	sluicePort, sluicePID, stopSluice, err := startSluiceProxy(ctx, pb.dir, userlist, serverAddr, bf.procs)
+	sluicePort, sluicePID, stopSluice, err := startSluiceProxy(ctx, pb.dir, userlist, bf.procs, "--route", "bench="+serverAddr+"/postgres")
 	if err != nil {
 		return err
 	}

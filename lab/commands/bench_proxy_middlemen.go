@@ -86,20 +86,22 @@ func sysProcAs(uid, gid int) *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
 }
 
-// startSluiceProxy runs this binary's `proxy` command as a child process in
-// front of pgAddr (tenant "bench", SCRAM from userlist, GOMAXPROCS procs) and
-// returns its client port, its pid and a stop function.
-func startSluiceProxy(ctx context.Context, dir, userlist, pgAddr string, procs int) (string, int, func(), error) {
+// startSluiceProxy runs this binary's `proxy` command as a child process
+// (SCRAM from userlist, GOMAXPROCS procs, what it routes in args: --route,
+// --keyspace, …) and returns its client port, its pid and a stop function.
+// Its log is dir/sluice-proxy.log.
+func startSluiceProxy(ctx context.Context, dir, userlist string, procs int, args ...string) (string, int, func(), error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return "", 0, nil, fmt.Errorf("bench proxy: find own binary: %w", err)
+		return "", 0, nil, fmt.Errorf("bench: find own binary: %w", err)
 	}
 	logf, err := os.Create(filepath.Join(dir, "sluice-proxy.log"))
 	if err != nil {
 		return "", 0, nil, err
 	}
-	cmd := exec.CommandContext(ctx, exe, "proxy", "--listen", "127.0.0.1:0", "--api", "127.0.0.1:0",
-		"--auth-file", userlist, "--route", "bench="+pgAddr+"/postgres", "--procs", strconv.Itoa(procs), "--quiet", "--json")
+	args = append([]string{"proxy", "--listen", "127.0.0.1:0", "--api", "127.0.0.1:0",
+		"--auth-file", userlist, "--procs", strconv.Itoa(procs), "--quiet", "--json"}, args...)
+	cmd := exec.CommandContext(ctx, exe, args...)
 	cmd.Dir = dir
 	cmd.Stderr = logf
 	stdout, err := cmd.StdoutPipe()
@@ -109,7 +111,7 @@ func startSluiceProxy(ctx context.Context, dir, userlist, pgAddr string, procs i
 	}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
-		return "", 0, nil, fmt.Errorf("bench proxy: start sluice proxy: %w", err)
+		return "", 0, nil, fmt.Errorf("bench: start sluice proxy: %w", err)
 	}
 	exited := make(chan struct{})
 	stop := func() {
@@ -124,12 +126,12 @@ func startSluiceProxy(ctx context.Context, dir, userlist, pgAddr string, procs i
 	if decErr != nil {
 		stop()
 		log, _ := os.ReadFile(logf.Name())
-		return "", 0, nil, fmt.Errorf("bench proxy: sluice proxy did not report its address: %v\n%s", decErr, log)
+		return "", 0, nil, fmt.Errorf("bench: sluice proxy did not report its address: %v\n%s", decErr, log)
 	}
 	_, port, err := net.SplitHostPort(addrs.Listen)
 	if err != nil {
 		stop()
-		return "", 0, nil, fmt.Errorf("bench proxy: sluice proxy address %q: %w", addrs.Listen, err)
+		return "", 0, nil, fmt.Errorf("bench: sluice proxy address %q: %w", addrs.Listen, err)
 	}
 	return port, cmd.Process.Pid, stop, nil
 }

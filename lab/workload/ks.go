@@ -174,10 +174,11 @@ func (s *sender) close() {
 	s.direct.close()
 }
 
-// pick returns where a transaction touching partitions parts goes, or
-// errSkipped in direct mode when they are more than one.
-func (s *sender) pick(parts []string) (*pgxpool.Pool, error) {
+// pick returns where worker w's transaction touching partitions parts
+// goes, or errSkipped in direct mode when they are more than one.
+func (s *sender) pick(w *workerState, parts []string) (*pgxpool.Pool, error) {
 	span := len(parts) > 1
+	w.spans = span
 	if span {
 		s.spanning.Add(1)
 	}

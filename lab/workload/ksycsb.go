@@ -201,15 +201,21 @@ type KSResult struct {
 	// to the router, or skipped in direct mode (Summary.Skipped).
 	Spanning int64 `json:"spanning"`
 	// DistributedFraction is Spanning over every transaction drawn.
-	DistributedFraction float64          `json:"distributed_fraction"`
-	Counts              map[string]int64 `json:"counts,omitempty"` // acknowledged, by transaction type
-	Verdict             Verdict          `json:"verdict"`
+	DistributedFraction float64 `json:"distributed_fraction"`
+	// DistributedTPS is the acknowledged transactions across partitions
+	// (Summary.SpanningAcked) a second.
+	DistributedTPS float64          `json:"distributed_tps"`
+	Counts         map[string]int64 `json:"counts,omitempty"` // acknowledged, by transaction type
+	Verdict        Verdict          `json:"verdict"`
 }
 
 func (r *KSResult) finish(spanning int64) {
 	r.Spanning = spanning
 	if n := r.Transactions + r.Errors + r.Skipped; n > 0 {
 		r.DistributedFraction = float64(spanning) / float64(n)
+	}
+	if r.Seconds > 0 {
+		r.DistributedTPS = float64(r.SpanningAcked) / r.Seconds
 	}
 }
 
@@ -337,7 +343,7 @@ func (d *ycsbDriver) txn(ctx context.Context, w *workerState) error {
 	if err != nil {
 		return err
 	}
-	pool, err := d.send.pick(parts)
+	pool, err := d.send.pick(w, parts)
 	if err != nil {
 		return err
 	}

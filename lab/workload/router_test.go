@@ -74,7 +74,7 @@ func TestTPCCRouter(t *testing.T) {
 	if !res.Verdict.OK() {
 		t.Fatalf("verdict %s: %v", res.Verdict, res.Verdict.Problems)
 	}
-	if res.Spanning == 0 || res.Counts["new_order"] == 0 || res.Counts["payment"] == 0 || res.Skipped != 0 {
+	if res.Spanning == 0 || res.SpanningAcked == 0 || res.DistributedTPS <= 0 || res.Counts["new_order"] == 0 || res.Counts["payment"] == 0 || res.Skipped != 0 {
 		t.Fatalf("summary %+v counts %v: want new orders, payments, transactions across partitions, none skipped", res.Summary, res.Counts)
 	}
 	if n := res.Errors; n > res.Transactions/20 {

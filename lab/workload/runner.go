@@ -94,6 +94,9 @@ type Summary struct {
 	P95Ms         float64 `json:"p95_latency_ms"`
 	P99Ms         float64 `json:"p99_latency_ms"`
 	WritesAcked   int64   `json:"writes_acknowledged"`
+	// SpanningAcked counts acknowledged transactions that touched more
+	// than one partition (keyspace workloads in router mode).
+	SpanningAcked int64 `json:"spanning_acknowledged,omitempty"`
 	// Skipped counts transactions a driver chose not to run (a direct-mode
 	// keyspace transaction that would span partitions); not in Transactions.
 	Skipped int64 `json:"skipped,omitempty"`
@@ -114,13 +117,16 @@ func ErrorCode(err error) string {
 // Runner runs one workload. Its arrival rate may be changed while it runs.
 type Runner struct {
 	cfg     Config
+	closed  bool // Arrivals.Closed
 	drv     driver
 	rate    atomic.Uint64 // math.Float64bits of arrivals/s
 	queue   chan time.Time
 	dropped atomic.Int64
-	Ledger  *Ledger
-	codes   map[string]int64 // errors by SQLSTATE; guarded by mu
-	skipped int64            // guarded by mu
+	// spanAcked counts acknowledged transactions across partitions.
+	spanAcked atomic.Int64
+	Ledger    *Ledger
+	codes     map[string]int64 // errors by SQLSTATE; guarded by mu
+	skipped   int64            // guarded by mu
 
 	mu struct {
 		sync.Mutex
@@ -158,15 +164,20 @@ func NewRunner(cfg Config) (*Runner, error) {
 }
 
 // Arrivals is the part of a run the runner itself owns: open-loop Poisson
-// arrivals at Rate for Duration, served by MPL workers from one FIFO queue
+// arrivals at Rate for Duration (or a closed loop), served by MPL workers from one FIFO queue
 // of at most QueueCap. Drivers own the rest. Zero MPL means 8, zero
 // QueueCap 1<<20.
 type Arrivals struct {
-	Rate     float64       // mean arrivals per second; > 0
+	Rate     float64       // mean arrivals per second; > 0 unless Closed
 	MPL      int           // workers (connections); [1, 1000]
 	Duration time.Duration // how long arrivals are generated; > 0
 	Seed     uint64        // seeds arrivals and the workers' RNGs
 	QueueCap int           // arrivals beyond it are dropped and counted
+	// Closed makes the run saturating (closed loop): each worker starts its
+	// next transaction as soon as its last ends, until Duration; Rate and
+	// QueueCap are ignored and a transaction's latency is its execution
+	// alone (no queue). Zero: open loop, Poisson arrivals at Rate.
+	Closed bool
 }
 
 func (c Config) loop() Arrivals {
@@ -182,7 +193,7 @@ func (a Arrivals) withDefaults() (Arrivals, error) {
 		a.QueueCap = 1 << 20
 	}
 	switch {
-	case !(a.Rate > 0) || math.IsInf(a.Rate, 0):
+	case !a.Closed && (!(a.Rate > 0) || math.IsInf(a.Rate, 0)):
 		return a, fmt.Errorf("workload: rate must be a positive number of transactions/s, got %v", a.Rate)
 	case a.MPL < 1 || a.MPL > 1000:
 		return a, fmt.Errorf("workload: mpl must be in [1, 1000], got %d", a.MPL)
@@ -198,9 +209,14 @@ func (a Arrivals) withDefaults() (Arrivals, error) {
 func newRunner(lp Arrivals, drv driver) *Runner {
 	r := &Runner{
 		cfg:    Config{Rate: lp.Rate, MPL: lp.MPL, Duration: lp.Duration, Seed: lp.Seed, QueueCap: lp.QueueCap},
+		closed: lp.Closed,
 		drv:    drv,
-		queue:  make(chan time.Time, lp.QueueCap),
 		Ledger: &Ledger{},
+	}
+	if lp.Closed {
+		r.queue = make(chan time.Time) // unbuffered: a token each time a worker is free
+	} else {
+		r.queue = make(chan time.Time, lp.QueueCap)
 	}
 	r.codes = map[string]int64{}
 	r.SetRate(lp.Rate)
@@ -283,7 +299,11 @@ func (r *Runner) Run(ctx context.Context, each func(Second)) (Summary, error) {
 	genDone := make(chan struct{})
 	go func() {
 		defer close(genDone)
-		r.generate(ctx, start)
+		if r.closed {
+			r.saturate(ctx, start)
+		} else {
+			r.generate(ctx, start)
+		}
 		close(r.queue)
 	}()
 	reportDone := make(chan struct{})
@@ -347,6 +367,22 @@ func (r *Runner) generate(ctx context.Context, start time.Time) {
 	}
 }
 
+// saturate hands a free worker a zero arrival (begin at once) until the
+// duration ends: the closed loop of Arrivals.Closed.
+func (r *Runner) saturate(ctx context.Context, start time.Time) {
+	end := time.NewTimer(time.Until(start.Add(r.cfg.Duration)))
+	defer end.Stop()
+	for {
+		select {
+		case r.queue <- time.Time{}:
+		case <-end.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
 // driver is what a Runner's workers run: the transactions of one
 // workload against its servers. The runner owns arrivals, queueing and
 // latency; the driver owns connections, the SQL and the ledger.
@@ -367,6 +403,9 @@ type workerState struct {
 	rng *rand.Rand
 	seq int64
 	at  time.Duration
+	// spans is set by the driver when the transaction touches more than
+	// one partition; acknowledged ones are Summary.SpanningAcked.
+	spans bool
 }
 
 // errSkipped marks a transaction the driver did not run (a direct-mode
@@ -380,9 +419,16 @@ func (r *Runner) worker(ctx context.Context, id int, start time.Time) {
 			continue // drain
 		}
 		begin := time.Now()
+		if arrival.IsZero() { // closed loop: no queue
+			arrival = begin
+		}
 		w.seq++
 		w.at = begin.Sub(start)
+		w.spans = false
 		err := r.drv.txn(ctx, w)
+		if err == nil && w.spans {
+			r.spanAcked.Add(1)
+		}
 		r.record(id, arrival, begin, time.Now(), err)
 	}
 }
@@ -466,11 +512,12 @@ func (r *Runner) summary(elapsed time.Duration) Summary {
 	r.mu.Unlock()
 	sort.Float64s(all)
 	s := Summary{
-		Seconds:      elapsed.Seconds(),
-		Transactions: int64(len(all)),
-		Errors:       errs,
-		Dropped:      r.dropped.Load(),
-		WritesAcked:  int64(r.Ledger.Len()),
+		Seconds:       elapsed.Seconds(),
+		Transactions:  int64(len(all)),
+		Errors:        errs,
+		Dropped:       r.dropped.Load(),
+		SpanningAcked: r.spanAcked.Load(),
+		WritesAcked:   int64(r.Ledger.Len()),
 	}
 	r.mu.Lock()
 	s.Skipped = r.skipped

@@ -166,3 +166,35 @@ func TestConfigErrors(t *testing.T) {
 		t.Fatalf("good config rejected: %v", err)
 	}
 }
+
+// sleepDriver's transactions sleep for d.
+type sleepDriver struct{ d time.Duration }
+
+func (sleepDriver) open(context.Context, int) error { return nil }
+func (s sleepDriver) txn(context.Context, *workerState) error {
+	time.Sleep(s.d)
+	return nil
+}
+func (sleepDriver) close() {}
+
+// TestClosedLoop: a closed-loop run keeps every worker busy for its
+// duration, drops nothing, and times each transaction from its begin.
+func TestClosedLoop(t *testing.T) {
+	lp, err := Arrivals{MPL: 3, Duration: 300 * time.Millisecond, Closed: true}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRunner(lp, sleepDriver{time.Millisecond})
+	sum, err := r.Run(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Transactions < 3 || sum.Dropped != 0 || sum.Errors != 0 {
+		t.Fatalf("summary %+v: want transactions, none dropped or failed", sum)
+	}
+	for _, tx := range r.Transactions(0, time.Hour) {
+		if tx.Arrival != tx.Begin {
+			t.Fatalf("transaction %+v: arrival is not its begin", tx)
+		}
+	}
+}

@@ -210,16 +210,16 @@ func (d *tpccDriver) txn(ctx context.Context, w *workerState) error {
 	}
 }
 
-// pick routes a transaction touching warehouses ws.
-func (d *tpccDriver) pick(ws ...int) (*pgxpool.Pool, error) {
+// pick routes worker w's transaction touching warehouses ws.
+func (d *tpccDriver) pick(w *workerState, ws ...int) (*pgxpool.Pool, error) {
 	var parts []string
-	for _, w := range ws {
-		if i := sort.SearchStrings(parts, d.owner[w]); i == len(parts) || parts[i] != d.owner[w] {
-			parts = append(parts, d.owner[w])
+	for _, wh := range ws {
+		if i := sort.SearchStrings(parts, d.owner[wh]); i == len(parts) || parts[i] != d.owner[wh] {
+			parts = append(parts, d.owner[wh])
 			sort.Strings(parts)
 		}
 	}
-	return d.send.pick(parts)
+	return d.send.pick(w, parts)
 }
 
 // orderLine is one line of a new order.
@@ -252,7 +252,7 @@ func (d *tpccDriver) newOrder(ctx context.Context, w *workerState, home, dist in
 	for _, l := range lines {
 		ws = append(ws, l.supply)
 	}
-	pool, err := d.pick(ws...)
+	pool, err := d.pick(w, ws...)
 	if err != nil {
 		return err
 	}
@@ -326,7 +326,7 @@ func (d *tpccDriver) payment(ctx context.Context, w *workerState, home, dist int
 	cust := nuRand(w.rng, 1023, d.cRand[0], s.Customers)
 	amount := int64(100 + w.rng.IntN(500000))
 	id := d.epoch<<48 | int64(w.id+1)<<36 | w.seq
-	pool, err := d.pick(home, cw)
+	pool, err := d.pick(w, home, cw)
 	if err != nil {
 		return err
 	}
@@ -357,7 +357,7 @@ func (d *tpccDriver) payment(ctx context.Context, w *workerState, home, dist int
 // orderStatus reads a customer and the lines of their latest order.
 func (d *tpccDriver) orderStatus(ctx context.Context, w *workerState, home, dist int) error {
 	cust := nuRand(w.rng, 1023, d.cRand[0], d.cfg.Scale.Customers)
-	pool, err := d.pick(home)
+	pool, err := d.pick(w, home)
 	if err != nil {
 		return err
 	}
