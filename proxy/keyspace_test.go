@@ -333,3 +333,59 @@ func TestKeyspaceExplainAnalyze(t *testing.T) {
 		t.Errorf("p1 %v, p2 %v: want 5 on p1 and 150 on p2", on1, on2)
 	}
 }
+
+// Two transactions that each hold a row on one partition and want the
+// other's on the other partition: no server sees the cycle, so the lock
+// timeout of transactions that span partitions breaks it (55P03) and the
+// other commits.
+func TestKeyspaceDistributedDeadlock(t *testing.T) {
+	r := newKsRig(t, false, nil)
+	ctx := context.Background()
+	seed := r.connect(t, pgx.QueryExecModeCacheStatement)
+	for _, k := range []int{1, 150} {
+		if _, err := seed.Exec(ctx, "INSERT INTO kv (k, v) VALUES ($1, 'seed')", k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := r.connect(t, pgx.QueryExecModeCacheStatement), r.connect(t, pgx.QueryExecModeSimpleProtocol)
+	ta, _ := a.Begin(ctx)
+	tb, _ := b.Begin(ctx)
+	if _, err := ta.Exec(ctx, "UPDATE kv SET v = 'a' WHERE k = $1", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Exec(ctx, "UPDATE kv SET v = 'b' WHERE k = $1", 150); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 2)
+	go func() {
+		_, err := ta.Exec(ctx, "UPDATE kv SET v = 'a' WHERE k = $1", 150)
+		if err == nil {
+			err = ta.Commit(ctx)
+		} else {
+			ta.Rollback(ctx)
+		}
+		errs <- err
+	}()
+	go func() {
+		_, err := tb.Exec(ctx, "UPDATE kv SET v = 'b' WHERE k = $1", 1)
+		if err == nil {
+			err = tb.Commit(ctx)
+		} else {
+			tb.Rollback(ctx)
+		}
+		errs <- err
+	}()
+	e1, e2 := <-errs, <-errs
+	if (e1 == nil) == (e2 == nil) {
+		t.Fatalf("deadlock across partitions: %v and %v; want one lock timeout and one commit", e1, e2)
+	}
+	failed := e1
+	if failed == nil {
+		failed = e2
+	}
+	wantCode(t, "the loser of the deadlock", failed, "55P03")
+	on1, on2 := rowsOn(t, r.c1), rowsOn(t, r.c2)
+	if on1[1] != on2[150] || on1[1] == "seed" {
+		t.Errorf("after the deadlock: k=1 %q, k=150 %q; want both the winner's", on1[1], on2[150])
+	}
+}

@@ -147,6 +147,9 @@ func (p *Proxy) recoverAll(ctx context.Context) {
 	}
 	for _, k := range p.keyspaceList() {
 		c, r, err := p.coord.Recover(ctx, k.KS, lister, p.dialPartition)
+		if ctx.Err() != nil {
+			return // closing
+		}
 		if err != nil {
 			p.cfg.Logf("proxy: keyspace %s: resolving in-doubt transactions: %v", k.KS.Name, err)
 		}

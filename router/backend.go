@@ -49,6 +49,10 @@ type backend struct {
 	begun   bool // BEGIN sent in the current transaction block
 	wrote   bool // a statement other than a read-only one ran in this block
 	broken  bool // the server session failed: close it, reopen on next use
+	// lockTimeout: the block's spanLockTimeout is set (or queued in pending).
+	lockTimeout bool
+	// pending is the exchange being built for b in this statement, until sent.
+	pending *exchange
 }
 
 // expectation is one message sent to a server and what answers it.
@@ -93,6 +97,7 @@ func (b *backend) run(x *exchange, s sink) (result, error) {
 
 // send writes x's messages to the server.
 func (b *backend) send(x *exchange) error {
+	b.pending = nil
 	for _, m := range x.out {
 		if err := writeMsg(b.srv.W, m.typ, m.body); err != nil {
 			b.broken = true

@@ -32,7 +32,10 @@
 // refuses the statement that would make a second partition write (0A000),
 // the block goes on. A write on several partitions outside a block (UPDATE
 // … WHERE k IN (1, 500)) runs in a block of the router's own, committed
-// the same way. ROLLBACK rolls back every partition.
+// the same way. ROLLBACK rolls back every partition. No server sees a
+// deadlock between two transactions that span partitions, so from its
+// second partition on a transaction's lock waits are bounded by
+// spanLockTimeout (SET LOCAL lock_timeout): the loser gets 55P03.
 //
 // # Reads over several partitions
 //

@@ -166,7 +166,12 @@ func (s *Session) runBatch(ctx context.Context, sync bool) error {
 		if err != nil {
 			return s.abandon(err, implicit)
 		}
-		bs, xs = append(bs, b), append(xs, s.exchangeFor(b, batch, pl, sync))
+		x := &exchange{}
+		s.join(b, x)
+		bs, xs = append(bs, b), append(xs, x)
+	}
+	for i, b := range bs { // after every join: join may add to any of xs
+		s.fillExchange(b, xs[i], batch, pl, sync)
 	}
 	var res result
 	rec := &descSink{inner: toClient{s.cw}}
@@ -303,12 +308,10 @@ func portalName(body []byte, typ byte) (string, error) {
 	return name, err
 }
 
-// exchangeFor builds what b is sent for the batch: the block's BEGIN if b
-// joins it now, hidden Close and Parse of statements b lacks, then the
-// client's messages.
-func (s *Session) exchangeFor(b *backend, batch []msg, pl *pipeline, sync bool) *exchange {
-	x := &exchange{}
-	s.join(b, x)
+// fillExchange adds to x (which holds what join put there: the block's
+// BEGIN if b joins it now) what b is sent for the batch: hidden Close and
+// Parse of statements b lacks, then the client's messages.
+func (s *Session) fillExchange(b *backend, x *exchange, batch []msg, pl *pipeline, sync bool) {
 	current := map[string]*stmt{}
 	ensure := func(name string) {
 		st := current[name]
@@ -358,7 +361,6 @@ func (s *Session) exchangeFor(b *backend, batch []msg, pl *pipeline, sync bool) 
 	} else {
 		x.out = append(x.out, msg{typ: 'H'})
 	}
-	return x
 }
 
 func cstrOr(b []byte) string {

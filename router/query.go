@@ -135,11 +135,13 @@ func (s *Session) queryOn(ctx context.Context, sql string, an *analyze.Statement
 		}
 		x := &exchange{}
 		s.join(b, x)
-		x.add('Q', msg{typ: 'Q', body: append([]byte(sql), 0)}, false)
+		bs, xs = append(bs, b), append(xs, x)
+	}
+	for i, b := range bs { // after every join: join may add to any of xs
+		xs[i].add('Q', msg{typ: 'Q', body: append([]byte(sql), 0)}, false)
 		if !readOnly {
 			b.wrote = true
 		}
-		bs, xs = append(bs, b), append(xs, x)
 	}
 	var res result
 	var err error

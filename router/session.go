@@ -281,14 +281,43 @@ func (s *Session) dropPortals(b *backend) {
 
 // join makes b a participant of the current transaction block, sending the
 // block's BEGIN first (as a hidden part of x).
+//
+// When the block reaches its second partition, every participant gets
+// spanLockTimeout: REQUIRES that x holds nothing yet but what join adds,
+// and that the exchanges of participants joined earlier in this statement
+// hold nothing else either (callers join all, then add the statement).
 func (s *Session) join(b *backend, x *exchange) {
 	if !s.tx.block || b.begun {
 		return
 	}
 	x.add('Q', msg{typ: 'Q', body: append([]byte(s.tx.beginSQL), 0)}, true)
-	b.begun = true
+	b.begun, b.pending = true, x
 	s.tx.parts = append(s.tx.parts, b)
+	if len(s.tx.parts) < 2 {
+		return
+	}
+	for _, p := range s.tx.parts {
+		if p.lockTimeout {
+			continue
+		}
+		p.lockTimeout = true
+		if p.pending != nil {
+			p.pending.add('Q', msg{typ: 'Q', body: []byte(setSpanLockTimeout)}, true)
+		} else if _, err := p.simple(setSpanLockTimeout[:len(setSpanLockTimeout)-1]); err != nil {
+			s.logf("router: partition %s: %v", p.part.Name, err)
+		}
+	}
 }
+
+// spanLockTimeout bounds every lock wait of a transaction that reaches
+// more than one partition: each server sees only its part of a deadlock
+// between two such transactions (no server detects the cycle), so one of
+// them would wait for ever; with the timeout it fails with 55P03 and its
+// client rolls back. A transaction on one partition keeps PostgreSQL's own
+// deadlock detection and no timeout.
+const spanLockTimeout = "2s"
+
+var setSpanLockTimeout = "SET LOCAL lock_timeout = '" + spanLockTimeout + "'\x00"
 
 // startTx marks the start of a transaction (a BEGIN, or a statement outside a block).
 func (s *Session) startTx() {
@@ -309,7 +338,7 @@ func (s *Session) endTx() {
 			b.entered = false
 			names = append(names, b.part.Name)
 		}
-		b.begun, b.wrote = false, false
+		b.begun, b.wrote, b.lockTimeout, b.pending = false, false, false, nil
 		if b.broken {
 			b.srv.Close()
 			delete(s.backends, b.part.Name)
