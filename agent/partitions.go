@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -108,7 +110,7 @@ func (a *Agent) members(ks *keyspace.Keyspace) ([]member, error) {
 			m.agent, m.url = name, p.Agent
 		} else {
 			return nil, errf(http.StatusBadRequest, "partition %s: agent %q is not a configured peer of agent %s (peers: %s)",
-				p.Name, p.Agent, a.cfg.Name, strings.Join(sortedKeys(a.cfg.Peers), ", "))
+				p.Name, p.Agent, a.cfg.Name, strings.Join(slices.Sorted(maps.Keys(a.cfg.Peers)), ", "))
 		}
 		u, err := parsePeerURL(m.url)
 		if err != nil {

@@ -52,26 +52,40 @@ type catalogTenant struct {
 }
 
 func (p *Proxy) pollCatalog(ctx context.Context, hc *http.Client, base string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/tenants", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET /v1/tenants: %s", resp.Status)
-	}
 	var ts []catalogTenant
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&ts); err != nil {
-		return fmt.Errorf("GET /v1/tenants: %w", err)
+	if found, err := getJSON(ctx, hc, base+"/v1/tenants", &ts); err != nil {
+		return err
+	} else if !found {
+		return fmt.Errorf("GET /v1/tenants: 404 Not Found")
 	}
 	if err := p.applyCatalog(base, ts); err != nil {
 		return err
 	}
 	return p.pollKeyspaces(ctx, hc, base)
+}
+
+// getJSON GETs url into v; found is false on 404 (v untouched).
+func getJSON(ctx context.Context, hc *http.Client, url string, v any) (found bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return false, err
+	}
+	defer resp.Body.Close()
+	path := req.URL.Path
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return false, nil
+	case resp.StatusCode != http.StatusOK:
+		return false, fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(v); err != nil {
+		return false, fmt.Errorf("GET %s: %w", path, err)
+	}
+	return true, nil
 }
 
 // servedStates are the catalog states in which an agent's tenant serves its

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -96,24 +95,9 @@ func (p *Proxy) openTxLog() error {
 // pollKeyspaces reads an agent's GET /v1/keyspaces (404: an agent without
 // keyspaces).
 func (p *Proxy) pollKeyspaces(ctx context.Context, hc *http.Client, base string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/keyspaces", nil)
-	if err != nil {
-		return err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound {
-		return nil
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET /v1/keyspaces: %s", resp.Status)
-	}
 	var raw []json.RawMessage
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(&raw); err != nil {
-		return fmt.Errorf("GET /v1/keyspaces: %w", err)
+	if _, err := getJSON(ctx, hc, base+"/v1/keyspaces", &raw); err != nil {
+		return err
 	}
 	for _, r := range raw {
 		ks, err := keyspace.Decode(r)

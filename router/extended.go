@@ -155,20 +155,9 @@ func (s *Session) runBatch(ctx context.Context, sync bool) error {
 		}
 		return e
 	}
-	implicit := len(pl.parts) > 1 && !pl.readOnly && !s.tx.block
-	if implicit {
-		s.tx.block, s.tx.beginSQL = true, "BEGIN"
-	}
-	bs := make([]*backend, 0, len(pl.parts))
-	xs := make([]*exchange, 0, len(pl.parts))
-	for _, p := range pl.parts {
-		b, err := s.backend(ctx, p)
-		if err != nil {
-			return s.abandon(err, implicit)
-		}
-		x := &exchange{}
-		s.join(b, x)
-		bs, xs = append(bs, b), append(xs, x)
+	implicit, bs, xs, err := s.reach(ctx, pl.parts, pl.readOnly)
+	if err != nil {
+		return s.abandon(err, implicit)
 	}
 	for i, b := range bs { // after every join: join may add to any of xs
 		s.fillExchange(b, xs[i], batch, pl, sync)

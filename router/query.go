@@ -122,20 +122,9 @@ func asPgError(err error) *pgError {
 // transaction of the router's, committed with two-phase commit.
 func (s *Session) queryOn(ctx context.Context, sql string, an *analyze.Statement, parts []string) error {
 	readOnly := an != nil && an.ReadOnly
-	implicit := len(parts) > 1 && !readOnly && !s.tx.block
-	if implicit {
-		s.tx.block, s.tx.beginSQL = true, "BEGIN"
-	}
-	bs := make([]*backend, 0, len(parts))
-	xs := make([]*exchange, 0, len(parts))
-	for _, p := range parts {
-		b, err := s.backend(ctx, p)
-		if err != nil {
-			return s.abandon(err, implicit)
-		}
-		x := &exchange{}
-		s.join(b, x)
-		bs, xs = append(bs, b), append(xs, x)
+	implicit, bs, xs, err := s.reach(ctx, parts, readOnly)
+	if err != nil {
+		return s.abandon(err, implicit)
 	}
 	for i, b := range bs { // after every join: join may add to any of xs
 		xs[i].add('Q', msg{typ: 'Q', body: append([]byte(sql), 0)}, false)
@@ -144,7 +133,6 @@ func (s *Session) queryOn(ctx context.Context, sql string, an *analyze.Statement
 		}
 	}
 	var res result
-	var err error
 	if len(bs) == 1 {
 		res, err = bs[0].run(xs[0], toClient{s.cw})
 	} else {
@@ -167,6 +155,27 @@ func (s *Session) queryOn(ctx context.Context, sql string, an *analyze.Statement
 		s.endTx()
 	}
 	return nil
+}
+
+// reach opens the server sessions of parts for one statement and joins
+// them to the block, returning an exchange for each holding what join put
+// there. A write on several partitions outside a block (implicit) runs in
+// a block of the router's own, begun here.
+func (s *Session) reach(ctx context.Context, parts []string, readOnly bool) (implicit bool, bs []*backend, xs []*exchange, err error) {
+	implicit = len(parts) > 1 && !readOnly && !s.tx.block
+	if implicit {
+		s.tx.block, s.tx.beginSQL = true, "BEGIN"
+	}
+	for _, p := range parts {
+		b, err := s.backend(ctx, p)
+		if err != nil {
+			return implicit, nil, nil, err
+		}
+		x := &exchange{}
+		s.join(b, x)
+		bs, xs = append(bs, b), append(xs, x)
+	}
+	return implicit, bs, xs, nil
 }
 
 // abandon answers a failure to reach a partition: the client gets the
@@ -271,22 +280,13 @@ func (s *Session) sessionStatement(ctx context.Context, sql string) error {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	var first *pgError
+	bs := make([]*backend, len(names))
 	for i, n := range names {
-		b := s.backends[n]
-		x := &exchange{}
-		x.add('Q', msg{typ: 'Q', body: append([]byte(sql), 0)}, i > 0)
-		var sk sink = discard{}
-		if i == 0 {
-			sk = toClient{s.cw}
-		}
-		res, err := b.run(x, sk)
-		if err != nil {
-			return s.abandon(err, false)
-		}
-		if res.err != nil && first == nil {
-			first = res.err
-		}
+		bs[i] = s.backends[n]
+	}
+	first, err := s.onEach(bs, sql)
+	if err != nil {
+		return s.abandon(err, false)
 	}
 	if first == nil && !s.tx.block {
 		s.session = append(s.session, sql)
@@ -314,7 +314,21 @@ func (s *Session) onParticipants(ctx context.Context, sql string) error {
 			return s.abandon(err, false)
 		}
 	}
-	for i, b := range s.tx.parts {
+	first, err := s.onEach(s.tx.parts, sql)
+	if err != nil {
+		return s.abandon(err, false)
+	}
+	if first != nil {
+		s.tx.failed = true
+	}
+	return nil
+}
+
+// onEach runs sql on every backend of bs in turn; the client gets the
+// first one's answers (and errors from any). It returns the first error a
+// server answered.
+func (s *Session) onEach(bs []*backend, sql string) (first *pgError, err error) {
+	for i, b := range bs {
 		x := &exchange{}
 		x.add('Q', msg{typ: 'Q', body: append([]byte(sql), 0)}, i > 0)
 		var sk sink = discard{}
@@ -323,13 +337,13 @@ func (s *Session) onParticipants(ctx context.Context, sql string) error {
 		}
 		res, err := b.run(x, sk)
 		if err != nil {
-			return s.abandon(err, false)
+			return first, err
 		}
-		if res.err != nil {
-			s.tx.failed = true
+		if res.err != nil && first == nil {
+			first = res.err
 		}
 	}
-	return nil
+	return first, nil
 }
 
 // notice sends a WARNING NoticeResponse.

@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -223,21 +224,12 @@ func printKeyspace(out io.Writer, ks *keyspace.Keyspace, sz client.KeyspaceSizes
 func printPlan(out io.Writer, ranges map[string][]client.PlanRange) {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ROOT\tRANGE\tPARTITION")
-	for _, root := range sortedKeys(ranges) {
+	for _, root := range slices.Sorted(maps.Keys(ranges)) {
 		for _, r := range ranges[root] {
 			fmt.Fprintf(w, "%s\t%s\t%s\n", root, r.Range, r.Partition)
 		}
 	}
 	w.Flush()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 func keyspacePlanCmd(f *keyspaceFlags) *cobra.Command {

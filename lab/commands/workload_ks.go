@@ -3,9 +3,10 @@ package commands
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -108,18 +109,9 @@ func (f *ksFlags) keyspace(cmd string, built *keyspace.Keyspace) (*keyspace.Keys
 		delete(want, t.Name)
 	}
 	if len(want) > 0 {
-		return nil, cli.Usagef("%s: --keyspace-file %s lacks the workload's tables %v", cmd, f.file, sortedKeys(want))
+		return nil, cli.Usagef("%s: --keyspace-file %s lacks the workload's tables %v", cmd, f.file, slices.Sorted(maps.Keys(want)))
 	}
 	return ks, nil
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // each prints a second's line unless quiet or JSON.
@@ -166,14 +158,14 @@ func printKSResult(w io.Writer, r *workload.KSResult) {
 		r.P50Ms, r.P95Ms, r.P99Ms, 100*r.DistributedFraction, r.Spanning)
 	if len(r.Counts) > 0 {
 		fmt.Fprintf(w, "acknowledged:")
-		for _, k := range sortedKeys(r.Counts) {
+		for _, k := range slices.Sorted(maps.Keys(r.Counts)) {
 			fmt.Fprintf(w, " %s %d", k, r.Counts[k])
 		}
 		fmt.Fprintln(w)
 	}
 	if len(r.ErrorsByCode) > 0 {
 		fmt.Fprintf(w, "errors by SQLSTATE:")
-		for _, k := range sortedKeys(r.ErrorsByCode) {
+		for _, k := range slices.Sorted(maps.Keys(r.ErrorsByCode)) {
 			fmt.Fprintf(w, " %s %d", k, r.ErrorsByCode[k])
 		}
 		fmt.Fprintln(w)
