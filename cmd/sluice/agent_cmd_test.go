@@ -135,30 +135,7 @@ func TestTenantAndMigrateCommands(t *testing.T) {
 		urls[i] = fmt.Sprintf("http://127.0.0.1:%d", port)
 	}
 	for i, name := range names {
-		root := filepath.Join(pgtest.TempDir(t), name)
-		base := freeTenantBase(t)
-		a, err := agent.New(agent.Config{Name: name, Root: root, Listen: urls[i][len("http://"):],
-			Peers:  map[string]string{names[1-i]: urls[1-i]},
-			Tenant: agent.TenantDefaults{BasePort: base, Settings: map[string]string{"fsync": "off"}},
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- a.Serve(ctx) }()
-		t.Cleanup(func() {
-			cancel()
-			<-done
-			dirs, _ := filepath.Glob(filepath.Join(root, "tenants", "*"))
-			for _, d := range dirs {
-				if c, err := pgcluster.Open(d, pgcluster.Options{Port: 1}); err == nil {
-					sctx, scancel := context.WithTimeout(context.Background(), time.Minute)
-					c.Stop(sctx, pgcluster.Immediate)
-					scancel()
-				}
-			}
-		})
+		startCmdAgent(t, name, filepath.Join(pgtest.TempDir(t), name), urls[i][len("http://"):], map[string]string{names[1-i]: urls[1-i]})
 	}
 	code, out, errs := agentRunCLI(t, "tenant", "create", "--name", "shop", "--agent", urls[0], "--json")
 	if code != 0 {
@@ -223,4 +200,33 @@ func freeTenantBase(t *testing.T) int {
 	}
 	t.Fatal("no free port")
 	return 0
+}
+
+// startCmdAgent runs an agent in this process on listen (host:port, or
+// port 0) with root and peers, until the test ends, when it stops the
+// agent and every tenant postmaster under root.
+func startCmdAgent(t *testing.T, name, root, listen string, peers map[string]string) *agent.Agent {
+	t.Helper()
+	a, err := agent.New(agent.Config{Name: name, Root: root, Listen: listen, Peers: peers,
+		Tenant: agent.TenantDefaults{BasePort: freeTenantBase(t), Settings: map[string]string{"fsync": "off"}},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Serve(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		dirs, _ := filepath.Glob(filepath.Join(root, "tenants", "*"))
+		for _, d := range dirs {
+			if c, err := pgcluster.Open(d, pgcluster.Options{Port: 1}); err == nil {
+				sctx, scancel := context.WithTimeout(context.Background(), time.Minute)
+				c.Stop(sctx, pgcluster.Immediate)
+				scancel()
+			}
+		}
+	})
+	return a
 }

@@ -3,19 +3,14 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/sluicedb/sluice/agent"
 	"github.com/sluicedb/sluice/internal/pgtest"
-	"github.com/sluicedb/sluice/pgcluster"
 )
 
 // TestKeyspaceCommands drives `sluice keyspace` against a real agent with
@@ -24,27 +19,7 @@ import (
 func TestKeyspaceCommands(t *testing.T) {
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	dir := pgtest.TempDir(t)
-	base := freeTenantBase(t)
-	a, err := agent.New(agent.Config{Name: "k1", Root: filepath.Join(dir, "k1"), Listen: "127.0.0.1:0",
-		Tenant: agent.TenantDefaults{BasePort: base, Settings: map[string]string{"fsync": "off"}},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		for _, id := range []string{"1", "2"} {
-			if c, err := pgcluster.Open(filepath.Join(dir, "k1", "tenants", id), pgcluster.Options{Port: 1}); err == nil {
-				sctx, scancel := context.WithTimeout(context.Background(), time.Minute)
-				c.Stop(sctx, pgcluster.Immediate)
-				scancel()
-			}
-		}
-	})
+	a := startCmdAgent(t, "k1", filepath.Join(dir, "k1"), "127.0.0.1:0", nil)
 	url := a.URL()
 	for _, name := range []string{"wa", "wb"} {
 		if code, _, errs := agentRunCLI(t, "tenant", "create", "--name", name, "--agent", url); code != 0 {
@@ -102,7 +77,11 @@ func TestKeyspaceCommands(t *testing.T) {
 	}
 
 	// Warehouse 9 belongs to p2; written on p1 it is misplaced.
-	conn, err := pgx.Connect(context.Background(), a.ConnString(base+1, ""))
+	tn, err := a.Tenant(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(context.Background(), a.ConnString(tn.Port, ""))
 	if err != nil {
 		t.Fatal(err)
 	}
