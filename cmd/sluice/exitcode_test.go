@@ -1,20 +1,14 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/sluicedb/sluice/agent"
 	"github.com/sluicedb/sluice/internal/pgtest"
-	"github.com/sluicedb/sluice/pgcluster"
 )
 
 // TestExitCodes is the exit-code contract (internal/cli): 2 when the
@@ -26,24 +20,7 @@ import (
 func TestExitCodes(t *testing.T) {
 	dir := pgtest.TempDir(t)
 	down := "http://" + closedAddr(t)
-	a, err := agent.New(agent.Config{Name: "x1", Root: filepath.Join(dir, "x1"), Listen: "127.0.0.1:0", Peers: map[string]string{"down": down},
-		Tenant: agent.TenantDefaults{BasePort: freeTenantBase(t), Settings: map[string]string{"fsync": "off"}},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		if c, err := pgcluster.Open(filepath.Join(dir, "x1", "tenants", "1"), pgcluster.Options{Port: 1}); err == nil {
-			sctx, scancel := context.WithTimeout(context.Background(), time.Minute)
-			c.Stop(sctx, pgcluster.Immediate)
-			scancel()
-		}
-	})
+	a := startCmdAgent(t, "x1", filepath.Join(dir, "x1"), "127.0.0.1:0", map[string]string{"down": down})
 	url := a.URL()
 	if code, _, errs := agentRunCLI(t, "tenant", "create", "--agent", url); code != 0 {
 		t.Fatalf("tenant create: exit %d: %s", code, errs)
