@@ -56,6 +56,9 @@
 // One pipeline reaches one partition (or, one Bind over several, a
 // scatter); a pipeline whose Binds name different partitions is refused
 // (0A000): send each partition's statements up to a Sync of their own.
+// BEGIN, COMMIT, ROLLBACK, SAVEPOINT and SET sent as prepared statements
+// (JDBC's way) are the router's: answered and acted on at the head of a
+// pipeline or alone, refused after other statements in one (control.go).
 //
 // # Handover, timing
 //

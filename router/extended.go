@@ -135,6 +135,14 @@ func (s *Session) runBatch(ctx context.Context, sync bool) error {
 		}
 		return nil
 	}
+	if n := s.controlPrefix(batch); n > 0 {
+		if err := s.runControl(ctx, batch[:n]); err != nil {
+			return err
+		}
+		if batch = batch[n:]; len(batch) == 0 {
+			return nil
+		}
+	}
 	if !s.tx.block {
 		s.startTx()
 	}
@@ -234,6 +242,9 @@ func (s *Session) plan(batch []msg) (*pipeline, error) {
 				return nil, err
 			}
 			parts := []string{s.homePart()}
+			if isControl(st.an) {
+				return nil, errorf(codeFeatureNotSupported, "%s after other statements in one pipeline: the keyspace router takes transaction control and SET at the head of a pipeline, or alone", st.an.Text)
+			}
 			if st.an != nil {
 				if st.an.Class == analyze.TwoPhase {
 					return nil, errorf(codeFeatureNotSupported, "two-phase commit commands are not accepted through the keyspace router")
