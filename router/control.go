@@ -46,10 +46,12 @@ func (s *Session) controlPrefix(batch []msg) int {
 			if st, err := s.decodeParse(m.body); err == nil && isControl(st.an) {
 				parsed[st.name], ok = st, true
 			}
-		case 'B':
-			if bd, err := decodeBind(m.body); err == nil {
-				if st := lookup(bd.stmt); st != nil && isControl(st.an) {
-					portals[bd.portal], ok = true, true
+		case 'B': // the names only: this runs before every pipeline
+			portal, rest, err := cstr(m.body)
+			if err == nil {
+				name, _, err := cstr(rest)
+				if st := lookup(name); err == nil && st != nil && isControl(st.an) {
+					portals[portal], ok = true, true
 				}
 			}
 		case 'D', 'E':
