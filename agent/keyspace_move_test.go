@@ -136,6 +136,19 @@ func TestKeyspacePartitionMigrates(t *testing.T) {
 		t.Fatalf("sizes after the migration: %+v, %v", sz, err)
 	}
 
+	// A keyspace created now on the same partitions (its record says p1 is
+	// a1's) is probed, prepared and committed on a2, where ks-a lives.
+	var spec map[string]any
+	json.Unmarshal(ksMoveSpec(t), &spec)
+	spec["name"], spec["schema"] = "orders2", "CREATE TABLE kv2 (k int PRIMARY KEY)"
+	spec["tables"] = []map[string]any{{"name": "kv2", "kind": "sharded", "column": "k", "type": "int"}}
+	spec["plan"] = map[string]any{"kv2": spec["plan"].(map[string]any)["kv"]}
+	body, _ := json.Marshal(spec)
+	if err := postKeyspace(ctx, a1.c, body); err != nil {
+		t.Fatalf("a keyspace on the moved tenant: %v", err)
+	}
+	sqlOn(t, pa, "SELECT FROM kv2")
+
 	api := px.APIClient()
 	ws, err := api.Latency(ctx, "orders")
 	if err != nil {
