@@ -125,8 +125,8 @@ func (a *Agent) CreateKeyspace(ctx context.Context, body []byte) (*keyspace.Keys
 	if _, err := a.cat.Keyspace(ks.Name); err == nil {
 		return nil, errf(http.StatusConflict, "keyspace %s already exists on agent %s", ks.Name, a.cfg.Name)
 	}
-	for _, m := range ms {
-		if _, err := onPartition[struct{}](ctx, a, m, opProbe, ks, ""); err != nil {
+	for i := range ms {
+		if _, err := onPartition[struct{}](ctx, a, &ms[i], opProbe, ks, ""); err != nil {
 			return nil, err
 		}
 	}
@@ -157,10 +157,10 @@ func (a *Agent) prepareAll(ctx context.Context, ks *keyspace.Keyspace, ms []memb
 	b := make([]byte, 6)
 	rand.Read(b)
 	var gids []string
-	for i, m := range ms {
+	for i := range ms {
 		gid := fmt.Sprintf("sluice_ks_%s_%s_%d", ks.Name, hex.EncodeToString(b), i)
 		gids = append(gids, gid)
-		if _, err := onPartition[struct{}](ctx, a, m, opPrepare, ks, gid); err != nil {
+		if _, err := onPartition[struct{}](ctx, a, &ms[i], opPrepare, ks, gid); err != nil {
 			a.rollbackAll(ctx, ks, ms[:i+1], gids)
 			return nil, err
 		}
@@ -173,7 +173,7 @@ func (a *Agent) prepareAll(ctx context.Context, ks *keyspace.Keyspace, ms []memb
 // that tenant's pg_prepared_xacts for an operator.
 func (a *Agent) rollbackAll(ctx context.Context, ks *keyspace.Keyspace, ms []member, gids []string) {
 	for i, gid := range gids {
-		if _, err := onPartition[struct{}](ctx, a, ms[i], opRollbck, ks, gid); err != nil {
+		if _, err := onPartition[struct{}](ctx, a, &ms[i], opRollbck, ks, gid); err != nil {
 			a.log.Error("keyspace: roll back a prepared schema; ROLLBACK PREPARED it by hand", "keyspace", ks.Name, "gid", gid, "err", err)
 		}
 	}
@@ -190,7 +190,7 @@ func (a *Agent) commitAll(ctx context.Context, ks *keyspace.Keyspace, ms []membe
 			if try > 0 {
 				time.Sleep(time.Second)
 			}
-			if _, err = onPartition[struct{}](ctx, a, ms[i], opCommit, ks, gid); err == nil {
+			if _, err = onPartition[struct{}](ctx, a, &ms[i], opCommit, ks, gid); err == nil {
 				break
 			}
 		}
@@ -247,7 +247,7 @@ func (a *Agent) KeyspaceSizes(ctx context.Context, name string) (client.Keyspace
 		return client.KeyspaceSizes{}, err
 	}
 	out := client.KeyspaceSizes{Keyspace: ks.Name, Epoch: ks.Epoch, Partitions: make([]client.PartitionSizes, len(ms))}
-	eachMember(ms, func(i int, m member) {
+	eachMember(ms, func(i int, m *member) {
 		ps, err := onPartition[client.PartitionSizes](ctx, a, m, opSizes, ks, "")
 		if err != nil {
 			ps = client.PartitionSizes{Partition: m.Name, Tenant: m.Tenant, Agent: m.agent, Database: m.DB(), Tables: []client.TableSize{}, Error: err.Error()}
@@ -274,7 +274,7 @@ func (a *Agent) CheckKeyspace(ctx context.Context, name string) (client.Keyspace
 		return client.KeyspaceCheck{}, err
 	}
 	out := client.KeyspaceCheck{Keyspace: ks.Name, Epoch: ks.Epoch, OK: true, Partitions: make([]client.PartitionCheck, len(ms)), Reference: []client.ReferenceCheck{}}
-	eachMember(ms, func(i int, m member) {
+	eachMember(ms, func(i int, m *member) {
 		pc, err := onPartition[client.PartitionCheck](ctx, a, m, opCheck, ks, "")
 		if err != nil {
 			pc = client.PartitionCheck{Partition: m.Name, Tenant: m.Tenant, Agent: m.agent, Database: m.DB(), Tables: []client.TableCheck{}, Error: err.Error()}
@@ -326,13 +326,13 @@ func compareReference(name string, ti int, pcs []client.PartitionCheck) client.R
 }
 
 // eachMember runs fn for every member concurrently and waits for all.
-func eachMember(ms []member, fn func(i int, m member)) {
+func eachMember(ms []member, fn func(i int, m *member)) {
 	var wg sync.WaitGroup
-	for i, m := range ms {
+	for i := range ms {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			fn(i, m)
+			fn(i, &ms[i])
 		}()
 	}
 	wg.Wait()

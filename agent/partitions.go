@@ -30,6 +30,15 @@ import (
 // its own (Partition.Agent is relative to the coordinator and ignored
 // there) and runs the op. No op runs SQL from the request other than the
 // keyspace's schema, at prepare, screened by checkSchema.
+//
+// A partition's tenant migrates like any other, and the keyspace's record
+// is not changed when it does: Partition.Agent is where the tenant was
+// when the keyspace was created, the first place to look. An agent the
+// tenant has migrated away from answers 410 Gone (its catalog says moved);
+// the coordinator then finds the agent that owns the tenant now among
+// itself and its configured peers (relocate) and runs the op there. A
+// tenant that moved to an agent the coordinator has no peer entry for
+// cannot be reached: its op fails with the 410, naming the partition.
 
 // partitionOp is one operation on a partition.
 type partitionOp string
@@ -122,10 +131,83 @@ func (a *Agent) members(ks *keyspace.Keyspace) ([]member, error) {
 	return out, nil
 }
 
+// relocate points m at the agent that owns m's tenant now, looking at this
+// agent's catalog and at every configured peer's but m's own; it reports
+// whether exactly one owns it (a tenant in any state but moved, deleted or
+// migrating-in, matched by name or id as partitionTenant does). Peers that
+// cannot be asked are skipped: the caller then keeps the 410.
+func (a *Agent) relocate(ctx context.Context, m *member) bool {
+	var found []member
+	if m.url != "" {
+		if ts, err := a.cat.Tenants(); err == nil {
+			for _, tn := range ts {
+				if namesTenant(m.Tenant, tn.ID, tn.Name) && owns(tn.State) {
+					found = append(found, member{Partition: m.Partition, agent: a.cfg.Name})
+					break
+				}
+			}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(a.cfg.Peers)) {
+		u, err := parsePeerURL(a.cfg.Peers[name])
+		if err != nil || u == m.url {
+			continue
+		}
+		c, err := a.peerClient(u)
+		if err != nil {
+			continue
+		}
+		ts, err := c.Tenants(ctx, true)
+		if err != nil {
+			a.log.Warn("keyspace: looking for a partition's tenant", "partition", m.Name, "tenant", m.Tenant, "peer", name, "err", err)
+			continue
+		}
+		for _, tn := range ts {
+			if namesTenant(m.Tenant, tn.ID, tn.Name) && owns(catalog.State(tn.State)) {
+				found = append(found, member{Partition: m.Partition, agent: name, url: u})
+				break
+			}
+		}
+	}
+	if len(found) != 1 {
+		return false
+	}
+	a.log.Info("keyspace: partition's tenant has migrated; following it", "partition", m.Name, "tenant", m.Tenant, "from", m.agent, "to", found[0].agent)
+	*m = found[0]
+	return true
+}
+
+// namesTenant reports whether a partition's tenant reference ref (a name or
+// an id) names the tenant id called name.
+func namesTenant(ref string, id int64, name string) bool {
+	return name == ref || strconv.FormatInt(id, 10) == ref
+}
+
+// owns reports whether an agent whose catalog has a tenant in state s is
+// where the tenant lives: not moved away, deleted, or still arriving.
+func owns(s catalog.State) bool {
+	return s != catalog.Moved && s != catalog.Deleted && s != catalog.MigratingIn
+}
+
 // onPartition runs op on m, here or on its peer, and returns the answer.
 // Errors name the partition; a peer's refusal keeps its status, a peer that
-// cannot be reached is 502.
-func onPartition[T any](ctx context.Context, a *Agent, m member, op partitionOp, ks *keyspace.Keyspace, gid string) (T, error) {
+// cannot be reached is 502. When m's agent answers that the tenant has
+// migrated away (410), m is pointed at the agent that owns it now
+// (relocate) and op runs there: callers that run several ops on one member
+// (prepare, then commit) pass the same m to each.
+func onPartition[T any](ctx context.Context, a *Agent, m *member, op partitionOp, ks *keyspace.Keyspace, gid string) (T, error) {
+	v, err := onPartitionOnce[T](ctx, a, *m, op, ks, gid)
+	if statusOf(err) != http.StatusGone {
+		return v, err
+	}
+	if !a.relocate(ctx, m) {
+		return v, err
+	}
+	return onPartitionOnce[T](ctx, a, *m, op, ks, gid)
+}
+
+// onPartitionOnce runs op on m where m says the tenant is.
+func onPartitionOnce[T any](ctx context.Context, a *Agent, m member, op partitionOp, ks *keyspace.Keyspace, gid string) (T, error) {
 	var v T
 	if m.url == "" {
 		res, err := a.runPartitionOp(ctx, op, ks, m.Name, gid)
@@ -188,7 +270,8 @@ func (a *Agent) runPartitionOp(ctx context.Context, op partitionOp, ks *keyspace
 }
 
 // partitionTenant finds p's tenant among this agent's: a tenant not
-// deleted or moved whose name (or id) is p.Tenant.
+// deleted or moved whose name (or id) is p.Tenant. A tenant that has only
+// moved away is 410 Gone (onPartition then looks for it elsewhere).
 func (a *Agent) partitionTenant(p keyspace.Partition) (catalog.Tenant, error) {
 	ts, err := a.cat.Tenants()
 	if err != nil {
@@ -197,7 +280,7 @@ func (a *Agent) partitionTenant(p keyspace.Partition) (catalog.Tenant, error) {
 	var found []catalog.Tenant
 	moved := false
 	for _, tn := range ts {
-		if tn.Name != p.Tenant && strconv.FormatInt(tn.ID, 10) != p.Tenant {
+		if !namesTenant(p.Tenant, tn.ID, tn.Name) {
 			continue
 		}
 		switch tn.State {
@@ -214,7 +297,7 @@ func (a *Agent) partitionTenant(p keyspace.Partition) (catalog.Tenant, error) {
 	case len(found) > 1:
 		return catalog.Tenant{}, errf(http.StatusBadRequest, "tenant %q is ambiguous on agent %s: %d tenants have that name; name it by id", p.Tenant, a.cfg.Name, len(found))
 	case moved:
-		return catalog.Tenant{}, errf(http.StatusConflict, "tenant %s has migrated away from agent %s", p.Tenant, a.cfg.Name)
+		return catalog.Tenant{}, errf(http.StatusGone, "tenant %s has migrated away from agent %s", p.Tenant, a.cfg.Name)
 	}
 	return catalog.Tenant{}, errf(http.StatusBadRequest, "no tenant %s on agent %s", p.Tenant, a.cfg.Name)
 }

@@ -29,7 +29,10 @@
 // Config.Keyspaces or a catalog's GET /v1/keyspaces) makes the session a
 // keyspace session: after authentication package router serves it, routing
 // each transaction by key to partitions, which are databases in tenants this
-// proxy routes (keyspaces.go; router's doc is the contract).
+// proxy routes (keyspaces.go; router's doc is the contract). A handover of
+// a partition's tenant treats the router's server sessions there like the
+// tenant's own sessions' (ksbackends.go): its transactions wait at the
+// hold, idle_backends and GET …/backends name its server sessions.
 //
 // # Relay cost
 //
@@ -70,7 +73,8 @@
 // the answer says otherwise); sessions between transactions never wait for
 // an open one longer. The answer's
 // idle_backends lists the backend pids of the held sessions' server sessions
-// on the tenant's current server: the proxy sends them nothing until release
+// on the tenant's current server (and of keyspace router sessions' between
+// transactions there): the proxy sends them nothing until release
 // and moves their sessions before their next transaction, so a fence may
 // leave them be (migration.Router.Hold).
 // POST …/switch changes the route; POST …/release lets held sessions go. A

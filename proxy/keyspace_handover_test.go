@@ -102,3 +102,49 @@ func TestKeyspacePartitionHandover(t *testing.T) {
 		t.Errorf("no latency of keyspace kv on partition p1: %+v", ws)
 	}
 }
+
+// A hold of a partition's tenant names the router sessions' idle server
+// sessions on it (idle_backends), as it does the tenant's own, so that the
+// read-only fence spares them: here the fence is played by terminating
+// every other client backend, and the handover rolls back (release without
+// a switch). The router session goes on on its server session as if
+// nothing happened; unnamed, it would have found it terminated.
+func TestKeyspaceHoldNamesIdleRouterBackends(t *testing.T) {
+	r := newKsRig(t, false, nil)
+	ctx := context.Background()
+	conn := r.connect(t, pgx.QueryExecModeCacheStatement)
+	for _, k := range []int{1, 100} {
+		if _, err := conn.Exec(ctx, "INSERT INTO kv (k, v) VALUES ($1, 'x')", k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	api := r.p.APIClient()
+	res, err := api.Hold(ctx, "t1", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.InFlight != 0 || len(res.IdleBackends) != 1 {
+		t.Errorf("hold: %+v, want the router session's idle backend on p1", res)
+	}
+	if bs, err := api.Backends(ctx, "t1"); err != nil || len(bs.PIDs) != 1 {
+		t.Errorf("backends of t1: %+v, %v; want the router session's", bs, err)
+	}
+	spare := append([]int{}, res.IdleBackends...) // not nil: pid <> ALL(NULL) matches nothing
+	su, err := pgx.Connect(ctx, r.c1.ConnString("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer su.Close(ctx)
+	if _, err := su.Exec(ctx, `SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity
+		WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() AND pid <> ALL($1::int[])`, spare); err != nil {
+		t.Fatal(err)
+	}
+	if err := api.Release(ctx, "t1"); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []int{2, 101} {
+		if _, err := conn.Exec(ctx, "INSERT INTO kv (k, v) VALUES ($1, 'after')", k); err != nil {
+			t.Fatalf("after the rolled-back handover: insert %d: %v", k, err)
+		}
+	}
+}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/sluicedb/sluice/keyspace"
-	"github.com/sluicedb/sluice/proxy/timing"
 	"github.com/sluicedb/sluice/router"
 	"github.com/sluicedb/sluice/router/analyze"
 	"github.com/sluicedb/sluice/router/txlog"
@@ -164,76 +163,8 @@ func (p *Proxy) dialPartition(ctx context.Context, part keyspace.Partition, user
 		return nil, fmt.Errorf("partition %s: tenant %s has no route", part.Name, part.Tenant)
 	}
 	r, gen := t.routeNow()
-	return p.dialRouter(ctx, r, part, user, nil, gen)
-}
-
-func (p *Proxy) dialRouter(ctx context.Context, r RouteConfig, part keyspace.Partition, user string, params map[string]string, gen uint64) (*router.Server, error) {
-	r.Database = part.DB()
-	sc, err := p.dialServer(ctx, r, user, params)
-	if err != nil {
-		return nil, err
-	}
-	return &router.Server{R: sc.r, W: sc.w, Params: sc.params, Gen: gen, Close: sc.close}, nil
-}
-
-// ksBackends is router.Backends for one client session.
-type ksBackends struct {
-	p     *Proxy
-	wins  map[string]*timing.Window // per partition, of the keyspace
-	route map[string]string         // partition → the address Enter gave
-}
-
-func (b *ksBackends) tenant(part keyspace.Partition) (*tenant, error) {
-	t := b.p.tenantByName(part.Tenant)
-	if t == nil {
-		return nil, fmt.Errorf("partition %s: tenant %s has no route", part.Name, part.Tenant)
-	}
-	return t, nil
-}
-
-func (b *ksBackends) Enter(ctx context.Context, part keyspace.Partition) (uint64, error) {
-	t, err := b.tenant(part)
-	if err != nil {
-		return 0, err
-	}
-	r, gen, err := t.enter(ctx)
-	if err != nil {
-		return 0, err
-	}
-	b.route[part.Name] = r.Addr
-	return gen, nil
-}
-
-func (b *ksBackends) Dial(ctx context.Context, part keyspace.Partition, user string, params map[string]string) (*router.Server, error) {
-	t, err := b.tenant(part)
-	if err != nil {
-		return nil, err
-	}
-	r, gen := t.routeNow()
-	return b.p.dialRouter(ctx, r, part, user, params, gen)
-}
-
-func (b *ksBackends) Leave(part keyspace.Partition, d time.Duration) {
-	t := b.p.tenantByName(part.Tenant)
-	if t == nil {
-		return
-	}
-	t.leave()
-	if d > 0 {
-		b.p.reg.Get(timing.Key{Tenant: part.Tenant, Server: b.route[part.Name]}).RecordAt(time.Now(), d)
-	}
-}
-
-func (b *ksBackends) Observe(ks string, parts []string, d, queued time.Duration) {
-	now := time.Now()
-	for _, name := range parts {
-		w := b.wins[name]
-		if w == nil {
-			w = b.p.reg.Get(timing.Key{Tenant: ks, Server: name})
-			b.wins[name] = w
-		}
-		w.RecordQueuedAt(now, d, queued)
-	}
+	srv, _, err := p.dialRouter(ctx, r, part, user, nil, gen)
+	return srv, err
 }
 
 // serveKeyspace runs an authenticated client session on keyspace k: the
@@ -242,11 +173,13 @@ func (b *ksBackends) Observe(ks string, parts []string, d, queued time.Duration)
 func (s *session) serveKeyspace(ctx context.Context, k *router.Keyspace) error {
 	p := s.p
 	name := k.KS.Name
+	kb := newKsBackends(p)
+	defer kb.close()
 	rs := router.New(router.Config{
 		User:        s.user,
 		Params:      s.startupParams,
 		Keyspace:    func() *router.Keyspace { return p.keyspace(name) },
-		Backends:    &ksBackends{p: p, wins: map[string]*timing.Window{}, route: map[string]string{}},
+		Backends:    kb,
 		Coordinator: p.coord,
 		Logf:        p.cfg.Logf,
 	}, s.cr, s.cw)

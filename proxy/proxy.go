@@ -469,7 +469,7 @@ func (p *Proxy) Switch(tenantName, addr, database string) error {
 
 // Backends returns tenant's current server and the PostgreSQL pids of its
 // sessions' server sessions there (sessions between servers, or not yet
-// connected, are left out).
+// connected, are left out), the keyspace router's among them.
 func (p *Proxy) Backends(tenantName string) (client.Backends, error) {
 	t := p.tenantByName(tenantName)
 	if t == nil {
@@ -482,6 +482,7 @@ func (p *Proxy) Backends(tenantName string) (client.Backends, error) {
 			res.PIDs = append(res.PIDs, int(pid))
 		}
 	}
+	res.PIDs = append(res.PIDs, t.routerBackends(r.Addr, false)...)
 	return res, nil
 }
 

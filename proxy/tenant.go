@@ -27,7 +27,8 @@ type tenant struct {
 		inflight  int
 		idleCh    chan struct{} // closed when inflight drops to 0 (hold waits on it)
 		sessions  map[*session]struct{}
-		holdGen   uint64 // gen when the hold in force began
+		routers   map[*ksBackends]struct{} // keyspace sessions with server sessions here
+		holdGen   uint64                   // gen when the hold in force began
 
 		// After a release that moved the tenant, at most rampLimit
 		// transactions are in flight until rampUntil (Config.ReleaseLimit).
@@ -42,6 +43,7 @@ func newTenant(r RouteConfig) *tenant {
 	t.mu.route = r
 	t.mu.gen = 1
 	t.mu.sessions = map[*session]struct{}{}
+	t.mu.routers = map[*ksBackends]struct{}{}
 	return t
 }
 
@@ -80,6 +82,13 @@ func (t *tenant) setRoute(addr, database string, fromAPI bool) bool {
 // its limit of transactions is in flight; then it counts the caller in
 // flight and returns the route to use. REQUIRES: the caller is at a boundary.
 func (t *tenant) enter(ctx context.Context) (RouteConfig, uint64, error) {
+	return t.enterThen(ctx, nil)
+}
+
+// enterThen is enter that also calls entered, if set, under the tenant's
+// lock once the caller is counted in flight (a hold then never finds the
+// caller between the two).
+func (t *tenant) enterThen(ctx context.Context, entered func()) (RouteConfig, uint64, error) {
 	t.mu.Lock()
 	for {
 		if t.mu.held {
@@ -114,6 +123,9 @@ func (t *tenant) enter(ctx context.Context) (RouteConfig, uint64, error) {
 		t.mu.Lock()
 	}
 	t.mu.inflight++
+	if entered != nil {
+		entered()
+	}
 	r, g := t.mu.route, t.mu.gen
 	t.mu.Unlock()
 	return r, g, nil
@@ -183,6 +195,35 @@ func (t *tenant) sessionList() []*session {
 	return out
 }
 
+func (t *tenant) addRouter(b *ksBackends) {
+	t.mu.Lock()
+	t.mu.routers[b] = struct{}{}
+	t.mu.Unlock()
+}
+
+func (t *tenant) removeRouter(b *ksBackends) {
+	t.mu.Lock()
+	delete(t.mu.routers, b)
+	t.mu.Unlock()
+}
+
+// routerBackends returns the pids of the keyspace router's server sessions
+// of the tenant on addr; with idleOnly, of those between transactions
+// (ksBackends).
+func (t *tenant) routerBackends(addr string, idleOnly bool) []int {
+	t.mu.Lock()
+	bs := make([]*ksBackends, 0, len(t.mu.routers))
+	for b := range t.mu.routers {
+		bs = append(bs, b)
+	}
+	t.mu.Unlock()
+	var out []int
+	for _, b := range bs {
+		out = append(out, b.backendsOn(t.name, addr, idleOnly)...)
+	}
+	return out
+}
+
 func (t *tenant) removeSession(s *session) {
 	t.mu.Lock()
 	delete(t.mu.sessions, s)
@@ -240,6 +281,7 @@ func (t *tenant) hold(ctx context.Context, deadline, grace time.Duration, cancel
 			res.IdleBackends = append(res.IdleBackends, int(pid))
 		}
 	}
+	res.IdleBackends = append(res.IdleBackends, t.routerBackends(r.Addr, true)...)
 	res.WaitedMS = float64(time.Since(start).Microseconds()) / 1000
 	return res
 }

@@ -65,7 +65,10 @@
 // Each partition is a database in a tenant the proxy routes: a transaction
 // enters the partition's tenant when it first reaches it (waiting while a
 // handover holds the tenant) and leaves it at its end, and a server session
-// opened for an older route is reopened. A transaction's latency, from its
+// opened for an older route is reopened. The host tells a hold which server
+// sessions are between transactions there (the proxy's idle_backends), so
+// that the source's fence spares them: the router sends them nothing before
+// its next Enter, and reopens them if the tenant moved. A transaction's latency, from its
 // first message to its end, goes to the keyspace's window per partition it
 // touched (tenant = keyspace name, server = partition name in the proxy's
 // /v1/latency) and to each partition tenant's own window.
