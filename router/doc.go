@@ -10,8 +10,10 @@
 // Every statement is analysed once by PostgreSQL's own parser (package
 // router/analyze): its text is the cache key, so a prepared statement is
 // parsed once and a repeated simple query too. The key comes from
-// equalities and IN lists on a sharded table's key column, INSERT values,
-// and Bind parameters in text or binary. Hints when the statement names
+// equalities, IN lists and = ANY(array) on a sharded table's key column
+// (an array parameter in text or binary form, ARRAY[…], '{…}'), INSERT
+// values, and Bind parameters in text or binary; a statement runs on the
+// owners of all its keys, as a scatter when it reads several partitions. Hints when the statement names
 // none: SET sluice.key = v (for the transaction; RESET clears it) or a
 // leading comment /* sluice.key=v */. A statement on a sharded table with
 // neither is refused with SQLSTATE 0A000 naming the table and column; a key

@@ -359,7 +359,8 @@ func (s *Session) endTx() {
 }
 
 // owners maps an analysed statement with its parameters to the partitions
-// it must run on, in key order. A statement that names no key of a
+// it must run on, in key order (every element of a key = ANY(array)
+// counts as a key). A statement that names no key of a
 // sharded table uses the hint; one that names no sharded table runs on
 // the transaction's first partition (or the home partition).
 func (s *Session) owners(an *analyze.Statement, hint string, params [][]byte, formats []int16, oids []uint32) ([]string, error) {
@@ -379,15 +380,20 @@ func (s *Session) owners(an *analyze.Statement, hint string, params [][]byte, fo
 	case len(an.Keys) > 0:
 		for _, k := range an.Keys {
 			t, _ := ks.Table(k.Table)
-			key, err := analyze.KeyOf(t.Type, k.Value, params, formats, oids)
+			keys, err := analyze.KeysOf(t.Type, k.Value, params, formats, oids)
 			if err != nil {
 				return nil, keyError(err)
 			}
-			p, err := ks.Owner(k.Table, key)
-			if err != nil {
-				return nil, keyError(err)
+			for _, key := range keys {
+				p, err := ks.Owner(k.Table, key)
+				if err != nil {
+					return nil, keyError(err)
+				}
+				add(p)
 			}
-			add(p)
+		}
+		if len(out) == 0 { // only empty arrays (key = ANY('{}')): no row matches
+			add(s.homePart())
 		}
 	case hint != "" && len(an.Sharded) > 0:
 		t, _ := ks.Table(an.Sharded[0])
