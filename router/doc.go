@@ -57,7 +57,18 @@
 // its ParseComplete is not passed on) and closes a stale version first.
 // One pipeline reaches one partition (or, one Bind over several, a
 // scatter); a pipeline whose Binds name different partitions is refused
-// (0A000): send each partition's statements up to a Sync of their own.
+// (0A000): send each partition's statements up to a Sync of their own. A
+// pipeline refused at one of its messages is answered as PostgreSQL
+// answers one that fails there: the messages before it are answered (and
+// their statements exist), then the error (refuse.go).
+//
+// # Cancel requests
+//
+// The host registers the session's BackendKeyData and, on a client's
+// CancelRequest, sends one to each server session Busy lists: those
+// running the client's messages at that moment (every partition of a
+// scatter). The router's own work (COMMIT, two-phase commit) is not
+// cancelled.
 //
 // # Handover, timing
 //
@@ -71,7 +82,7 @@
 //
 // # Not supported
 //
-// COPY, function calls (fastpath), cancel requests, multi-statement query
+// COPY, function calls (fastpath), multi-statement query
 // strings that span partitions, SQL-level PREPARE/EXECUTE, LISTEN/NOTIFY
 // across partitions, and DDL on every partition (change the schema with
 // `sluice keyspace`): utility statements run on the home partition only.

@@ -51,6 +51,8 @@ type Session struct {
 	params [][]byte  // the current Query's literals, when its statements are its shape's (analyze.Cache.Query)
 	tx     txState
 	batch  []msg // extended-protocol messages since the last Sync
+
+	busy busySet // server sessions running the client's messages: Busy
 }
 
 // txState is the client's transaction as the router sees it.
@@ -103,6 +105,15 @@ func (s *Session) Start(ctx context.Context) (params map[string]string, err erro
 	b.entered = false
 	return b.srv.Params, nil
 }
+
+// Busy returns the server sessions running the client's messages now (a
+// statement, a pipeline, one partition's part of a scatter): where a
+// client's CancelRequest is to be sent. Hidden work of the router's own
+// (COMMIT, two-phase commit, replayed SETs) is not listed. Unlike the
+// other methods it may be called from any goroutine; the answer may be
+// stale by the time it is used, as a CancelRequest always races the
+// statement it means (a server ignores one that arrives while it is idle).
+func (s *Session) Busy() []*Server { return s.busy.list() }
 
 // Close ends every server session.
 func (s *Session) Close() {
@@ -248,7 +259,7 @@ func (s *Session) backend(ctx context.Context, name string) (*backend, error) {
 			return nil, errorf(codeConnectionFailure, "partition %s (tenant %s): %v", name, part.Tenant, err)
 		}
 		srv.Gen = gen
-		b = &backend{part: part, srv: srv, stmts: map[string]*stmt{}}
+		b = &backend{part: part, srv: srv, stmts: map[string]*stmt{}, busy: &s.busy}
 		for _, sql := range s.session {
 			if pe, err := b.simple(sql); err != nil || pe != nil {
 				srv.Close()
