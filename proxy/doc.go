@@ -29,7 +29,9 @@
 // Config.Keyspaces or a catalog's GET /v1/keyspaces) makes the session a
 // keyspace session: after authentication package router serves it, routing
 // each transaction by key to partitions, which are databases in tenants this
-// proxy routes (keyspaces.go; router's doc is the contract).
+// proxy routes (keyspaces.go; router's doc is the contract). Its
+// BackendKeyData is registered like a tenant session's: a CancelRequest
+// for it goes to the server sessions running its statement at the time.
 //
 // # Relay cost
 //
