@@ -96,7 +96,8 @@ type Statement struct {
 	Reference []string
 
 	// Keys are the keys the statement names for its sharded tables. The
-	// statement runs on the owners of all of them.
+	// statement runs on the owners of all of them (of every element, for
+	// an Array value; on none, for only empty arrays: no row matches).
 	Keys []KeyRef
 	// Range is set when a sharded table's rows are chosen by a range of
 	// its key (and no equality names its keys): a read over the owners.
