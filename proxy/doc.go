@@ -33,6 +33,9 @@
 // a partition's tenant treats the router's server sessions there like the
 // tenant's own sessions' (ksbackends.go): its transactions wait at the
 // hold, idle_backends and GET …/backends name its server sessions.
+// A keyspace session's BackendKeyData is registered like a tenant
+// session's: a CancelRequest for it goes to the server sessions running its
+// statement at the time.
 //
 // # Relay cost
 //

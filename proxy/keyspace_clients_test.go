@@ -125,7 +125,7 @@ func (r *ksRig) wantPlacement(t *testing.T, want map[int]string) {
 
 // TestKeyspacePsql runs testdata/psql/kv.sql: statements on both
 // partitions, blocks committed (2PC) and rolled back, a scatter read in key
-// order, SET sluice.key, the catalog queries of \dt and \d, a refused
+// order, an array literal (k = ANY('{…}')), SET sluice.key, the catalog queries of \dt and \d, a refused
 // statement (0A000, shown with its SQLSTATE) after which the session goes
 // on, and a block failed by an error.
 func TestKeyspacePsql(t *testing.T) {
@@ -143,7 +143,8 @@ const debianPython = "/usr/bin/python3"
 // TestKeyspacePsycopg2 runs testdata/psycopg2/kv.py: autocommit off
 // (implicit BEGIN), %s parameters interpolated by the client (simple
 // protocol), commit across partitions (2PC), rollback, executemany, a
-// scatter read with a tuple adapted to IN, a server-side cursor declared
+// scatter read with a tuple adapted to IN and one with a list adapted to
+// k = ANY(ARRAY[…]), a server-side cursor declared
 // on the partition the transaction did not begin on, a key given as a
 // string, error codes (0A000 without a key, 22P02 for a key of the wrong
 // type) each failing its transaction, and autocommit.
@@ -159,7 +160,9 @@ func TestKeyspacePsycopg2(t *testing.T) {
 // statements reused for keys of both partitions (pg parses each once per
 // connection; the router parses it on each partition it reaches), a
 // transaction committed across partitions and one rolled back, rowMode
-// array and a scatter read in key order, unnamed statements, and error
+// array and a scatter read in key order, an array parameter (k = ANY($1)),
+// unnamed statements, a named statement whose first Bind the router
+// refuses (its Parse is answered, so pg only binds it later), and error
 // codes (0A000, 22P02, 23505, an error failing a block).
 func TestKeyspaceNodePostgres(t *testing.T) {
 	r := newKsRig(t, false, nil)

@@ -2,8 +2,6 @@ package proxy
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -169,7 +167,9 @@ func (p *Proxy) dialPartition(ctx context.Context, part keyspace.Partition, user
 
 // serveKeyspace runs an authenticated client session on keyspace k: the
 // rest of the startup (parameters from the first partition), then the
-// router until the client leaves.
+// router until the client leaves. The session is registered for
+// CancelRequests like a tenant's (registerSession): one cancels what the
+// router is running for it (cancelKeyspace).
 func (s *session) serveKeyspace(ctx context.Context, k *router.Keyspace) error {
 	p := s.p
 	name := k.KS.Name
@@ -190,15 +190,14 @@ func (s *session) serveKeyspace(ctx context.Context, k *router.Keyspace) error {
 		s.cw.Flush()
 		return err
 	}
-	// Cancel requests are not forwarded to keyspace sessions: the key
-	// is random and registered nowhere.
-	var key [8]byte
-	rand.Read(key[:])
+	s.rs = rs // before registerSession: forwardCancel finds s through it
+	p.registerSession(s)
+	defer p.unregisterSession(s)
 	out := encodeMsg(nil, &pgproto3.AuthenticationOk{})
 	for k, v := range params {
 		out = encodeMsg(out, &pgproto3.ParameterStatus{Name: k, Value: v})
 	}
-	out = encodeMsg(out, &pgproto3.BackendKeyData{ProcessID: binary.BigEndian.Uint32(key[:]), SecretKey: key[4:]})
+	out = encodeMsg(out, &pgproto3.BackendKeyData{ProcessID: s.key, SecretKey: s.secret[:]})
 	out = encodeMsg(out, &pgproto3.ReadyForQuery{TxStatus: 'I'})
 	if _, err := s.cw.Write(out); err != nil {
 		return err
@@ -210,4 +209,25 @@ func (s *session) serveKeyspace(ctx context.Context, k *router.Keyspace) error {
 	defer p.sessionsOpen.Add(-1)
 	s.conn.SetDeadline(time.Time{})
 	return rs.Serve(ctx)
+}
+
+// cancelKeyspace sends a CancelRequest to each server session running a
+// keyspace session's statement now (one partition, or each of a
+// scatter's); it reports whether one was sent.
+func (p *Proxy) cancelKeyspace(rs *router.Session) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	sent := false
+	for _, srv := range rs.Busy() {
+		if srv.PID == 0 {
+			continue
+		}
+		if err := sendCancel(ctx, srv.Addr, srv.PID, srv.Secret); err != nil {
+			p.cfg.Logf("%v", err)
+			continue
+		}
+		p.cancels.Add(1)
+		sent = true
+	}
+	return sent
 }

@@ -170,5 +170,6 @@ func (p *Proxy) dialRouter(ctx context.Context, r RouteConfig, part keyspace.Par
 	if err != nil {
 		return nil, 0, err
 	}
-	return &router.Server{R: sc.r, W: sc.w, Params: sc.params, Gen: gen, Close: sc.close}, sc.pid, nil
+	return &router.Server{R: sc.r, W: sc.w, Params: sc.params, Gen: gen, Close: sc.close,
+		Addr: sc.addr, PID: sc.pid, Secret: sc.secret}, sc.pid, nil
 }

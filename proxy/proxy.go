@@ -337,8 +337,12 @@ func (p *Proxy) forwardCancel(ctx context.Context, pid uint32, secret []byte) {
 	p.cancelSession(s)
 }
 
-// cancelSession sends a CancelRequest to the session's current backend.
+// cancelSession sends a CancelRequest to the session's current backend
+// (a keyspace session's: to those running its statement).
 func (p *Proxy) cancelSession(s *session) bool {
+	if s.rs != nil {
+		return p.cancelKeyspace(s.rs)
+	}
 	s.mu.Lock()
 	sc := s.mu.srv
 	s.mu.Unlock()

@@ -115,19 +115,27 @@ func (sc *serverConn) close() {
 
 // cancel sends a CancelRequest for this server session's backend.
 func (sc *serverConn) cancel(ctx context.Context) error {
+	return sendCancel(ctx, sc.addr, sc.pid, sc.secret)
+}
+
+// sendCancel sends a CancelRequest for backend pid (with its secret key)
+// to the server at route address addr, and waits for the server to close
+// the connection, so that the cancel has been processed when it returns.
+func sendCancel(ctx context.Context, addr string, pid uint32, secret []byte) error {
 	var d net.Dialer
-	network, address := serverNetAddr(sc.addr)
+	network, address := serverNetAddr(addr)
 	c, err := d.DialContext(ctx, network, address)
 	if err != nil {
-		return fmt.Errorf("proxy: cancel on %s: %w", sc.addr, err)
+		return fmt.Errorf("proxy: cancel on %s: %w", addr, err)
 	}
 	defer c.Close()
-	b := encodeMsg(nil, &pgproto3.CancelRequest{ProcessID: sc.pid, SecretKey: sc.secret})
-	if _, err := c.Write(b); err != nil {
-		return fmt.Errorf("proxy: cancel on %s: %w", sc.addr, err)
+	if dl, ok := ctx.Deadline(); ok {
+		c.SetDeadline(dl)
 	}
-	// The server closes the connection when done; wait for that briefly so the
-	// cancel has been processed when we return.
+	b := encodeMsg(nil, &pgproto3.CancelRequest{ProcessID: pid, SecretKey: secret})
+	if _, err := c.Write(b); err != nil {
+		return fmt.Errorf("proxy: cancel on %s: %w", addr, err)
+	}
 	var one [1]byte
 	c.Read(one[:])
 	return nil

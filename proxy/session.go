@@ -37,7 +37,8 @@ type session struct {
 	alias  string
 	tenant *tenant
 	ks     *router.Keyspace // set instead of tenant for a keyspace's session (keyspaces.go)
-	key    uint32 // proxy's BackendKeyData process id for this session
+	rs     *router.Session  // a keyspace session's router, set before registerSession
+	key    uint32           // proxy's BackendKeyData process id for this session
 	secret [4]byte
 
 	startupParams map[string]string // client's startup parameters minus user/database/_pq_

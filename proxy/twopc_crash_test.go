@@ -112,7 +112,7 @@ func TestTwoPhaseCommitSurvivesProxyKill(t *testing.T) {
 		crashAt string
 		want    string // v of keys 1 and 150 after recovery
 	}{
-		{"decided", "after"}, // the decision was logged: recovery commits
+		{"decided", "after"},   // the decision was logged: recovery commits
 		{"prepared", "before"}, // nothing decided: recovery rolls back
 	} {
 		t.Run(tc.crashAt, func(t *testing.T) {

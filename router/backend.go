@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/sluicedb/sluice/keyspace"
@@ -35,6 +37,46 @@ type Server struct {
 	Params map[string]string // ParameterStatus values reported at startup
 	Gen    uint64            // route generation it was opened for
 	Close  func()            // ends the session (Terminate, close)
+	// Addr, PID and Secret say where to send a CancelRequest for it: the
+	// server's address as the host dialled it, and the BackendKeyData
+	// the server gave (PID 0: unknown, it cannot be cancelled). Set by
+	// Dial, read-only after.
+	Addr   string
+	PID    uint32
+	Secret []byte
+}
+
+// busySet is the server sessions running a client's messages right now
+// (sent, answers not all read): what a client's CancelRequest must reach.
+// The session's goroutine adds and removes; Session.Busy reads it from any
+// goroutine. Its methods accept a nil set (a backend of no session).
+type busySet struct {
+	mu  sync.Mutex
+	srv []*Server
+}
+
+func (bs *busySet) add(s *Server) {
+	if bs == nil {
+		return
+	}
+	bs.mu.Lock()
+	bs.srv = append(bs.srv, s)
+	bs.mu.Unlock()
+}
+
+func (bs *busySet) remove(s *Server) {
+	if bs == nil {
+		return
+	}
+	bs.mu.Lock()
+	bs.srv = slices.DeleteFunc(bs.srv, func(o *Server) bool { return o == s })
+	bs.mu.Unlock()
+}
+
+func (bs *busySet) list() []*Server {
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	return slices.Clone(bs.srv)
 }
 
 // backend is one of a client session's server sessions: one per partition
@@ -53,6 +95,9 @@ type backend struct {
 	lockTimeout bool
 	// pending is the exchange being built for b in this statement, until sent.
 	pending *exchange
+	// busy is the session's set b joins while an exchange holding client
+	// messages runs (nil: b is no client session's, like 2PC recovery's).
+	busy *busySet
 }
 
 // expectation is one message sent to a server and what answers it.
@@ -95,17 +140,23 @@ func (b *backend) run(x *exchange, s sink) (result, error) {
 	return b.recv(x, s)
 }
 
-// send writes x's messages to the server.
+// send writes x's messages to the server. When x holds client messages,
+// b is busy (cancellable by the client) from now until recv returns.
 func (b *backend) send(x *exchange) error {
 	b.pending = nil
+	if slices.ContainsFunc(x.expect, func(e expectation) bool { return !e.hide }) {
+		b.busy.add(b.srv)
+	}
 	for _, m := range x.out {
 		if err := writeMsg(b.srv.W, m.typ, m.body); err != nil {
 			b.broken = true
+			b.busy.remove(b.srv)
 			return err
 		}
 	}
 	if err := b.srv.W.Flush(); err != nil {
 		b.broken = true
+		b.busy.remove(b.srv)
 		return err
 	}
 	return nil
@@ -113,6 +164,7 @@ func (b *backend) send(x *exchange) error {
 
 // recv reads the answers to x, passing the client's to s.
 func (b *backend) recv(x *exchange, s sink) (result, error) {
+	defer b.busy.remove(b.srv)
 	var res result
 	vis := make([]int, len(x.expect)) // the client's index of each expectation: hidden ones skipped
 	n := 0

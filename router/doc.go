@@ -10,8 +10,10 @@
 // Every statement is analysed once by PostgreSQL's own parser (package
 // router/analyze): its text is the cache key, so a prepared statement is
 // parsed once and a repeated simple query too. The key comes from
-// equalities and IN lists on a sharded table's key column, INSERT values,
-// and Bind parameters in text or binary. Hints when the statement names
+// equalities, IN lists and = ANY(array) on a sharded table's key column
+// (an array parameter in text or binary form, ARRAY[…], '{…}'), INSERT
+// values, and Bind parameters in text or binary; a statement runs on the
+// owners of all its keys, as a scatter when it reads several partitions. Hints when the statement names
 // none: SET sluice.key = v (for the transaction; RESET clears it) or a
 // leading comment /* sluice.key=v */. A statement on a sharded table with
 // neither is refused with SQLSTATE 0A000 naming the table and column; a key
@@ -55,10 +57,21 @@
 // its ParseComplete is not passed on) and closes a stale version first.
 // One pipeline reaches one partition (or, one Bind over several, a
 // scatter); a pipeline whose Binds name different partitions is refused
-// (0A000): send each partition's statements up to a Sync of their own.
-// BEGIN, COMMIT, ROLLBACK, SAVEPOINT and SET sent as prepared statements
-// (JDBC's way) are the router's: answered and acted on at the head of a
-// pipeline or alone, refused after other statements in one (control.go).
+// (0A000): send each partition's statements up to a Sync of their own. A
+// pipeline refused at one of its messages is answered as PostgreSQL
+// answers one that fails there: the messages before it are answered (and
+// their statements exist), then the error (refuse.go). BEGIN, COMMIT,
+// ROLLBACK, SAVEPOINT and SET sent as prepared statements (JDBC's way) are
+// the router's: answered and acted on at the head of a pipeline or alone,
+// refused after other statements in one (control.go).
+//
+// # Cancel requests
+//
+// The host registers the session's BackendKeyData and, on a client's
+// CancelRequest, sends one to each server session Busy lists: those
+// running the client's messages at that moment (every partition of a
+// scatter). The router's own work (COMMIT, two-phase commit) is not
+// cancelled.
 //
 // # Handover, timing
 //
@@ -75,7 +88,7 @@
 //
 // # Not supported
 //
-// COPY, function calls (fastpath), cancel requests, multi-statement query
+// COPY, function calls (fastpath), multi-statement query
 // strings that span partitions, SQL-level PREPARE/EXECUTE, LISTEN/NOTIFY
 // across partitions, and DDL on every partition (change the schema with
 // `sluice keyspace`): utility statements run on the home partition only.

@@ -152,26 +152,36 @@ func (s *Session) runBatch(ctx context.Context, sync bool) error {
 		}
 		return nil
 	}
-	pl, err := s.plan(batch)
+	pl, at, err := s.plan(batch)
 	if pe, ok := err.(*pgError); ok && pe.Severity == "FATAL" {
 		return pe // a malformed message ends the session, as PostgreSQL does
 	}
 	if err != nil {
-		e := s.clientError(asPgError(err), false)
-		if sync {
-			s.endIfIdle()
-		}
-		return e
+		return s.refuse(ctx, batch[:at], asPgError(err), sync)
 	}
+	return s.runPipeline(ctx, batch, pl, sync, nil)
+}
+
+// runPipeline sends batch, planned as pl, to its partitions and passes
+// the answers on. With refusal set, batch is the prefix of a batch the
+// router refuses (see refuse): it runs up to a hidden message that fails
+// on the server, so the server skips to Sync as it would at an error of
+// its own, and the client gets the prefix's answers, then refusal (or the
+// server's own error, when the prefix failed there first).
+func (s *Session) runPipeline(ctx context.Context, batch []msg, pl *pipeline, sync bool, refusal *pgError) error {
 	implicit, bs, xs, err := s.reach(ctx, pl.parts, pl.readOnly)
 	if err != nil {
 		return s.abandon(err, implicit)
 	}
 	for i, b := range bs { // after every join: join may add to any of xs
-		s.fillExchange(b, xs[i], batch, pl, sync)
+		s.fillExchange(b, xs[i], batch, pl, sync, refusal != nil)
 	}
 	var res result
 	rec := &descSink{inner: toClient{s.cw}}
+	cut := &prefixSink{inner: rec.inner, n: len(batch)}
+	if refusal != nil {
+		rec.inner = cut
+	}
 	if len(bs) == 1 {
 		res, err = bs[0].run(xs[0], rec)
 	} else {
@@ -193,6 +203,11 @@ func (s *Session) runBatch(ctx context.Context, sync bool) error {
 	for _, name := range pl.closed {
 		delete(s.stmts, name)
 	}
+	if refusal != nil && !cut.passedErr {
+		if err := writeMsg(s.cw, 'E', refusal.body()); err != nil {
+			return err
+		}
+	}
 	if res.err != nil {
 		for _, b := range bs {
 			clear(b.stmts) // what the server skipped after the error is unknown: parse again
@@ -212,9 +227,12 @@ func (s *Session) runBatch(ctx context.Context, sync bool) error {
 	return nil
 }
 
-// plan decodes a batch and finds the partitions it runs on.
-func (s *Session) plan(batch []msg) (*pipeline, error) {
-	pl := &pipeline{parsed: map[string]*stmt{}, readOnly: true}
+// plan decodes a batch and finds the partitions it runs on. On an error,
+// at is the index of the message refused (the batch's last Bind for a
+// refusal of the whole), and the batch before it plans without error.
+func (s *Session) plan(batch []msg) (pl *pipeline, at int, err error) {
+	pl = &pipeline{parsed: map[string]*stmt{}, readOnly: true}
+	lastBind := 0
 	lookup := func(name string) (*stmt, error) {
 		if st, ok := pl.parsed[name]; ok {
 			return st, nil
@@ -224,36 +242,37 @@ func (s *Session) plan(batch []msg) (*pipeline, error) {
 		}
 		return nil, errorf(codeUndefinedPStmt, "prepared statement %q does not exist", name)
 	}
-	for _, m := range batch {
+	for i, m := range batch {
 		switch m.typ {
 		case 'P':
 			st, err := s.decodeParse(m.body)
 			if err != nil {
-				return nil, fatalf("malformed Parse message")
+				return nil, i, fatalf("malformed Parse message")
 			}
 			pl.parsed[st.name] = st
 		case 'B':
 			bd, err := decodeBind(m.body)
 			if err != nil {
-				return nil, fatalf("malformed Bind message")
+				return nil, i, fatalf("malformed Bind message")
 			}
 			st, err := lookup(bd.stmt)
 			if err != nil {
-				return nil, err
+				return nil, i, err
 			}
+			lastBind = i
 			parts := []string{s.homePart()}
 			if isControl(st.an) {
-				return nil, errorf(codeFeatureNotSupported, "%s after other statements in one pipeline: the keyspace router takes transaction control and SET at the head of a pipeline, or alone", st.an.Text)
+				return nil, i, errorf(codeFeatureNotSupported, "%s after other statements in one pipeline: the keyspace router takes transaction control and SET at the head of a pipeline, or alone", st.an.Text)
 			}
 			if st.an != nil {
 				if st.an.Class == analyze.TwoPhase {
-					return nil, errorf(codeFeatureNotSupported, "two-phase commit commands are not accepted through the keyspace router")
+					return nil, i, errorf(codeFeatureNotSupported, "two-phase commit commands are not accepted through the keyspace router")
 				}
 				if parts, err = s.owners(st.an, s.tx.hint, bd.params, bd.formats, st.oids); err != nil {
-					return nil, err
+					return nil, i, err
 				}
 				if err := s.checkStatement(st.an, parts); err != nil {
-					return nil, err
+					return nil, i, err
 				}
 				s.noteCursor(st.an, parts)
 				pl.readOnly = pl.readOnly && st.an.ReadOnly
@@ -261,7 +280,7 @@ func (s *Session) plan(batch []msg) (*pipeline, error) {
 				pl.readOnly = false
 			}
 			if pl.parts != nil && !slices.Equal(pl.parts, parts) {
-				return nil, errorf(codeFeatureNotSupported, "one pipeline (up to Sync) reaches partitions %s and %s: send each partition's statements in a pipeline of its own", strings.Join(pl.parts, ", "), strings.Join(parts, ", "))
+				return nil, i, errorf(codeFeatureNotSupported, "one pipeline (up to Sync) reaches partitions %s and %s: send each partition's statements in a pipeline of its own", strings.Join(pl.parts, ", "), strings.Join(parts, ", "))
 			}
 			pl.parts, pl.an, pl.results, pl.st = parts, st.an, bd.resultFormats, st
 		case 'D', 'E':
@@ -271,7 +290,7 @@ func (s *Session) plan(batch []msg) (*pipeline, error) {
 			}
 			portal, err := portalName(m.body, m.typ)
 			if err != nil {
-				return nil, fatalf("malformed %c message", m.typ)
+				return nil, i, fatalf("malformed %c message", m.typ)
 			}
 			if b, ok := s.portals[portal]; ok && pl.parts == nil {
 				pl.parts = []string{b.part.Name}
@@ -280,7 +299,7 @@ func (s *Session) plan(batch []msg) (*pipeline, error) {
 			if len(m.body) > 1 && m.body[0] == 'S' {
 				name, _, err := cstr(m.body[1:])
 				if err != nil {
-					return nil, fatalf("malformed Close message")
+					return nil, i, fatalf("malformed Close message")
 				}
 				pl.closed = append(pl.closed, name)
 			}
@@ -291,10 +310,10 @@ func (s *Session) plan(batch []msg) (*pipeline, error) {
 	}
 	if len(pl.parts) > 1 && len(pl.parsed) == 0 && !pl.readOnly {
 		if err := s.checkSpan(pl.parts, false); err != nil {
-			return nil, err
+			return nil, lastBind, err
 		}
 	}
-	return pl, nil
+	return pl, 0, nil
 }
 
 func portalName(body []byte, typ byte) (string, error) {
@@ -311,7 +330,10 @@ func portalName(body []byte, typ byte) (string, error) {
 // fillExchange adds to x (which holds what join put there: the block's
 // BEGIN if b joins it now) what b is sent for the batch: hidden Close and
 // Parse of statements b lacks, then the client's messages.
-func (s *Session) fillExchange(b *backend, x *exchange, batch []msg, pl *pipeline, sync bool) {
+//
+// abort ends x with a hidden Parse that fails on the server and a Sync
+// (hidden unless sync), for runPipeline's refusal.
+func (s *Session) fillExchange(b *backend, x *exchange, batch []msg, pl *pipeline, sync, abort bool) {
 	current := map[string]*stmt{}
 	ensure := func(name string) {
 		st := current[name]
@@ -356,9 +378,13 @@ func (s *Session) fillExchange(b *backend, x *exchange, batch []msg, pl *pipelin
 		}
 		x.add(m.typ, m, false)
 	}
-	if sync {
+	switch {
+	case abort:
+		x.add('P', abortParse, true)
+		x.add('S', msg{typ: 'S'}, !sync)
+	case sync:
 		x.add('S', msg{typ: 'S'}, false)
-	} else {
+	default:
 		x.out = append(x.out, msg{typ: 'H'})
 	}
 }

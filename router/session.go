@@ -51,6 +51,8 @@ type Session struct {
 	params [][]byte  // the current Query's literals, when its statements are its shape's (analyze.Cache.Query)
 	tx     txState
 	batch  []msg // extended-protocol messages since the last Sync
+
+	busy busySet // server sessions running the client's messages: Busy
 }
 
 // txState is the client's transaction as the router sees it.
@@ -103,6 +105,15 @@ func (s *Session) Start(ctx context.Context) (params map[string]string, err erro
 	b.entered = false
 	return b.srv.Params, nil
 }
+
+// Busy returns the server sessions running the client's messages now (a
+// statement, a pipeline, one partition's part of a scatter): where a
+// client's CancelRequest is to be sent. Hidden work of the router's own
+// (COMMIT, two-phase commit, replayed SETs) is not listed. Unlike the
+// other methods it may be called from any goroutine; the answer may be
+// stale by the time it is used, as a CancelRequest always races the
+// statement it means (a server ignores one that arrives while it is idle).
+func (s *Session) Busy() []*Server { return s.busy.list() }
 
 // Close ends every server session.
 func (s *Session) Close() {
@@ -248,7 +259,7 @@ func (s *Session) backend(ctx context.Context, name string) (*backend, error) {
 			return nil, errorf(codeConnectionFailure, "partition %s (tenant %s): %v", name, part.Tenant, err)
 		}
 		srv.Gen = gen
-		b = &backend{part: part, srv: srv, stmts: map[string]*stmt{}}
+		b = &backend{part: part, srv: srv, stmts: map[string]*stmt{}, busy: &s.busy}
 		for _, sql := range s.session {
 			if pe, err := b.simple(sql); err != nil || pe != nil {
 				srv.Close()
@@ -359,7 +370,8 @@ func (s *Session) endTx() {
 }
 
 // owners maps an analysed statement with its parameters to the partitions
-// it must run on, in key order. A statement that names no key of a
+// it must run on, in key order (every element of a key = ANY(array)
+// counts as a key). A statement that names no key of a
 // sharded table uses the hint; one that names no sharded table runs on
 // the transaction's first partition (or the home partition).
 func (s *Session) owners(an *analyze.Statement, hint string, params [][]byte, formats []int16, oids []uint32) ([]string, error) {
@@ -379,15 +391,20 @@ func (s *Session) owners(an *analyze.Statement, hint string, params [][]byte, fo
 	case len(an.Keys) > 0:
 		for _, k := range an.Keys {
 			t, _ := ks.Table(k.Table)
-			key, err := analyze.KeyOf(t.Type, k.Value, params, formats, oids)
+			keys, err := analyze.KeysOf(t.Type, k.Value, params, formats, oids)
 			if err != nil {
 				return nil, keyError(err)
 			}
-			p, err := ks.Owner(k.Table, key)
-			if err != nil {
-				return nil, keyError(err)
+			for _, key := range keys {
+				p, err := ks.Owner(k.Table, key)
+				if err != nil {
+					return nil, keyError(err)
+				}
+				add(p)
 			}
-			add(p)
+		}
+		if len(out) == 0 { // only empty arrays (key = ANY('{}')): no row matches
+			add(s.homePart())
 		}
 	case hint != "" && len(an.Sharded) > 0:
 		t, _ := ks.Table(an.Sharded[0])

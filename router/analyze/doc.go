@@ -10,7 +10,8 @@
 // analyses one query string; a Cache keyed by the exact text parses each
 // text once (the text of a prepared statement, a repeated simple query).
 // KeyOf turns a Value into a keyspace.Key once Bind has given the
-// parameters. Statements are immutable and shared.
+// parameters; KeysOf does the same for any Value, an array's included
+// (every element a key). Statements are immutable and shared.
 //
 // # The router's contract
 //
@@ -24,7 +25,13 @@
 // Recognised:
 //
 //   - Keys: key = v and v = key, where v is a constant or a parameter under
-//     any casts (w_id = $1::int, '5'::bigint = w_id); key IN (v, …); an OR
+//     any casts (w_id = $1::int, '5'::bigint = w_id); key IN (v, …);
+//     key = ANY(array), where the array is an ARRAY[v, …] constructor
+//     (its elements are Keys like an IN list's, nested constructors
+//     flattened), or a parameter or string constant ('{1,2}') under any
+//     casts, which gives one KeyRef whose Value has Array set: its
+//     elements, read from Bind's parameter (text or binary) or the
+//     constant by KeysOf, are the keys; an OR
 //     whose every branch names keys for a table (their union); an AND any
 //     of whose conjuncts does. Only the conjuncts of a WHERE's (or inner
 //     join ON's) top-level AND count: nothing under NOT, CASE or a function.
@@ -64,7 +71,8 @@
 //
 // Not recognised (the statement is Missing, or the class is Other):
 //
-//   - key = ANY($1), key = (SELECT …), key IN (SELECT …), row comparisons
+//   - key = ANY(SELECT …), key = ANY(a column or expression), key <> ANY,
+//     key = ALL, key = (SELECT …), key IN (SELECT …), row comparisons
 //     ((key, x) = (1, 2)), expressions of the key (key + 0 = 5), JOIN USING
 //     columns referred to bare in WHERE, keys through a subquery in FROM
 //     (the subquery's own WHERE must name them).

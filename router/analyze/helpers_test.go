@@ -49,7 +49,7 @@ func bench(t testing.TB) *keyspace.Keyspace {
 //	params=2
 //
 // A Plain statement shows its Kind, others their Class; string constants
-// are quoted; a range's brackets show its bounds' inclusion.
+// are quoted, arrays (key = ANY(…)) end in []; a range's brackets show its bounds' inclusion.
 func describe(st *Statement) string {
 	var b strings.Builder
 	if st.Class == Plain {
@@ -102,6 +102,11 @@ func describe(st *Statement) string {
 }
 
 func showValue(v *Value) string {
+	if v != nil && v.Array {
+		w := *v
+		w.Array = false
+		return showValue(&w) + "[]"
+	}
 	switch {
 	case v == nil:
 		return ""

@@ -39,39 +39,65 @@ const (
 // parameter number beyond params, or a malformed format list, returns
 // another error (a protocol violation).
 func KeyOf(t keyspace.KeyType, v Value, params [][]byte, formats []int16, oids []uint32) (keyspace.Key, error) {
-	if v.Param == 0 {
-		return textKey(t, v.Const, fmt.Sprintf("constant %q", v.Const))
+	if v.Array {
+		return keyspace.Key{}, fmt.Errorf("analyze: KeyOf of an array value (%s): use KeysOf", v.what())
 	}
+	if v.Param == 0 {
+		return textKey(t, v.Const, v.what())
+	}
+	p, err := paramOf(v, params, formats, oids)
+	if err != nil {
+		return keyspace.Key{}, err
+	}
+	if p.b == nil {
+		return keyspace.Key{}, fmt.Errorf("%w: %s is NULL, want a %s key", keyspace.ErrKeyType, v.what(), t)
+	}
+	if p.format == 0 {
+		return textKey(t, string(p.b), fmt.Sprintf("%s %q", v.what(), p.b))
+	}
+	return binaryKey(t, p.b, p.oid, v.what())
+}
+
+// param is one Bind parameter: its bytes (nil for NULL), format code and
+// type oid (0: unspecified).
+type param struct {
+	b      []byte
+	format int16
+	oid    uint32
+}
+
+// paramOf returns Bind parameter $v.Param, as KeyOf documents formats and
+// oids; REQUIRES: v.Param > 0.
+func paramOf(v Value, params [][]byte, formats []int16, oids []uint32) (param, error) {
 	n := v.Param - 1
 	if n < 0 || n >= len(params) {
-		return keyspace.Key{}, fmt.Errorf("analyze: key parameter $%d: Bind has %d parameters", v.Param, len(params))
+		return param{}, fmt.Errorf("analyze: key parameter $%d: Bind has %d parameters", v.Param, len(params))
 	}
-	var format int16
+	p := param{b: params[n]}
 	switch len(formats) {
 	case 0:
 	case 1:
-		format = formats[0]
+		p.format = formats[0]
 	case len(params):
-		format = formats[n]
+		p.format = formats[n]
 	default:
-		return keyspace.Key{}, fmt.Errorf("analyze: key parameter $%d: Bind has %d formats for %d parameters", v.Param, len(formats), len(params))
+		return param{}, fmt.Errorf("analyze: key parameter $%d: Bind has %d formats for %d parameters", v.Param, len(formats), len(params))
 	}
-	b := params[n]
-	what := fmt.Sprintf("parameter $%d", v.Param)
-	if b == nil {
-		return keyspace.Key{}, fmt.Errorf("%w: %s is NULL, want a %s key", keyspace.ErrKeyType, what, t)
+	if p.format != 0 && p.format != 1 {
+		return param{}, fmt.Errorf("analyze: key parameter $%d: format %d: want 0 (text) or 1 (binary)", v.Param, p.format)
 	}
-	switch format {
-	case 0:
-		return textKey(t, string(b), fmt.Sprintf("%s %q", what, b))
-	case 1:
-		var oid uint32
-		if n < len(oids) {
-			oid = oids[n]
-		}
-		return binaryKey(t, b, oid, what)
+	if n < len(oids) {
+		p.oid = oids[n]
 	}
-	return keyspace.Key{}, fmt.Errorf("analyze: key parameter $%d: format %d: want 0 (text) or 1 (binary)", v.Param, format)
+	return p, nil
+}
+
+// what names v in errors.
+func (v Value) what() string {
+	if v.Param == 0 {
+		return fmt.Sprintf("constant %q", v.Const)
+	}
+	return fmt.Sprintf("parameter $%d", v.Param)
 }
 
 // textKey reads a key of type t from its text form; what names the value

@@ -67,7 +67,8 @@ type keyAt struct {
 }
 
 // keysOf returns the key values a boolean expression restricts entries
-// to: key = v (either way round), key IN (v, …), an AND (the keys of any
+// to: key = v (either way round), key IN (v, …), key = ANY(array) (see
+// arrayValues), an AND (the keys of any
 // of its conjuncts) and an OR (for an entry every disjunct restricts, the
 // union of their values). v is a constant or a parameter, under casts.
 func (a *analysis) keysOf(sc *scope, n *pg.Node) []keyAt {
@@ -100,6 +101,20 @@ func (a *analysis) keysOf(sc *scope, n *pg.Node) []keyAt {
 				return []keyAt{{e, v}}
 			}
 		}
+	case pg.A_Expr_Kind_AEXPR_OP_ANY: // key = ANY(array)
+		e, ok := a.keyColumn(sc, ax.Lexpr)
+		if !ok {
+			return nil
+		}
+		vs, ok := arrayValues(ax.Rexpr)
+		if !ok {
+			return nil
+		}
+		out := make([]keyAt, len(vs))
+		for i, v := range vs {
+			out[i] = keyAt{e, v}
+		}
+		return out
 	case pg.A_Expr_Kind_AEXPR_IN: // "=" for IN, "<>" for NOT IN
 		e, ok := a.keyColumn(sc, ax.Lexpr)
 		if !ok {
@@ -117,6 +132,45 @@ func (a *analysis) keysOf(sc *scope, n *pg.Node) []keyAt {
 		return out
 	}
 	return nil
+}
+
+// arrayValues reads the array of key = ANY(array), under casts: an
+// ARRAY[v, …] constructor gives its elements (nested ones for a
+// multidimensional array; each a constant or parameter, else not ok); a
+// parameter or a string constant ('{1,2}') gives one Value with Array set,
+// whose elements KeysOf reads.
+func arrayValues(n *pg.Node) ([]Value, bool) {
+	for {
+		switch x := n.GetNode().(type) {
+		case *pg.Node_TypeCast:
+			n = x.TypeCast.Arg
+			continue
+		case *pg.Node_AArrayExpr:
+			var out []Value
+			for _, el := range x.AArrayExpr.Elements {
+				if el.GetAArrayExpr() != nil {
+					vs, ok := arrayValues(el)
+					if !ok {
+						return nil, false
+					}
+					out = append(out, vs...)
+					continue
+				}
+				v, ok := valueOf(el)
+				if !ok {
+					return nil, false
+				}
+				out = append(out, v)
+			}
+			return out, true
+		}
+		v, ok := valueOf(n)
+		if !ok || (v.Param == 0 && !v.IsString) {
+			return nil, false // a number is no array: the server refuses it
+		}
+		v.Array = true
+		return []Value{v}, true
+	}
 }
 
 // keysOfOr returns, for each entry every disjunct restricts, the union of

@@ -119,7 +119,7 @@ func keepLiteral(prevWord string, prevKind rune) bool {
 	return prevKind == 'w' && prevWord != ""
 }
 
-// quoted reads the standard string literal starting at sql[i] ('…', ''
+// quoted reads the standard string literal starting at sql[i] ('…', ”
 // for a quote) and returns its value and the index after it.
 func quoted(sql string, i int) (string, int, bool) {
 	var b strings.Builder

@@ -54,10 +54,16 @@ type Value struct {
 	// IsString is set for a string-literal constant ('42'), as against a
 	// numeric one (42).
 	IsString bool
+	// Array: the value is an array of keys (key = ANY($1), key =
+	// ANY('{1,2}')): a parameter holding an array, or a constant in
+	// PostgreSQL's array text form. The statement's rows lie on the owners
+	// of its elements; KeysOf reads them (KeyOf refuses an Array value).
+	Array bool
 }
 
 // KeyRef is one key value a statement names for one table: an equality
-// (key = v, v = key), an IN list member, or an INSERT row's key column.
+// (key = v, v = key), an IN list member, an element or array of
+// key = ANY(…), or an INSERT row's key column.
 type KeyRef struct {
 	Table string // a sharded or co-partitioned table of the keyspace
 	Value Value
@@ -90,7 +96,8 @@ type Statement struct {
 	Reference []string
 
 	// Keys are the keys the statement names for its sharded tables. The
-	// statement runs on the owners of all of them.
+	// statement runs on the owners of all of them (of every element, for
+	// an Array value; on none, for only empty arrays: no row matches).
 	Keys []KeyRef
 	// Range is set when a sharded table's rows are chosen by a range of
 	// its key (and no equality names its keys): a read over the owners.

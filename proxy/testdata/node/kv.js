@@ -50,6 +50,13 @@ async function main() {
   // A read over both partitions, rows as arrays, in key order.
   show('select arrays:', await c.query({ ...select, values: [122, 20, 121], rowMode: 'array' }));
   show('select objects:', await c.query({ ...select, values: [21, 120, 22] }));
+  // An array parameter (pg sends it as text, '{…}'): the owners of its
+  // elements, in key order; a named statement bound with an array over
+  // one partition, then over both.
+  const any = { name: 'any', text: 'SELECT k FROM kv WHERE k = ANY($1) ORDER BY k' };
+  show('any, one partition:', await c.query({ ...any, values: [[121, 122]] }));
+  show('any, both:', await c.query({ ...any, values: [[122, 20, 121]] }));
+  await code('any, a null element:', { ...any, values: [[20, null]] });
   // Unnamed statements with parameters.
   show('unnamed:', await c.query('SELECT k, v FROM kv WHERE k = $1', [121]));
 

@@ -23,6 +23,8 @@ ROLLBACK;
 
 -- A read over both partitions, merged in key order.
 SELECT k, v FROM kv WHERE k IN (102, 1, 101, 2, 3, 103) ORDER BY k;
+-- An array literal: the owners of its elements.
+SELECT k FROM kv WHERE k = ANY('{101,2}') ORDER BY k DESC;
 
 -- SET sluice.key routes a statement that names no key.
 SET sluice.key = 150;

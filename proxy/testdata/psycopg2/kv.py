@@ -44,6 +44,16 @@ print("select IN, %d rows:" % cur.rowcount)
 show(cur)
 conn.commit()
 
+# A list is adapted to ARRAY[…]: k = ANY(%s) reads the owners of its
+# elements, here both partitions, in key order; an empty list ('{}')
+# matches nothing.
+cur.execute("SELECT k, v FROM kv WHERE k = ANY(%s) ORDER BY k", ([111, 10, 110],))
+print("select ANY, %d rows:" % cur.rowcount)
+show(cur)
+cur.execute("SELECT k, v FROM kv WHERE k = ANY(%s::int[])", ([],))
+print("select ANY of nothing:", cur.rowcount)
+conn.commit()
+
 # The with-block commits; a string with a quote survives interpolation.
 with conn:
     with conn.cursor() as c:
