@@ -3,6 +3,8 @@ package keyspace
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -147,7 +149,8 @@ func (m RangeMap) span() string {
 // no gap and do not overlap. The error is one line.
 func ParsePlan(spec PlanSpec, ks *Keyspace) (Plan, error) {
 	plan := Plan{}
-	for table, parts := range spec {
+	for _, table := range slices.Sorted(maps.Keys(spec)) { // sorted: the same input, the same error
+		parts := spec[table]
 		t, ok := ks.tables[table]
 		if !ok {
 			return nil, invalidf("plan: table %s is not in keyspace %s", table, ks.Name)
@@ -156,7 +159,8 @@ func ParsePlan(spec PlanSpec, ks *Keyspace) (Plan, error) {
 			return nil, invalidf("plan: table %s is %s; the plan places root (sharded) tables only", table, t.Kind)
 		}
 		var m RangeMap
-		for part, text := range parts {
+		for _, part := range slices.Sorted(maps.Keys(parts)) {
+			text := parts[part]
 			if _, ok := ks.parts[part]; !ok {
 				return nil, invalidf("plan: %s: unknown partition %s (keyspace %s has %s)", table, part, ks.Name, strings.Join(ks.partNames(), ", "))
 			}
