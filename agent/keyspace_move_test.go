@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,7 +15,6 @@ import (
 
 	"github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/migration"
-	"github.com/sluicedb/sluice/proxy"
 	proxyclient "github.com/sluicedb/sluice/proxy/client"
 )
 
@@ -65,17 +63,8 @@ func ksMoveSpec(t *testing.T) []byte {
 // hold named idle (the fence spared them).
 func TestKeyspacePartitionMigrates(t *testing.T) {
 	c1, c2 := agentPair(t)
-	px, err := proxy.New(proxy.Config{Listen: "127.0.0.1:0", APIListen: "127.0.0.1:0", Users: testProxyUsers(),
-		Catalogs: []string{"http://" + c1.Listen, "http://" + c2.Listen}, CatalogTokenFile: c1.PeerTokenFile,
-		CatalogPoll: 100 * time.Millisecond, TxLog: filepath.Join(t.TempDir(), "txlog"), Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := px.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	px := catalogProxy(t, &c1, c2)
 	defer px.Close()
-	c1.Proxy, c1.ProxyTokenFile = "http://"+px.APIAddr(), writeTokenFile(t, px.Token())
 	a1, a2 := startAgent(t, c1), startAgent(t, c2)
 	ctx := ctxT(t)
 	ta, err := a1.c.CreateTenant(ctx, client.CreateTenant{ID: 1, Name: "ks-a", Users: testUsers})

@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -29,16 +30,8 @@ import (
 // tenant to the target afterwards.
 func TestLiveMigrationThroughProxy(t *testing.T) {
 	c1, c2 := agentPair(t)
-	px, err := proxy.New(proxy.Config{Listen: "127.0.0.1:0", APIListen: "127.0.0.1:0", Users: testProxyUsers(),
-		Catalogs: []string{"http://" + c1.Listen, "http://" + c2.Listen}, CatalogTokenFile: c1.PeerTokenFile, CatalogPoll: 100 * time.Millisecond, Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := px.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	px := catalogProxy(t, &c1, c2)
 	defer px.Close()
-	c1.Proxy, c1.ProxyTokenFile = "http://"+px.APIAddr(), writeTokenFile(t, px.Token())
 	a1, a2 := startAgent(t, c1), startAgent(t, c2)
 	ctx := ctxT(t)
 	tn, err := a1.c.CreateTenant(ctx, client.CreateTenant{Name: "acme", Users: testUsers})
@@ -357,4 +350,22 @@ func TestRemaining(t *testing.T) {
 			t.Errorf("remaining(%+v, %v) = %v, want %v", c.p, c.rate, got, c.want)
 		}
 	}
+}
+
+// catalogProxy starts an in-process proxy that follows both agents'
+// catalogs (with a two-phase commit decision log for keyspaces) and makes
+// it c1's proxy. The caller closes it.
+func catalogProxy(t *testing.T, c1 *Config, c2 Config) *proxy.Proxy {
+	t.Helper()
+	px, err := proxy.New(proxy.Config{Listen: "127.0.0.1:0", APIListen: "127.0.0.1:0", Users: testProxyUsers(),
+		Catalogs: []string{"http://" + c1.Listen, "http://" + c2.Listen}, CatalogTokenFile: c1.PeerTokenFile,
+		CatalogPoll: 100 * time.Millisecond, TxLog: filepath.Join(t.TempDir(), "txlog"), Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := px.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c1.Proxy, c1.ProxyTokenFile = "http://"+px.APIAddr(), writeTokenFile(t, px.Token())
+	return px
 }
