@@ -75,14 +75,22 @@ func (r *ksRig) connect(t *testing.T, mode pgx.QueryExecMode) *pgx.Conn {
 	return conn
 }
 
-// rowsOn returns the keys of kv on c.
-func rowsOn(t *testing.T, c *pgcluster.Cluster) map[int]string {
+// direct opens a session straight to c; the caller closes it.
+func direct(t *testing.T, c *pgcluster.Cluster) *pgx.Conn {
 	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, c.ConnString("postgres"))
+	conn, err := pgx.Connect(context.Background(), c.ConnString("postgres"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return conn
+}
+
+// rowsOn returns the keys of kv on c, and fails the test if c has a
+// prepared transaction left.
+func rowsOn(t *testing.T, c *pgcluster.Cluster) map[int]string {
+	t.Helper()
+	ctx := context.Background()
+	conn := direct(t, c)
 	defer conn.Close(ctx)
 	rows, _ := conn.Query(ctx, "SELECT k, v FROM kv")
 	out := map[int]string{}
@@ -97,9 +105,7 @@ func rowsOn(t *testing.T, c *pgcluster.Cluster) map[int]string {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	var n int
-	conn.QueryRow(ctx, "SELECT count(*) FROM pg_prepared_xacts").Scan(&n)
-	if n != 0 {
+	if n := preparedCount(t, c); n != 0 {
 		t.Errorf("%s: %d prepared transactions left", c.Addr(), n)
 	}
 	return out

@@ -94,14 +94,10 @@ func startChildProxy(t *testing.T, r *ksRig, txlog, crashAt string) (addr string
 
 func preparedCount(t *testing.T, c *pgcluster.Cluster) int {
 	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, c.ConnString("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := direct(t, c)
+	defer conn.Close(context.Background())
 	var n int
-	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_prepared_xacts").Scan(&n); err != nil {
+	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_prepared_xacts").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n
