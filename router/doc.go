@@ -90,6 +90,7 @@
 //
 // COPY, function calls (fastpath), multi-statement query
 // strings that span partitions, SQL-level PREPARE/EXECUTE, LISTEN/NOTIFY
-// across partitions, and DDL on every partition (change the schema with
-// `sluice keyspace`): utility statements run on the home partition only.
+// across partitions, and DDL on every partition (the schema is applied to
+// every partition by `sluice keyspace create`; changing it later is not
+// built): utility statements run on the home partition only.
 package router
