@@ -218,6 +218,9 @@ func TestKeyspaceLifecycle(t *testing.T) {
 	if err != nil || pc.Epoch != 1 || pc.NextEpoch != 2 || len(pc.Ranges["warehouse"]) != 2 || pc.Ranges["warehouse"][1] != (client.PlanRange{Range: "[5,7)", Partition: "p2"}) {
 		t.Fatalf("plan check: %+v, %v", pc, err)
 	}
+	if len(pc.Moves) != 1 || pc.Moves[0].Range != "[4,5)" || pc.Moves[0].From != "p2" || pc.Moves[0].To != "p1" || len(pc.Moves[0].Tables) != 2 {
+		t.Fatalf("plan check's moves: %+v; want [4,5) p2 → p1 with warehouse and district", pc.Moves)
+	}
 	_, err = a1.c.CheckPlan(ctx, "tpcc", keyspace.PlanSpec{"warehouse": {"p1": "[1,5)", "p2": "[6,7)"}})
 	if client.StatusOf(err) != 400 || !strings.Contains(err.Error(), "gap: keys [5,6)") {
 		t.Fatalf("plan check of a gap: %v", err)

@@ -222,7 +222,8 @@ func (a *Agent) DeleteKeyspace(name string) (*keyspace.Keyspace, error) {
 }
 
 // CheckPlan validates plan against keyspace name (400 with the one-line
-// reason) and returns it parsed. Nothing is changed.
+// reason) and returns it parsed, with the ranges applying it would move.
+// Nothing is changed.
 func (a *Agent) CheckPlan(name string, plan keyspace.PlanSpec) (client.PlanCheck, error) {
 	ks, err := a.keyspace(name)
 	if err != nil {
@@ -232,7 +233,12 @@ func (a *Agent) CheckPlan(name string, plan keyspace.PlanSpec) (client.PlanCheck
 	if err != nil {
 		return client.PlanCheck{}, errf(http.StatusBadRequest, "%v", err)
 	}
-	return client.PlanCheck{Keyspace: ks.Name, Epoch: ks.Epoch, NextEpoch: next.Epoch, Plan: next.Plan, Ranges: client.PlanRanges(next.PlanRanges())}, nil
+	moves, err := keyspace.Diff(ks, next)
+	if err != nil {
+		return client.PlanCheck{}, errf(http.StatusBadRequest, "%v", err)
+	}
+	return client.PlanCheck{Keyspace: ks.Name, Epoch: ks.Epoch, NextEpoch: next.Epoch, Plan: next.Plan,
+		Ranges: client.PlanRanges(next.PlanRanges()), Moves: client.PlanMoves(moves)}, nil
 }
 
 // KeyspaceSizes measures every partition of keyspace name, in parallel; a

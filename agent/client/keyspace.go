@@ -106,6 +106,27 @@ type PlanCheck struct {
 	NextEpoch uint64                 `json:"next_epoch"` // the proposed plan's, were it applied
 	Plan      keyspace.PlanSpec      `json:"plan"`
 	Ranges    map[string][]PlanRange `json:"ranges"` // root table → its ranges in key order
+	// Moves are the reconfiguration ranges applying the plan would move
+	// (keyspace.Diff): none when it keeps every key's owner.
+	Moves []PlanMove `json:"moves"`
+}
+
+// PlanMove is one reconfiguration range of a proposed plan.
+type PlanMove struct {
+	Root   string   `json:"root"`
+	Range  string   `json:"range"`
+	From   string   `json:"from"`
+	To     string   `json:"to"`
+	Tables []string `json:"tables"` // the root and the tables co-partitioned with it
+}
+
+// PlanMoves renders keyspace.Diff's moves.
+func PlanMoves(ms []keyspace.Move) []PlanMove {
+	out := make([]PlanMove, len(ms))
+	for i, m := range ms {
+		out[i] = PlanMove{Root: m.Root, Range: m.Range.String(), From: m.From, To: m.To, Tables: m.Tables}
+	}
+	return out
 }
 
 // PlanRange is one range of a parsed plan.

@@ -273,7 +273,16 @@ func keyspacePlanCmd(f *keyspaceFlags) *cobra.Command {
 			}
 			fmt.Fprintf(out, "plan %s is valid for keyspace %s (epoch %d, would be %d); not applied\n", check, pc.Keyspace, pc.Epoch, pc.NextEpoch)
 			printPlan(out, pc.Ranges)
-			return nil
+			if len(pc.Moves) == 0 {
+				fmt.Fprintln(out, "\nit moves no key")
+				return nil
+			}
+			w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "\nROOT\tRANGE\tFROM\tTO\tTABLES")
+			for _, m := range pc.Moves {
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", m.Root, m.Range, m.From, m.To, strings.Join(m.Tables, ", "))
+			}
+			return w.Flush()
 		},
 	}
 	cmd.Flags().StringVar(&check, "check", "", `proposed plan as JSON, {"table": {"partition": "[lo,hi)"}}: exit 2 with the reason when it is not valid`)

@@ -59,6 +59,7 @@ func TestKeyspaceCommands(t *testing.T) {
 		{"plan", []string{"keyspace", "plan", "tpcc", "--agent", url}, 0, "warehouse  [4,)   p2"},
 		{"plan --check gap", []string{"keyspace", "plan", "tpcc", "--check", gap, "--agent", url}, 2, "gap: keys [3,4)"},
 		{"plan --check good", []string{"keyspace", "plan", "tpcc", "--check", next, "--agent", url}, 0, "(epoch 1, would be 2); not applied"},
+		{"plan --check moves", []string{"keyspace", "plan", "tpcc", "--check", next, "--agent", url}, 0, "warehouse  [4,5)  p2    p1  warehouse"},
 		{"plan unchanged", []string{"keyspace", "plan", "tpcc", "--agent", url}, 0, "warehouse  [1,4)  p1"},
 		{"show", []string{"keyspace", "show", "tpcc", "--agent", url}, 0, "total"},
 		{"check", []string{"keyspace", "check", "tpcc", "--agent", url}, 0, "every row on its partition"},
