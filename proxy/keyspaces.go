@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -140,18 +142,19 @@ func (p *Proxy) recoverAll(ctx context.Context) {
 	}
 }
 
-// anyUser is a user with a password the proxy knows (to list prepared
-// transactions), the first by name.
+// anyUser is a user the proxy can log in to servers as (to list prepared
+// transactions): the first by name of those with a plaintext password, or,
+// for a Trust proxy without any, "postgres" (servers that trust the proxy
+// trust that name too). "" when there is none: recovery waits for one.
 func (p *Proxy) anyUser() string {
-	var names []string
-	for u := range p.passwords {
-		names = append(names, u)
+	names := slices.Sorted(maps.Keys(p.passwords))
+	switch {
+	case len(names) > 0:
+		return names[0]
+	case p.cfg.Trust:
+		return "postgres"
 	}
-	sort.Strings(names)
-	if len(names) == 0 {
-		return ""
-	}
-	return names[0]
+	return ""
 }
 
 // dialPartition opens a server session to part as user outside any gate.
