@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -33,6 +34,20 @@ func agentPair(t *testing.T) (Config, Config) {
 	stopTenants(t, c1.Root)
 	stopTenants(t, c2.Root)
 	return c1, c2
+}
+
+// freeAddrExcept returns a free 127.0.0.1 address that is none of taken.
+func freeAddrExcept(t *testing.T, taken ...string) string {
+	t.Helper()
+	for {
+		p, err := pgcluster.FreePort()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a := fmt.Sprintf("127.0.0.1:%d", p); !slices.Contains(taken, a) {
+			return a
+		}
+	}
 }
 
 // waitMigration polls migration id on c until it is done (or until stop
@@ -256,6 +271,10 @@ func TestMigrationBadInput(t *testing.T) {
 	c4 := newTestConfig(t, "a4") // target with another PostgreSQL major version
 	c4.PGBinDir = fakePGBin(t, "14.9")
 	stopTenants(t, c3.Root)
+	// a3 and a4 start first: on ports of their own, not the kernel's pick,
+	// which could be a1's or a2's (chosen free, not yet bound).
+	c3.Listen = freeAddrExcept(t, c1.Listen, c2.Listen)
+	c4.Listen = freeAddrExcept(t, c1.Listen, c2.Listen, c3.Listen)
 	a3 := startAgent(t, c3)
 	a4 := startAgent(t, c4)
 	c1.Peers["a3"] = a3.URL()
