@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what sluice's tests, demo and benchmarks need on a fresh Debian 12
 # machine, and nothing that is already there. Idempotent.
-#   scripts/install-deps.sh          PostgreSQL 15 (+contrib), Go modules, and the
+#   scripts/install-deps.sh          PostgreSQL 15 (+contrib), gcc (cgo), Go modules, and the
 #                                    clients the proxy's tests drive (psql,
 #                                    Debian's python3-psycopg2, node-postgres)
 #   scripts/install-deps.sh bench    also PgBouncer and the benchmark tools
@@ -11,6 +11,9 @@ want=()
 [ -x /usr/lib/postgresql/15/bin/postgres ] || want+=(postgresql-15)
 [ -f /usr/share/postgresql/15/extension/pg_buffercache.control ] || want+=(postgresql-contrib)
 command -v psql >/dev/null || want+=(postgresql-client-15)
+# The keyspace router parses SQL with PostgreSQL's own parser (pg_query_go,
+# cgo): building sluice needs a C compiler.
+command -v gcc >/dev/null || want+=(gcc libc6-dev)
 # The proxy's client tests run Debian's python3 (/usr/bin/python3, not one
 # first on PATH) with its psycopg2, and node with the npm package pg.
 /usr/bin/python3 -c 'import psycopg2' 2>/dev/null || want+=(python3-psycopg2)

@@ -122,15 +122,11 @@ func runBenchProxy(cmd *cobra.Command, _ []string) error {
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
 
-	dir, err := pgcluster.MkdirTemp("sluice-bench-proxy-")
+	dir, done, err := benchDir("proxy", bf.keep, progress)
 	if err != nil {
 		return err
 	}
-	if !bf.keep {
-		defer os.RemoveAll(dir)
-	} else {
-		progress("keeping %s", dir)
-	}
+	defer done()
 	pb := &proxyBench{opt: bf, pgbench: pgbench, dir: dir, progress: progress}
 	defer pb.stop()
 	if err := pb.start(ctx); err != nil {
@@ -431,4 +427,19 @@ func removeLogs(prefix string) {
 	for _, f := range files {
 		os.Remove(f)
 	}
+}
+
+// benchDir makes the working directory of bench name (readable by the
+// postgres OS user); done removes it, unless keep, when it is named in
+// progress and left.
+func benchDir(name string, keep bool, progress func(string, ...any)) (dir string, done func(), err error) {
+	dir, err = pgcluster.MkdirTemp("sluice-bench-" + name + "-")
+	if err != nil {
+		return "", nil, err
+	}
+	if keep {
+		progress("keeping %s", dir)
+		return dir, func() {}, nil
+	}
+	return dir, func() { os.RemoveAll(dir) }, nil
 }

@@ -100,15 +100,11 @@ func runBenchRouter(cmd *cobra.Command, bf benchRouterOptions) error {
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
 
-	dir, err := pgcluster.MkdirTemp("sluice-bench-router-")
+	dir, done, err := benchDir("router", bf.keep, progress)
 	if err != nil {
 		return err
 	}
-	if bf.keep {
-		progress("keeping %s", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
+	defer done()
 	parts := []keyspace.Partition{{Name: "p1", Tenant: "t1"}, {Name: "p2", Tenant: "t2"}}
 	rb := &routerBench{opt: bf, dir: dir, progress: progress}
 	defer rb.stop()

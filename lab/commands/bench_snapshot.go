@@ -108,15 +108,11 @@ func runBenchSnapshot(cmd *cobra.Command, _ []string) error {
 	ctx, cancel := context.WithCancel(cmd.Context())
 	defer cancel()
 
-	dir, err := pgcluster.MkdirTemp("sluice-bench-snapshot-")
+	dir, done, err := benchDir("snapshot", bf.keep, progress)
 	if err != nil {
 		return err
 	}
-	if bf.keep {
-		progress("keeping %s", dir)
-	} else {
-		defer os.RemoveAll(dir)
-	}
+	defer done()
 
 	progress("initdb and start PostgreSQL")
 	src, err := pgcluster.Init(ctx, filepath.Join(dir, "src"), pgcluster.Options{
