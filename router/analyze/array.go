@@ -30,7 +30,7 @@ func KeysOf(t keyspace.KeyType, v Value, params [][]byte, formats []int16, oids 
 		}
 		return []keyspace.Key{k}, nil
 	}
-	what := v.what()
+	what := v.what
 	if v.Param == 0 {
 		return textArrayKeys(t, v.Const, what)
 	}
@@ -39,7 +39,7 @@ func KeysOf(t keyspace.KeyType, v Value, params [][]byte, formats []int16, oids 
 		return nil, err
 	}
 	if p.b == nil {
-		return nil, fmt.Errorf("%w: %s is NULL, want an array of %s keys", keyspace.ErrKeyType, what, t)
+		return nil, fmt.Errorf("%w: %s is NULL, want an array of %s keys", keyspace.ErrKeyType, what(), t)
 	}
 	if p.format == 0 {
 		return textArrayKeys(t, string(p.b), what)
@@ -48,17 +48,17 @@ func KeysOf(t keyspace.KeyType, v Value, params [][]byte, formats []int16, oids 
 }
 
 // textArrayKeys reads the keys of an array in text form.
-func textArrayKeys(t keyspace.KeyType, s, what string) ([]keyspace.Key, error) {
+func textArrayKeys(t keyspace.KeyType, s string, what func() string) ([]keyspace.Key, error) {
 	elems, err := parseTextArray(s)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s %q: %v", keyspace.ErrKeyType, what, s, err)
+		return nil, fmt.Errorf("%w: %s %q: %v", keyspace.ErrKeyType, what(), s, err)
 	}
 	out := make([]keyspace.Key, 0, len(elems))
 	for i, e := range elems {
 		if e == nil {
-			return nil, fmt.Errorf("%w: %s %q: element %d is NULL, want a %s key", keyspace.ErrKeyType, what, s, i+1, t)
+			return nil, fmt.Errorf("%w: %s %q: element %d is NULL, want a %s key", keyspace.ErrKeyType, what(), s, i+1, t)
 		}
-		k, err := textKey(t, *e, fmt.Sprintf("%s element %q", what, *e))
+		k, err := textKey(t, *e, func() string { return fmt.Sprintf("%s element %q", what(), *e) })
 		if err != nil {
 			return nil, err
 		}
@@ -211,9 +211,9 @@ func (p *arrayText) elem() error {
 }
 
 // binaryArrayKeys reads the keys of an array in array_send's binary layout.
-func binaryArrayKeys(t keyspace.KeyType, b []byte, what string) ([]keyspace.Key, error) {
+func binaryArrayKeys(t keyspace.KeyType, b []byte, what func() string) ([]keyspace.Key, error) {
 	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w: %s (binary array, %d bytes): %s", keyspace.ErrKeyType, what, len(b), fmt.Sprintf(format, args...))
+		return fmt.Errorf("%w: %s (binary array, %d bytes): %s", keyspace.ErrKeyType, what(), len(b), fmt.Sprintf(format, args...))
 	}
 	if len(b) < 12 {
 		return nil, bad("shorter than an array header")
@@ -250,12 +250,12 @@ func binaryArrayKeys(t keyspace.KeyType, b []byte, what string) ([]keyspace.Key,
 		l := int32(binary.BigEndian.Uint32(rest))
 		rest = rest[4:]
 		if l < 0 {
-			return nil, fmt.Errorf("%w: %s: element %d is NULL, want a %s key", keyspace.ErrKeyType, what, i+1, t)
+			return nil, fmt.Errorf("%w: %s: element %d is NULL, want a %s key", keyspace.ErrKeyType, what(), i+1, t)
 		}
 		if int(l) > len(rest) {
 			return nil, bad("truncated at element %d", i+1)
 		}
-		k, err := binaryKey(t, rest[:l], elemType, fmt.Sprintf("%s element %d", what, i+1))
+		k, err := binaryKey(t, rest[:l], elemType, func() string { return fmt.Sprintf("%s element %d", what(), i+1) })
 		if err != nil {
 			return nil, err
 		}

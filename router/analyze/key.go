@@ -43,7 +43,7 @@ func KeyOf(t keyspace.KeyType, v Value, params [][]byte, formats []int16, oids [
 		return keyspace.Key{}, fmt.Errorf("analyze: KeyOf of an array value (%s): use KeysOf", v.what())
 	}
 	if v.Param == 0 {
-		return textKey(t, v.Const, v.what())
+		return textKey(t, v.Const, v.what)
 	}
 	p, err := paramOf(v, params, formats, oids)
 	if err != nil {
@@ -53,9 +53,9 @@ func KeyOf(t keyspace.KeyType, v Value, params [][]byte, formats []int16, oids [
 		return keyspace.Key{}, fmt.Errorf("%w: %s is NULL, want a %s key", keyspace.ErrKeyType, v.what(), t)
 	}
 	if p.format == 0 {
-		return textKey(t, string(p.b), fmt.Sprintf("%s %q", v.what(), p.b))
+		return textKey(t, string(p.b), func() string { return fmt.Sprintf("%s %q", v.what(), p.b) })
 	}
-	return binaryKey(t, p.b, p.oid, v.what())
+	return binaryKey(t, p.b, p.oid, v.what)
 }
 
 // param is one Bind parameter: its bytes (nil for NULL), format code and
@@ -101,8 +101,8 @@ func (v Value) what() string {
 }
 
 // textKey reads a key of type t from its text form; what names the value
-// in errors.
-func textKey(t keyspace.KeyType, s, what string) (keyspace.Key, error) {
+// in errors (called only then: naming costs an allocation).
+func textKey(t keyspace.KeyType, s string, what func() string) (keyspace.Key, error) {
 	switch t {
 	case keyspace.Text:
 		return keyspace.TextKey(s), nil
@@ -111,7 +111,7 @@ func textKey(t keyspace.KeyType, s, what string) (keyspace.Key, error) {
 			return keyspace.IntKey(i), nil
 		}
 	}
-	return keyspace.Key{}, fmt.Errorf("%w: %s is not a %s key", keyspace.ErrKeyType, what, t)
+	return keyspace.Key{}, fmt.Errorf("%w: %s is not a %s key", keyspace.ErrKeyType, what(), t)
 }
 
 // parseInt reads an integer as PostgreSQL's int8in does (version 16 on):
@@ -154,7 +154,7 @@ func parseInt(s string) (int64, bool) {
 }
 
 // binaryKey reads a key of type t from a binary parameter of type oid.
-func binaryKey(t keyspace.KeyType, b []byte, oid uint32, what string) (keyspace.Key, error) {
+func binaryKey(t keyspace.KeyType, b []byte, oid uint32, what func() string) (keyspace.Key, error) {
 	switch {
 	case t == keyspace.Int && (oid == 0 || oid == oidInt2 || oid == oidInt4 || oid == oidInt8):
 		want := map[uint32]int{oidInt2: 2, oidInt4: 4, oidInt8: 8}[oid]
@@ -171,5 +171,5 @@ func binaryKey(t keyspace.KeyType, b []byte, oid uint32, what string) (keyspace.
 	case t == keyspace.Text && (oid == 0 || oid == oidText || oid == oidVarchar || oid == oidBpchar || oid == oidName):
 		return keyspace.TextKey(string(b)), nil
 	}
-	return keyspace.Key{}, fmt.Errorf("%w: %s (binary, type oid %d, %d bytes) is not a %s key", keyspace.ErrKeyType, what, oid, len(b), t)
+	return keyspace.Key{}, fmt.Errorf("%w: %s (binary, type oid %d, %d bytes) is not a %s key", keyspace.ErrKeyType, what(), oid, len(b), t)
 }
