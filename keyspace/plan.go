@@ -321,3 +321,35 @@ func (m RangeMap) Ranges(partition string) []Range {
 	}
 	return out
 }
+
+// ParseRanges reads ranges as the plan writes them ("[1,4),[9,12)", text
+// bounds quoted) with keys of type t.
+func ParseRanges(t KeyType, s string) ([]Range, error) {
+	rs, err := parseRanges(s, t)
+	if err != nil {
+		return nil, invalidf("%v", err)
+	}
+	return rs, nil
+}
+
+// Contains reports whether k is in r.
+func (r Range) Contains(k Key) bool { return r.contains(k) }
+
+// Overlaps reports whether r and [lo, hi) share a key.
+func (r Range) Overlaps(lo, hi Bound) bool {
+	if !hi.Inf && !r.Lo.Inf && r.Lo.Key.Compare(hi.Key) >= 0 {
+		return false
+	}
+	return lo.Inf || r.Hi.Inf || lo.Key.Compare(r.Hi.Key) < 0
+}
+
+// Successor is the bound just above key k: [k, Successor(k)) holds k alone.
+func Successor(k Key) Bound {
+	if k.Type == Text {
+		return Bound{Key: TextKey(k.S + "\x00")}
+	}
+	if k.I == 1<<63-1 {
+		return Bound{Inf: true}
+	}
+	return Bound{Key: IntKey(k.I + 1)}
+}

@@ -1,0 +1,267 @@
+package reshard
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/sluicedb/sluice/keyspace"
+)
+
+// Chunk is the unit of a pull: keys of root table Root in Ranges, with
+// the rows of every table in Tables (Root first, then the tables
+// co-partitioned with it), moving from partition From to partition To.
+type Chunk struct {
+	ID     int
+	Root   string
+	Type   keyspace.KeyType
+	Tables []string
+	Ranges []keyspace.Range // sorted, disjoint
+	From   string
+	To     string
+	// Bytes is the estimated size of the chunk's rows (Stats); 0 unknown.
+	Bytes int64
+	// SubPlan orders asynchronous pulls: every chunk of sub-plan i is
+	// pulled before any of sub-plan i+1.
+	SubPlan int
+}
+
+// Contains reports whether key k of the chunk's root is in the chunk.
+func (c Chunk) Contains(k keyspace.Key) bool {
+	for _, r := range c.Ranges {
+		if r.Contains(k) {
+			return true
+		}
+	}
+	return false
+}
+
+// Overlaps reports whether the chunk holds a key of [lo, hi).
+func (c Chunk) Overlaps(lo, hi keyspace.Bound) bool {
+	for _, r := range c.Ranges {
+		if r.Overlaps(lo, hi) {
+			return true
+		}
+	}
+	return false
+}
+
+// RangesText is the chunk's ranges as a plan writes them.
+func (c Chunk) RangesText() string {
+	s := make([]string, len(c.Ranges))
+	for i, r := range c.Ranges {
+		s[i] = r.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func (c Chunk) String() string {
+	return fmt.Sprintf("chunk %d: %s %s %s→%s", c.ID, c.Root, c.RangesText(), c.From, c.To)
+}
+
+type chunkJSON struct {
+	ID      int              `json:"id"`
+	Root    string           `json:"root"`
+	Type    keyspace.KeyType `json:"type"`
+	Tables  []string         `json:"tables"`
+	Ranges  string           `json:"ranges"`
+	From    string           `json:"from"`
+	To      string           `json:"to"`
+	Bytes   int64            `json:"bytes"`
+	SubPlan int              `json:"sub_plan"`
+}
+
+// MarshalJSON writes the ranges in the plan's text form.
+func (c Chunk) MarshalJSON() ([]byte, error) {
+	return json.Marshal(chunkJSON{c.ID, c.Root, c.Type, c.Tables, c.RangesText(), c.From, c.To, c.Bytes, c.SubPlan})
+}
+
+// UnmarshalJSON reads what MarshalJSON writes.
+func (c *Chunk) UnmarshalJSON(b []byte) error {
+	var j chunkJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	rs, err := keyspace.ParseRanges(j.Type, j.Ranges)
+	if err != nil {
+		return fmt.Errorf("chunk %d: %w", j.ID, err)
+	}
+	*c = Chunk{ID: j.ID, Root: j.Root, Type: j.Type, Tables: j.Tables, Ranges: rs, From: j.From, To: j.To, Bytes: j.Bytes, SubPlan: j.SubPlan}
+	return nil
+}
+
+// Stats describe a root's rows on one source partition as PostgreSQL's
+// planner sees them (pg_class.reltuples, pg_stats.histogram_bounds): the
+// histogram's buckets hold about the same number of rows each.
+type Stats struct {
+	Rows  float64 // rows of the root table; < 0 unknown (never analysed)
+	Bytes int64   // on-disk size of the root and its co-partitioned tables
+	// Bounds are the root key's histogram bounds, sorted; empty when
+	// PostgreSQL has none (few distinct keys, or no ANALYZE yet).
+	Bounds []keyspace.Key
+}
+
+// Options shape the chunks (the Squall paper §4).
+type Options struct {
+	// ChunkBytes is the target size of a chunk (Squall: 8 MB).
+	ChunkBytes int64
+	// Split cuts a move larger than ChunkBytes at histogram bounds.
+	Split bool
+	// Merge packs moves of one root, source and destination of at most
+	// ChunkBytes/2 into one chunk of at most ChunkBytes.
+	Merge bool
+	// SubPlans is the least number of sub-plans (Squall: 5 to 20); the
+	// plan needs as many as the most destinations any source sends to.
+	// 0 or 1: sub-plans only where a source has several destinations.
+	SubPlans int
+}
+
+// DefaultChunkBytes is Squall's chunk size.
+const DefaultChunkBytes = 8 << 20
+
+// Plan cuts moves (keyspace.Diff of keyspace ks's plans) into chunks, numbered from 0 in order of
+// sub-plan, then move. stats gives the source's Stats of a root (a nil
+// func, or zero Stats, leaves every move one chunk of unknown size).
+func Plan(ks *keyspace.Keyspace, moves []keyspace.Move, stats func(root, part string) Stats, o Options) []Chunk {
+	if o.ChunkBytes <= 0 {
+		o.ChunkBytes = DefaultChunkBytes
+	}
+	var pieces []Chunk
+	for _, m := range moves {
+		var st Stats
+		if stats != nil {
+			st = stats(m.Root, m.From)
+		}
+		r := m.Range
+		r.Partition = ""
+		t, _ := ks.Table(m.Root)
+		base := Chunk{Root: m.Root, Type: t.Type, Tables: m.Tables, From: m.From, To: m.To}
+		for _, p := range split(r, st, o) {
+			c := base
+			c.Ranges, c.Bytes = []keyspace.Range{p.r}, p.bytes
+			pieces = append(pieces, c)
+		}
+	}
+	if o.Merge {
+		pieces = merge(pieces, o.ChunkBytes)
+	}
+	assignSubPlans(pieces, o.SubPlans)
+	slices.SortStableFunc(pieces, func(a, b Chunk) int { return a.SubPlan - b.SubPlan })
+	for i := range pieces {
+		pieces[i].ID = i
+	}
+	return pieces
+}
+
+type piece struct {
+	r     keyspace.Range
+	bytes int64
+}
+
+// split estimates r's size from st and, with o.Split, cuts it at histogram
+// bounds into pieces of about o.ChunkBytes each.
+func split(r keyspace.Range, st Stats, o Options) []piece {
+	n := len(st.Bounds) - 1 // buckets
+	if n < 1 || st.Bytes <= 0 {
+		return []piece{{r: r, bytes: st.Bytes}} // unknown: at most the whole table
+	}
+	perBucket := float64(st.Bytes) / float64(n)
+	var inside []keyspace.Key // bounds strictly inside r
+	for _, b := range st.Bounds {
+		if r.Contains(b) && (r.Lo.Inf || b.Compare(r.Lo.Key) > 0) {
+			inside = append(inside, b)
+		}
+	}
+	total := int64(perBucket * float64(len(inside)))
+	if !r.Lo.Inf || !r.Hi.Inf { // the buckets cut by r's ends count half
+		total += int64(perBucket / 2)
+	}
+	total = min(max(total, 1), st.Bytes)
+	if !o.Split || total <= o.ChunkBytes || len(inside) == 0 {
+		return []piece{{r: r, bytes: total}}
+	}
+	per := max(1, int(float64(o.ChunkBytes)/perBucket)) // buckets per chunk
+	var out []piece
+	lo := r.Lo
+	for i := per; i < len(inside); i += per {
+		hi := keyspace.Bound{Key: inside[i]}
+		out = append(out, piece{r: keyspace.Range{Lo: lo, Hi: hi}, bytes: int64(perBucket * float64(per))})
+		lo = hi
+	}
+	rest := total - int64(perBucket*float64(per*len(out)))
+	out = append(out, piece{r: keyspace.Range{Lo: lo, Hi: r.Hi}, bytes: max(rest, 1)})
+	return out
+}
+
+// merge packs consecutive pieces of the same root, source and destination,
+// each at most half a chunk, into chunks of at most chunkBytes.
+func merge(ps []Chunk, chunkBytes int64) []Chunk {
+	var out []Chunk
+	open := map[string]int{} // root/from/to → index in out of the chunk being filled
+	for _, p := range ps {
+		key := p.Root + "\x00" + p.From + "\x00" + p.To
+		small := p.Bytes > 0 && p.Bytes <= chunkBytes/2
+		if i, ok := open[key]; ok && small && out[i].Bytes+p.Bytes <= chunkBytes {
+			out[i].Ranges = append(out[i].Ranges, p.Ranges...)
+			out[i].Bytes += p.Bytes
+			continue
+		}
+		out = append(out, p)
+		if small {
+			open[key] = len(out) - 1
+		} else {
+			delete(open, key)
+		}
+	}
+	return out
+}
+
+// assignSubPlans numbers the chunks' sub-plans: a source's j-th destination
+// (in order of first appearance) is sent to in round j, so no source sends
+// to two destinations in one round; with more sub-plans wanted than rounds,
+// each round's chunks of every pair are spread over as many consecutive
+// sub-plans. Empty sub-plans are closed up.
+func assignSubPlans(cs []Chunk, want int) {
+	dests := map[string][]string{}
+	rounds := 1
+	for _, c := range cs {
+		if !slices.Contains(dests[c.From], c.To) {
+			dests[c.From] = append(dests[c.From], c.To)
+			rounds = max(rounds, len(dests[c.From]))
+		}
+	}
+	per := 1
+	if want > rounds {
+		per = (want + rounds - 1) / rounds
+	}
+	byPair := map[string][]int{}
+	var pairs []string
+	for i, c := range cs {
+		k := c.From + "\x00" + c.To
+		if byPair[k] == nil {
+			pairs = append(pairs, k)
+		}
+		byPair[k] = append(byPair[k], i)
+	}
+	for _, k := range pairs {
+		idx := byPair[k]
+		c0 := cs[idx[0]]
+		round := slices.Index(dests[c0.From], c0.To)
+		for j, i := range idx {
+			cs[i].SubPlan = round*per + j*per/len(idx)
+		}
+	}
+	used := map[int]bool{}
+	for _, c := range cs {
+		used[c.SubPlan] = true
+	}
+	order := make([]int, 0, len(used))
+	for s := range used {
+		order = append(order, s)
+	}
+	slices.Sort(order)
+	for i := range cs {
+		cs[i].SubPlan = slices.Index(order, cs[i].SubPlan)
+	}
+}
