@@ -152,7 +152,7 @@ func (s *Session) runBatch(ctx context.Context, sync bool) error {
 		}
 		return nil
 	}
-	pl, at, err := s.plan(batch)
+	pl, at, err := s.plan(ctx, batch)
 	if pe, ok := err.(*pgError); ok && pe.Severity == "FATAL" {
 		return pe // a malformed message ends the session, as PostgreSQL does
 	}
@@ -230,7 +230,7 @@ func (s *Session) runPipeline(ctx context.Context, batch []msg, pl *pipeline, sy
 // plan decodes a batch and finds the partitions it runs on. On an error,
 // at is the index of the message refused (the batch's last Bind for a
 // refusal of the whole), and the batch before it plans without error.
-func (s *Session) plan(batch []msg) (pl *pipeline, at int, err error) {
+func (s *Session) plan(ctx context.Context, batch []msg) (pl *pipeline, at int, err error) {
 	pl = &pipeline{parsed: map[string]*stmt{}, readOnly: true}
 	lastBind := 0
 	lookup := func(name string) (*stmt, error) {
@@ -268,7 +268,7 @@ func (s *Session) plan(batch []msg) (pl *pipeline, at int, err error) {
 				if st.an.Class == analyze.TwoPhase {
 					return nil, i, errorf(codeFeatureNotSupported, "two-phase commit commands are not accepted through the keyspace router")
 				}
-				if parts, err = s.owners(st.an, s.tx.hint, bd.params, bd.formats, st.oids); err != nil {
+				if parts, err = s.owners(ctx, st.an, s.tx.hint, bd.params, bd.formats, st.oids); err != nil {
 					return nil, i, err
 				}
 				if err := s.checkStatement(st.an, parts); err != nil {

@@ -79,7 +79,7 @@ func (s *Session) statement(ctx context.Context, sql string, an *analyze.Stateme
 		return s.onParticipants(ctx, sql)
 	}
 	hint := s.tx.hint
-	parts, err := s.owners(an, hint, s.params, nil, nil)
+	parts, err := s.owners(ctx, an, hint, s.params, nil, nil)
 	if err == nil {
 		err = s.checkStatement(an, parts)
 	}
@@ -209,7 +209,7 @@ func (s *Session) multi(ctx context.Context, sql string, stmts []*analyze.Statem
 		case analyze.Session, analyze.Other:
 			continue
 		}
-		ps, err := s.owners(an, s.tx.hint, s.params, nil, nil)
+		ps, err := s.owners(ctx, an, s.tx.hint, s.params, nil, nil)
 		if err != nil {
 			e := s.clientError(asPgError(err), true)
 			s.endIfIdle()

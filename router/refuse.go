@@ -46,7 +46,7 @@ var abortParse = msg{typ: 'P', body: []byte("sluice_refused\x00sluice: the route
 func (s *Session) refuse(ctx context.Context, prefix []msg, pe *pgError, sync bool) error {
 	local := s.localPrefix(prefix)
 	if !local {
-		if pl, _, err := s.plan(prefix); err == nil && len(pl.parts) == 1 {
+		if pl, _, err := s.plan(ctx, prefix); err == nil && len(pl.parts) == 1 {
 			return s.runPipeline(ctx, prefix, pl, sync, pe)
 		}
 	}

@@ -18,6 +18,19 @@ import (
 type Keyspace struct {
 	KS    *keyspace.Keyspace
 	Cache *analyze.Cache
+	// Moving is the reconfiguration that brought KS's plan in, while its
+	// data still moves (nil: none).
+	Moving Mover
+}
+
+// Mover is a live reconfiguration as a router sees it (package reshard):
+// a key may not have reached its owner under the new plan yet. A
+// statement waits for the keys it names — only it, not the partition —
+// while they are pulled.
+type Mover interface {
+	// Await returns once every key of root table root in [lo, hi) is at
+	// its owner, pulling what is not (a reactive pull).
+	Await(ctx context.Context, root string, lo, hi keyspace.Bound) error
 }
 
 // Config is one client session's setting.
@@ -27,6 +40,11 @@ type Config struct {
 	// Keyspace returns the keyspace's current version; a transaction uses
 	// the version current at its start.
 	Keyspace func() *Keyspace
+	// Admit, when set, is called before a transaction's first statement is
+	// routed: it may wait (the keyspace is held while its plan switches)
+	// and returns the version the transaction routes by; release is
+	// called once when the transaction ends.
+	Admit    func(ctx context.Context) (k *Keyspace, release func(), err error)
 	Backends Backends
 	// Coordinator commits transactions that wrote on several partitions.
 	Coordinator *Coordinator
@@ -64,6 +82,7 @@ type txState struct {
 	parts    []*backend
 	start    time.Time
 	queued   time.Duration
+	release  func() // Config.Admit's, once the transaction is admitted
 }
 
 // cursor is a SQL cursor the client declared: it lives on one partition's
@@ -366,7 +385,36 @@ func (s *Session) endTx() {
 		s.cfg.Backends.Observe(s.ks.KS.Name, names, d, s.tx.queued)
 	}
 	clear(s.portals)
+	if s.tx.release != nil {
+		s.tx.release()
+	}
 	s.tx = txState{}
+}
+
+// admit lets the transaction route (Config.Admit) before its first
+// statement does, and takes the keyspace version it routes by.
+func (s *Session) admit(ctx context.Context) error {
+	if s.tx.release != nil || s.cfg.Admit == nil {
+		return nil
+	}
+	k, release, err := s.cfg.Admit(ctx)
+	if err != nil {
+		return errorf(codeCannotConnect, "%v", err)
+	}
+	s.ks, s.tx.release = k, release
+	return nil
+}
+
+// await waits until the keys of root in [lo, hi) have reached their owner
+// when a reconfiguration moves them.
+func (s *Session) await(ctx context.Context, root string, lo, hi keyspace.Bound) error {
+	if s.ks.Moving == nil {
+		return nil
+	}
+	if err := s.ks.Moving.Await(ctx, root, lo, hi); err != nil {
+		return errorf(codeCannotConnect, "keyspace %s: %v", s.ks.KS.Name, err)
+	}
+	return nil
 }
 
 // owners maps an analysed statement with its parameters to the partitions
@@ -374,7 +422,10 @@ func (s *Session) endTx() {
 // counts as a key). A statement that names no key of a
 // sharded table uses the hint; one that names no sharded table runs on
 // the transaction's first partition (or the home partition).
-func (s *Session) owners(an *analyze.Statement, hint string, params [][]byte, formats []int16, oids []uint32) ([]string, error) {
+func (s *Session) owners(ctx context.Context, an *analyze.Statement, hint string, params [][]byte, formats []int16, oids []uint32) ([]string, error) {
+	if err := s.admit(ctx); err != nil {
+		return nil, err
+	}
 	ks := s.ks.KS
 	if hint == "" {
 		hint = an.Hint
@@ -400,6 +451,9 @@ func (s *Session) owners(an *analyze.Statement, hint string, params [][]byte, fo
 				if err != nil {
 					return nil, keyError(err)
 				}
+				if err := s.await(ctx, t.Root, keyspace.Bound{Key: key}, keyspace.Successor(key)); err != nil {
+					return nil, err
+				}
 				add(p)
 			}
 		}
@@ -416,9 +470,12 @@ func (s *Session) owners(an *analyze.Statement, hint string, params [][]byte, fo
 		if err != nil {
 			return nil, keyError(err)
 		}
+		if err := s.await(ctx, t.Root, keyspace.Bound{Key: key}, keyspace.Successor(key)); err != nil {
+			return nil, err
+		}
 		add(p)
 	case an.Range != nil:
-		ps, err := s.rangeOwners(an.Range, params, formats, oids)
+		ps, err := s.rangeOwners(ctx, an.Range, params, formats, oids)
 		if err != nil {
 			return nil, err
 		}
@@ -480,7 +537,7 @@ func (s *Session) homePart() string {
 	return s.home
 }
 
-func (s *Session) rangeOwners(r *analyze.RangeRef, params [][]byte, formats []int16, oids []uint32) ([]string, error) {
+func (s *Session) rangeOwners(ctx context.Context, r *analyze.RangeRef, params [][]byte, formats []int16, oids []uint32) ([]string, error) {
 	t, _ := s.ks.KS.Table(r.Table)
 	var lo, hi keyspace.Bound
 	lo.Inf, hi.Inf = r.Lo == nil, r.Hi == nil
@@ -504,6 +561,9 @@ func (s *Session) rangeOwners(r *analyze.RangeRef, params [][]byte, formats []in
 			}
 		}
 		hi.Key = k
+	}
+	if err := s.await(ctx, t.Root, lo, hi); err != nil {
+		return nil, err
 	}
 	return s.ks.KS.Owners(r.Table, lo, hi)
 }

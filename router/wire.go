@@ -21,6 +21,7 @@ const (
 	codeUndefinedPStmt      = "26000"
 	codeUndefinedCursor     = "34000"
 	codeTxResolutionUnknown = "08007"
+	codeCannotConnect       = "57P03" // cannot_connect_now: a moving key could not be pulled, or the keyspace is held too long
 )
 
 // maxMessage bounds a client or server message the router reads whole.
