@@ -123,6 +123,7 @@ func (p *Proxy) apiHandler() http.Handler {
 		})
 	})
 	mux.HandleFunc("GET /metrics", p.serveMetrics)
+	p.keyspaceRoutes(mux)
 	return mux
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -103,7 +104,19 @@ func (p *Proxy) pollKeyspaces(ctx context.Context, hc *http.Client, base string)
 		if err != nil {
 			return fmt.Errorf("GET /v1/keyspaces: %w", err)
 		}
-		p.setKeyspace(ks)
+		// The reshard status is read after the keyspace: a new epoch is
+		// installed with the reconfiguration that brought it (reshard.go).
+		old := p.keyspace(ks.Name)
+		if old != nil && old.KS.Epoch == ks.Epoch && old.Moving == nil {
+			continue
+		}
+		var v *reshardView
+		if _, err := getJSON(ctx, hc, base+"/v1/keyspaces/"+url.PathEscape(ks.Name)+"/reshard?chunks=1", &v); err != nil {
+			return err
+		}
+		if err := p.installKeyspace(ks, v, base); err != nil {
+			return fmt.Errorf("keyspace %s: %w", ks.Name, err)
+		}
 	}
 	return nil
 }
@@ -182,6 +195,7 @@ func (s *session) serveKeyspace(ctx context.Context, k *router.Keyspace) error {
 		User:        s.user,
 		Params:      s.startupParams,
 		Keyspace:    func() *router.Keyspace { return p.keyspace(name) },
+		Admit:       func(ctx context.Context) (*router.Keyspace, func(), error) { return p.admitKeyspace(ctx, name) },
 		Backends:    kb,
 		Coordinator: p.coord,
 		Logf:        p.cfg.Logf,

@@ -50,6 +50,7 @@ type Proxy struct {
 
 	ksMu      sync.Mutex
 	keyspaces map[string]*router.Keyspace // by name (keyspaces.go)
+	gates     map[string]*ksGate          // by keyspace name (reshard.go)
 	txlog     *txlog.Log
 	coord     *router.Coordinator
 
@@ -57,6 +58,7 @@ type Proxy struct {
 	sessionsTotal atomic.Int64
 	sessionErrors atomic.Int64
 	moves         atomic.Int64
+	reactivePulls atomic.Int64 // chunks a statement waited for (reshard.go)
 	preparedUsed  atomic.Int64 // session moves that used a server session opened by Prepare
 	cancels       atomic.Int64
 
@@ -76,6 +78,7 @@ func New(cfg Config) (*Proxy, error) {
 	p.mu.tenants = map[string]*tenant{}
 	p.mu.aliases = map[string]*tenant{}
 	p.keyspaces = map[string]*router.Keyspace{}
+	p.gates = map[string]*ksGate{}
 	for _, ks := range cfg.Keyspaces {
 		p.setKeyspace(ks)
 	}

@@ -77,9 +77,9 @@ type ReshardStatus struct {
 
 // ReshardChunk is one chunk and its state.
 type ReshardChunk struct {
-	reshard.Chunk
-	State   string `json:"state"`
-	Cleaned bool   `json:"cleaned,omitempty"`
+	Chunk   reshard.Chunk `json:"chunk"`
+	State   string        `json:"state"`
+	Cleaned bool          `json:"cleaned,omitempty"`
 }
 
 // Reshard starts a live reconfiguration of keyspace name (202: it runs on;

@@ -324,3 +324,34 @@ func (c *Client) Handovers(ctx context.Context, tenant string) ([]Handover, erro
 	err := c.do(ctx, http.MethodGet, "/v1/handovers"+q, nil, &r)
 	return r, err
 }
+
+// HoldKeyspace stops the proxy admitting keyspace name's transactions and
+// waits (at most deadline) for the open ones to end; on failure the proxy
+// has released the hold again.
+func (c *Client) HoldKeyspace(ctx context.Context, name string, deadline time.Duration) error {
+	return c.do(ctx, http.MethodPost, "/v1/keyspaces/"+url.PathEscape(name)+"/hold",
+		map[string]float64{"deadline_ms": float64(deadline.Microseconds()) / 1000}, nil)
+}
+
+// SwitchKeyspace installs a keyspace version (its JSON) with the
+// reconfiguration moving its data (reshard: the driver's status with
+// chunks; nil for none), whose reactive pulls go to driver (an agent's
+// base URL), and ends the keyspace's hold.
+func (c *Client) SwitchKeyspace(ctx context.Context, keyspace json.RawMessage, reshard any, driver string) error {
+	return c.do(ctx, http.MethodPost, "/v1/keyspaces/"+nameOf(keyspace)+"/switch",
+		map[string]any{"keyspace": keyspace, "reshard": reshard, "driver": driver}, nil)
+}
+
+// ReleaseKeyspace ends keyspace name's hold, nothing changed.
+func (c *Client) ReleaseKeyspace(ctx context.Context, name string) error {
+	return c.do(ctx, http.MethodPost, "/v1/keyspaces/"+url.PathEscape(name)+"/release", nil, nil)
+}
+
+// nameOf is the path-escaped "name" of a keyspace's JSON.
+func nameOf(ks json.RawMessage) string {
+	var v struct {
+		Name string `json:"name"`
+	}
+	json.Unmarshal(ks, &v)
+	return url.PathEscape(v.Name)
+}
