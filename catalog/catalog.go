@@ -50,6 +50,7 @@ var (
 	bucketMigrations = []byte("migrations")
 	bucketMeta       = []byte("meta")
 	bucketKeyspaces  = []byte("keyspaces")
+	bucketReshards   = []byte("reshards")
 	keySchema        = []byte("schema")
 )
 
@@ -133,7 +134,7 @@ func Open(path string) (*Catalog, error) {
 	}
 	c := &Catalog{db: db, path: path, now: time.Now}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketTenants, bucketMigrations, bucketMeta, bucketKeyspaces} {
+		for _, b := range [][]byte{bucketTenants, bucketMigrations, bucketMeta, bucketKeyspaces, bucketReshards} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
