@@ -44,6 +44,7 @@ type Agent struct {
 	ksMu sync.Mutex // serialises keyspace creation and deletion (keyspaces.go)
 
 	mig migrations // migrations in progress (migrate.go)
+	rs  reshardRuns // keyspace reconfigurations in progress (reshard.go)
 
 	peerTLS *tls.Config // for calls to peers; nil = defaults
 
@@ -163,6 +164,7 @@ func (a *Agent) Serve(ctx context.Context) error {
 	a.log.Info("agent serving", "url", a.url, "root", a.cfg.Root, "pg", a.pgVer)
 	a.resumeTargetRelays(ctx)
 	a.resumeMigrations(ctx)
+	a.resumeReshards(ctx)
 	a.bg.Add(1)
 	go func() {
 		defer a.bg.Done()

@@ -82,6 +82,7 @@ func (a *Agent) keyspaceRoutes(mux *http.ServeMux) {
 		answer(w, http.StatusOK, v, err)
 	})
 	a.partitionRoutes(mux)
+	a.reshardRoutes(mux)
 }
 
 // answer writes v with code, or err.

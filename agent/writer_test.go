@@ -152,18 +152,6 @@ func head(ids []int64) string {
 	return fmt.Sprint(ids)
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}
-
 // loadData fills the tenant with about mb MiB so that a snapshot takes a while.
 func loadData(t *testing.T, cs string, mb int) {
 	t.Helper()

@@ -1,0 +1,333 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/catalog"
+	"github.com/sluicedb/sluice/control"
+	"github.com/sluicedb/sluice/loop"
+	"github.com/sluicedb/sluice/reshard"
+	"github.com/sluicedb/sluice/reshard/pgreshard"
+	"github.com/sluicedb/sluice/throttle"
+)
+
+// move pulls every chunk not yet Complete in sub-plan order at the
+// method's pace, while transactions pull the chunks they need, and
+// deletes each Complete chunk's rows at its source. It returns when every
+// chunk is Complete and cleaned, or with ctx's end (the agent is closing:
+// a restart resumes).
+func (r *reshardRun) move(ctx context.Context) error {
+	if err := r.recover(ctx); err != nil {
+		return err
+	}
+	stop := r.startControl(ctx)
+	defer stop()
+	sub := -1
+	rows := map[int]int64{} // rows pulled per chunk, for the cleaning's pace
+	for {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.mu.Lock()
+		finished := r.tr.Finished()
+		cur, _ := r.tr.SubPlan()
+		next, pullable := r.tr.Next()
+		dirty, cleanable := r.tr.NextClean()
+		r.mu.Unlock()
+		switch {
+		case finished:
+			return nil
+		case cleanable:
+			r.clean(ctx, dirty, rows[dirty])
+			continue
+		case pullable && r.req.Method != client.MethodReactive:
+			if sub >= 0 && cur != sub {
+				sleepCtx(ctx, msDur(r.req.SubPlanPauseMs))
+			}
+			sub = cur
+			start := time.Now()
+			before := r.copied.Load()
+			if err := r.await(ctx, next, false); err != nil {
+				sleepCtx(ctx, pullRetry)
+				continue
+			}
+			rows[next] = r.rowsOf(next)
+			r.paceAfter(ctx, r.copied.Load()-before, time.Since(start))
+			continue
+		}
+		select {
+		case <-r.wake:
+		case <-time.After(time.Second):
+		case <-ctx.Done():
+		}
+	}
+}
+
+// rowsOf is an estimate of chunk id's rows (for pacing the deletion): its
+// bytes over a row's average size is not known here, so 0 = unknown.
+func (r *reshardRun) rowsOf(int) int64 { return 0 }
+
+// paceAfter waits the method's pace after an asynchronous pull that
+// copied moved bytes in took.
+func (r *reshardRun) paceAfter(ctx context.Context, moved int64, took time.Duration) {
+	switch r.req.Method {
+	case client.MethodSquall, client.MethodZephyr:
+		sleepCtx(ctx, msDur(r.req.PaceDelayMs))
+	case client.MethodControlled:
+		if r.pace != nil {
+			r.pace.Wait(ctx, moved, took)
+		}
+	}
+}
+
+// clean deletes one batch of chunk id's rows at its source; a batch that
+// finds none marks the chunk cleaned.
+func (r *reshardRun) clean(ctx context.Context, id int, _ int64) {
+	c := r.rec.Chunks[id]
+	var n int64
+	start := time.Now()
+	err := r.a.withConn(ctx, r.next, c.From, func(src *pgx.Conn) error {
+		var err error
+		n, err = pgreshard.Clean(ctx, src, c, r.next, cleanBatch)
+		return err
+	})
+	if err != nil {
+		r.a.log.Warn("reshard: deleting a pulled chunk at its source failed; retried", "keyspace", r.ks.Name, "chunk", c.String(), "err", err)
+		sleepCtx(ctx, pullRetry)
+		return
+	}
+	if n == 0 {
+		r.mu.Lock()
+		r.tr.Clean(id)
+		r.mu.Unlock()
+		return
+	}
+	if r.req.Method == client.MethodControlled && r.pace != nil && c.Bytes > 0 {
+		// A deletion costs the source about what a pull of the same rows
+		// does: charge the pace a batch's share of the chunk.
+		r.pace.Wait(ctx, min(c.Bytes, c.Bytes*n/max(n, cleanBatch)), time.Since(start))
+	}
+}
+
+// recover builds the tracker of a reconfiguration resumed after a restart
+// from the destinations' fences: a chunk whose incoming fence is gone
+// arrived.
+func (r *reshardRun) recover(ctx context.Context) error {
+	r.mu.Lock()
+	have := r.tr != nil
+	r.mu.Unlock()
+	if have {
+		return nil
+	}
+	arrived := map[int]bool{}
+	_, dests := partsOf(r.rec.Chunks)
+	for _, d := range dests {
+		for {
+			var got map[int]bool
+			err := r.a.withConn(ctx, r.next, d, func(c *pgx.Conn) error {
+				var err error
+				got, err = pgreshard.Arrived(ctx, c, r.rec.ID, chunksTo(r.rec.Chunks, d, false))
+				return err
+			})
+			if err == nil {
+				for id, ok := range got {
+					arrived[id] = arrived[id] || ok
+				}
+				break
+			}
+			r.a.log.Warn("reshard: resuming: destination not readable; retrying", "partition", d, "err", err)
+			if !sleepCtx(ctx, pullRetry) {
+				return ctx.Err()
+			}
+		}
+	}
+	tr, err := reshard.NewTracker(r.rec.Chunks, func(id int) bool { return arrived[id] }, nil)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.tr = tr
+	r.mu.Unlock()
+	r.a.log.Info("reshard: resumed", "keyspace", r.ks.Name, "id", r.rec.ID, "arrived", len(arrived), "chunks", len(r.rec.Chunks))
+	return nil
+}
+
+// finish ends a reconfiguration whose chunks all arrived and left their
+// sources: fences and triggers removed, the record done, the proxy told.
+func (r *reshardRun) finish(ctx context.Context) {
+	for _, p := range r.next.Partitions {
+		for {
+			err := r.a.withConn(ctx, r.next, p.Name, func(c *pgx.Conn) error {
+				if err := pgreshard.Unfence(ctx, c, r.rec.ID, ""); err != nil {
+					return err
+				}
+				return pgreshard.Uninstall(ctx, c, r.next)
+			})
+			if err == nil {
+				break
+			}
+			r.a.log.Warn("reshard: removing fences failed; retrying", "partition", p.Name, "err", err)
+			if !sleepCtx(ctx, pullRetry) {
+				return
+			}
+		}
+	}
+	r.mu.Lock()
+	r.rec.Phase, r.rec.Finished = client.PhaseDone, time.Now()
+	r.rec.ReactivePulls, r.rec.AsyncPulls, r.rec.BytesCopied = r.reactive.Load(), r.async.Load(), r.copied.Load()
+	rec := r.rec
+	r.mu.Unlock()
+	if err := r.a.cat.PutReshard(rec); err != nil {
+		r.a.log.Error("reshard: catalog", "err", err)
+	}
+	if r.a.cfg.Proxy != "" {
+		ksJSON, _ := json.Marshal(r.next)
+		if err := r.a.proxyClient().SwitchKeyspace(ctx, ksJSON, nil, r.a.url); err != nil {
+			r.a.log.Warn("reshard: telling the proxy it is done failed; it follows the catalog", "err", err)
+		}
+	}
+	r.a.log.Info("reshard: done", "keyspace", r.ks.Name, "id", rec.ID, "seconds", rec.Finished.Sub(rec.Started).Seconds(),
+		"reactive_pulls", rec.ReactivePulls, "async_pulls", rec.AsyncPulls, "bytes", rec.BytesCopied)
+}
+
+// startControl runs the control loop of method controlled: a PID (or the
+// controller Control names) on the proxy's latency windows of the
+// partitions' servers sets the asynchronous pulls' pace.
+func (r *reshardRun) startControl(ctx context.Context) (stop func()) {
+	if r.req.Method != client.MethodControlled || r.req.Control == nil {
+		return func() {}
+	}
+	cp, err := resolveControl(*r.req.Control)
+	var ctrl control.Controller
+	if err == nil {
+		ctrl, err = cp.controller(0)
+	}
+	if err != nil {
+		r.a.log.Error("reshard: control loop: bad spec; pulls run unpaced", "err", err)
+		return func() {}
+	}
+	r.pace = throttle.NewPacer(ctrl.Initial())
+	obs := r.a.observer(cp)
+	servers := r.serverAddrs()
+	l := &loop.Loop{
+		Controller: control.NewGovernor(ctrl, cp.profile.Governor(cp.setpoint, cp.spec.MaxRate, cp.byLatency())),
+		Send:       r.pace,
+		Period:     cp.profile.Step(),
+		Setpoint:   cp.setpoint,
+		Observe: func(ctx context.Context, at time.Time) control.Observation {
+			if obs.lat != nil {
+				obs.lat.Servers = servers
+			}
+			return obs.Observe(ctx, at)
+		},
+		Status: r.loopStatus,
+	}
+	r.mu.Lock()
+	r.loop = l
+	r.mu.Unlock()
+	lctx, cancel := context.WithCancel(ctx)
+	go l.Run(lctx, func(p loop.Point) { r.lastPoint.Store(&p) })
+	return cancel
+}
+
+// serverAddrs are host:port of the partitions' servers: the clients the
+// pulls may slow down.
+func (r *reshardRun) serverAddrs() []string {
+	var out []string
+	for _, p := range r.next.Partitions {
+		tn, err := r.a.partitionTenant(p)
+		if err != nil {
+			continue
+		}
+		out = append(out, net.JoinHostPort(r.a.cfg.Tenant.AdvertiseHost, strconv.Itoa(tn.Port)))
+	}
+	return out
+}
+
+// loopStatus is the reconfiguration's progress as the control loop sees it.
+func (r *reshardRun) loopStatus() loop.Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.tr.Progress()
+	st := loop.Status{Phase: client.PhaseMoving, Stage: control.StageCopy, Bytes: p.BytesDone, Lag: -1}
+	if rate := r.pace.Rate(); rate > 0 && p.Bytes > p.BytesDone {
+		st.Remaining = time.Duration(float64(p.Bytes-p.BytesDone) / rate * float64(time.Second))
+	}
+	return st
+}
+
+// resumeReshards rolls back the reconfigurations a restart interrupted
+// before their switch and resumes those that switched.
+func (a *Agent) resumeReshards(ctx context.Context) {
+	var recs []catalog.Reshard
+	if err := a.cat.View(func(tx *catalog.Tx) (err error) { recs, err = tx.Reshards(); return err }); err != nil {
+		a.log.Error("reshard: reading the catalog", "err", err)
+		return
+	}
+	for _, rec := range recs {
+		if !activePhase(rec.Phase) {
+			continue
+		}
+		r, err := a.reshardFromRecord(rec)
+		if err != nil {
+			a.log.Error("reshard: cannot resume", "keyspace", rec.Keyspace, "id", rec.ID, "err", err)
+			continue
+		}
+		a.rs.put(rec.Keyspace, r)
+		a.bg.Add(1)
+		go func() {
+			defer a.bg.Done()
+			if rec.Phase != client.PhaseMoving {
+				r.rollback(fmt.Errorf("the agent restarted during %s", rec.Phase))
+				a.rs.put(rec.Keyspace, nil)
+				return
+			}
+			r.drive(a.bgCtx)
+		}()
+	}
+}
+
+// reshardFromRecord rebuilds a run from its catalog record: the keyspace
+// before and after (the catalog's is the new one once moving).
+func (a *Agent) reshardFromRecord(rec catalog.Reshard) (*reshardRun, error) {
+	cur, err := a.cat.Keyspace(rec.Keyspace)
+	if err != nil {
+		return nil, err
+	}
+	var req client.ReshardRequest
+	if err := json.Unmarshal(rec.Request, &req); err != nil {
+		return nil, err
+	}
+	old, next := cur, cur
+	if rec.Phase == client.PhaseMoving {
+		if old, err = cur.WithPlan(rec.FromPlan); err != nil {
+			return nil, err
+		}
+		old.Epoch = rec.FromEpoch
+	} else if next, err = cur.WithPlan(rec.ToPlan); err != nil {
+		return nil, err
+	}
+	return newReshardRun(a, rec, req, old, next), nil
+}
+
+func msDur(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
+
+// sleepCtx sleeps d unless ctx ends first (false).
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

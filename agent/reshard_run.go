@@ -1,0 +1,312 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/catalog"
+	"github.com/sluicedb/sluice/keyspace"
+	"github.com/sluicedb/sluice/loop"
+	"github.com/sluicedb/sluice/reshard"
+	"github.com/sluicedb/sluice/reshard/pgreshard"
+	"github.com/sluicedb/sluice/throttle"
+)
+
+// cleanBatch is how many rows of each table one source deletion removes.
+const cleanBatch = 2000
+
+// pullRetry is the pause before a failed pull is tried again.
+const pullRetry = time.Second
+
+// reshardRun drives one reconfiguration (reshard.go has the steps).
+type reshardRun struct {
+	a        *Agent
+	req      client.ReshardRequest
+	ks, next *keyspace.Keyspace
+
+	mu      sync.Mutex
+	rec     catalog.Reshard
+	tr      *reshard.Tracker      // from the switch on
+	waiting map[int]chan struct{} // pulls in flight, closed when each ends
+	failed  map[int]error         // the last failure of a chunk's pull
+	wake    chan struct{}         // a reactive pull or a completion: the mover looks again
+	loop    *loop.Loop
+
+	pace      *throttle.Pacer // controlled: the control loop's rate
+	reactive  atomic.Int64
+	async     atomic.Int64
+	copied    atomic.Int64
+	lastPoint atomic.Pointer[loop.Point]
+}
+
+func newReshardRun(a *Agent, rec catalog.Reshard, req client.ReshardRequest, ks, next *keyspace.Keyspace) *reshardRun {
+	return &reshardRun{a: a, rec: rec, req: req, ks: ks, next: next, waiting: map[int]chan struct{}{},
+		failed: map[int]error{}, wake: make(chan struct{}, 1)}
+}
+
+// drive runs the reconfiguration from its recorded phase to its end.
+func (r *reshardRun) drive(ctx context.Context) {
+	defer r.a.rs.put(r.ks.Name, nil)
+	if r.rec.Phase == client.PhasePreparing || r.rec.Phase == client.PhaseSwitching {
+		if err := r.prepareAndSwitch(ctx); err != nil {
+			r.rollback(err)
+			return
+		}
+	}
+	if err := r.move(ctx); err != nil {
+		r.a.log.Warn("reshard: stopped; it resumes when the agent restarts", "keyspace", r.ks.Name, "id", r.rec.ID, "err", err)
+		return
+	}
+	r.finish(ctx)
+}
+
+func (r *reshardRun) setPhase(phase string) error {
+	r.mu.Lock()
+	r.rec.Phase = phase
+	rec := r.rec
+	r.mu.Unlock()
+	return r.a.cat.PutReshard(rec)
+}
+
+// prepareAndSwitch installs the fences and switches the plan (steps
+// preparing and switching). An error leaves the old plan current.
+func (r *reshardRun) prepareAndSwitch(ctx context.Context) error {
+	chunks := r.rec.Chunks
+	sources, dests := partsOf(chunks)
+	for _, p := range r.ks.Partitions {
+		if err := r.a.withConn(ctx, r.ks, p.Name, func(c *pgx.Conn) error { return pgreshard.Install(ctx, c, r.ks) }); err != nil {
+			return fmt.Errorf("partition %s: fence triggers: %w", p.Name, err)
+		}
+	}
+	for _, d := range dests {
+		if err := r.a.withConn(ctx, r.ks, d, func(c *pgx.Conn) error { return pgreshard.FenceIn(ctx, c, r.rec.ID, chunksTo(chunks, d, false)) }); err != nil {
+			return fmt.Errorf("partition %s: incoming fence: %w", d, err)
+		}
+	}
+	if err := r.setPhase(client.PhaseSwitching); err != nil {
+		return err
+	}
+	start := time.Now()
+	pc := r.a.proxyClient()
+	if r.a.cfg.Proxy != "" {
+		if err := pc.HoldKeyspace(ctx, r.ks.Name, reshardHoldDeadline); err != nil {
+			return fmt.Errorf("proxy: hold: %w", err)
+		}
+	}
+	release := func() {
+		if r.a.cfg.Proxy != "" {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			pc.ReleaseKeyspace(rctx, r.ks.Name)
+		}
+	}
+	for _, s := range sources {
+		fctx, cancel := context.WithTimeout(ctx, reshardFenceTimeout)
+		err := r.a.withConn(fctx, r.ks, s, func(c *pgx.Conn) error { return pgreshard.FenceOut(fctx, c, r.rec.ID, chunksTo(chunks, s, true)) })
+		cancel()
+		if err != nil {
+			release()
+			return fmt.Errorf("partition %s: outgoing fence: %w", s, err)
+		}
+	}
+	tr, err := reshard.NewTracker(chunks, nil, nil)
+	if err != nil {
+		release()
+		return err
+	}
+	r.mu.Lock()
+	r.rec.Phase, r.rec.Switched = client.PhaseMoving, time.Now()
+	r.rec.SwitchMs = float64(time.Since(start).Microseconds()) / 1000
+	rec := r.rec
+	r.tr = tr
+	r.mu.Unlock()
+	if err := r.a.cat.Update(func(tx *catalog.Tx) error {
+		if err := tx.PutKeyspace(r.next); err != nil {
+			return err
+		}
+		return tx.PutReshard(rec)
+	}); err != nil {
+		release()
+		return fmt.Errorf("catalog: %w", err)
+	}
+	if r.a.cfg.Proxy != "" {
+		ksJSON, _ := json.Marshal(r.next)
+		if err := pc.SwitchKeyspace(ctx, ksJSON, r.status(true), r.a.url); err != nil {
+			// The plan is switched: the proxy learns it from its catalog
+			// poll; until then the sources' fences refuse its late writes.
+			r.a.log.Warn("reshard: proxy switch failed; it follows the catalog", "keyspace", r.ks.Name, "err", err)
+			release()
+		}
+	}
+	r.mu.Lock()
+	r.rec.SwitchMs = float64(time.Since(start).Microseconds()) / 1000
+	r.mu.Unlock()
+	r.a.log.Info("reshard: switched", "keyspace", r.ks.Name, "id", r.rec.ID, "epoch", r.next.Epoch, "hold_ms", r.rec.SwitchMs)
+	return nil
+}
+
+// rollback undoes a reconfiguration that did not switch: fences and
+// triggers removed, the record failed.
+func (r *reshardRun) rollback(cause error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r.a.log.Error("reshard: rolled back before the switch", "keyspace", r.ks.Name, "id", r.rec.ID, "err", cause)
+	for _, p := range r.ks.Partitions {
+		err := r.a.withConn(ctx, r.ks, p.Name, func(c *pgx.Conn) error {
+			if err := pgreshard.Unfence(ctx, c, r.rec.ID, ""); err != nil {
+				return err
+			}
+			return pgreshard.Uninstall(ctx, c, r.ks)
+		})
+		if err != nil {
+			r.a.log.Error("reshard: rollback: fences left on a partition", "partition", p.Name, "err", err)
+		}
+	}
+	r.mu.Lock()
+	r.rec.Phase, r.rec.Error, r.rec.Finished = client.PhaseFailed, cause.Error(), time.Now()
+	rec := r.rec
+	r.mu.Unlock()
+	if err := r.a.cat.PutReshard(rec); err != nil {
+		r.a.log.Error("reshard: rollback: catalog", "err", err)
+	}
+}
+
+// status is the run's client.ReshardStatus.
+func (r *reshardRun) status(chunks bool) client.ReshardStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := recordStatus(r.rec, false)
+	st.ReactivePulls, st.AsyncPulls, st.BytesCopied = r.reactive.Load(), r.async.Load(), r.copied.Load()
+	if r.tr != nil {
+		st.Progress = r.tr.Progress()
+		if chunks {
+			st.Chunks = chunkStates(r.tr)
+		}
+	} else if chunks {
+		st.Chunks = chunkStates(mustTracker(r.rec.Chunks))
+	}
+	st.Rate = r.rate()
+	if p := r.lastPoint.Load(); p != nil {
+		st.LatencyMs, st.SetpointMs = p.LatencyMs, p.SetpointMs
+	}
+	if st.Rate > 0 && st.Progress.Bytes > st.Progress.BytesDone {
+		st.ETASeconds = float64(st.Progress.Bytes-st.Progress.BytesDone) / st.Rate
+	}
+	return st
+}
+
+func mustTracker(chunks []reshard.Chunk) *reshard.Tracker {
+	tr, _ := reshard.NewTracker(chunks, nil, nil)
+	return tr
+}
+
+// rate is the asynchronous pulls' pace, bytes/s: -1 unlimited, 0 none.
+func (r *reshardRun) rate() float64 {
+	switch r.req.Method {
+	case client.MethodReactive:
+		return 0
+	case client.MethodStopAndCopy:
+		return -1
+	case client.MethodSquall, client.MethodZephyr:
+		return float64(r.req.ChunkBytes) / (r.req.PaceDelayMs / 1000)
+	}
+	if r.pace == nil {
+		return 0
+	}
+	if v := r.pace.Rate(); !math.IsInf(v, 1) {
+		return v
+	}
+	return -1
+}
+
+// poke wakes the mover.
+func (r *reshardRun) poke() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// await makes chunk id Complete: it starts its pull unless one is in
+// flight, and waits for it. reactive counts it as a transaction's.
+func (r *reshardRun) await(ctx context.Context, id int, reactive bool) error {
+	for {
+		r.mu.Lock()
+		if r.tr == nil {
+			r.mu.Unlock()
+			return errors.New("the reconfiguration has not switched yet")
+		}
+		if r.tr.State(id) == reshard.Complete {
+			r.mu.Unlock()
+			return nil
+		}
+		ch, ok := r.waiting[id]
+		if !ok {
+			r.tr.Begin(id)
+			ch = make(chan struct{})
+			r.waiting[id] = ch
+			if reactive {
+				r.reactive.Add(1)
+			} else {
+				r.async.Add(1)
+			}
+			go r.pull(id, ch)
+		}
+		r.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		r.mu.Lock()
+		err, st := r.failed[id], r.tr.State(id)
+		r.mu.Unlock()
+		if st == reshard.Complete {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// pull copies chunk id to its destination (pgreshard.Pull) and records
+// the result; ch is closed when it is known.
+func (r *reshardRun) pull(id int, ch chan struct{}) {
+	ctx, cancel := context.WithTimeout(r.a.bgCtx, 10*time.Minute)
+	defer cancel()
+	c := r.rec.Chunks[id]
+	var res pgreshard.Pulled
+	err := r.a.withConn(ctx, r.next, c.From, func(src *pgx.Conn) error {
+		return r.a.withConn(ctx, r.next, c.To, func(dst *pgx.Conn) error {
+			var err error
+			res, err = pgreshard.Pull(ctx, src, dst, r.rec.ID, c, r.next)
+			return err
+		})
+	})
+	r.copied.Add(res.Bytes)
+	r.mu.Lock()
+	if err != nil {
+		r.tr.Failed(id)
+		r.failed[id] = err
+	} else {
+		r.tr.Done(id)
+		delete(r.failed, id)
+	}
+	delete(r.waiting, id)
+	close(ch)
+	r.mu.Unlock()
+	if err != nil {
+		r.a.log.Warn("reshard: pull failed; it is retried", "keyspace", r.ks.Name, "chunk", c.String(), "err", err)
+	}
+	r.poke()
+}
