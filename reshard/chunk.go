@@ -184,7 +184,7 @@ func split(r keyspace.Range, st Stats, o Options) []piece {
 	per := max(1, int(float64(o.ChunkBytes)/perBucket)) // buckets per chunk
 	var out []piece
 	lo := r.Lo
-	for i := per; i < len(inside); i += per {
+	for i := per - 1; i < len(inside); i += per {
 		hi := keyspace.Bound{Key: inside[i]}
 		out = append(out, piece{r: keyspace.Range{Lo: lo, Hi: hi}, bytes: int64(perBucket * float64(per))})
 		lo = hi

@@ -1,0 +1,129 @@
+package reshard
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/sluicedb/sluice/keyspace"
+)
+
+// testKeyspace is a keyspace with an int root "k" (child "c") over parts
+// partitions p0…, keys [0, n), ranges cut at random.
+func testKeyspace(t testing.TB, rng *rand.Rand, parts, n int) *keyspace.Keyspace {
+	t.Helper()
+	ks := &keyspace.Keyspace{Name: "ks", Tables: []keyspace.Table{
+		{Name: "k", Kind: keyspace.Sharded, Column: "id", Type: keyspace.Int},
+		{Name: "c", Kind: keyspace.CoPartitioned, Column: "kid", Type: keyspace.Int, Root: "k"},
+	}}
+	for i := range parts {
+		ks.Partitions = append(ks.Partitions, keyspace.Partition{Name: fmt.Sprint("p", i), Tenant: fmt.Sprint("t", i)})
+	}
+	ks.Plan = randomPlan(rng, parts, n)
+	if err := ks.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return ks
+}
+
+// randomPlan cuts [0, n) into ranges given to random partitions.
+func randomPlan(rng *rand.Rand, parts, n int) keyspace.PlanSpec {
+	spec := map[string]string{}
+	lo := 0
+	for lo < n {
+		hi := min(n, lo+1+rng.IntN(n/3+1))
+		p := fmt.Sprint("p", rng.IntN(parts))
+		if spec[p] != "" {
+			spec[p] += ","
+		}
+		spec[p] += fmt.Sprintf("[%d,%d)", lo, hi)
+		lo = hi
+	}
+	// Adjacent ranges of one partition are fine for the plan's parser only
+	// if they do not touch: merge them by re-reading through the keyspace.
+	return keyspace.PlanSpec{"k": spec}
+}
+
+// uniformStats spreads a partition's rows evenly over [0, n) in 1 MiB buckets.
+func uniformStats(n int) func(root, part string) Stats {
+	return func(root, part string) Stats {
+		st := Stats{Rows: float64(n), Bytes: int64(n) << 20}
+		for k := 0; k <= n; k++ {
+			st.Bounds = append(st.Bounds, keyspace.IntKey(int64(k)))
+		}
+		return st
+	}
+}
+
+func TestPlanTilesMovesAndOrdersSubPlans(t *testing.T) {
+	for seed := range uint64(200) {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		ks := testKeyspace(t, rng, 2+rng.IntN(4), 60)
+		next, err := ks.WithPlan(randomPlan(rng, len(ks.Partitions), 60))
+		if err != nil {
+			t.Fatal(err)
+		}
+		moves, err := keyspace.Diff(ks, next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := Options{ChunkBytes: 4 << 20, Split: true, Merge: true, SubPlans: 1 + rng.IntN(8)}
+		chunks := Plan(ks, moves, uniformStats(60), o)
+		// Every key of every move is in exactly one chunk, with the move's ends.
+		for k := int64(0); k < 60; k++ {
+			key := keyspace.IntKey(k)
+			var in []Chunk
+			for _, c := range chunks {
+				if c.Contains(key) {
+					in = append(in, c)
+				}
+			}
+			var mv []keyspace.Move
+			for _, m := range moves {
+				if m.Range.Contains(key) {
+					mv = append(mv, m)
+				}
+			}
+			if len(in) != len(mv) || (len(mv) == 1 && (in[0].From != mv[0].From || in[0].To != mv[0].To)) {
+				t.Fatalf("seed %d: key %d: in chunks %v, moves %v", seed, k, in, mv)
+			}
+		}
+		sends := map[string]string{} // sub-plan/source → destination
+		for i, c := range chunks {
+			if c.ID != i {
+				t.Fatalf("seed %d: chunk %d has id %d", seed, i, c.ID)
+			}
+			if i > 0 && c.SubPlan < chunks[i-1].SubPlan {
+				t.Fatalf("seed %d: chunks not in sub-plan order", seed)
+			}
+			key := fmt.Sprint(c.SubPlan, "/", c.From)
+			if d, ok := sends[key]; ok && d != c.To {
+				t.Fatalf("seed %d: sub-plan %d: %s sends to %s and %s", seed, c.SubPlan, c.From, d, c.To)
+			}
+			sends[key] = c.To
+			if len(c.Ranges) > 1 && c.Bytes > o.ChunkBytes {
+				t.Fatalf("seed %d: merged chunk %v of %d bytes above the chunk size", seed, c, c.Bytes)
+			}
+		}
+	}
+}
+
+func TestPlanSplitsAtHistogramBounds(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	ks := testKeyspace(t, rng, 2, 100)
+	from, _ := ks.WithPlan(keyspace.PlanSpec{"k": {"p0": "[0,100)", "p1": "[100,)"}})
+	to, _ := from.WithPlan(keyspace.PlanSpec{"k": {"p0": "[0,20)", "p1": "[20,)"}})
+	moves, _ := keyspace.Diff(from, to)
+	got := Plan(from, moves, uniformStats(100), Options{ChunkBytes: 8 << 20, Split: true})
+	if len(got) != 10 || got[0].RangesText() != "[20,28)" || got[1].RangesText() != "[28,36)" || got[9].RangesText() != "[92,100)" {
+		t.Fatalf("split of [20,100) into 8 MiB chunks over 1 MiB buckets: %v", got)
+	}
+	unsplit := Plan(from, moves, uniformStats(100), Options{ChunkBytes: 8 << 20})
+	if len(unsplit) != 1 || unsplit[0].Bytes < 70<<20 {
+		t.Fatalf("without splitting: %v (bytes %d)", unsplit, unsplit[0].Bytes)
+	}
+	tiny := Plan(from, moves, nil, Options{Split: true, Merge: true, SubPlans: 5})
+	if len(tiny) != 1 || tiny[0].Bytes != 0 {
+		t.Fatalf("without statistics: %v", tiny)
+	}
+}
