@@ -1,0 +1,443 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/keyspace"
+	"github.com/sluicedb/sluice/proxy"
+)
+
+// The keyspace of the reshard tests: acct sharded by k over p1, p2, p3
+// (tenants r1, r2, r3 of one agent), acct_log following it, ref copied.
+const (
+	reshardSchema = `
+CREATE TABLE acct (k int PRIMARY KEY, bal int NOT NULL, pad text NOT NULL);
+CREATE TABLE acct_log (k int NOT NULL, n int NOT NULL, PRIMARY KEY (k, n));
+CREATE TABLE ref (id int PRIMARY KEY);`
+	reshardKeys = 3000
+)
+
+var reshardPlan0 = keyspace.PlanSpec{"acct": {"p1": "[,1000)", "p2": "[1000,2000)", "p3": "[2000,)"}}
+
+// reshardRig is one agent with three tenants holding keyspace bank, and a
+// proxy following the agent's catalog.
+type reshardRig struct {
+	cfg   Config
+	a     *testAgent
+	px    *proxy.Proxy
+	pxCfg proxy.Config
+	cs    string         // the keyspace through the proxy
+	ports map[string]int // partition → tenant port
+}
+
+func newReshardRig(t *testing.T) *reshardRig {
+	t.Helper()
+	cfg := newTestConfig(t, "a1")
+	cfg.Listen = freeAddrExcept(t)
+	stopTenants(t, cfg.Root)
+	r := &reshardRig{cfg: cfg, ports: map[string]int{}}
+	r.pxCfg = proxy.Config{Listen: freeAddrExcept(t, cfg.Listen), APIListen: "127.0.0.1:0", Users: testProxyUsers(),
+		Catalogs: []string{"http://" + cfg.Listen}, CatalogTokenFile: cfg.PeerTokenFile,
+		CatalogPoll: 200 * time.Millisecond, TxLog: filepath.Join(t.TempDir(), "txlog"), Logf: t.Logf}
+	r.startProxy(t)
+	r.a = startAgent(t, r.cfg)
+	ctx := ctxT(t)
+	for i := 1; i <= 3; i++ {
+		tn, err := r.a.c.CreateTenant(ctx, client.CreateTenant{ID: int64(i), Name: fmt.Sprint("r", i), Users: testUsers})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.ports[fmt.Sprint("p", i)] = tn.Port
+	}
+	ks := &keyspace.Keyspace{Name: "bank", Schema: reshardSchema, Plan: reshardPlan0,
+		Partitions: []keyspace.Partition{{Name: "p1", Tenant: "r1"}, {Name: "p2", Tenant: "r2"}, {Name: "p3", Tenant: "r3"}},
+		Tables: []keyspace.Table{
+			{Name: "acct", Kind: keyspace.Sharded, Column: "k", Type: keyspace.Int},
+			{Name: "acct_log", Kind: keyspace.CoPartitioned, Column: "k", Root: "acct"},
+			{Name: "ref", Kind: keyspace.Reference},
+		}}
+	if err := ks.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.a.c.CreateKeyspace(ctx, ks); err != nil {
+		t.Fatal(err)
+	}
+	for i, lo := range []int{0, 1000, 2000} {
+		sqlOn(t, r.ports[fmt.Sprint("p", i+1)],
+			fmt.Sprintf("INSERT INTO acct SELECT k, 0, repeat('x', 300) FROM generate_series(%d, %d) k", lo, lo+999),
+			"INSERT INTO ref SELECT generate_series(1, 10)", "ANALYZE")
+	}
+	r.cs = fmt.Sprintf("postgres://%s:%s@%s/bank?sslmode=disable", testUsers[0].Name, testUsers[0].Password, r.pxCfg.Listen)
+	waitKeyspaceRouted(t, r.cs)
+	return r
+}
+
+func (r *reshardRig) startProxy(t *testing.T) {
+	t.Helper()
+	px, err := proxy.New(r.pxCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := px.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if r.px == nil {
+		t.Cleanup(func() { r.px.Close() })
+		r.cfg.Proxy, r.cfg.ProxyTokenFile = "http://"+px.APIAddr(), writeTokenFile(t, px.Token())
+	}
+	r.px = px
+}
+
+// bankLoad increments balances of random keys through the router and
+// appends to their logs: a ledger of acknowledged increments per key, and
+// of those whose outcome is unknown (the connection broke at COMMIT).
+type bankLoad struct {
+	cs      string
+	mu      sync.Mutex
+	acked   map[int]int
+	unknown map[int]int
+	logs    map[int]int // acknowledged acct_log rows per key
+	ops     int
+	errs    map[string]int // refusals by SQLSTATE or message
+}
+
+func newBankLoad(cs string) *bankLoad {
+	return &bankLoad{cs: cs, acked: map[int]int{}, unknown: map[int]int{}, logs: map[int]int{}, errs: map[string]int{}}
+}
+
+func (l *bankLoad) run(ctx context.Context, sessions int) {
+	var wg sync.WaitGroup
+	for w := range sessions {
+		wg.Add(1)
+		go func() { defer wg.Done(); l.session(ctx, uint64(w)) }()
+	}
+	wg.Wait()
+}
+
+func (l *bankLoad) session(ctx context.Context, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 9))
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			conn.Close(context.Background())
+		}
+	}()
+	for n := int(seed) << 20; ctx.Err() == nil; n++ {
+		if conn == nil {
+			c, err := pgx.Connect(ctx, l.cs)
+			if err != nil {
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			conn = c
+		}
+		k := rng.IntN(reshardKeys)
+		octx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		var err error
+		withLog := n%3 == 0
+		if withLog {
+			_, err = conn.Exec(octx, "BEGIN; UPDATE acct SET bal = bal + 1 WHERE k = $1; INSERT INTO acct_log VALUES ($1, $2); COMMIT", k, n)
+			if err != nil {
+				conn.Exec(octx, "ROLLBACK")
+			}
+		} else {
+			_, err = conn.Exec(octx, "UPDATE acct SET bal = bal + 1 WHERE k = $1", k)
+		}
+		cancel()
+		l.note(k, withLog, err)
+		if err != nil && conn.IsClosed() {
+			conn = nil
+		}
+	}
+}
+
+// note records an operation's outcome: a server's error (SQLSTATE) means
+// it did not commit; a broken connection leaves it unknown.
+func (l *bankLoad) note(k int, withLog bool, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.ops++
+	var pe *pgconn.PgError
+	switch {
+	case err == nil:
+		l.acked[k]++
+		if withLog {
+			l.logs[k]++
+		}
+	case errors.As(err, &pe):
+		l.errs[pe.Code+" "+pe.Message]++
+	default:
+		l.unknown[k]++
+		l.errs[err.Error()]++
+	}
+}
+
+func (l *bankLoad) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, v := range l.acked {
+		n += v
+	}
+	return n
+}
+
+func (l *bankLoad) waitAcked(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for l.count() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("load: %d of %d acknowledged in a minute; errors %v", l.count(), n, l.errs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// verify checks every key on every partition against the ledger: on its
+// owner under plan only, its balance between the acknowledged increments
+// and those plus the unknown ones, its log rows at least the acknowledged.
+func (l *bankLoad) verify(t *testing.T, r *reshardRig, plan keyspace.PlanSpec) {
+	t.Helper()
+	ks, err := (&keyspace.Keyspace{Name: "bank", Partitions: []keyspace.Partition{{Name: "p1"}, {Name: "p2"}, {Name: "p3"}},
+		Tables: []keyspace.Table{{Name: "acct", Kind: keyspace.Sharded, Column: "k", Type: keyspace.Int}}, Plan: plan}), error(nil)
+	if err = ks.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	seen := map[int]string{}
+	logs := map[int]int{}
+	for part, port := range r.ports {
+		conn, err := pgx.Connect(ctx, appConnString(port))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, _ := conn.Query(ctx, "SELECT k, bal FROM acct")
+		var k, bal int
+		_, err = pgx.ForEachRow(rows, []any{&k, &bal}, func() error {
+			if prev, ok := seen[k]; ok {
+				return fmt.Errorf("key %d on %s and %s", k, prev, part)
+			}
+			seen[k] = part
+			owner, _ := ks.Owner("acct", keyspace.IntKey(int64(k)))
+			if owner != part {
+				return fmt.Errorf("key %d on %s, owner %s", k, part, owner)
+			}
+			if bal < l.acked[k] || bal > l.acked[k]+l.unknown[k] {
+				return fmt.Errorf("key %d on %s: balance %d, acknowledged %d (+%d unknown)", k, part, bal, l.acked[k], l.unknown[k])
+			}
+			return nil
+		})
+		if err == nil {
+			rows, _ = conn.Query(ctx, "SELECT k, count(*)::int FROM acct_log GROUP BY k")
+			var n int
+			_, err = pgx.ForEachRow(rows, []any{&k, &n}, func() error {
+				if owner, _ := ks.Owner("acct", keyspace.IntKey(int64(k))); owner != part {
+					return fmt.Errorf("acct_log of key %d on %s, owner %s", k, part, owner)
+				}
+				logs[k] += n
+				return nil
+			})
+		}
+		conn.Close(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(seen) != reshardKeys {
+		t.Fatalf("%d keys found, want %d", len(seen), reshardKeys)
+	}
+	for k, n := range l.logs {
+		if logs[k] < n {
+			t.Fatalf("key %d: %d log rows, %d acknowledged", k, logs[k], n)
+		}
+	}
+	t.Logf("ledger exact: %d operations, %d acknowledged increments over %d keys; refusals %v", l.ops, l.count(), len(l.acked), l.errs)
+}
+
+// waitReshard follows keyspace bank's reconfiguration until stop says so
+// or it ends.
+func waitReshard(t *testing.T, c *client.Client, timeout time.Duration, stop func(client.ReshardStatus) bool) client.ReshardStatus {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last client.ReshardStatus
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		st, err := c.ReshardStatus(ctx, "bank", false)
+		cancel()
+		if err == nil {
+			last = st
+			if !activePhase(st.Phase) || (stop != nil && stop(st)) {
+				return st
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("reconfiguration did not finish in %s: %+v", timeout, last)
+	return last
+}
+
+// fencesGone fails if a partition still has fence triggers or rows.
+func (r *reshardRig) fencesGone(t *testing.T) {
+	t.Helper()
+	ctx := ctxT(t)
+	for part, port := range r.ports {
+		conn, err := pgx.Connect(ctx, r.a.ConnString(port, "postgres"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		err = conn.QueryRow(ctx, "SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'sluice_fence%'").Scan(&n)
+		conn.Close(ctx)
+		if err != nil || n != 0 {
+			t.Fatalf("partition %s: %d fence triggers left (%v)", part, n, err)
+		}
+	}
+}
+
+func (r *reshardRig) checkClean(t *testing.T) {
+	t.Helper()
+	ck, err := r.a.c.CheckKeyspace(ctxT(t), "bank")
+	if err != nil || !ck.OK || ck.Misplaced != 0 {
+		t.Fatalf("keyspace check: %+v, %v", ck, err)
+	}
+}
+
+var reshardPlan1 = keyspace.PlanSpec{"acct": {"p1": "[,500)", "p2": "[500,2500)", "p3": "[2500,)"}}
+
+// TestReshardLive: bad plans refused with nothing changed; then a plan
+// applied under load through the proxy (Squall's fixed pace, small
+// chunks: many reactive and asynchronous pulls), a second one refused
+// while it runs; at the end the ledger is exact, the keyspace check clean,
+// no fence left, and the catalog's plan the new one.
+func TestReshardLive(t *testing.T) {
+	r := newReshardRig(t)
+	ctx := ctxT(t)
+	for _, bad := range []struct {
+		plan keyspace.PlanSpec
+		want string
+	}{
+		{keyspace.PlanSpec{"acct": {"p1": "[,'m')", "p2": "['m',)"}}, "int"},
+		{keyspace.PlanSpec{"acct": {"p1": "[,500)", "p2": "[500,2500)"}}, "no partition"},
+		{keyspace.PlanSpec{"acct": {"p1": "[,1500)", "p2": "[1000,2500)", "p3": "[2500,)"}}, "overlap"},
+		{reshardPlan0, "moves no key"},
+	} {
+		_, err := r.a.c.Reshard(ctx, "bank", client.ReshardRequest{Plan: bad.plan, Method: client.MethodSquall})
+		if client.StatusOf(err) != 400 || !strings.Contains(err.Error(), bad.want) || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("plan %v: %v; want a one-line 400 naming %q", bad.plan, err, bad.want)
+		}
+	}
+	if _, err := r.a.c.Reshard(ctx, "bank", client.ReshardRequest{Plan: reshardPlan1}); client.StatusOf(err) != 400 || !strings.Contains(err.Error(), "setpoint") {
+		t.Fatalf("controlled without a setpoint: %v", err)
+	}
+	if _, err := r.a.c.ReshardStatus(ctx, "bank", false); client.StatusOf(err) != 404 {
+		t.Fatalf("status after refusals: %v, want 404 (nothing recorded)", err)
+	}
+	r.fencesGone(t)
+
+	load := newBankLoad(r.cs)
+	stop := background(func(ctx context.Context) { load.run(ctx, 4) })
+	defer stop()
+	load.waitAcked(t, 300)
+	st, err := r.a.c.Reshard(ctx, "bank", client.ReshardRequest{Plan: reshardPlan1, Method: client.MethodSquall, ChunkBytes: 64 << 10, PaceDelayMs: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Progress.Chunks < 6 {
+		t.Fatalf("chunks: %+v; want the 1000 moving keys (~330 KB) cut into 64 KiB chunks", st.Progress)
+	}
+	if _, err := r.a.c.Reshard(ctx, "bank", client.ReshardRequest{Plan: reshardPlan0, Method: client.MethodSquall}); client.StatusOf(err) != 409 {
+		t.Fatalf("a second reconfiguration while one runs: %v, want 409", err)
+	}
+	st = waitReshard(t, r.a.c, 3*time.Minute, nil)
+	n := load.count()
+	load.waitAcked(t, n+300) // the load goes on on the new plan
+	stop()
+	if st.Phase != client.PhaseDone || st.Progress.Complete != st.Progress.Chunks || st.Progress.Cleaned != st.Progress.Chunks {
+		t.Fatalf("reconfiguration ended %+v", st)
+	}
+	t.Logf("reconfiguration: %d chunks, switch hold %.1f ms, %s, %d reactive and %d asynchronous pulls, %d bytes copied",
+		st.Progress.Chunks, st.SwitchMs, st.Finished.Sub(st.Started), st.ReactivePulls, st.AsyncPulls, st.BytesCopied)
+	load.verify(t, r, reshardPlan1)
+	r.checkClean(t)
+	r.fencesGone(t)
+	ks, err := r.a.c.Keyspace(ctx, "bank")
+	if err != nil || ks.Epoch != 2 || ks.Plan["acct"]["p2"] != "[500,2500)" {
+		t.Fatalf("keyspace after: %+v, %v", ks, err)
+	}
+}
+
+// killPostmaster kills -9 the postmaster of tenant id of agent a.
+func killPostmaster(t *testing.T, a *testAgent, id int64) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(a.cfg.Root, "tenants", strconv.FormatInt(id, 10), "postmaster.pid"))
+	if err != nil {
+		t.Fatalf("postmaster pid: %v", err)
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReshardCrashes: in mid-reconfiguration under load, the destination's
+// postmaster is killed -9, the driving agent stops abruptly and restarts,
+// and the proxy restarts; each time the reconfiguration resumes (a chunk
+// being pulled is redone), and at the end the ledger is exact and the
+// keyspace check clean.
+func TestReshardCrashes(t *testing.T) {
+	r := newReshardRig(t)
+	ctx := ctxT(t)
+	load := newBankLoad(r.cs)
+	stop := background(func(ctx context.Context) { load.run(ctx, 4) })
+	defer stop()
+	load.waitAcked(t, 300)
+	if _, err := r.a.c.Reshard(ctx, "bank", client.ReshardRequest{Plan: reshardPlan1, Method: client.MethodSquall, ChunkBytes: 64 << 10, PaceDelayMs: 300}); err != nil {
+		t.Fatal(err)
+	}
+	progressed := func(n int) func(client.ReshardStatus) bool {
+		return func(st client.ReshardStatus) bool { return st.Phase == client.PhaseMoving && st.Progress.Complete >= n }
+	}
+	st := waitReshard(t, r.a.c, time.Minute, progressed(1))
+	killPostmaster(t, r.a, 2) // p2: the destination of every chunk
+	t.Logf("killed p2's postmaster at %d/%d chunks", st.Progress.Complete, st.Progress.Chunks)
+	st = waitReshard(t, r.a.c, 2*time.Minute, progressed(st.Progress.Complete+2))
+
+	r.a.stop() // the driver stops in mid-pull; the proxy's reactive pulls fail until it is back
+	t.Logf("agent stopped at %d/%d chunks", st.Progress.Complete, st.Progress.Chunks)
+	time.Sleep(500 * time.Millisecond)
+	r.a = startAgent(t, r.cfg)
+	st = waitReshard(t, r.a.c, 2*time.Minute, progressed(st.Progress.Complete+2))
+
+	r.px.Close()
+	t.Logf("proxy restarted at %d/%d chunks", st.Progress.Complete, st.Progress.Chunks)
+	r.startProxy(t)
+	st = waitReshard(t, r.a.c, 3*time.Minute, nil)
+	if st.Phase != client.PhaseDone {
+		t.Fatalf("reconfiguration ended %+v", st)
+	}
+	n := load.count()
+	load.waitAcked(t, n+300)
+	stop()
+	load.verify(t, r, reshardPlan1)
+	r.checkClean(t)
+	r.fencesGone(t)
+}
