@@ -76,7 +76,8 @@ func TestFenceIntKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, sql := range []string{"SET LOCAL sluice.fence = 'off'", "INSERT INTO acct VALUES (16, 'x'), (1000000, 'x')", "DELETE FROM acct_log WHERE acct_id = 15", "UPDATE acct SET v = 'z' WHERE id = 15"} {
+	for _, sql := range []string{"SET LOCAL sluice.fence = 'off'", "DELETE FROM acct_log WHERE acct_id = 16", "DELETE FROM acct WHERE id = 16",
+		"INSERT INTO acct VALUES (16, 'x'), (1000000, 'x')", "UPDATE acct SET v = 'z' WHERE id = 15"} {
 		if _, err := tx.Exec(ctx, sql); err != nil {
 			t.Fatalf("bypass: %s: %v", sql, err)
 		}
@@ -88,7 +89,7 @@ func TestFenceIntKeys(t *testing.T) {
 	if err := Unfence(ctx, conn, "r1", "out"); err != nil {
 		t.Fatal(err)
 	}
-	mustExec(t, conn, "INSERT INTO acct VALUES (17, 'x')")
+	mustExec(t, conn, "UPDATE acct SET v = 'w' WHERE id = 17")
 	_, err = conn.Exec(ctx, "INSERT INTO acct VALUES (1000001, 'x')")
 	wantFenced(t, "in after unfencing out", err)
 	if err := Unfence(ctx, conn, "r1", ""); err != nil {
