@@ -13,6 +13,9 @@
 // lies in a fenced range of its root. "in" rows are a destination's chunks
 // not yet arrived; "out" rows a source's chunks given away. Sessions of the
 // reconfiguration itself pass with SET LOCAL sluice.fence = 'off'.
+//
+// Row triggers fire for INSERT, UPDATE, DELETE, COPY FROM and INSERT … ON
+// CONFLICT, not for TRUNCATE: a TRUNCATE of a fenced table is not refused.
 package pgreshard
 
 import (
