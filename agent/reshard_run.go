@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -115,7 +116,7 @@ func (r *reshardRun) prepareAndSwitch(ctx context.Context) error {
 		cancel()
 		if err != nil {
 			release()
-			return fmt.Errorf("partition %s: outgoing fence: %w", s, err)
+			return fmt.Errorf("partition %s: outgoing fence: %w%s", s, err, r.lockHolders(ctx, s))
 		}
 	}
 	tr, err := reshard.NewTracker(chunks, nil, nil)
@@ -152,6 +153,40 @@ func (r *reshardRun) prepareAndSwitch(ctx context.Context) error {
 	r.mu.Unlock()
 	r.a.log.Info("reshard: switched", "keyspace", r.ks.Name, "id", r.rec.ID, "epoch", r.next.Epoch, "hold_ms", r.rec.SwitchMs)
 	return nil
+}
+
+// lockHolders names the sessions holding locks on partition part's
+// keyspace tables (what an outgoing fence waited for), for its error.
+func (r *reshardRun) lockHolders(ctx context.Context, part string) string {
+	var out []string
+	r.a.withConn(ctx, r.ks, part, func(c *pgx.Conn) error {
+		rows, err := c.Query(ctx, `SELECT DISTINCT a.pid, coalesce(a.backend_type, ''), coalesce(a.state, ''), l.mode, left(coalesce(a.query, ''), 60)
+FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+WHERE l.granted AND l.relation IN (SELECT oid FROM pg_class WHERE relname = ANY($1)) AND a.pid <> pg_backend_pid()`, tableNames(r.ks))
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var pid int
+			var typ, state, mode, q string
+			if rows.Scan(&pid, &typ, &state, &mode, &q) == nil {
+				out = append(out, fmt.Sprintf("pid %d (%s, %s, %s: %q)", pid, typ, state, mode, q))
+			}
+		}
+		return rows.Err()
+	})
+	if len(out) == 0 {
+		return ""
+	}
+	return "; locks held by " + strings.Join(out, ", ")
+}
+
+func tableNames(ks *keyspace.Keyspace) []string {
+	var out []string
+	for _, t := range ks.Tables {
+		out = append(out, t.Name)
+	}
+	return out
 }
 
 // rollback undoes a reconfiguration that did not switch: fences and

@@ -83,8 +83,30 @@ func newReshardRig(t *testing.T) *reshardRig {
 			"INSERT INTO ref SELECT generate_series(1, 10)", "ANALYZE")
 	}
 	r.cs = fmt.Sprintf("postgres://%s:%s@%s/bank?sslmode=disable", testUsers[0].Name, testUsers[0].Password, r.pxCfg.Listen)
-	waitKeyspaceRouted(t, r.cs)
+	waitBankRouted(t, r.cs)
 	return r
+}
+
+// waitBankRouted waits until a read through the proxy reaches every
+// partition (the proxy has learnt the keyspace and its tenants' routes).
+func waitBankRouted(t *testing.T, cs string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		var conn *pgx.Conn
+		if conn, err = pgx.Connect(ctxT(t), cs); err == nil {
+			var ks []int
+			rows, _ := conn.Query(ctxT(t), "SELECT k FROM acct WHERE k IN (1, 1001, 2001)")
+			ks, err = pgx.CollectRows(rows, pgx.RowTo[int])
+			conn.Close(ctxT(t))
+			if err == nil && len(ks) == 3 {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("the proxy never routed keyspace bank: %v", err)
 }
 
 func (r *reshardRig) startProxy(t *testing.T) {
@@ -113,6 +135,7 @@ type bankLoad struct {
 	unknown map[int]int
 	logs    map[int]int // acknowledged acct_log rows per key
 	ops     int
+	missed  int            // UPDATEs that found no row (a misrouted transaction)
 	errs    map[string]int // refusals by SQLSTATE or message
 }
 
@@ -151,12 +174,15 @@ func (l *bankLoad) session(ctx context.Context, seed uint64) {
 		var err error
 		withLog := n%3 == 0
 		if withLog {
-			_, err = conn.Exec(octx, "BEGIN; UPDATE acct SET bal = bal + 1 WHERE k = $1; INSERT INTO acct_log VALUES ($1, $2); COMMIT", k, n)
-			if err != nil {
-				conn.Exec(octx, "ROLLBACK")
-			}
+			err = pgx.BeginFunc(octx, conn, func(tx pgx.Tx) error {
+				if err := updated(tx.Exec(octx, "UPDATE acct SET bal = bal + 1 WHERE k = $1", k)); err != nil {
+					return err
+				}
+				_, err := tx.Exec(octx, "INSERT INTO acct_log (k, n) VALUES ($1, $2)", k, n)
+				return err
+			})
 		} else {
-			_, err = conn.Exec(octx, "UPDATE acct SET bal = bal + 1 WHERE k = $1", k)
+			err = updated(conn.Exec(octx, "UPDATE acct SET bal = bal + 1 WHERE k = $1", k))
 		}
 		cancel()
 		l.note(k, withLog, err)
@@ -164,6 +190,15 @@ func (l *bankLoad) session(ctx context.Context, seed uint64) {
 			conn = nil
 		}
 	}
+}
+
+// updated fails an UPDATE that found no row: every key exists on its
+// owner, so a miss is a transaction sent where the row is not.
+func updated(tag pgconn.CommandTag, err error) error {
+	if err == nil && tag.RowsAffected() != 1 {
+		return fmt.Errorf("UPDATE found %d rows", tag.RowsAffected())
+	}
+	return err
 }
 
 // note records an operation's outcome: a server's error (SQLSTATE) means
@@ -181,6 +216,9 @@ func (l *bankLoad) note(k int, withLog bool, err error) {
 		}
 	case errors.As(err, &pe):
 		l.errs[pe.Code+" "+pe.Message]++
+	case strings.HasPrefix(err.Error(), "UPDATE found"):
+		l.missed++
+		l.errs[err.Error()]++
 	default:
 		l.unknown[k]++
 		l.errs[err.Error()]++
@@ -213,7 +251,7 @@ func (l *bankLoad) waitAcked(t *testing.T, n int) {
 // and those plus the unknown ones, its log rows at least the acknowledged.
 func (l *bankLoad) verify(t *testing.T, r *reshardRig, plan keyspace.PlanSpec) {
 	t.Helper()
-	ks, err := (&keyspace.Keyspace{Name: "bank", Partitions: []keyspace.Partition{{Name: "p1"}, {Name: "p2"}, {Name: "p3"}},
+	ks, err := (&keyspace.Keyspace{Name: "bank", Partitions: []keyspace.Partition{{Name: "p1", Tenant: "r1"}, {Name: "p2", Tenant: "r2"}, {Name: "p3", Tenant: "r3"}},
 		Tables: []keyspace.Table{{Name: "acct", Kind: keyspace.Sharded, Column: "k", Type: keyspace.Int}}, Plan: plan}), error(nil)
 	if err = ks.Validate(); err != nil {
 		t.Fatal(err)
@@ -257,6 +295,9 @@ func (l *bankLoad) verify(t *testing.T, r *reshardRig, plan keyspace.PlanSpec) {
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+	if l.missed > 0 {
+		t.Fatalf("%d UPDATEs found no row: sent to a partition the key had not reached", l.missed)
 	}
 	if len(seen) != reshardKeys {
 		t.Fatalf("%d keys found, want %d", len(seen), reshardKeys)

@@ -328,7 +328,7 @@ func movingNote(m *mover) string {
 // switchRequest is the body of POST /v1/keyspaces/{name}/switch.
 type switchRequest struct {
 	Keyspace json.RawMessage `json:"keyspace"`
-	Reshard  *reshardView    `json:"reshard"`
+	Reshard  json.RawMessage `json:"reshard"` // a reshardView: the driver's whole status, read leniently
 	Driver   string          `json:"driver"` // the driver agent's base URL
 }
 
@@ -367,8 +367,12 @@ func (p *Proxy) keyspaceRoutes(mux *http.ServeMux) {
 		if err == nil && ks.Name != r.PathValue("name") {
 			err = fmt.Errorf("keyspace %s posted to %s", ks.Name, r.PathValue("name"))
 		}
+		var v *reshardView
+		if err == nil && len(in.Reshard) > 0 {
+			err = json.Unmarshal(in.Reshard, &v)
+		}
 		if err == nil {
-			err = p.installKeyspace(ks, in.Reshard, strings.TrimRight(in.Driver, "/"))
+			err = p.installKeyspace(ks, v, strings.TrimRight(in.Driver, "/"))
 		}
 		if err != nil {
 			apiError(w, http.StatusBadRequest, err)

@@ -87,7 +87,8 @@ func fenceName(table string) string {
 // fenceTableSQL creates the fence table. A NULL bound is unbounded; int
 // roots use lo_i/hi_i, text roots lo_t/hi_t. The unique index (NULLS NOT
 // DISTINCT, PostgreSQL 15) makes inserting a chunk's fence twice a no-op;
-// the index on root serves the triggers' lookup.
+// the index on root serves the triggers' lookup. Every role may read it:
+// the triggers run as the writing client's role.
 const fenceTableSQL = `
 CREATE TABLE IF NOT EXISTS public.sluice_fence (
 	reshard text NOT NULL,
@@ -101,7 +102,8 @@ CREATE TABLE IF NOT EXISTS public.sluice_fence (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS sluice_fence_range ON public.sluice_fence
 	(reshard, chunk, side, root, lo_i, lo_t) NULLS NOT DISTINCT;
-CREATE INDEX IF NOT EXISTS sluice_fence_root ON public.sluice_fence (root)`
+CREATE INDEX IF NOT EXISTS sluice_fence_root ON public.sluice_fence (root);
+GRANT SELECT ON public.sluice_fence TO PUBLIC`
 
 // triggerFuncSQL creates table t's fence function: the key column is
 // written into the body (static SQL: plpgsql caches its plan), compared
