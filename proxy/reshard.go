@@ -270,7 +270,13 @@ func (m *mover) ask(ctx context.Context, id int) error {
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("driver %s: %s: %s", m.driver, resp.Status, strings.TrimSpace(string(b)))
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(b, &e) != nil || e.Error == "" {
+			e.Error = strings.Join(strings.Fields(string(b)), " ")
+		}
+		return fmt.Errorf("driver %s: %s: %s", m.driver, resp.Status, e.Error)
 	}
 	return nil
 }
