@@ -140,12 +140,23 @@ func (r *reshardRun) prepareAndSwitch(ctx context.Context) error {
 		return fmt.Errorf("catalog: %w", err)
 	}
 	if r.a.cfg.Proxy != "" {
+		// The plan is switched. The proxy stays held until it has the new
+		// plan — from this call, or from its catalog poll (a new epoch ends
+		// its hold) — never released onto the old one: a transaction routed
+		// by the old plan after a chunk's rows left its source would update
+		// nothing.
 		ksJSON, _ := json.Marshal(r.next)
-		if err := pc.SwitchKeyspace(ctx, ksJSON, r.status(true), r.a.url); err != nil {
-			// The plan is switched: the proxy learns it from its catalog
-			// poll; until then the sources' fences refuse its late writes.
-			r.a.log.Warn("reshard: proxy switch failed; it follows the catalog", "keyspace", r.ks.Name, "err", err)
-			release()
+		for try := 0; ; try++ {
+			err := pc.SwitchKeyspace(ctx, ksJSON, r.status(true), r.a.url)
+			if err == nil {
+				break
+			}
+			if try == 10 || ctx.Err() != nil {
+				r.a.log.Error("reshard: the proxy did not take the switch; it stays held until its catalog poll brings the new plan",
+					"keyspace", r.ks.Name, "err", err)
+				break
+			}
+			sleepCtx(ctx, 200*time.Millisecond)
 		}
 	}
 	r.mu.Lock()

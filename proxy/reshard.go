@@ -35,6 +35,11 @@ import (
 // epoch, so no transaction routes by the new plan without waiting for
 // the keys still moving.
 
+// maxKeyspaceHold bounds a keyspace's hold: its driver switches or
+// releases well within it (a switch takes tens of milliseconds), or it
+// has died.
+const maxKeyspaceHold = 30 * time.Second
+
 // pullWait bounds how long a statement waits for its keys' pull.
 const pullWait = 60 * time.Second
 
@@ -104,7 +109,19 @@ func (p *Proxy) HoldKeyspace(ctx context.Context, name string, deadline time.Dur
 	g := p.gate(name)
 	g.mu.Lock()
 	if g.held == nil {
-		g.held = make(chan struct{})
+		held := make(chan struct{})
+		g.held = held
+		// A driver that dies between hold and switch must not leave the
+		// keyspace held: the hold ends by itself after maxKeyspaceHold.
+		time.AfterFunc(maxKeyspaceHold, func() {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			if g.held == held {
+				close(held)
+				g.held = nil
+				p.cfg.Logf("proxy: keyspace %s: hold released after %v without a switch", name, maxKeyspaceHold)
+			}
+		})
 	}
 	var idle chan struct{}
 	if g.active > 0 {
@@ -319,6 +336,11 @@ func (p *Proxy) installKeyspace(ks *keyspace.Keyspace, v *reshardView, driver st
 	}
 	if old == nil || old.KS.Epoch != ks.Epoch {
 		p.cfg.Logf("proxy: keyspace %s (epoch %d, %d partitions%s)", ks.Name, ks.Epoch, len(ks.Partitions), movingNote(mv))
+		if old != nil {
+			// A new epoch ends a hold: the driver switched the plan even if
+			// its own switch call did not reach this proxy.
+			defer p.ReleaseKeyspace(ks.Name)
+		}
 	}
 	return nil
 }
