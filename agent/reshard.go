@@ -29,6 +29,7 @@ import (
 //	POST /v1/keyspaces/{name}/reshard       client.ReshardRequest → 202 client.ReshardStatus
 //	GET  /v1/keyspaces/{name}/reshard       the one in progress or the last (?chunks=1: with its chunks)
 //	POST /v1/keyspaces/{name}/reshard/pull  {"chunk": id}: pull it now (reactive), answer once Complete
+//	POST /v1/keyspaces/{name}/reshard/pace  client.ReshardPace: change the method (and control) of the one moving
 //
 // Steps (reshard's doc has the ownership argument): preparing — fence
 // triggers on every partition, incoming fences at the destinations;
@@ -91,6 +92,15 @@ func (a *Agent) reshardRoutes(mux *http.ServeMux) {
 	})
 	mux.HandleFunc("GET /v1/keyspaces/{name}/reshard", func(w http.ResponseWriter, r *http.Request) {
 		v, err := a.ReshardStatus(r.PathValue("name"), r.URL.Query().Get("chunks") != "")
+		answer(w, http.StatusOK, v, err)
+	})
+	mux.HandleFunc("POST /v1/keyspaces/{name}/reshard/pace", func(w http.ResponseWriter, r *http.Request) {
+		var in client.ReshardPace
+		if err := readJSON(r, &in); err != nil {
+			writeError(w, err)
+			return
+		}
+		v, err := a.SetReshardPace(r.PathValue("name"), in)
 		answer(w, http.StatusOK, v, err)
 	})
 	mux.HandleFunc("POST /v1/keyspaces/{name}/reshard/pull", func(w http.ResponseWriter, r *http.Request) {
@@ -341,6 +351,32 @@ func (a *Agent) ReactivePull(ctx context.Context, name, id string, chunk int) er
 		return errf(http.StatusBadRequest, "keyspace %s: reconfiguration %s has no chunk %d", name, r.rec.ID, chunk)
 	}
 	return r.await(ctx, chunk, true)
+}
+
+// SetReshardPace changes how the moving reconfiguration of keyspace name
+// pulls the rest: its method, control and fixed pace (chunking stays).
+func (a *Agent) SetReshardPace(name string, in client.ReshardPace) (client.ReshardStatus, error) {
+	r := a.rs.get(name)
+	if r == nil {
+		return client.ReshardStatus{}, errf(http.StatusConflict, "keyspace %s: no reconfiguration is running on agent %s", name, a.cfg.Name)
+	}
+	req := r.request()
+	req.Method, req.Control, req.PaceDelayMs = in.Method, in.Control, in.PaceDelayMs
+	if err := checkReshardRequest(&req); err != nil {
+		return client.ReshardStatus{}, err
+	}
+	body, _ := json.Marshal(req)
+	r.mu.Lock()
+	r.req = req
+	r.rec.Method, r.rec.Request = req.Method, body
+	rec := r.rec
+	r.mu.Unlock()
+	if err := a.cat.PutReshard(rec); err != nil {
+		return client.ReshardStatus{}, err
+	}
+	r.poke()
+	a.log.Info("reshard: pace changed", "keyspace", name, "id", rec.ID, "method", req.Method)
+	return r.status(false), nil
 }
 
 // partsOf lists the sources and destinations of chunks, sorted.

@@ -28,13 +28,24 @@ func (r *reshardRun) move(ctx context.Context) error {
 	if err := r.recover(ctx); err != nil {
 		return err
 	}
-	stop := r.startControl(ctx)
-	defer stop()
+	stop := func() {}
+	defer func() { stop() }()
+	ctlOn := false
 	sub := -1
 	rows := map[int]int64{} // rows pulled per chunk, for the cleaning's pace
 	for {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		r.mu.Lock()
+		method := r.req.Method
+		r.mu.Unlock()
+		if on := method == client.MethodControlled; on != ctlOn {
+			stop()
+			stop, ctlOn = func() {}, on
+			if on {
+				stop = r.startControl(ctx)
+			}
 		}
 		r.mu.Lock()
 		finished := r.tr.Finished()
@@ -48,9 +59,9 @@ func (r *reshardRun) move(ctx context.Context) error {
 		case cleanable:
 			r.clean(ctx, dirty, rows[dirty])
 			continue
-		case pullable && r.req.Method != client.MethodReactive:
+		case pullable && method != client.MethodReactive:
 			if sub >= 0 && cur != sub {
-				sleepCtx(ctx, msDur(r.req.SubPlanPauseMs))
+				sleepCtx(ctx, msDur(r.request().SubPlanPauseMs))
 			}
 			sub = cur
 			start := time.Now()
@@ -78,9 +89,10 @@ func (r *reshardRun) rowsOf(int) int64 { return 0 }
 // paceAfter waits the method's pace after an asynchronous pull that
 // copied moved bytes in took.
 func (r *reshardRun) paceAfter(ctx context.Context, moved int64, took time.Duration) {
-	switch r.req.Method {
+	req := r.request()
+	switch req.Method {
 	case client.MethodSquall, client.MethodZephyr:
-		sleepCtx(ctx, msDur(r.req.PaceDelayMs))
+		sleepCtx(ctx, msDur(req.PaceDelayMs))
 	case client.MethodControlled:
 		if r.pace != nil {
 			r.pace.Wait(ctx, moved, took)
@@ -110,7 +122,7 @@ func (r *reshardRun) clean(ctx context.Context, id int, _ int64) {
 		r.mu.Unlock()
 		return
 	}
-	if r.req.Method == client.MethodControlled && r.pace != nil && c.Bytes > 0 {
+	if r.request().Method == client.MethodControlled && r.pace != nil && c.Bytes > 0 {
 		// A deletion costs the source about what a pull of the same rows
 		// does: charge the pace a batch's share of the chunk.
 		r.pace.Wait(ctx, min(c.Bytes, c.Bytes*n/max(n, cleanBatch)), time.Since(start))
@@ -202,10 +214,11 @@ func (r *reshardRun) finish(ctx context.Context) {
 // controller Control names) on the proxy's latency windows of the
 // partitions' servers sets the asynchronous pulls' pace.
 func (r *reshardRun) startControl(ctx context.Context) (stop func()) {
-	if r.req.Method != client.MethodControlled || r.req.Control == nil {
+	req := r.request()
+	if req.Control == nil {
 		return func() {}
 	}
-	cp, err := resolveControl(*r.req.Control)
+	cp, err := resolveControl(*req.Control)
 	var ctrl control.Controller
 	if err == nil {
 		ctrl, err = cp.controller(0)
@@ -214,12 +227,15 @@ func (r *reshardRun) startControl(ctx context.Context) (stop func()) {
 		r.a.log.Error("reshard: control loop: bad spec; pulls run unpaced", "err", err)
 		return func() {}
 	}
-	r.pace = throttle.NewPacer(ctrl.Initial())
+	pace := throttle.NewPacer(ctrl.Initial())
+	r.mu.Lock()
+	r.pace = pace
+	r.mu.Unlock()
 	obs := r.a.observer(cp)
 	servers := r.serverAddrs()
 	l := &loop.Loop{
 		Controller: control.NewGovernor(ctrl, cp.profile.Governor(cp.setpoint, cp.spec.MaxRate, cp.byLatency())),
-		Send:       r.pace,
+		Send:       pace,
 		Period:     cp.profile.Step(),
 		Setpoint:   cp.setpoint,
 		Observe: func(ctx context.Context, at time.Time) control.Observation {
@@ -235,7 +251,19 @@ func (r *reshardRun) startControl(ctx context.Context) (stop func()) {
 	r.mu.Unlock()
 	lctx, cancel := context.WithCancel(ctx)
 	go l.Run(lctx, func(p loop.Point) { r.lastPoint.Store(&p) })
-	return cancel
+	return func() {
+		cancel()
+		r.mu.Lock()
+		r.pace, r.loop = nil, nil
+		r.mu.Unlock()
+	}
+}
+
+// request is the run's request as last changed (SetReshardMethod).
+func (r *reshardRun) request() client.ReshardRequest {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.req
 }
 
 // serverAddrs are host:port of the partitions' servers: the clients the
@@ -258,6 +286,9 @@ func (r *reshardRun) loopStatus() loop.Status {
 	defer r.mu.Unlock()
 	p := r.tr.Progress()
 	st := loop.Status{Phase: client.PhaseMoving, Stage: control.StageCopy, Bytes: p.BytesDone, Lag: -1}
+	if r.pace == nil {
+		return st
+	}
 	if rate := r.pace.Rate(); rate > 0 && p.Bytes > p.BytesDone {
 		st.Remaining = time.Duration(float64(p.Bytes-p.BytesDone) / rate * float64(time.Second))
 	}

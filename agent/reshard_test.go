@@ -45,7 +45,8 @@ type reshardRig struct {
 	ports map[string]int // partition → tenant port
 }
 
-func newReshardRig(t *testing.T) *reshardRig {
+// newReshardRig starts the rig with pad bytes of padding per acct row.
+func newReshardRig(t *testing.T, pad int) *reshardRig {
 	t.Helper()
 	cfg := newTestConfig(t, "a1")
 	cfg.Listen = freeAddrExcept(t)
@@ -79,7 +80,7 @@ func newReshardRig(t *testing.T) *reshardRig {
 	}
 	for i, lo := range []int{0, 1000, 2000} {
 		sqlOn(t, r.ports[fmt.Sprint("p", i+1)],
-			fmt.Sprintf("INSERT INTO acct SELECT k, 0, repeat('x', 300) FROM generate_series(%d, %d) k", lo, lo+999),
+			fmt.Sprintf("INSERT INTO acct SELECT k, 0, repeat('x', %d) FROM generate_series(%d, %d) k", pad, lo, lo+999),
 			"INSERT INTO ref SELECT generate_series(1, 10)", "ANALYZE")
 	}
 	r.cs = fmt.Sprintf("postgres://%s:%s@%s/bank?sslmode=disable", testUsers[0].Name, testUsers[0].Password, r.pxCfg.Listen)
@@ -137,6 +138,7 @@ type bankLoad struct {
 	ops     int
 	missed  int            // UPDATEs that found no row (a misrouted transaction)
 	errs    map[string]int // refusals by SQLSTATE or message
+	pick    func(*rand.Rand) int // the key of an operation (default: uniform)
 }
 
 func newBankLoad(cs string) *bankLoad {
@@ -170,6 +172,9 @@ func (l *bankLoad) session(ctx context.Context, seed uint64) {
 			conn = c
 		}
 		k := rng.IntN(reshardKeys)
+		if l.pick != nil {
+			k = l.pick(rng)
+		}
 		octx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		var err error
 		withLog := n%3 == 0
@@ -366,7 +371,7 @@ var reshardPlan1 = keyspace.PlanSpec{"acct": {"p1": "[,500)", "p2": "[500,2500)"
 // while it runs; at the end the ledger is exact, the keyspace check clean,
 // no fence left, and the catalog's plan the new one.
 func TestReshardLive(t *testing.T) {
-	r := newReshardRig(t)
+	r := newReshardRig(t, 300)
 	ctx := ctxT(t)
 	for _, bad := range []struct {
 		plan keyspace.PlanSpec
@@ -394,7 +399,7 @@ func TestReshardLive(t *testing.T) {
 	stop := background(func(ctx context.Context) { load.run(ctx, 4) })
 	defer stop()
 	load.waitAcked(t, 300)
-	st, err := r.a.c.Reshard(ctx, "bank", client.ReshardRequest{Plan: reshardPlan1, Method: client.MethodSquall, ChunkBytes: 64 << 10, PaceDelayMs: 30})
+	st, err := r.a.c.Reshard(ctx, "bank", client.ReshardRequest{Plan: reshardPlan1, Method: client.MethodReactive, ChunkBytes: 64 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -403,6 +408,12 @@ func TestReshardLive(t *testing.T) {
 	}
 	if _, err := r.a.c.Reshard(ctx, "bank", client.ReshardRequest{Plan: reshardPlan0, Method: client.MethodSquall}); client.StatusOf(err) != 409 {
 		t.Fatalf("a second reconfiguration while one runs: %v, want 409", err)
+	}
+	if _, err := r.a.c.SetReshardPace(ctx, "bank", client.ReshardPace{Method: client.MethodControlled}); client.StatusOf(err) != 400 {
+		t.Fatalf("re-pacing to controlled without a setpoint: %v, want 400", err)
+	}
+	if _, err := r.a.c.SetReshardPace(ctx, "bank", client.ReshardPace{Method: client.MethodSquall, PaceDelayMs: 10}); err != nil {
+		t.Fatalf("re-pacing: %v", err)
 	}
 	st = waitReshard(t, r.a.c, 3*time.Minute, nil)
 	n := load.count()
@@ -445,9 +456,15 @@ func killPostmaster(t *testing.T, a *testAgent, id int64) {
 // being pulled is redone), and at the end the ledger is exact and the
 // keyspace check clean.
 func TestReshardCrashes(t *testing.T) {
-	r := newReshardRig(t)
+	r := newReshardRig(t, 1500) // below the TOAST threshold: stored as is, ~2 MB moving
 	ctx := ctxT(t)
 	load := newBankLoad(r.cs)
+	load.pick = func(rng *rand.Rand) int { // mostly keys that stay: the asynchronous pulls do most of the moving
+		if rng.IntN(50) == 0 {
+			return rng.IntN(reshardKeys)
+		}
+		return []int{rng.IntN(500), 1000 + rng.IntN(1000), 2500 + rng.IntN(500)}[rng.IntN(3)]
+	}
 	stop := background(func(ctx context.Context) { load.run(ctx, 4) })
 	defer stop()
 	load.waitAcked(t, 300)

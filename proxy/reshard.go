@@ -302,6 +302,18 @@ func (m *mover) ask(ctx context.Context, id int) error {
 // not moving: none) learnt from driver: a new epoch, or a view of the
 // current one.
 func (p *Proxy) installKeyspace(ks *keyspace.Keyspace, v *reshardView, driver string) error {
+	newEpoch, err := p.putKeyspace(ks, v, driver)
+	if newEpoch {
+		// A new epoch ends a hold: the driver switched the plan even if
+		// its own switch call did not reach this proxy.
+		p.ReleaseKeyspace(ks.Name)
+	}
+	return err
+}
+
+// putKeyspace is installKeyspace under p.ksMu; newEpoch reports a
+// keyspace that had an older epoch.
+func (p *Proxy) putKeyspace(ks *keyspace.Keyspace, v *reshardView, driver string) (newEpoch bool, err error) {
 	p.ksMu.Lock()
 	defer p.ksMu.Unlock()
 	old := p.keyspaces[ks.Name]
@@ -310,16 +322,15 @@ func (p *Proxy) installKeyspace(ks *keyspace.Keyspace, v *reshardView, driver st
 		if old != nil && old.KS.Epoch == ks.Epoch {
 			if m, ok := old.Moving.(*mover); ok && m.id == v.ID {
 				m.learn(v)
-				return nil
+				return false, nil
 			}
 		}
-		var err error
 		if mv, err = newMover(ks.Name, driver, p.catalogClient(driver), v); err != nil {
-			return err
+			return false, err
 		}
 		mv.pulls = func() { p.reactivePulls.Add(1) }
 	} else if old != nil && old.KS.Epoch == ks.Epoch && old.Moving == nil {
-		return nil
+		return false, nil
 	}
 	k := &router.Keyspace{KS: ks, Moving: nil}
 	if mv != nil {
@@ -336,13 +347,8 @@ func (p *Proxy) installKeyspace(ks *keyspace.Keyspace, v *reshardView, driver st
 	}
 	if old == nil || old.KS.Epoch != ks.Epoch {
 		p.cfg.Logf("proxy: keyspace %s (epoch %d, %d partitions%s)", ks.Name, ks.Epoch, len(ks.Partitions), movingNote(mv))
-		if old != nil {
-			// A new epoch ends a hold: the driver switched the plan even if
-			// its own switch call did not reach this proxy.
-			defer p.ReleaseKeyspace(ks.Name)
-		}
 	}
-	return nil
+	return old != nil && old.KS.Epoch < ks.Epoch, nil
 }
 
 func movingNote(m *mover) string {

@@ -82,6 +82,20 @@ type ReshardChunk struct {
 	Cleaned bool          `json:"cleaned,omitempty"`
 }
 
+// ReshardPace changes a running reconfiguration's method (and its
+// control or fixed pace); its chunks stay as they were cut.
+type ReshardPace struct {
+	Method      string   `json:"method"`
+	Control     *Control `json:"control,omitempty"`
+	PaceDelayMs float64  `json:"pace_delay_ms,omitempty"`
+}
+
+// SetReshardPace changes keyspace name's running reconfiguration's pace.
+func (c *Client) SetReshardPace(ctx context.Context, name string, p ReshardPace) (ReshardStatus, error) {
+	var v ReshardStatus
+	return v, c.Do(ctx, http.MethodPost, keyspacePath(name)+"/reshard/pace", p, &v)
+}
+
 // Reshard starts a live reconfiguration of keyspace name (202: it runs on;
 // follow it with ReshardStatus).
 func (c *Client) Reshard(ctx context.Context, name string, req ReshardRequest) (ReshardStatus, error) {

@@ -41,6 +41,8 @@ zephyr (reactive plus fixed-pace pulls, no splitting or sub-plans), stop-and-cop
 
 It prints progress until done (phase, chunks, bytes, rate, ETA, latency against the
 setpoint); --detach returns once started, --status shows the current or last one.
+Without --plan, --method (and --setpoint) change the running reconfiguration's pace,
+e.g. to finish a reactive one.
 A plan that is not valid, that would strand data, or a second reconfiguration while
 one runs is refused with exit 2 and nothing changes.`,
 		Example: `  sluice keyspace reconfigure shop --plan expand.json --setpoint 40ms
@@ -64,14 +66,19 @@ one runs is refused with exit 2 and nothing changes.`,
 
 func reconfigureRequest(rf reconfigureFlags) (client.ReshardRequest, error) {
 	var req client.ReshardRequest
-	if rf.plan == "" {
-		return req, cli.Usagef("keyspace reconfigure: --plan FILE is required (or --status)")
+	switch {
+	case rf.plan != "":
+		plan, err := readPlan(rf.plan)
+		if err != nil {
+			return req, cli.Usagef("keyspace reconfigure: --plan %v", err)
+		}
+		req.Plan = plan
+	case rf.method == "" && rf.setpoint == "":
+		return req, cli.Usagef("keyspace reconfigure: --plan FILE is required (or --status, or --method/--setpoint to change the running one's pace)")
+	case rf.chunk != "" || rf.subPlans != 0:
+		return req, cli.Usagef("keyspace reconfigure: --chunk and --sub-plans shape a new reconfiguration: give --plan")
 	}
-	plan, err := readPlan(rf.plan)
-	if err != nil {
-		return req, cli.Usagef("keyspace reconfigure: --plan %v", err)
-	}
-	req.Plan, req.Method, req.SubPlans = plan, rf.method, rf.subPlans
+	req.Method, req.SubPlans = rf.method, rf.subPlans
 	if rf.setpoint != "" {
 		sp, err := time.ParseDuration(rf.setpoint)
 		if err != nil || sp <= 0 {
@@ -113,6 +120,13 @@ func runReconfigure(cmd *cobra.Command, f *keyspaceFlags, rf reconfigureFlags, n
 	}
 	ctx := cmd.Context()
 	var st client.ReshardStatus
+	if rf.plan == "" && (rf.method != "" || rf.setpoint != "") {
+		pace := client.ReshardPace{Method: req.Method, Control: req.Control}
+		if st, err = c.SetReshardPace(ctx, name, pace); err != nil {
+			return agentErr("keyspace reconfigure", err)
+		}
+		return printReshard(out, st, f.asJSON)
+	}
 	if rf.status {
 		st, err = c.ReshardStatus(ctx, name, false)
 		if err != nil {
