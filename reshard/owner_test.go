@@ -12,20 +12,20 @@ import (
 // the proxy do (package agent, package proxy), reduced to their effects on
 // rows and fences, driven by the Tracker as they drive it.
 type model struct {
-	t      *testing.T
-	seed   uint64
-	from   *keyspace.Keyspace
-	to     *keyspace.Keyspace
-	chunks []Chunk
-	rows   map[string]map[int64]int // partition → key → value
-	in     map[string]map[int]bool  // destination → chunks fenced in
-	out    map[string]map[int]bool  // source → chunks fenced out
-	ledger map[int64]int            // acknowledged writes: key → last value
-	driver *Tracker                 // the agent's, nil after a crash until it recovers
-	proxy  *Tracker                 // the proxy's replica
-	snap   map[int]map[int64]int    // pulls begun: the source rows of their snapshot
+	t                  *testing.T
+	seed               uint64
+	from               *keyspace.Keyspace
+	to                 *keyspace.Keyspace
+	chunks             []Chunk
+	rows               map[string]map[int64]int // partition → key → value
+	in                 map[string]map[int]bool  // destination → chunks fenced in
+	out                map[string]map[int]bool  // source → chunks fenced out
+	ledger             map[int64]int            // acknowledged writes: key → last value
+	driver             *Tracker                 // the agent's, nil after a crash until it recovers
+	proxy              *Tracker                 // the proxy's replica
+	snap               map[int]map[int64]int    // pulls begun: the source rows of their snapshot
 	switched, finished bool
-	n      int64 // keys [0, n)
+	n                  int64 // keys [0, n)
 }
 
 // accepts reports whether partition p accepts a write to key k: none of
