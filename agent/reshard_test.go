@@ -468,7 +468,10 @@ func TestReshardCrashes(t *testing.T) {
 	stop := background(func(ctx context.Context) { load.run(ctx, 4) })
 	defer stop()
 	load.waitAcked(t, 300)
-	if _, err := r.a.c.Reshard(ctx, "bank", client.ReshardRequest{Plan: reshardPlan1, Method: client.MethodSquall, ChunkBytes: 64 << 10, PaceDelayMs: 300}); err != nil {
+	// The control loop paces the pulls (at most 1 MB/s: the crashes land
+	// in mid-reconfiguration); it restarts with the resumed driver.
+	ctl := &client.Control{SetpointMs: 20, MaxRate: 1 << 20}
+	if _, err := r.a.c.Reshard(ctx, "bank", client.ReshardRequest{Plan: reshardPlan1, Control: ctl, ChunkBytes: 64 << 10}); err != nil {
 		t.Fatal(err)
 	}
 	progressed := func(n int) func(client.ReshardStatus) bool {
@@ -476,7 +479,7 @@ func TestReshardCrashes(t *testing.T) {
 	}
 	st := waitReshard(t, r.a.c, time.Minute, progressed(1))
 	killPostmaster(t, r.a, 2) // p2: the destination of every chunk
-	t.Logf("killed p2's postmaster at %d/%d chunks", st.Progress.Complete, st.Progress.Chunks)
+	t.Logf("killed p2's postmaster at %d/%d chunks (rate %.0f B/s, latency %.1f ms, setpoint %.0f ms)", st.Progress.Complete, st.Progress.Chunks, st.Rate, st.LatencyMs, st.SetpointMs)
 	st = waitReshard(t, r.a.c, 2*time.Minute, progressed(st.Progress.Complete+2))
 
 	r.a.stop() // the driver stops in mid-pull; the proxy's reactive pulls fail until it is back
@@ -486,7 +489,7 @@ func TestReshardCrashes(t *testing.T) {
 	st = waitReshard(t, r.a.c, 2*time.Minute, progressed(st.Progress.Complete+2))
 
 	r.px.Close()
-	t.Logf("proxy restarted at %d/%d chunks", st.Progress.Complete, st.Progress.Chunks)
+	t.Logf("proxy restarted at %d/%d chunks (rate %.0f B/s, latency %.1f ms, setpoint %.0f ms)", st.Progress.Complete, st.Progress.Chunks, st.Rate, st.LatencyMs, st.SetpointMs)
 	r.startProxy(t)
 	st = waitReshard(t, r.a.c, 3*time.Minute, nil)
 	if st.Phase != client.PhaseDone {
