@@ -120,6 +120,7 @@ func (p *Proxy) apiHandler() http.Handler {
 			"moves":          p.moves.Load(),
 			"moves_prepared": p.preparedUsed.Load(),
 			"cancels":        p.cancels.Load(),
+			"reactive_pulls": p.reactivePulls.Load(),
 		})
 	})
 	mux.HandleFunc("GET /metrics", p.serveMetrics)

@@ -135,7 +135,7 @@
 //	GET  /v1/tenants/{tenant}/backends   {addr, pids}: the pids of its server sessions on its current server
 //	GET  /v1/latency[?tenant=T][&server=A] [{tenant, server, window_s, count, mean_ms, queue_ms, p50_ms, p95_ms, p99_ms}]
 //	GET  /v1/handovers[?tenant=T]        [{tenant, from, to, held_at, released_at, window_s, before_mean_ms, before_count, after_mean_ms, after_count, excess_ms_s}]: the last 64 handovers' cost to the clients
-//	GET  /v1/stats                       {sessions_open, sessions_total, moves, moves_prepared, cancels}
+//	GET  /v1/stats                       {sessions_open, sessions_total, moves, moves_prepared, cancels, reactive_pulls}
 //	POST /v1/keyspaces/{name}/hold       {"deadline_ms":2000} → {waited_ms}: new transactions of the keyspace wait, open ones end (409 at the deadline, hold released)
 //	POST /v1/keyspaces/{name}/switch     {"keyspace", "reshard", "driver"}: the new plan with its moving chunks (reshard.go); ends the hold
 //	POST /v1/keyspaces/{name}/release    ends the hold, nothing changed

@@ -363,7 +363,7 @@ func movingNote(m *mover) string {
 type switchRequest struct {
 	Keyspace json.RawMessage `json:"keyspace"`
 	Reshard  json.RawMessage `json:"reshard"` // a reshardView: the driver's whole status, read leniently
-	Driver   string          `json:"driver"` // the driver agent's base URL
+	Driver   string          `json:"driver"`  // the driver agent's base URL
 }
 
 // keyspaceRoutes registers the reconfiguration endpoints.

@@ -141,7 +141,7 @@ func agentName(a string) string {
 func keyspaceShowCmd(f *keyspaceFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "show NAME",
-		Short: "Show a keyspace: partitions, tables, plan and epoch, per-partition sizes",
+		Short: "Show a keyspace: partitions, tables, plan and epoch, per-partition sizes, its reconfiguration running or last",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := agentClient(f.agentURL)
@@ -156,13 +156,25 @@ func keyspaceShowCmd(f *keyspaceFlags) *cobra.Command {
 			if err != nil {
 				return agentErr("keyspace show", err)
 			}
+			var rs *client.ReshardStatus // the reconfiguration running or last, if any
+			if st, err := c.ReshardStatus(cmd.Context(), args[0], false); err == nil {
+				rs = &st
+			}
 			if f.asJSON {
 				err = cli.WriteJSON(cmd.OutOrStdout(), struct {
-					Keyspace *keyspace.Keyspace   `json:"keyspace"`
-					Sizes    client.KeyspaceSizes `json:"sizes"`
-				}{ks, sz})
+					Keyspace *keyspace.Keyspace    `json:"keyspace"`
+					Sizes    client.KeyspaceSizes  `json:"sizes"`
+					Reshard  *client.ReshardStatus `json:"reshard,omitempty"`
+				}{ks, sz, rs})
 			} else {
 				err = printKeyspace(cmd.OutOrStdout(), ks, sz)
+				if err == nil && rs != nil {
+					fmt.Fprintln(cmd.OutOrStdout())
+					if rs.Phase == client.PhaseMoving {
+						fmt.Fprintln(cmd.OutOrStdout(), reshardLine(*rs))
+					}
+					err = printReshard(cmd.OutOrStdout(), *rs, false)
+				}
 			}
 			if err != nil {
 				return err
