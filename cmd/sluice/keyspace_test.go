@@ -40,6 +40,7 @@ func TestKeyspaceCommands(t *testing.T) {
 	schema := file("schema.sql", "CREATE TABLE warehouse (w_id int PRIMARY KEY); CREATE TABLE item (i_id int PRIMARY KEY);")
 	gap := file("gap.json", `{"warehouse": {"p1": "[1,3)", "p2": "[4,)"}}`)
 	next := file("next.json", `{"warehouse": {"p1": "[1,5)", "p2": "[5,)"}}`)
+	textBounds := file("text.json", `{"warehouse": {"p1": "[,'m')", "p2": "['m',)"}}`)
 	badTenant := file("bad.json", strings.Replace(string(must(os.ReadFile(spec))), `"wb"`, `"nosuch"`, 1))
 
 	for _, tc := range []struct {
@@ -64,6 +65,18 @@ func TestKeyspaceCommands(t *testing.T) {
 		{"show", []string{"keyspace", "show", "tpcc", "--agent", url}, 0, "total"},
 		{"check", []string{"keyspace", "check", "tpcc", "--agent", url}, 0, "every row on its partition"},
 		{"list", []string{"keyspace", "list", "--agent", url}, 0, "tpcc  1      p1,p2"},
+		{"reconfigure without a plan", []string{"keyspace", "reconfigure", "tpcc", "--agent", url}, 2, "--plan FILE is required"},
+		{"reconfigure bad setpoint", []string{"keyspace", "reconfigure", "tpcc", "--plan", next, "--setpoint", "fast", "--agent", url}, 2, `--setpoint "fast"`},
+		{"reconfigure bad chunk", []string{"keyspace", "reconfigure", "tpcc", "--plan", next, "--chunk", "huge", "--agent", url}, 2, `--chunk "huge"`},
+		{"reconfigure gap", []string{"keyspace", "reconfigure", "tpcc", "--plan", gap, "--method", "squall", "--agent", url}, 2, "gap: keys [3,4)"},
+		{"reconfigure key type", []string{"keyspace", "reconfigure", "tpcc", "--plan", textBounds, "--method", "squall", "--agent", url}, 2, "wrong key type: bound 'm' is text"},
+		{"reconfigure no setpoint", []string{"keyspace", "reconfigure", "tpcc", "--plan", next, "--agent", url}, 2, "give a setpoint"},
+		{"reconfigure unknown method", []string{"keyspace", "reconfigure", "tpcc", "--plan", next, "--method", "fast", "--agent", url}, 2, `unknown method "fast"`},
+		{"nothing reconfigured", []string{"keyspace", "reconfigure", "tpcc", "--status", "--agent", url}, 2, "has had no reconfiguration"},
+		{"reconfigure", []string{"keyspace", "reconfigure", "tpcc", "--plan", next, "--method", "squall", "--agent", url}, 0, ": done (method squall, epoch 1 → 2)"},
+		{"reconfigure status", []string{"keyspace", "reconfigure", "tpcc", "--status", "--agent", url}, 0, "chunks 1/1 arrived, 1 cleaned"},
+		{"reconfigure same plan", []string{"keyspace", "reconfigure", "tpcc", "--plan", next, "--method", "squall", "--agent", url}, 2, "moves no key"},
+		{"check after reconfigure", []string{"keyspace", "check", "tpcc", "--agent", url}, 0, "every row on its partition"},
 		{"unknown keyspace", []string{"keyspace", "show", "nosuch", "--agent", url}, 2, `unknown keyspace "nosuch"`},
 		{"agent unreachable", []string{"keyspace", "list", "--agent", closedAddr(t)}, 1, "connection refused"},
 	} {
