@@ -285,6 +285,13 @@ func (r *reshardRun) poke() {
 // await makes chunk id Complete: it starts its pull unless one is in
 // flight, and waits for it. reactive counts it as a transaction's.
 func (r *reshardRun) await(ctx context.Context, id int, reactive bool) error {
+	if c := r.rec.Chunks[id]; c.Sub != nil && c.Group != id {
+		// A key's later sub-chunks load after its first, which holds the
+		// root's row their rows may reference.
+		if err := r.await(ctx, c.Group, reactive); err != nil {
+			return err
+		}
+	}
 	for {
 		r.mu.Lock()
 		if r.tr == nil {

@@ -58,6 +58,10 @@ type Table struct {
 	Type KeyType `json:"type,omitempty"`
 	// Root is the table whose plan places this one's rows (co-partitioned tables).
 	Root string `json:"root,omitempty"`
+	// Secondary is an integer column of a co-partitioned table that splits
+	// one root key's rows when they are too many to move at once (TPC-C's
+	// district within warehouse; the Squall paper §4.4). Optional.
+	Secondary string `json:"secondary,omitempty"`
 }
 
 // Partition is one member of a keyspace: a database in a tenant.
@@ -181,8 +185,8 @@ func (ks *Keyspace) validateTables() error {
 				return invalidf("table %s: co-partitioned without a root table", t.Name)
 			}
 		case Reference:
-			if t.Column != "" || t.Root != "" {
-				return invalidf("table %s: a reference table has no key column or root", t.Name)
+			if t.Column != "" || t.Root != "" || t.Secondary != "" {
+				return invalidf("table %s: a reference table has no key column, root or secondary column", t.Name)
 			}
 			continue
 		default:
@@ -190,6 +194,9 @@ func (ks *Keyspace) validateTables() error {
 		}
 		if !identRe.MatchString(t.Column) {
 			return invalidf("table %s: key column %q: want a lower-case identifier", t.Name, t.Column)
+		}
+		if t.Secondary != "" && (t.Kind != CoPartitioned || !identRe.MatchString(t.Secondary) || t.Secondary == t.Column) {
+			return invalidf("table %s: secondary column %q: want a lower-case identifier other than the key, on a co-partitioned table", t.Name, t.Secondary)
 		}
 	}
 	for i := range ks.Tables {

@@ -25,7 +25,19 @@ type Chunk struct {
 	// SubPlan orders asynchronous pulls: every chunk of sub-plan i is
 	// pulled before any of sub-plan i+1.
 	SubPlan int
+	// Sub, when set, narrows the chunk to the rows of its one root key
+	// whose tables' secondary column (keyspace.Table.Secondary) lies in
+	// Sub (an int range); the first sub-chunk (Sub.Lo unbounded) also
+	// carries the rows of the tables without one, the root's among them.
+	// Group is the ID of that first sub-chunk: a key is at its owner when
+	// every chunk of its group is Complete.
+	Sub   *keyspace.Range
+	Group int
 }
+
+// First reports whether c carries the rows of tables without a secondary
+// column: a whole chunk, or a key's first sub-chunk.
+func (c Chunk) First() bool { return c.Sub == nil || c.Sub.Lo.Inf }
 
 // Contains reports whether key k of the chunk's root is in the chunk.
 func (c Chunk) Contains(k keyspace.Key) bool {
@@ -57,7 +69,11 @@ func (c Chunk) RangesText() string {
 }
 
 func (c Chunk) String() string {
-	return fmt.Sprintf("chunk %d: %s %s %s→%s", c.ID, c.Root, c.RangesText(), c.From, c.To)
+	sub := ""
+	if c.Sub != nil {
+		sub = " secondary " + c.Sub.String()
+	}
+	return fmt.Sprintf("chunk %d: %s %s%s %s→%s", c.ID, c.Root, c.RangesText(), sub, c.From, c.To)
 }
 
 type chunkJSON struct {
@@ -70,11 +86,17 @@ type chunkJSON struct {
 	To      string           `json:"to"`
 	Bytes   int64            `json:"bytes"`
 	SubPlan int              `json:"sub_plan"`
+	Sub     string           `json:"secondary,omitempty"`
+	Group   int              `json:"group,omitempty"`
 }
 
 // MarshalJSON writes the ranges in the plan's text form.
 func (c Chunk) MarshalJSON() ([]byte, error) {
-	return json.Marshal(chunkJSON{c.ID, c.Root, c.Type, c.Tables, c.RangesText(), c.From, c.To, c.Bytes, c.SubPlan})
+	j := chunkJSON{c.ID, c.Root, c.Type, c.Tables, c.RangesText(), c.From, c.To, c.Bytes, c.SubPlan, "", c.Group}
+	if c.Sub != nil {
+		j.Sub = c.Sub.String()
+	}
+	return json.Marshal(j)
 }
 
 // UnmarshalJSON reads what MarshalJSON writes.
@@ -87,7 +109,14 @@ func (c *Chunk) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return fmt.Errorf("chunk %d: %w", j.ID, err)
 	}
-	*c = Chunk{ID: j.ID, Root: j.Root, Type: j.Type, Tables: j.Tables, Ranges: rs, From: j.From, To: j.To, Bytes: j.Bytes, SubPlan: j.SubPlan}
+	*c = Chunk{ID: j.ID, Root: j.Root, Type: j.Type, Tables: j.Tables, Ranges: rs, From: j.From, To: j.To, Bytes: j.Bytes, SubPlan: j.SubPlan, Group: j.Group}
+	if j.Sub != "" {
+		sub, err := keyspace.ParseRanges(keyspace.Int, j.Sub)
+		if err != nil || len(sub) != 1 {
+			return fmt.Errorf("chunk %d: secondary %q: want one int range", j.ID, j.Sub)
+		}
+		c.Sub = &sub[0]
+	}
 	return nil
 }
 
@@ -100,13 +129,19 @@ type Stats struct {
 	// Bounds are the root key's histogram bounds, sorted; empty when
 	// PostgreSQL has none (few distinct keys, or no ANALYZE yet).
 	Bounds []keyspace.Key
+	// Secondary are the values of the secondary column of the largest
+	// co-partitioned table that has one (pg_stats' histogram bounds and
+	// most common values), sorted, distinct; empty when none.
+	Secondary []int64
 }
 
 // Options shape the chunks (the Squall paper §4).
 type Options struct {
 	// ChunkBytes is the target size of a chunk (Squall: 8 MB).
 	ChunkBytes int64
-	// Split cuts a move larger than ChunkBytes at histogram bounds.
+	// Split cuts a move larger than ChunkBytes at histogram bounds, and
+	// one root key's rows larger than ChunkBytes at values of the
+	// secondary column (Stats.Secondary) into sub-chunks.
 	Split bool
 	// Merge packs moves of one root, source and destination of at most
 	// ChunkBytes/2 into one chunk of at most ChunkBytes.
@@ -140,7 +175,7 @@ func Plan(ks *keyspace.Keyspace, moves []keyspace.Move, stats func(root, part st
 		for _, p := range split(r, st, o) {
 			c := base
 			c.Ranges, c.Bytes = []keyspace.Range{p.r}, p.bytes
-			pieces = append(pieces, c)
+			pieces = append(pieces, splitSecondary(c, st, o)...)
 		}
 	}
 	if o.Merge {
@@ -148,10 +183,49 @@ func Plan(ks *keyspace.Keyspace, moves []keyspace.Move, stats func(root, part st
 	}
 	assignSubPlans(pieces, o.SubPlans)
 	slices.SortStableFunc(pieces, func(a, b Chunk) int { return a.SubPlan - b.SubPlan })
+	first := map[string]int{} // a split key's first sub-chunk's ID
 	for i := range pieces {
 		pieces[i].ID = i
+		if c := pieces[i]; c.Sub != nil {
+			k := c.Root + "\x00" + c.RangesText()
+			if c.Sub.Lo.Inf {
+				first[k] = i
+			}
+			pieces[i].Group = first[k]
+		}
 	}
 	return pieces
+}
+
+// splitSecondary cuts chunk c, when it holds one root key whose rows
+// exceed o.ChunkBytes, into sub-chunks over the secondary column's values
+// (Stats.Secondary), in order: the first carries the rows without one.
+func splitSecondary(c Chunk, st Stats, o Options) []Chunk {
+	if !o.Split || c.Bytes <= o.ChunkBytes || len(st.Secondary) < 2 || !oneKey(c.Ranges[0]) {
+		return []Chunk{c}
+	}
+	n := int(min(int64(len(st.Secondary)), (c.Bytes+o.ChunkBytes-1)/o.ChunkBytes))
+	lo := keyspace.Bound{Inf: true}
+	var out []Chunk
+	for j := 1; j <= n; j++ {
+		hi := keyspace.Bound{Inf: true}
+		if j < n {
+			hi = keyspace.Bound{Key: keyspace.IntKey(st.Secondary[len(st.Secondary)*j/n])}
+		}
+		s := c
+		s.Sub, s.Bytes = &keyspace.Range{Lo: lo, Hi: hi}, c.Bytes/int64(n)
+		out = append(out, s)
+		lo = hi
+	}
+	return out
+}
+
+// oneKey reports whether r holds exactly one key.
+func oneKey(r keyspace.Range) bool {
+	if r.Lo.Inf || r.Hi.Inf {
+		return false
+	}
+	return keyspace.Successor(r.Lo.Key) == r.Hi
 }
 
 type piece struct {
@@ -201,7 +275,7 @@ func merge(ps []Chunk, chunkBytes int64) []Chunk {
 	open := map[string]int{} // root/from/to → index in out of the chunk being filled
 	for _, p := range ps {
 		key := p.Root + "\x00" + p.From + "\x00" + p.To
-		small := p.Bytes > 0 && p.Bytes <= chunkBytes/2
+		small := p.Bytes > 0 && p.Bytes <= chunkBytes/2 && p.Sub == nil
 		if i, ok := open[key]; ok && small && out[i].Bytes+p.Bytes <= chunkBytes {
 			out[i].Ranges = append(out[i].Ranges, p.Ranges...)
 			out[i].Bytes += p.Bytes

@@ -1,6 +1,7 @@
 package reshard
 
 import (
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -125,5 +126,70 @@ func TestPlanSplitsAtHistogramBounds(t *testing.T) {
 	tiny := Plan(from, moves, nil, Options{Split: true, Merge: true, SubPlans: 5})
 	if len(tiny) != 1 || tiny[0].Bytes != 0 {
 		t.Fatalf("without statistics: %v", tiny)
+	}
+}
+
+func TestPlanSplitsOneKeyOnItsSecondaryColumn(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 3))
+	ks := testKeyspace(t, rng, 2, 20)
+	from, _ := ks.WithPlan(keyspace.PlanSpec{"k": {"p0": "[0,10)", "p1": "[10,)"}})
+	to, _ := from.WithPlan(keyspace.PlanSpec{"k": {"p0": "[0,9)", "p1": "[9,)"}})
+	moves, _ := keyspace.Diff(from, to)
+	st := uniformStats(10)("k", "p0")
+	st.Bytes = 60 << 20 // 6 MiB per key: key 9's range [9,10) is estimated at half a bucket, 3 MiB
+	for v := int64(1); v <= 10; v++ {
+		st.Secondary = append(st.Secondary, v)
+	}
+	stats := func(string, string) Stats { return st }
+	got := Plan(from, moves, stats, Options{ChunkBytes: 1 << 20, Split: true, Merge: true})
+	var subs []string
+	for _, c := range got {
+		if c.Sub == nil || c.Group != got[0].ID || c.RangesText() != "[9,10)" {
+			t.Fatalf("chunk %v: want a sub-chunk of key 9 in group %d", c, got[0].ID)
+		}
+		subs = append(subs, c.Sub.String())
+	}
+	if fmt.Sprint(subs) != "[[,4) [4,7) [7,)]" || !got[0].First() || got[1].First() {
+		t.Fatalf("sub-chunks %v", subs)
+	}
+	if again := Plan(from, moves, stats, Options{ChunkBytes: 1 << 20}); len(again) != 1 || again[0].Sub != nil {
+		t.Fatalf("without splitting: %v", again)
+	}
+
+	tr, err := NewTracker(got, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int{1, 2} {
+		tr.Begin(id)
+		tr.Done(id)
+	}
+	if id, ok := tr.NextClean(); ok {
+		t.Fatalf("cleaning chunk %d while the key's first sub-chunk has not arrived", id)
+	}
+	if ids := tr.Moving("k", keyspace.Bound{Key: keyspace.IntKey(9)}, keyspace.Successor(keyspace.IntKey(9))); fmt.Sprint(ids) != "[0]" {
+		t.Fatalf("moving chunks of key 9: %v", ids)
+	}
+	tr.Begin(0)
+	tr.Done(0)
+	var order []int
+	for {
+		id, ok := tr.NextClean()
+		if !ok {
+			break
+		}
+		tr.Clean(id)
+		order = append(order, id)
+	}
+	if fmt.Sprint(order) != "[1 2 0]" || !tr.Finished() {
+		t.Fatalf("clean order %v: want the first sub-chunk last", order)
+	}
+	b, err := json.Marshal(got[1])
+	var back Chunk
+	if err == nil {
+		err = json.Unmarshal(b, &back)
+	}
+	if err != nil || back.Sub == nil || back.Sub.String() != "[4,7)" || back.Group != got[1].Group {
+		t.Fatalf("JSON round trip of %v: %s → %v, %v", got[1], b, back, err)
 	}
 }

@@ -158,14 +158,36 @@ func (t *Tracker) Next() (id int, ok bool) {
 	return 0, false
 }
 
-// NextClean returns a Complete chunk whose source rows remain.
+// NextClean returns a Complete chunk whose source rows remain. The
+// sub-chunks of a split key are cleaned once all of them are Complete,
+// the first last (it holds the root's row, which the others' rows may
+// reference).
 func (t *Tracker) NextClean() (id int, ok bool) {
-	for i := range t.chunks {
-		if t.state[i] == Complete && !t.cleaned[i] {
+	for i, c := range t.chunks {
+		if t.state[i] != Complete || t.cleaned[i] {
+			continue
+		}
+		if c.Sub == nil || t.groupCleanable(i) {
 			return i, true
 		}
 	}
 	return 0, false
+}
+
+// groupCleanable reports whether sub-chunk i may be cleaned: every chunk
+// of its group is Complete, and, for the group's first, the rest are
+// cleaned.
+func (t *Tracker) groupCleanable(i int) bool {
+	g := t.chunks[i].Group
+	for j, c := range t.chunks {
+		if c.Sub == nil || c.Group != g {
+			continue
+		}
+		if t.state[j] != Complete || (i == g && j != g && !t.cleaned[j]) {
+			return false
+		}
+	}
+	return true
 }
 
 // Finished reports whether every chunk is Complete and cleaned.
