@@ -43,7 +43,7 @@ type Agent struct {
 
 	ksMu sync.Mutex // serialises keyspace creation and deletion (keyspaces.go)
 
-	mig migrations // migrations in progress (migrate.go)
+	mig migrations  // migrations in progress (migrate.go)
 	rs  reshardRuns // keyspace reconfigurations in progress (reshard.go)
 
 	peerTLS *tls.Config // for calls to peers; nil = defaults
