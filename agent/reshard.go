@@ -53,10 +53,33 @@ const reshardHoldDeadline = 2 * time.Second
 // wait for writers that bypass the proxy).
 const reshardFenceTimeout = 5 * time.Second
 
-// reshardRuns are the reconfigurations this agent drives now.
+// reshardRuns are the reconfigurations this agent drives now, and the
+// clients of the peers their operations go to.
 type reshardRuns struct {
 	mu   sync.Mutex
 	runs map[string]*reshardRun // by keyspace
+	// peers are clients by URL and token, kept: each client has its own
+	// connection pool, and a reconfiguration calls its peers per chunk.
+	peers map[[2]string]*client.Client
+}
+
+// reshardPeer is a.peerClient(url), one per URL and token.
+func (a *Agent) reshardPeer(url string) (*client.Client, error) {
+	key := [2]string{url, a.peerToken(url)}
+	a.rs.mu.Lock()
+	defer a.rs.mu.Unlock()
+	if c, ok := a.rs.peers[key]; ok {
+		return c, nil
+	}
+	c, err := a.peerClient(url)
+	if err != nil {
+		return nil, err
+	}
+	if a.rs.peers == nil {
+		a.rs.peers = map[[2]string]*client.Client{}
+	}
+	a.rs.peers[key] = c
+	return c, nil
 }
 
 func (rr *reshardRuns) get(name string) *reshardRun {

@@ -276,7 +276,7 @@ func (r *reshardRun) serverAddrs(ctx context.Context) []string {
 		}
 		ts, ok := peers[m.url]
 		if !ok {
-			c, err := r.a.peerClient(m.url)
+			c, err := r.a.reshardPeer(m.url)
 			if err == nil {
 				ts, err = c.Tenants(ctx, false)
 			}

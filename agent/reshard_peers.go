@@ -53,6 +53,7 @@ const (
 	rsClean     reshardOp = "clean"     // pgreshard.Clean of Chunks[0], Limit rows per table → Cleaned
 	rsPull      reshardOp = "pull"      // Chunks[0] from Source into this partition → Pulled
 	rsReach     reshardOp = "reach"     // can this agent read from Source's agent?
+	rsCopyOut   reshardOp = "copyout"   // Chunks[0]'s stream (its own endpoint, handleCopyOut)
 )
 
 // reshardOpRequest is the body of POST /v1/internal/reshard/{op} and of
@@ -141,10 +142,7 @@ func (a *Agent) handleCopyOut(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	p, err := a.checkReshardOp(rsPull, &req)
-	if err == nil && req.Chunks[0].From != req.Partition {
-		err = errf(http.StatusBadRequest, "chunk %d does not leave partition %s", req.Chunks[0].ID, req.Partition)
-	}
+	p, err := a.checkReshardOp(rsCopyOut, &req)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -188,7 +186,7 @@ func (a *Agent) checkReshardOp(op reshardOp, req *reshardOpRequest) (keyspace.Pa
 	case rsFenceIn, rsArrived:
 		into = true
 	case rsFenceOut:
-	case rsClean, rsPull:
+	case rsClean, rsPull, rsCopyOut:
 		if len(req.Chunks) != 1 {
 			return p, errf(http.StatusBadRequest, "%s takes one chunk, not %d", op, len(req.Chunks))
 		}
@@ -225,8 +223,11 @@ func (a *Agent) runReshardOp(ctx context.Context, op reshardOp, req *reshardOpRe
 		return ans, err
 	}
 	ks := &req.Keyspace
-	if op == rsReach {
+	switch op {
+	case rsReach:
 		return ans, a.reach(ctx, req.Source)
+	case rsCopyOut:
+		return ans, errf(http.StatusBadRequest, "copyout streams: it is not an operation with an answer")
 	}
 	conn, _, err := a.partitionConn(ctx, p, false)
 	if err != nil {
@@ -313,7 +314,7 @@ func (a *Agent) reach(ctx context.Context, s *reshardSource) error {
 	if err != nil || m.url == "" {
 		return err
 	}
-	c, err := a.peerClient(m.url)
+	c, err := a.reshardPeer(m.url)
 	if err == nil {
 		_, err = c.Info(ctx)
 	}
@@ -350,7 +351,7 @@ func (a *Agent) openChunk(ctx context.Context, m member, req *reshardOpRequest) 
 		}
 		return &connCloser{ReadCloser: rc, conn: conn}, nil
 	}
-	pc, err := a.peerClient(m.url)
+	pc, err := a.reshardPeer(m.url)
 	if err != nil {
 		return nil, errf(http.StatusBadRequest, "%s: %v", m, err)
 	}
@@ -438,7 +439,7 @@ func (a *Agent) onReshardOnce(ctx context.Context, m member, ks *keyspace.Keyspa
 		return v, nil
 	}
 	var v reshardAnswer
-	c, err := a.peerClient(m.url)
+	c, err := a.reshardPeer(m.url)
 	if err != nil {
 		return v, errf(http.StatusBadRequest, "%s: %v", m, err)
 	}
