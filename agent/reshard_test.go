@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"log/slog"
 	"context"
 	"errors"
 	"fmt"
@@ -70,8 +69,6 @@ func newReshardRigOn(t *testing.T, pad int, on map[string]string) *reshardRig {
 		catalogs = append(catalogs, "http://"+r.peerCfg.Listen)
 	}
 	catalogs = append([]string{"http://" + r.cfg.Listen}, catalogs...)
-	r.cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("agent", "a1")
-	r.peerCfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("agent", "a2")
 	r.pxCfg = proxy.Config{Listen: freeAddrExcept(t, r.cfg.Listen, r.peerCfg.Listen), APIListen: "127.0.0.1:0", Users: testProxyUsers(),
 		Catalogs: catalogs, CatalogTokenFile: r.cfg.PeerTokenFile,
 		CatalogPoll: 200 * time.Millisecond, TxLog: filepath.Join(t.TempDir(), "txlog"), Logf: t.Logf}
