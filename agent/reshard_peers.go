@@ -66,7 +66,7 @@ type reshardOpRequest struct {
 	Side      string            `json:"side,omitempty"`
 	Root      string            `json:"root,omitempty"`
 	Limit     int               `json:"limit,omitempty"`
-	TimeoutMs int64             `json:"timeout_ms,omitempty"`
+	TimeoutMs int64             `json:"timeout_ms,omitempty"` // fence-out's lock wait; under 1 s counts as 1 s
 	// Source is the agent running the pulled chunk's source partition (or
 	// reach's), as the driver knows it.
 	Source *reshardSource `json:"source,omitempty"`
@@ -186,6 +186,9 @@ func (a *Agent) checkReshardOp(op reshardOp, req *reshardOpRequest) (keyspace.Pa
 	case rsFenceIn, rsArrived:
 		into = true
 	case rsFenceOut:
+		if req.TimeoutMs < 0 || req.TimeoutMs > 60000 {
+			return p, errf(http.StatusBadRequest, "fence-out: timeout_ms %d: want 0 to 60000", req.TimeoutMs)
+		}
 	case rsClean, rsPull, rsCopyOut:
 		if len(req.Chunks) != 1 {
 			return p, errf(http.StatusBadRequest, "%s takes one chunk, not %d", op, len(req.Chunks))
