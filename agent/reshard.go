@@ -14,13 +14,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/catalog"
 	"github.com/sluicedb/sluice/keyspace"
 	"github.com/sluicedb/sluice/reshard"
-	"github.com/sluicedb/sluice/reshard/pgreshard"
 )
 
 // A keyspace's live reconfiguration (package reshard; the Squall paper) is
@@ -44,8 +41,9 @@ import (
 // current, nothing fenced); after it, the driver retries until every chunk
 // has arrived, and a restarted agent resumes from the destinations' fences.
 //
-// Every partition must be a tenant of this agent: pulls stream between
-// partitions over the agent's superuser sockets.
+// A partition may be a tenant of this agent or of a peer: every operation
+// on a partition goes through onReshard, and a chunk is pulled by its
+// destination's agent (reshard_peers.go).
 
 // reshardHoldDeadline bounds the switch's hold: the wait for the
 // keyspace's open transactions to end.
@@ -55,10 +53,33 @@ const reshardHoldDeadline = 2 * time.Second
 // wait for writers that bypass the proxy).
 const reshardFenceTimeout = 5 * time.Second
 
-// reshardRuns are the reconfigurations this agent drives now.
+// reshardRuns are the reconfigurations this agent drives now, and the
+// clients of the peers their operations go to.
 type reshardRuns struct {
 	mu   sync.Mutex
 	runs map[string]*reshardRun // by keyspace
+	// peers are clients by URL and token, kept: each client has its own
+	// connection pool, and a reconfiguration calls its peers per chunk.
+	peers map[[2]string]*client.Client
+}
+
+// reshardPeer is a.peerClient(url), one per URL and token.
+func (a *Agent) reshardPeer(url string) (*client.Client, error) {
+	key := [2]string{url, a.peerToken(url)}
+	a.rs.mu.Lock()
+	defer a.rs.mu.Unlock()
+	if c, ok := a.rs.peers[key]; ok {
+		return c, nil
+	}
+	c, err := a.peerClient(url)
+	if err != nil {
+		return nil, err
+	}
+	if a.rs.peers == nil {
+		a.rs.peers = map[[2]string]*client.Client{}
+	}
+	a.rs.peers[key] = c
+	return c, nil
 }
 
 func (rr *reshardRuns) get(name string) *reshardRun {
@@ -81,6 +102,7 @@ func (rr *reshardRuns) put(name string, r *reshardRun) {
 }
 
 func (a *Agent) reshardRoutes(mux *http.ServeMux) {
+	a.reshardPeerRoutes(mux)
 	mux.HandleFunc("POST /v1/keyspaces/{name}/reshard", func(w http.ResponseWriter, r *http.Request) {
 		var req client.ReshardRequest
 		if err := readJSON(r, &req); err != nil {
@@ -209,23 +231,21 @@ func (a *Agent) StartReshard(ctx context.Context, name string, req client.Reshar
 	if err != nil {
 		return client.ReshardStatus{}, err
 	}
-	for _, m := range ms {
-		if m.url != "" {
-			return client.ReshardStatus{}, errf(http.StatusBadRequest, "%s: a live reconfiguration needs every partition on agent %s (pulls stream over its superuser sockets)", m, a.cfg.Name)
-		}
-	}
-	stats, err := a.reshardStats(ctx, ks, moves)
+	stats, err := a.reshardStats(ctx, ks, ms, moves)
 	if err != nil {
 		return client.ReshardStatus{}, err
 	}
 	chunks := reshard.Plan(ks, moves, func(root, part string) reshard.Stats { return stats[root+"\x00"+part] }, reshardOptions(req))
+	if err := a.checkReach(ctx, ks, ms, chunks); err != nil {
+		return client.ReshardStatus{}, err
+	}
 	body, _ := json.Marshal(req)
 	rec := catalog.Reshard{ID: newReshardID(), Keyspace: name, Phase: client.PhasePreparing, Method: req.Method, Request: body,
 		FromPlan: ks.Plan, ToPlan: next.Plan, FromEpoch: ks.Epoch, ToEpoch: next.Epoch, Chunks: chunks, Started: time.Now()}
 	if err := a.cat.PutReshard(rec); err != nil {
 		return client.ReshardStatus{}, err
 	}
-	r := newReshardRun(a, rec, req, ks, next)
+	r := newReshardRun(a, rec, req, ks, next, ms)
 	a.rs.put(name, r)
 	a.bg.Add(1)
 	go func() {
@@ -243,54 +263,30 @@ func newReshardID() string {
 }
 
 // reshardStats reads the planner's statistics of every moving root on
-// every source (ANALYZE first where it never ran).
-func (a *Agent) reshardStats(ctx context.Context, ks *keyspace.Keyspace, moves []keyspace.Move) (map[string]reshard.Stats, error) {
+// every source (ANALYZE first where it never ran), on the agent running it.
+func (a *Agent) reshardStats(ctx context.Context, ks *keyspace.Keyspace, ms []member, moves []keyspace.Move) (map[string]reshard.Stats, error) {
 	out := map[string]reshard.Stats{}
-	for _, m := range moves {
-		key := m.Root + "\x00" + m.From
+	for _, mv := range moves {
+		key := mv.Root + "\x00" + mv.From
 		if _, ok := out[key]; ok {
 			continue
 		}
-		p, _ := ks.Partition(m.From)
-		st, err := a.onConn(ctx, p, func(conn *pgx.Conn) (reshard.Stats, error) {
-			st, err := pgreshard.Stats(ctx, conn, ks, m.Root)
-			if err == nil && st.Rows < 0 {
-				if _, err = conn.Exec(ctx, "ANALYZE "+quoteIdent(m.Root)); err == nil {
-					st, err = pgreshard.Stats(ctx, conn, ks, m.Root)
-				}
-			}
-			return st, err
-		})
+		i := slices.IndexFunc(ms, func(m member) bool { return m.Name == mv.From })
+		t, _ := ks.Table(mv.Root)
+		ans, err := a.onReshard(ctx, &ms[i], ks, rsStats, reshardOpRequest{Root: mv.Root})
+		var st reshard.Stats
+		if err == nil && ans.Stats == nil {
+			err = errors.New("no statistics in the answer")
+		}
+		if err == nil {
+			st, err = ans.Stats.stats(t.Type)
+		}
 		if err != nil {
-			return nil, fmt.Errorf("partition %s: statistics of %s: %w", m.From, m.Root, err)
+			return nil, fmt.Errorf("partition %s: statistics of %s: %w", mv.From, mv.Root, err)
 		}
 		out[key] = st
 	}
 	return out, nil
-}
-
-// onConn runs fn on a superuser connection to partition p.
-func (a *Agent) onConn(ctx context.Context, p keyspace.Partition, fn func(*pgx.Conn) (reshard.Stats, error)) (reshard.Stats, error) {
-	conn, _, err := a.partitionConn(ctx, p, false)
-	if err != nil {
-		return reshard.Stats{}, err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	return fn(conn)
-}
-
-// withConn runs fn on a superuser connection to partition p of ks.
-func (a *Agent) withConn(ctx context.Context, ks *keyspace.Keyspace, part string, fn func(*pgx.Conn) error) error {
-	p, ok := ks.Partition(part)
-	if !ok {
-		return fmt.Errorf("keyspace %s has no partition %s", ks.Name, part)
-	}
-	conn, _, err := a.partitionConn(ctx, p, false)
-	if err != nil {
-		return err
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	return fn(conn)
 }
 
 // ReshardStatus returns keyspace name's reconfiguration in progress, or

@@ -4,18 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/catalog"
 	"github.com/sluicedb/sluice/control"
 	"github.com/sluicedb/sluice/loop"
 	"github.com/sluicedb/sluice/reshard"
-	"github.com/sluicedb/sluice/reshard/pgreshard"
 	"github.com/sluicedb/sluice/throttle"
 )
 
@@ -106,11 +106,8 @@ func (r *reshardRun) clean(ctx context.Context, id int, _ int64) {
 	c := r.rec.Chunks[id]
 	var n int64
 	start := time.Now()
-	err := r.a.withConn(ctx, r.next, c.From, func(src *pgx.Conn) error {
-		var err error
-		n, err = pgreshard.Clean(ctx, src, c, r.next, cleanBatch)
-		return err
-	})
+	ans, err := r.on(ctx, r.next, c.From, rsClean, reshardOpRequest{Chunks: []reshard.Chunk{c}, Limit: cleanBatch})
+	n = ans.Cleaned
 	if err != nil {
 		r.a.log.Warn("reshard: deleting a pulled chunk at its source failed; retried", "keyspace", r.ks.Name, "chunk", c.String(), "err", err)
 		sleepCtx(ctx, pullRetry)
@@ -143,14 +140,9 @@ func (r *reshardRun) recover(ctx context.Context) error {
 	_, dests := partsOf(r.rec.Chunks)
 	for _, d := range dests {
 		for {
-			var got map[int]bool
-			err := r.a.withConn(ctx, r.next, d, func(c *pgx.Conn) error {
-				var err error
-				got, err = pgreshard.Arrived(ctx, c, r.rec.ID, chunksTo(r.rec.Chunks, d, false))
-				return err
-			})
+			ans, err := r.on(ctx, r.next, d, rsArrived, reshardOpRequest{Chunks: chunksTo(r.rec.Chunks, d, false)})
 			if err == nil {
-				for id, ok := range got {
+				for id, ok := range ans.Arrived {
 					arrived[id] = arrived[id] || ok
 				}
 				break
@@ -177,12 +169,10 @@ func (r *reshardRun) recover(ctx context.Context) error {
 func (r *reshardRun) finish(ctx context.Context) {
 	for _, p := range r.next.Partitions {
 		for {
-			err := r.a.withConn(ctx, r.next, p.Name, func(c *pgx.Conn) error {
-				if err := pgreshard.Unfence(ctx, c, r.rec.ID, ""); err != nil {
-					return err
-				}
-				return pgreshard.Uninstall(ctx, c, r.next)
-			})
+			_, err := r.on(ctx, r.next, p.Name, rsUnfence, reshardOpRequest{})
+			if err == nil {
+				_, err = r.on(ctx, r.next, p.Name, rsUninstall, reshardOpRequest{})
+			}
 			if err == nil {
 				break
 			}
@@ -232,7 +222,7 @@ func (r *reshardRun) startControl(ctx context.Context) (stop func()) {
 	r.pace = pace
 	r.mu.Unlock()
 	obs := r.a.observer(cp)
-	servers := r.serverAddrs()
+	servers := r.serverAddrs(ctx)
 	l := &loop.Loop{
 		Controller: control.NewGovernor(ctrl, cp.profile.Governor(cp.setpoint, cp.spec.MaxRate, cp.byLatency())),
 		Send:       pace,
@@ -266,16 +256,41 @@ func (r *reshardRun) request() client.ReshardRequest {
 	return r.req
 }
 
-// serverAddrs are host:port of the partitions' servers: the clients the
-// pulls may slow down.
-func (r *reshardRun) serverAddrs() []string {
+// serverAddrs are host:port of the partitions' servers, this agent's and
+// its peers' (from their tenant lists, as Agent.serverAddrs for
+// migrations): the clients the pulls may slow down. A peer that does not
+// answer leaves its partitions out.
+func (r *reshardRun) serverAddrs(ctx context.Context) []string {
+	r.mu.Lock()
+	ms := slices.Collect(maps.Values(r.members))
+	r.mu.Unlock()
+	slices.SortFunc(ms, func(x, y member) int { return strings.Compare(x.Name, y.Name) })
 	var out []string
-	for _, p := range r.next.Partitions {
-		tn, err := r.a.partitionTenant(p)
-		if err != nil {
+	peers := map[string][]client.Tenant{}
+	for _, m := range ms {
+		if m.url == "" {
+			if tn, err := r.a.partitionTenant(m.Partition); err == nil {
+				out = append(out, net.JoinHostPort(r.a.cfg.Tenant.AdvertiseHost, strconv.Itoa(tn.Port)))
+			}
 			continue
 		}
-		out = append(out, net.JoinHostPort(r.a.cfg.Tenant.AdvertiseHost, strconv.Itoa(tn.Port)))
+		ts, ok := peers[m.url]
+		if !ok {
+			c, err := r.a.reshardPeer(m.url)
+			if err == nil {
+				ts, err = c.Tenants(ctx, false)
+			}
+			if err != nil {
+				r.a.log.Warn("reshard: control loop: a peer's partitions are not watched", "peer", m.agent, "err", err)
+			}
+			peers[m.url] = ts
+		}
+		for _, t := range ts {
+			if namesTenant(m.Tenant, t.ID, t.Name) && owns(catalog.State(t.State)) {
+				out = append(out, net.JoinHostPort(t.Host, strconv.Itoa(t.Port)))
+				break
+			}
+		}
 	}
 	return out
 }
@@ -346,7 +361,11 @@ func (a *Agent) reshardFromRecord(rec catalog.Reshard) (*reshardRun, error) {
 	} else if next, err = cur.WithPlan(rec.ToPlan); err != nil {
 		return nil, err
 	}
-	return newReshardRun(a, rec, req, old, next), nil
+	ms, err := a.members(next)
+	if err != nil {
+		return nil, err
+	}
+	return newReshardRun(a, rec, req, old, next, ms), nil
 }
 
 func msDur(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }

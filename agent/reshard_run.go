@@ -6,12 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/catalog"
@@ -35,6 +32,7 @@ type reshardRun struct {
 	ks, next *keyspace.Keyspace
 
 	mu      sync.Mutex
+	members map[string]member // by partition; updated when a tenant is found elsewhere (relocate)
 	rec     catalog.Reshard
 	tr      *reshard.Tracker      // from the switch on
 	waiting map[int]chan struct{} // pulls in flight, closed when each ends
@@ -49,9 +47,38 @@ type reshardRun struct {
 	lastPoint atomic.Pointer[loop.Point]
 }
 
-func newReshardRun(a *Agent, rec catalog.Reshard, req client.ReshardRequest, ks, next *keyspace.Keyspace) *reshardRun {
-	return &reshardRun{a: a, rec: rec, req: req, ks: ks, next: next, waiting: map[int]chan struct{}{},
+// newReshardRun makes the run of rec; ms are the keyspace's partitions
+// (a.members).
+func newReshardRun(a *Agent, rec catalog.Reshard, req client.ReshardRequest, ks, next *keyspace.Keyspace, ms []member) *reshardRun {
+	r := &reshardRun{a: a, rec: rec, req: req, ks: ks, next: next, members: map[string]member{}, waiting: map[int]chan struct{}{},
 		failed: map[int]error{}, wake: make(chan struct{}, 1)}
+	for _, m := range ms {
+		r.members[m.Name] = m
+	}
+	return r
+}
+
+// on runs op on partition part (onReshard), with ks as the keyspace.
+func (r *reshardRun) on(ctx context.Context, ks *keyspace.Keyspace, part string, op reshardOp, req reshardOpRequest) (reshardAnswer, error) {
+	r.mu.Lock()
+	m, ok := r.members[part]
+	r.mu.Unlock()
+	if !ok {
+		return reshardAnswer{}, fmt.Errorf("keyspace %s has no partition %s", ks.Name, part)
+	}
+	req.Reshard = r.rec.ID
+	ans, err := r.a.onReshard(ctx, &m, ks, op, req)
+	r.mu.Lock()
+	r.members[part] = m
+	r.mu.Unlock()
+	return ans, err
+}
+
+// source is how a destination's agent names the agent of partition part.
+func (r *reshardRun) source(part string) *reshardSource {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.a.sourceOf(r.members[part])
 }
 
 // drive runs the reconfiguration from its recorded phase to its end.
@@ -84,13 +111,13 @@ func (r *reshardRun) prepareAndSwitch(ctx context.Context) error {
 	chunks := r.rec.Chunks
 	sources, dests := partsOf(chunks)
 	for _, p := range r.ks.Partitions {
-		if err := r.a.withConn(ctx, r.ks, p.Name, func(c *pgx.Conn) error { return pgreshard.Install(ctx, c, r.ks) }); err != nil {
-			return fmt.Errorf("partition %s: fence triggers: %w", p.Name, err)
+		if _, err := r.on(ctx, r.ks, p.Name, rsInstall, reshardOpRequest{}); err != nil {
+			return fmt.Errorf("fence triggers: %w", err)
 		}
 	}
 	for _, d := range dests {
-		if err := r.a.withConn(ctx, r.ks, d, func(c *pgx.Conn) error { return pgreshard.FenceIn(ctx, c, r.rec.ID, chunksTo(chunks, d, false)) }); err != nil {
-			return fmt.Errorf("partition %s: incoming fence: %w", d, err)
+		if _, err := r.on(ctx, r.ks, d, rsFenceIn, reshardOpRequest{Chunks: chunksTo(chunks, d, false)}); err != nil {
+			return fmt.Errorf("incoming fence: %w", err)
 		}
 	}
 	if err := r.setPhase(client.PhaseSwitching); err != nil {
@@ -111,12 +138,14 @@ func (r *reshardRun) prepareAndSwitch(ctx context.Context) error {
 		}
 	}
 	for _, s := range sources {
-		fctx, cancel := context.WithTimeout(ctx, reshardFenceTimeout)
-		err := r.a.withConn(fctx, r.ks, s, func(c *pgx.Conn) error { return pgreshard.FenceOut(fctx, c, r.rec.ID, chunksTo(chunks, s, true)) })
+		// The fence's own timeout runs where the partition is; the call
+		// waits a little longer for its answer.
+		fctx, cancel := context.WithTimeout(ctx, reshardFenceTimeout+10*time.Second)
+		_, err := r.on(fctx, r.ks, s, rsFenceOut, reshardOpRequest{Chunks: chunksTo(chunks, s, true), TimeoutMs: reshardFenceTimeout.Milliseconds()})
 		cancel()
 		if err != nil {
 			release()
-			return fmt.Errorf("partition %s: outgoing fence: %w%s", s, err, r.lockHolders(ctx, s))
+			return fmt.Errorf("outgoing fence: %w", err)
 		}
 	}
 	tr, err := reshard.NewTracker(chunks, nil, nil)
@@ -166,40 +195,6 @@ func (r *reshardRun) prepareAndSwitch(ctx context.Context) error {
 	return nil
 }
 
-// lockHolders names the sessions holding locks on partition part's
-// keyspace tables (what an outgoing fence waited for), for its error.
-func (r *reshardRun) lockHolders(ctx context.Context, part string) string {
-	var out []string
-	r.a.withConn(ctx, r.ks, part, func(c *pgx.Conn) error {
-		rows, err := c.Query(ctx, `SELECT DISTINCT a.pid, coalesce(a.backend_type, ''), coalesce(a.state, ''), l.mode, left(coalesce(a.query, ''), 60)
-FROM pg_locks l JOIN pg_stat_activity a USING (pid)
-WHERE l.granted AND l.relation IN (SELECT oid FROM pg_class WHERE relname = ANY($1)) AND a.pid <> pg_backend_pid()`, tableNames(r.ks))
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			var pid int
-			var typ, state, mode, q string
-			if rows.Scan(&pid, &typ, &state, &mode, &q) == nil {
-				out = append(out, fmt.Sprintf("pid %d (%s, %s, %s: %q)", pid, typ, state, mode, q))
-			}
-		}
-		return rows.Err()
-	})
-	if len(out) == 0 {
-		return ""
-	}
-	return "; locks held by " + strings.Join(out, ", ")
-}
-
-func tableNames(ks *keyspace.Keyspace) []string {
-	var out []string
-	for _, t := range ks.Tables {
-		out = append(out, t.Name)
-	}
-	return out
-}
-
 // rollback undoes a reconfiguration that did not switch: fences and
 // triggers removed, the record failed.
 func (r *reshardRun) rollback(cause error) {
@@ -207,12 +202,10 @@ func (r *reshardRun) rollback(cause error) {
 	defer cancel()
 	r.a.log.Error("reshard: rolled back before the switch", "keyspace", r.ks.Name, "id", r.rec.ID, "err", cause)
 	for _, p := range r.ks.Partitions {
-		err := r.a.withConn(ctx, r.ks, p.Name, func(c *pgx.Conn) error {
-			if err := pgreshard.Unfence(ctx, c, r.rec.ID, ""); err != nil {
-				return err
-			}
-			return pgreshard.Uninstall(ctx, c, r.ks)
-		})
+		_, err := r.on(ctx, r.ks, p.Name, rsUnfence, reshardOpRequest{})
+		if err == nil {
+			_, err = r.on(ctx, r.ks, p.Name, rsUninstall, reshardOpRequest{})
+		}
 		if err != nil {
 			r.a.log.Error("reshard: rollback: fences left on a partition", "partition", p.Name, "err", err)
 		}
@@ -332,20 +325,17 @@ func (r *reshardRun) await(ctx context.Context, id int, reactive bool) error {
 	}
 }
 
-// pull copies chunk id to its destination (pgreshard.Pull) and records
+// pull has chunk id's destination agent pull it (op pull) and records
 // the result; ch is closed when it is known.
 func (r *reshardRun) pull(id int, ch chan struct{}) {
 	ctx, cancel := context.WithTimeout(r.a.bgCtx, 10*time.Minute)
 	defer cancel()
 	c := r.rec.Chunks[id]
 	var res pgreshard.Pulled
-	err := r.a.withConn(ctx, r.next, c.From, func(src *pgx.Conn) error {
-		return r.a.withConn(ctx, r.next, c.To, func(dst *pgx.Conn) error {
-			var err error
-			res, err = pgreshard.Pull(ctx, src, dst, r.rec.ID, c, r.next)
-			return err
-		})
-	})
+	ans, err := r.on(ctx, r.next, c.To, rsPull, reshardOpRequest{Chunks: []reshard.Chunk{c}, Source: r.source(c.From)})
+	if err == nil && ans.Pulled != nil {
+		res = *ans.Pulled
+	}
 	r.copied.Add(res.Bytes)
 	r.mu.Lock()
 	if err != nil {

@@ -35,38 +35,63 @@ CREATE TABLE ref (id int PRIMARY KEY);`
 var reshardPlan0 = keyspace.PlanSpec{"acct": {"p1": "[,1000)", "p2": "[1000,2000)", "p3": "[2000,)"}}
 
 // reshardRig is one agent with three tenants holding keyspace bank, and a
-// proxy following the agent's catalog.
+// proxy following the agent's catalog; or two agents (a1, which holds the
+// keyspace, and its peer a2) sharing the tenants, and a proxy following
+// both catalogs.
 type reshardRig struct {
-	cfg   Config
-	a     *testAgent
-	px    *proxy.Proxy
-	pxCfg proxy.Config
-	cs    string         // the keyspace through the proxy
-	ports map[string]int // partition → tenant port
+	cfg     Config
+	a       *testAgent
+	peerCfg Config
+	peer    *testAgent // nil: one agent
+	px      *proxy.Proxy
+	pxCfg   proxy.Config
+	cs      string            // the keyspace through the proxy
+	ports   map[string]int    // partition → tenant port
+	su      map[string]string // partition → superuser connection string (its "postgres" database)
 }
 
-// newReshardRig starts the rig with pad bytes of padding per acct row.
-func newReshardRig(t *testing.T, pad int) *reshardRig {
+// newReshardRig starts the one-agent rig with pad bytes of padding per
+// acct row.
+func newReshardRig(t *testing.T, pad int) *reshardRig { return newReshardRigOn(t, pad, nil) }
+
+// newReshardRigOn starts the rig; on names the agent ("a1" or "a2") of
+// each partition (nil: one agent, a1).
+func newReshardRigOn(t *testing.T, pad int, on map[string]string) *reshardRig {
 	t.Helper()
-	cfg := newTestConfig(t, "a1")
-	cfg.Listen = freeAddrExcept(t)
-	stopTenants(t, cfg.Root)
-	r := &reshardRig{cfg: cfg, ports: map[string]int{}}
-	r.pxCfg = proxy.Config{Listen: freeAddrExcept(t, cfg.Listen), APIListen: "127.0.0.1:0", Users: testProxyUsers(),
-		Catalogs: []string{"http://" + cfg.Listen}, CatalogTokenFile: cfg.PeerTokenFile,
+	r := &reshardRig{ports: map[string]int{}, su: map[string]string{}}
+	catalogs := []string{}
+	if on == nil {
+		r.cfg = newTestConfig(t, "a1")
+		r.cfg.Listen = freeAddrExcept(t)
+		stopTenants(t, r.cfg.Root)
+	} else {
+		r.cfg, r.peerCfg = agentPair(t)
+		catalogs = append(catalogs, "http://"+r.peerCfg.Listen)
+	}
+	catalogs = append([]string{"http://" + r.cfg.Listen}, catalogs...)
+	r.pxCfg = proxy.Config{Listen: freeAddrExcept(t, r.cfg.Listen, r.peerCfg.Listen), APIListen: "127.0.0.1:0", Users: testProxyUsers(),
+		Catalogs: catalogs, CatalogTokenFile: r.cfg.PeerTokenFile,
 		CatalogPoll: 200 * time.Millisecond, TxLog: filepath.Join(t.TempDir(), "txlog"), Logf: t.Logf}
 	r.startProxy(t)
 	r.a = startAgent(t, r.cfg)
+	if on != nil {
+		r.peer = startAgent(t, r.peerCfg)
+	}
 	ctx := ctxT(t)
+	var parts []keyspace.Partition
 	for i := 1; i <= 3; i++ {
-		tn, err := r.a.c.CreateTenant(ctx, client.CreateTenant{ID: int64(i), Name: fmt.Sprint("r", i), Users: testUsers})
+		part, ag := fmt.Sprint("p", i), r.a
+		if on[part] == "a2" {
+			ag = r.peer
+		}
+		tn, err := ag.c.CreateTenant(ctx, client.CreateTenant{ID: int64(i), Name: fmt.Sprint("r", i), Users: testUsers})
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.ports[fmt.Sprint("p", i)] = tn.Port
+		r.ports[part], r.su[part] = tn.Port, ag.ConnString(tn.Port, "postgres")
+		parts = append(parts, keyspace.Partition{Name: part, Tenant: fmt.Sprint("r", i), Agent: on[part]})
 	}
-	ks := &keyspace.Keyspace{Name: "bank", Schema: reshardSchema, Plan: reshardPlan0,
-		Partitions: []keyspace.Partition{{Name: "p1", Tenant: "r1"}, {Name: "p2", Tenant: "r2"}, {Name: "p3", Tenant: "r3"}},
+	ks := &keyspace.Keyspace{Name: "bank", Schema: reshardSchema, Plan: reshardPlan0, Partitions: parts,
 		Tables: []keyspace.Table{
 			{Name: "acct", Kind: keyspace.Sharded, Column: "k", Type: keyspace.Int},
 			{Name: "acct_log", Kind: keyspace.CoPartitioned, Column: "k", Root: "acct"},
@@ -341,8 +366,8 @@ func waitReshard(t *testing.T, c *client.Client, timeout time.Duration, stop fun
 func (r *reshardRig) fencesGone(t *testing.T) {
 	t.Helper()
 	ctx := ctxT(t)
-	for part, port := range r.ports {
-		conn, err := pgx.Connect(ctx, r.a.ConnString(port, "postgres"))
+	for part, cs := range r.su {
+		conn, err := pgx.Connect(ctx, cs)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -158,6 +158,31 @@ func (c *Client) StreamWithHeader(ctx context.Context, path, key, value string, 
 	return decode(resp, out)
 }
 
+// PostStream POSTs in as JSON to path and returns the answer's body, to be
+// read as a stream and closed by the caller; a non-2xx answer is an
+// *APIError. It has no timeout beyond ctx.
+func (c *Client) PostStream(ctx context.Context, path string, in any) (io.ReadCloser, error) {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return nil, fmt.Errorf("agent client: POST %s: %w", path, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, bytes.NewReader(b))
+	if err != nil {
+		return nil, fmt.Errorf("agent client: POST %s: %w", path, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	c.auth(req)
+	resp, err := c.streamClient().Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: %w", c.base, unwrapURLError(err))
+	}
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		defer resp.Body.Close()
+		return nil, decode(resp, nil)
+	}
+	return resp.Body, nil
+}
+
 func decode(resp *http.Response, out any) error {
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {

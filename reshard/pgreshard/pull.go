@@ -21,10 +21,11 @@ type Pulled struct {
 	Already bool  // the chunk had arrived: nothing copied
 }
 
-// Pull copies chunk c of reconfiguration id from src (one REPEATABLE READ
-// snapshot, binary COPY of each table's rows in the chunk's ranges) into
-// dst (staging table, INSERT … ON CONFLICT DO NOTHING, root first) and drops
-// the chunk's incoming fence in the same transaction at dst, which first
+// Pull copies chunk c of reconfiguration id from src into dst: Load with
+// src's CopyOut as the source. It reads src in one REPEATABLE READ
+// snapshot (binary COPY of each table's rows in the chunk's ranges) and
+// writes dst (staging table, INSERT … ON CONFLICT DO NOTHING, root first)
+// in a transaction that also drops the chunk's incoming fence and first
 // locks that fence row: concurrent or repeated pulls of one chunk copy it
 // once. The chunk is Complete when Pull returns nil.
 //
@@ -33,6 +34,48 @@ type Pulled struct {
 // connection's or ctx's. Rows counts the rows read from src (a row dst
 // already held counts but is not inserted again).
 func Pull(ctx context.Context, src, dst *pgx.Conn, id string, c reshard.Chunk, ks *keyspace.Keyspace) (Pulled, error) {
+	return Load(ctx, dst, id, c, ks, ConnSource(src, c, ks))
+}
+
+// Source opens the stream of a chunk's rows (CopyOut's format) for Load,
+// which calls it at most once, after it has locked the chunk's incoming
+// fence, and closes what it returns.
+type Source func(ctx context.Context) (io.ReadCloser, error)
+
+// ConnSource is chunk c's stream read from src (CopyOut) as Load needs it.
+// Closing it reads what Load left of the stream, so that src's COPY runs
+// to its end rather than fail its write (which would close src).
+func ConnSource(src *pgx.Conn, c reshard.Chunk, ks *keyspace.Keyspace) Source {
+	return func(ctx context.Context) (io.ReadCloser, error) {
+		pr, pw := io.Pipe()
+		done := make(chan error, 1)
+		go func() {
+			err := CopyOut(ctx, src, c, ks, pw)
+			pw.CloseWithError(err) // nil: EOF for the reader
+			done <- err
+		}()
+		return &connStream{PipeReader: pr, done: done}, nil
+	}
+}
+
+type connStream struct {
+	*io.PipeReader
+	done chan error
+}
+
+func (s *connStream) Close() error {
+	io.Copy(io.Discard, s.PipeReader)
+	return <-s.done
+}
+
+// Load is the destination half of a pull of chunk c of reconfiguration
+// id into dst: in one transaction it locks the chunk's incoming fence rows
+// (none left: Already, open is not called), opens the source, loads each
+// table of the stream through a staging table (INSERT … ON CONFLICT DO
+// NOTHING), deletes the fence rows and commits. A stream that fails, is
+// cut short, or whose tables, rows or bytes are not those it announces
+// rolls the transaction back: nothing of the chunk is loaded.
+func Load(ctx context.Context, dst *pgx.Conn, id string, c reshard.Chunk, ks *keyspace.Keyspace, open Source) (Pulled, error) {
 	tables, err := chunkTables(ks, c)
 	if err != nil {
 		return Pulled{}, fmt.Errorf("pgreshard: pull %s: %w", c, err)
@@ -55,18 +98,24 @@ func Pull(ctx context.Context, src, dst *pgx.Conn, id string, c reshard.Chunk, k
 			p.Already = true // a pull committed before ours; nothing to do
 			return nil
 		}
-		err = pgx.BeginTxFunc(ctx, src, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(pgx.Tx) error {
-			for i, t := range tables {
-				n, b, err := pullTable(ctx, src, dtx, i, t, c.Ranges)
-				if err != nil {
-					return fmt.Errorf("table %s: %w", t.Name, err)
-				}
-				p.Rows += n
-				p.Bytes += b
+		rc, err := open(ctx)
+		if err != nil {
+			return fmt.Errorf("source: %w", err)
+		}
+		defer rc.Close()
+		sr := newStreamReader(rc)
+		for i, t := range tables {
+			n, b, err := loadTable(ctx, dtx, sr, i, t)
+			if err != nil {
+				return fmt.Errorf("table %s: %w", t.Name, err)
 			}
-			_, err := dtx.Exec(ctx, "DELETE FROM public.sluice_fence WHERE reshard = $1 AND chunk = $2 AND side = 'in'", id, c.ID)
+			p.Rows += n
+			p.Bytes += b
+		}
+		if err := sr.done(); err != nil {
 			return err
-		})
+		}
+		_, err = dtx.Exec(ctx, "DELETE FROM public.sluice_fence WHERE reshard = $1 AND chunk = $2 AND side = 'in'", id, c.ID)
 		return err
 	})
 	if err != nil {
@@ -88,47 +137,55 @@ func chunkTables(ks *keyspace.Keyspace, c reshard.Chunk) ([]keyspace.Table, erro
 	return out, nil
 }
 
-// pullTable copies table t's rows in ranges rs from src's open snapshot
-// into dst's transaction dtx, through staging table number i. It returns
-// the rows and binary COPY bytes read from src.
-func pullTable(ctx context.Context, src *pgx.Conn, dtx pgx.Tx, i int, t keyspace.Table, rs []keyspace.Range) (int64, int64, error) {
+// loadTable loads the stream's next table, which must be t, into dtx
+// through staging table number i. It returns the rows and binary COPY
+// bytes the stream carried.
+func loadTable(ctx context.Context, dtx pgx.Tx, sr *streamReader, i int, t keyspace.Table) (int64, int64, error) {
+	h, err := sr.table()
+	if err != nil {
+		return 0, 0, err
+	}
+	if h.Table != t.Name {
+		return 0, 0, fmt.Errorf("the stream has table %s here", h.Table)
+	}
 	cols, err := insertableColumns(ctx, dtx, t.Name)
 	if err != nil {
 		return 0, 0, err
+	}
+	if a, b := slices.Sorted(slices.Values(h.Columns)), slices.Sorted(slices.Values(cols)); !slices.Equal(a, b) {
+		return 0, 0, fmt.Errorf("columns (%s) at the source, (%s) at the destination", strings.Join(h.Columns, ", "), strings.Join(cols, ", "))
+	}
+	// The source's column order, each name the destination's own string.
+	list := make([]string, len(h.Columns))
+	for j, c := range h.Columns {
+		list[j] = cols[slices.Index(cols, c)]
 	}
 	stage := quoteIdent(fmt.Sprintf("sluice_stage_%d", i))
 	if _, err := dtx.Exec(ctx, fmt.Sprintf("CREATE TEMP TABLE %s (LIKE %s) ON COMMIT DROP", stage, quoteIdent(t.Name))); err != nil {
 		return 0, 0, err
 	}
-	list := strings.Join(cols, ", ")
-	copyOut := fmt.Sprintf("COPY (SELECT %s FROM %s WHERE %s) TO STDOUT (FORMAT binary)",
-		list, quoteIdent(t.Name), rangePredicate(t.Column, t.Type, rs))
-	copyIn := fmt.Sprintf("COPY %s (%s) FROM STDIN (FORMAT binary)", stage, list)
-
-	pr, pw := io.Pipe()
-	cw := &countingWriter{w: pw}
-	done := make(chan error, 1)
-	go func() {
-		_, err := src.PgConn().CopyTo(ctx, cw, copyOut)
-		pw.CloseWithError(err) // nil: EOF for the reader
-		done <- err
-	}()
-	tag, inErr := dtx.Conn().PgConn().CopyFrom(ctx, pr, copyIn)
-	if inErr != nil {
-		// Let src's COPY run to its end rather than fail its write, which
-		// would close src's connection.
-		io.Copy(io.Discard, pr)
+	cl := strings.Join(list, ", ")
+	data := &tableData{s: sr}
+	tag, err := dtx.Conn().PgConn().CopyFrom(ctx, data, fmt.Sprintf("COPY %s (%s) FROM STDIN (FORMAT binary)", stage, cl))
+	if data.err != nil {
+		return 0, 0, data.err
 	}
-	outErr := <-done
-	if err := errors.Join(outErr, inErr); err != nil {
-		return 0, 0, err
-	}
-	_, err = dtx.Exec(ctx, fmt.Sprintf("INSERT INTO %s (%s) OVERRIDING SYSTEM VALUE SELECT %s FROM %s ON CONFLICT DO NOTHING",
-		quoteIdent(t.Name), list, list, stage))
 	if err != nil {
 		return 0, 0, err
 	}
-	return tag.RowsAffected(), cw.n, nil
+	if data.end == nil {
+		return 0, 0, errors.New("chunk stream: the table's data did not end")
+	}
+	if tag.RowsAffected() != data.end.Rows || data.n != data.end.Bytes {
+		return 0, 0, fmt.Errorf("chunk stream: %d rows in %d bytes loaded, the source sent %d rows in %d bytes",
+			tag.RowsAffected(), data.n, data.end.Rows, data.end.Bytes)
+	}
+	_, err = dtx.Exec(ctx, fmt.Sprintf("INSERT INTO %s (%s) OVERRIDING SYSTEM VALUE SELECT %s FROM %s ON CONFLICT DO NOTHING",
+		quoteIdent(t.Name), cl, cl, stage))
+	if err != nil {
+		return 0, 0, err
+	}
+	return tag.RowsAffected(), data.n, nil
 }
 
 // insertableColumns returns table's columns that an INSERT may set (not
@@ -145,17 +202,6 @@ func insertableColumns(ctx context.Context, tx pgx.Tx, table string) ([]string, 
 		err = fmt.Errorf("no table %s on the destination", table)
 	}
 	return cols, err
-}
-
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }
 
 // Clean deletes at most limit rows of each of chunk c's tables at its
