@@ -60,6 +60,10 @@
 //	GET    /v1/keyspaces/{name}/sizes    per partition and table: rows, bytes
 //	GET    /v1/keyspaces/{name}/check    misplaced rows per partition and table; reference tables compared
 //	POST   /v1/keyspaces/{name}/plan/check   a proposed plan validated, parsed; nothing changed
+//	POST   /v1/keyspaces/{name}/reshard       apply a new plan live (reshard.go) → 202 its status
+//	GET    /v1/keyspaces/{name}/reshard       the reconfiguration running, or the last (?chunks=1: with its chunks)
+//	POST   /v1/keyspaces/{name}/reshard/pace  change the running one's method
+//	POST   /v1/keyspaces/{name}/reshard/pull  a proxy's reactive pull of one chunk, answered once it has arrived
 //
 // The tenant object's first fields are what the proxy routes by:
 // {"id":1,"name":"acme","host":"127.0.0.1","port":15001,"database":"postgres","state":"running", …}.
@@ -75,6 +79,8 @@
 // (partitions.go):
 //
 //	POST /v1/internal/partitions/probe|prepare|commit|rollback|sizes|check
+//	POST /v1/internal/reshard/install|uninstall|fence-in|fence-out|unfence|arrived|stats|clean|pull|reach
+//	POST /v1/internal/reshard/copyout   a chunk's rows in one snapshot, as a framed stream (reshard_peers.go)
 //
 // # Security
 //

@@ -8,9 +8,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -161,8 +161,8 @@ type bankLoad struct {
 	unknown map[int]int
 	logs    map[int]int // acknowledged acct_log rows per key
 	ops     int
-	missed  int            // UPDATEs that found no row (a misrouted transaction)
-	errs    map[string]int // refusals by SQLSTATE or message
+	missed  int                  // UPDATEs that found no row (a misrouted transaction)
+	errs    map[string]int       // refusals by SQLSTATE or message
 	pick    func(*rand.Rand) int // the key of an operation (default: uniform)
 }
 

@@ -185,7 +185,36 @@ func loadTable(ctx context.Context, dtx pgx.Tx, sr *streamReader, i int, t keysp
 	if err != nil {
 		return 0, 0, err
 	}
+	if err := advanceSequences(ctx, dtx, t.Name, stage); err != nil {
+		return 0, 0, err
+	}
 	return tag.RowsAffected(), data.n, nil
+}
+
+// advanceSequences moves every sequence owned by a column of table (serial
+// and identity columns) past the largest value the rows staged in stage
+// carry, so the destination never hands out a value a moved row holds.
+// Only the staged rows are read.
+func advanceSequences(ctx context.Context, tx pgx.Tx, table, stage string) error {
+	rows, err := tx.Query(ctx, `SELECT quote_ident(a.attname), pg_get_serial_sequence($1, a.attname)
+		FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
+		AND pg_get_serial_sequence($1, a.attname) IS NOT NULL`, quoteIdent(table))
+	if err != nil {
+		return err
+	}
+	type seqCol struct{ Col, Seq string }
+	cols, err := pgx.CollectRows(rows, pgx.RowToStructByPos[seqCol])
+	if err != nil {
+		return err
+	}
+	for _, c := range cols {
+		_, err := tx.Exec(ctx, fmt.Sprintf(`SELECT setval($1::regclass, m) FROM (SELECT max(%s)::int8 AS m FROM %s) x
+			WHERE m IS NOT NULL AND m > coalesce(pg_sequence_last_value($1::regclass), 0)`, c.Col, stage), c.Seq)
+		if err != nil {
+			return fmt.Errorf("sequence %s of %s: %w", c.Seq, table, err)
+		}
+	}
+	return nil
 }
 
 // insertableColumns returns table's columns that an INSERT may set (not
@@ -232,7 +261,7 @@ func Clean(ctx context.Context, src *pgx.Conn, c reshard.Chunk, ks *keyspace.Key
 		for _, t := range order {
 			name := quoteIdent(t.Name)
 			tag, err := tx.Exec(ctx, fmt.Sprintf("DELETE FROM %s WHERE ctid = ANY(ARRAY(SELECT ctid FROM %s WHERE %s LIMIT %d))",
-				name, name, rangePredicate(t.Column, t.Type, c.Ranges), limit))
+				name, name, chunkPredicate(t, c), limit))
 			if err != nil {
 				return fmt.Errorf("table %s: %w", t.Name, err)
 			}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sluicedb/sluice/keyspace"
+	"github.com/sluicedb/sluice/reshard"
 )
 
 // The SQL this package runs, built from a validated keyspace and chunks
@@ -68,6 +69,27 @@ func rangePredicate(col string, t keyspace.KeyType, rs []keyspace.Range) string 
 		terms = append(terms, "("+strings.Join(conds, " AND ")+")")
 	}
 	return strings.Join(terms, " OR ")
+}
+
+// chunkPredicate is true exactly for table t's rows in chunk c: keys in
+// its ranges, and, for a key's sub-chunk (reshard.Chunk.Sub), secondary
+// values in its range — rows without a secondary column or value go with
+// the key's first sub-chunk.
+func chunkPredicate(t keyspace.Table, c reshard.Chunk) string {
+	p := rangePredicate(t.Column, t.Type, c.Ranges)
+	switch {
+	case c.Sub == nil:
+		return p
+	case t.Secondary == "" && c.First():
+		return p
+	case t.Secondary == "":
+		return "false"
+	}
+	sec := rangePredicate(t.Secondary, keyspace.Int, []keyspace.Range{*c.Sub})
+	if c.First() {
+		sec = quoteIdent(t.Secondary) + " IS NULL OR " + sec
+	}
+	return "(" + p + ") AND (" + sec + ")"
 }
 
 // fenceName is the name of table's fence trigger and trigger function:

@@ -47,7 +47,38 @@ func Stats(ctx context.Context, conn *pgx.Conn, ks *keyspace.Keyspace, root stri
 	if err != nil {
 		return reshard.Stats{}, fmt.Errorf("pgreshard: stats of %s: histogram of %s: %w", root, rt.Column, err)
 	}
+	if st.Secondary, err = secondaryValues(ctx, conn, ks, root); err != nil {
+		return reshard.Stats{}, fmt.Errorf("pgreshard: stats of %s: %w", root, err)
+	}
 	return st, nil
+}
+
+// secondaryValues returns the values pg_stats knows of the secondary
+// column of root's largest co-partitioned table that has one (its
+// histogram bounds and most common values), sorted, distinct; none when
+// no table has a secondary column or PostgreSQL has no statistics.
+func secondaryValues(ctx context.Context, conn *pgx.Conn, ks *keyspace.Keyspace, root string) ([]int64, error) {
+	var tables, cols []string
+	for _, t := range ks.Tables {
+		if t.Kind == keyspace.CoPartitioned && t.Root == root && t.Secondary != "" {
+			tables, cols = append(tables, t.Name), append(cols, t.Secondary)
+		}
+	}
+	if len(tables) == 0 {
+		return nil, nil
+	}
+	var vals []int64
+	err := conn.QueryRow(ctx, `
+		WITH t AS (SELECT x.tbl, x.col FROM unnest($1::text[], $2::text[]) AS x(tbl, col)
+			ORDER BY pg_total_relation_size(to_regclass(quote_ident(x.tbl))) DESC NULLS LAST LIMIT 1)
+		SELECT coalesce(array_agg(DISTINCT v ORDER BY v), '{}') FROM (
+			SELECT unnest(coalesce(s.histogram_bounds::text::int8[], '{}') || coalesce(s.most_common_vals::text::int8[], '{}')) AS v
+			FROM pg_stats s JOIN t ON s.tablename = t.tbl AND s.attname = t.col
+			WHERE s.schemaname = 'public' AND NOT s.inherited) AS vs`, tables, cols).Scan(&vals)
+	if err != nil {
+		return nil, fmt.Errorf("secondary column statistics: %w", err)
+	}
+	return vals, nil
 }
 
 // parseBounds reads histogram bounds as keys of type t, sorted as package

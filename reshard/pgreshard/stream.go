@@ -73,7 +73,7 @@ func CopyOut(ctx context.Context, src *pgx.Conn, c reshard.Chunk, ks *keyspace.K
 	}
 	err = pgx.BeginTxFunc(ctx, src, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		for _, t := range tables {
-			if err := copyOutTable(ctx, tx, t, c.Ranges, w); err != nil {
+			if err := copyOutTable(ctx, tx, t, c, w); err != nil {
 				return fmt.Errorf("table %s: %w", t.Name, err)
 			}
 		}
@@ -90,8 +90,8 @@ func CopyOut(ctx context.Context, src *pgx.Conn, c reshard.Chunk, ks *keyspace.K
 	return nil
 }
 
-// copyOutTable writes table t's frames: 'T', its rows in rs as 'D', 'E'.
-func copyOutTable(ctx context.Context, tx pgx.Tx, t keyspace.Table, rs []keyspace.Range, w io.Writer) error {
+// copyOutTable writes table t's frames: 'T', its rows in chunk c as 'D', 'E'.
+func copyOutTable(ctx context.Context, tx pgx.Tx, t keyspace.Table, c reshard.Chunk, w io.Writer) error {
 	rows, err := tx.Query(ctx, `SELECT quote_ident(attname) FROM pg_attribute
 		WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped AND attgenerated = ''
 		ORDER BY attnum`, quoteIdent(t.Name))
@@ -111,7 +111,7 @@ func copyOutTable(ctx context.Context, tx pgx.Tx, t keyspace.Table, rs []keyspac
 	fw := &dataFramer{w: w}
 	bw := bufio.NewWriterSize(fw, maxData)
 	q := fmt.Sprintf("COPY (SELECT %s FROM %s WHERE %s) TO STDOUT (FORMAT binary)",
-		strings.Join(cols, ", "), quoteIdent(t.Name), rangePredicate(t.Column, t.Type, rs))
+		strings.Join(cols, ", "), quoteIdent(t.Name), chunkPredicate(t, c))
 	tag, err := tx.Conn().PgConn().CopyTo(ctx, bw, q)
 	if err == nil {
 		err = bw.Flush()
