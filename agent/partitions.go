@@ -17,6 +17,7 @@ import (
 	"github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/catalog"
 	"github.com/sluicedb/sluice/keyspace"
+	"github.com/sluicedb/sluice/reshard/pgreshard"
 )
 
 // A keyspace's partition is a database in a tenant that this agent or a
@@ -385,6 +386,11 @@ func preparePartition(ctx context.Context, conn *pgx.Conn, ks *keyspace.Keyspace
 		}
 		if conn.PgConn().TxStatus() != 'T' {
 			return errf(http.StatusBadRequest, "schema: it ended the transaction")
+		}
+		// The reconfiguration fence's table and triggers come with the
+		// tables, so arming a fence later locks nothing (reshard/pgreshard).
+		if _, err := conn.PgConn().Exec(ctx, pgreshard.InstallSQL(ks)).ReadAll(); err != nil {
+			return fmt.Errorf("fence triggers: %w", err)
 		}
 		return nil
 	}()

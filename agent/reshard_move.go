@@ -165,14 +165,13 @@ func (r *reshardRun) recover(ctx context.Context) error {
 }
 
 // finish ends a reconfiguration whose chunks all arrived and left their
-// sources: fences and triggers removed, the record done, the proxy told.
+// sources: its fence rows removed (the triggers stay, idle over an empty
+// fence: arming them again would lock every table), the record done, the
+// proxy told.
 func (r *reshardRun) finish(ctx context.Context) {
 	for _, p := range r.next.Partitions {
 		for {
 			_, err := r.on(ctx, r.next, p.Name, rsUnfence, reshardOpRequest{})
-			if err == nil {
-				_, err = r.on(ctx, r.next, p.Name, rsUninstall, reshardOpRequest{})
-			}
 			if err == nil {
 				break
 			}

@@ -195,17 +195,14 @@ func (r *reshardRun) prepareAndSwitch(ctx context.Context) error {
 	return nil
 }
 
-// rollback undoes a reconfiguration that did not switch: fences and
-// triggers removed, the record failed.
+// rollback undoes a reconfiguration that did not switch: its fence rows
+// removed (the triggers stay, idle), the record failed.
 func (r *reshardRun) rollback(cause error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	r.a.log.Error("reshard: rolled back before the switch", "keyspace", r.ks.Name, "id", r.rec.ID, "err", cause)
 	for _, p := range r.ks.Partitions {
 		_, err := r.on(ctx, r.ks, p.Name, rsUnfence, reshardOpRequest{})
-		if err == nil {
-			_, err = r.on(ctx, r.ks, p.Name, rsUninstall, reshardOpRequest{})
-		}
 		if err != nil {
 			r.a.log.Error("reshard: rollback: fences left on a partition", "partition", p.Name, "err", err)
 		}

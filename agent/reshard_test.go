@@ -362,7 +362,7 @@ func waitReshard(t *testing.T, c *client.Client, timeout time.Duration, stop fun
 	return last
 }
 
-// fencesGone fails if a partition still has fence triggers or rows.
+// fencesGone fails if a partition still has fence rows.
 func (r *reshardRig) fencesGone(t *testing.T) {
 	t.Helper()
 	ctx := ctxT(t)
@@ -372,10 +372,10 @@ func (r *reshardRig) fencesGone(t *testing.T) {
 			t.Fatal(err)
 		}
 		var n int
-		err = conn.QueryRow(ctx, "SELECT count(*) FROM pg_trigger WHERE tgname LIKE 'sluice_fence%'").Scan(&n)
+		err = conn.QueryRow(ctx, "SELECT count(*) FROM sluice_fence").Scan(&n)
 		conn.Close(ctx)
 		if err != nil || n != 0 {
-			t.Fatalf("partition %s: %d fence triggers left (%v)", part, n, err)
+			t.Fatalf("partition %s: %d fence rows left (%v)", part, n, err)
 		}
 	}
 }

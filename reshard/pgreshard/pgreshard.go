@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -57,10 +58,18 @@ func Install(ctx context.Context, conn *pgx.Conn, ks *keyspace.Keyspace) error {
 		return fmt.Errorf("pgreshard: install fence table: %w", err)
 	}
 	// One transaction per table: a table busy with a long transaction
-	// delays its own trigger only.
+	// delays its own trigger only. A trigger already there is kept (its
+	// function replaced, which locks no table): a keyspace created by
+	// sluice has them from the start (InstallSQL), so a reconfiguration
+	// takes no table lock to arm its fence.
 	for _, t := range fencedTables(ks) {
 		err := withLockRetry(ctx, conn, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, triggerFuncSQL(t)); err != nil {
+				return err
+			}
+			var has bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass($1) AND tgname = $2)`,
+				quoteIdent(t.Name), fenceName(t.Name)).Scan(&has); err != nil || has {
 				return err
 			}
 			_, err := tx.Exec(ctx, triggerSQL(t))
@@ -71,6 +80,16 @@ func Install(ctx context.Context, conn *pgx.Conn, ks *keyspace.Keyspace) error {
 		}
 	}
 	return nil
+}
+
+// InstallSQL is what Install makes, as statements to run in the
+// transaction that creates keyspace ks's tables (no lock waits there).
+func InstallSQL(ks *keyspace.Keyspace) string {
+	out := []string{fenceTableSQL}
+	for _, t := range fencedTables(ks) {
+		out = append(out, triggerFuncSQL(t), triggerSQL(t))
+	}
+	return strings.Join(out, ";\n")
 }
 
 // Uninstall drops what Install made (same lock discipline).
