@@ -99,11 +99,13 @@ func (p *Proxy) pollKeyspaces(ctx context.Context, hc *http.Client, base string)
 	if _, err := getJSON(ctx, hc, base+"/v1/keyspaces", &raw); err != nil {
 		return err
 	}
+	listed := map[string]bool{}
 	for _, r := range raw {
 		ks, err := keyspace.Decode(r)
 		if err != nil {
 			return fmt.Errorf("GET /v1/keyspaces: %w", err)
 		}
+		listed[ks.Name] = true
 		// The reshard status is read after the keyspace: a new epoch is
 		// installed with the reconfiguration that brought it (reshard.go).
 		old := p.keyspace(ks.Name)
@@ -117,8 +119,28 @@ func (p *Proxy) pollKeyspaces(ctx context.Context, hc *http.Client, base string)
 		if err := p.installKeyspace(ks, v, base); err != nil {
 			return fmt.Errorf("keyspace %s: %w", ks.Name, err)
 		}
+		p.ksMu.Lock()
+		p.ksFrom[ks.Name] = base
+		p.ksMu.Unlock()
 	}
+	p.forgetKeyspaces(base, listed)
 	return nil
+}
+
+// forgetKeyspaces stops serving the keyspaces catalog base gave and no
+// longer lists (deleted there); its sessions end with their transaction's
+// next statement finding no keyspace. The two-phase commit log keeps
+// their decisions.
+func (p *Proxy) forgetKeyspaces(base string, listed map[string]bool) {
+	p.ksMu.Lock()
+	defer p.ksMu.Unlock()
+	for name, from := range p.ksFrom {
+		if from == base && !listed[name] {
+			delete(p.keyspaces, name)
+			delete(p.ksFrom, name)
+			p.cfg.Logf("proxy: keyspace %s: no longer in catalog %s", name, base)
+		}
+	}
 }
 
 // recoverLoop resolves in-doubt transactions of every keyspace now and
@@ -191,10 +213,16 @@ func (s *session) serveKeyspace(ctx context.Context, k *router.Keyspace) error {
 	name := k.KS.Name
 	kb := newKsBackends(p)
 	defer kb.close()
+	last := k
 	rs := router.New(router.Config{
-		User:        s.user,
-		Params:      s.startupParams,
-		Keyspace:    func() *router.Keyspace { return p.keyspace(name) },
+		User:   s.user,
+		Params: s.startupParams,
+		Keyspace: func() *router.Keyspace { // the last version known: a deleted keyspace's sessions fail at admission
+			if k := p.keyspace(name); k != nil {
+				last = k
+			}
+			return last
+		},
 		Admit:       func(ctx context.Context) (*router.Keyspace, func(), error) { return p.admitKeyspace(ctx, name) },
 		Backends:    kb,
 		Coordinator: p.coord,

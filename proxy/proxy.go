@@ -51,6 +51,7 @@ type Proxy struct {
 	ksMu      sync.Mutex
 	keyspaces map[string]*router.Keyspace // by name (keyspaces.go)
 	gates     map[string]*ksGate          // by keyspace name (reshard.go)
+	ksFrom    map[string]string           // keyspace → the catalog URL that gave it
 	txlog     *txlog.Log
 	coord     *router.Coordinator
 
@@ -79,6 +80,7 @@ func New(cfg Config) (*Proxy, error) {
 	p.mu.aliases = map[string]*tenant{}
 	p.keyspaces = map[string]*router.Keyspace{}
 	p.gates = map[string]*ksGate{}
+	p.ksFrom = map[string]string{}
 	for _, ks := range cfg.Keyspaces {
 		p.setKeyspace(ks)
 	}
