@@ -94,14 +94,15 @@ func (b *Bed) ClientDSN(db string) string {
 	return fmt.Sprintf("postgres://%s:%s@%s/%s?sslmode=disable", b.user.Name, b.user.Password, b.proxyAddr, db)
 }
 
-// Unlimited runs fn with Servers[server]'s limits lifted (loading is
-// setup, not the experiment), and puts them back.
-func (b *Bed) Unlimited(server int, fn func() error) error {
-	s := b.Servers[server]
-	if err := b.setLimits(s, false); err != nil {
-		return err
+// Unlimited runs fn with every server's CPU and disk caps lifted (loading
+// is setup, not the experiment), and puts them back.
+func (b *Bed) Unlimited(fn func() error) error {
+	for _, s := range b.Servers {
+		if err := b.setLimits(s, false); err != nil {
+			return err
+		}
+		defer b.setLimits(s, true)
 	}
-	defer b.setLimits(s, true)
 	return fn()
 }
 
