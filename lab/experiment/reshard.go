@@ -1,0 +1,329 @@
+package experiment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	agentclient "github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/lab/testbed"
+	"github.com/sluicedb/sluice/lab/workload"
+)
+
+// The live reconfiguration's benchmark (`sluice bench reshard`): the Squall
+// paper's §7 experiments on this machine's scale. A keyspace over
+// cgroup-limited servers (one partition's tenant each; the keyspace lives
+// in the first server's agent, whose driver runs the change) is loaded,
+// a closed-loop workload runs through the proxy's keyspace router, and
+// after Before the keyspace is reconfigured to the scenario's new plan by
+// each method in turn, each on a freshly loaded keyspace (the same data,
+// the same seed). Per method: throughput and p50/p99 latency per second,
+// the figures Squall's Fig. 9–11 compare, the ledger checked row by row
+// and the keyspace's placement check. Goals are reported, not asserted.
+
+// Workloads.
+const (
+	WorkloadYCSB = "ycsb"
+	WorkloadTPCC = "tpcc"
+)
+
+// ReshardMethods are the methods every run compares, in the order they
+// run: pure reactive last, so that its bound (it never finishes on its
+// own) can be 3 × the longest other.
+var ReshardMethods = []string{
+	agentclient.MethodStopAndCopy, agentclient.MethodSquall, agentclient.MethodZephyr,
+	agentclient.MethodControlled, agentclient.MethodReactive,
+}
+
+// ErrReshardNotBuilt is returned when the agent has no reconfiguration
+// driver: POST …/reshard answered 404, 405 or 501.
+var ErrReshardNotBuilt = errors.New("experiment: reshard: the agent has no reconfiguration driver (POST /v1/keyspaces/{name}/reshard not served)")
+
+// ReshardOptions configure the bench. Zero fields take the defaults noted.
+type ReshardOptions struct {
+	Scenario string   // loadbalance, expand or consolidate; required
+	Workload string   // ycsb (default) or tpcc
+	Methods  []string // default ReshardMethods
+	// MoveBytes sizes YCSB's data so the change moves about this much
+	// (usertable rows at workload.RowBytesOnDisk); default 100 MB.
+	MoveBytes int64
+	// TPC-C-lite's size: Warehouses (a multiple of 12, default 12) and
+	// Customers per district (default 3000, TPC-C's).
+	Warehouses, Customers int
+	MPL                   int     // workload connections (closed loop); default 8
+	ReadFraction          float64 // YCSB's reads; default 0.85
+	// HotFraction is loadbalance's TPC-C share of transactions on the hot
+	// warehouses; default 0.6. (YCSB's hot set takes workload.HotOpFraction.)
+	HotFraction float64
+	Before      time.Duration // workload before the change; default 20 s
+	After       time.Duration // workload after it finished; default 10 s
+	Warmup      time.Duration // the run's first seconds, not in "before"; default 3 s
+	// Bound cuts a method short: 0 = 3 × the longest method that finished
+	// before it, at least MinBound; > 0 = this for every method.
+	Bound    time.Duration
+	MinBound time.Duration // default 120 s
+	// FinishWait bounds the wait, after a cut, for the change to finish by
+	// a controlled re-request with the workload stopped; default 10 min.
+	FinishWait time.Duration
+	// SetpointMs is controlled's setpoint (its PID on the p99 of the
+	// proxy's windows); 0 = SetpointFactor × the run's p99 before.
+	SetpointMs     float64
+	SetpointFactor float64 // default 1.25
+	ChunkBytes     int64   // 0 = the driver's (8 MiB)
+	Seed           uint64  // data and workload; default 1
+	Out            string  // output directory; required
+	Command        string  // the command line, for the report
+	Progress       func(format string, args ...any)
+}
+
+func (o *ReshardOptions) defaults() error {
+	if o.Workload == "" {
+		o.Workload = WorkloadYCSB
+	}
+	if len(o.Methods) == 0 {
+		o.Methods = ReshardMethods
+	}
+	defI := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defD := func(v *time.Duration, d time.Duration) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	defI(&o.Warehouses, 12)
+	defI(&o.Customers, 3000)
+	defI(&o.MPL, DefaultMPL)
+	defD(&o.Before, 20*time.Second)
+	defD(&o.After, 10*time.Second)
+	defD(&o.Warmup, 3*time.Second)
+	defD(&o.MinBound, 120*time.Second)
+	defD(&o.FinishWait, 10*time.Minute)
+	if o.MoveBytes == 0 {
+		o.MoveBytes = 100e6
+	}
+	if o.ReadFraction == 0 {
+		o.ReadFraction = 0.85
+	}
+	if o.HotFraction == 0 {
+		o.HotFraction = 0.6
+	}
+	if o.SetpointFactor == 0 {
+		o.SetpointFactor = 1.25
+	}
+	if o.Seed == 0 {
+		o.Seed = 1
+	}
+	if o.Progress == nil {
+		o.Progress = func(string, ...any) {}
+	}
+	if _, err := scenarioPartitions(o.Scenario); err != nil {
+		return err
+	}
+	for _, m := range o.Methods {
+		if !isMethod(m) {
+			return fmt.Errorf("experiment: reshard: method %q: want %s", m, strings.Join(ReshardMethods, ", "))
+		}
+	}
+	switch {
+	case o.Out == "":
+		return fmt.Errorf("experiment: reshard: no output directory")
+	case o.Workload != WorkloadYCSB && o.Workload != WorkloadTPCC:
+		return fmt.Errorf("experiment: reshard: workload %q: want ycsb or tpcc", o.Workload)
+	case o.Warehouses < 12 || o.Warehouses%12 != 0:
+		return fmt.Errorf("experiment: reshard: %d warehouses: want a multiple of 12", o.Warehouses)
+	case o.MoveBytes < 1e6:
+		return fmt.Errorf("experiment: reshard: move size %d bytes is below 1 MB", o.MoveBytes)
+	case o.MPL < 1 || o.Customers < 1:
+		return fmt.Errorf("experiment: reshard: mpl and customers must be ≥ 1")
+	case o.Before < 5*time.Second || o.Warmup >= o.Before:
+		return fmt.Errorf("experiment: reshard: before %v must be ≥ 5s and longer than the warm-up %v", o.Before, o.Warmup)
+	case o.ReadFraction < 0 || o.ReadFraction > 1 || o.HotFraction < 0 || o.HotFraction > 1:
+		return fmt.Errorf("experiment: reshard: read and hot fractions must be in [0, 1]")
+	case o.SetpointMs < 0 || o.SetpointFactor <= 0 || o.Bound < 0:
+		return fmt.Errorf("experiment: reshard: setpoint, setpoint factor and bound must not be negative")
+	}
+	return nil
+}
+
+func isMethod(m string) bool {
+	for _, x := range ReshardMethods {
+		if m == x {
+			return true
+		}
+	}
+	return false
+}
+
+// Records is YCSB's usertable size for o: MoveBytes over the share of the
+// keys the scenario moves.
+func (o ReshardOptions) Records() int64 {
+	return max(int64(float64(o.MoveBytes)/movedShare(o.Scenario, o.Workload)/workload.RowBytesOnDisk), 1200)
+}
+
+// ReshardMethodResult is one method's run. The first eleven fields are
+// the bench's contract.
+type ReshardMethodResult struct {
+	Method string `json:"method"`
+	// ReconfigSeconds is from the request to the driver's done (its own
+	// Started/Finished when it reports them); cut at the bound when the
+	// method did not finish by then (Finished false).
+	ReconfigSeconds    float64 `json:"reconfig_seconds"`
+	PreTPS             float64 `json:"pre_tps"`
+	MeanTPSDuring      float64 `json:"mean_tps_during"`
+	MinTPS1s           float64 `json:"min_tps_1s"`
+	ZeroCommitSeconds  int     `json:"zero_commit_seconds"`
+	P99MsBefore        float64 `json:"p99_ms_before"`
+	P99MsDuring        float64 `json:"p99_ms_during"`
+	WritesAcknowledged int64   `json:"writes_acknowledged"`
+	WritesMissing      int64   `json:"writes_missing"`
+	WritesDuplicated   int64   `json:"writes_duplicated"`
+
+	// Finished: the driver reported done within the bound. When not,
+	// FinishedBy says how it ended after the workload stopped.
+	Finished   bool    `json:"finished"`
+	BoundS     float64 `json:"bound_s"`
+	FinishedBy string  `json:"finished_by,omitempty"`
+	Phase      string  `json:"phase"` // the driver's last
+	Error      string  `json:"error,omitempty"`
+
+	StartS        float64 `json:"start_s"` // the change's start and end, seconds since the workload started
+	EndS          float64 `json:"end_s"`
+	SwitchMs      float64 `json:"switch_ms"`
+	BytesCopied   int64   `json:"bytes_copied"`
+	Chunks        int     `json:"chunks"`
+	ReactivePulls int64   `json:"reactive_pulls"`
+	AsyncPulls    int64   `json:"async_pulls"`
+	SetpointMs    float64 `json:"setpoint_ms,omitempty"` // controlled's
+
+	WritesMisplaced   int64        `json:"writes_misplaced"`
+	LedgerOK          bool         `json:"ledger_ok"`
+	Verdict           string       `json:"verdict"`
+	KeyspaceCheckOK   bool         `json:"keyspace_check_ok"`
+	KeyspaceMisplaced int64        `json:"keyspace_misplaced_rows"`
+	ReferenceEqual    bool         `json:"reference_tables_equal"`
+	Transactions      int64        `json:"transactions"`
+	Errors            int64        `json:"errors"`
+	Goals             ReshardGoals `json:"goals"`
+
+	Seconds []ReshardSecond `json:"-"` // to series.csv
+	Status  []ReshardPoint  `json:"-"` // to status.csv
+}
+
+// ReshardPoint is one poll of the driver's status.
+type ReshardPoint struct {
+	T           float64 // seconds since the workload started
+	Phase       string
+	Complete    int // chunks
+	Chunks      int
+	BytesCopied int64
+	Rate        float64 // bytes/s; -1 unlimited
+	LatencyMs   float64
+}
+
+// ReshardResult is `sluice bench reshard --json`.
+type ReshardResult struct {
+	Scenario string                `json:"scenario"`
+	Workload string                `json:"workload"`
+	Methods  []ReshardMethodResult `json:"methods"`
+
+	Partitions  int      `json:"partitions"`
+	Records     int64    `json:"records,omitempty"`    // YCSB
+	Warehouses  int      `json:"warehouses,omitempty"` // TPC-C
+	MovedShare  float64  `json:"moved_share"`          // of the root's keys
+	LoadedBytes int64    `json:"loaded_bytes"`         // the first method's keyspace, all partitions
+	MPL         int      `json:"mpl"`
+	BeforeS     float64  `json:"before_s"`
+	Notes       []string `json:"notes,omitempty"`
+}
+
+// Reshard runs o's scenario with every method on bed (o.Scenario's
+// partitions' worth of servers, FollowCatalogs set) and writes its outputs
+// into o.Out. ErrReshardNotBuilt when the agent cannot reconfigure.
+func Reshard(ctx context.Context, bed *testbed.Bed, o ReshardOptions) (ReshardResult, error) {
+	var res ReshardResult
+	if err := o.defaults(); err != nil {
+		return res, err
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return res, err
+	}
+	started := time.Now()
+	x, err := newReshardRun(ctx, bed, o)
+	if err != nil {
+		return res, err
+	}
+	res = ReshardResult{Scenario: o.Scenario, Workload: o.Workload, Partitions: x.plan.parts,
+		MovedShare: round(x.plan.moved, 4), MPL: o.MPL, BeforeS: o.Before.Seconds()}
+	if o.Workload == WorkloadYCSB {
+		res.Records = x.records
+	} else {
+		res.Warehouses = o.Warehouses
+	}
+	longest := time.Duration(0)
+	for _, m := range o.Methods {
+		bound := o.Bound
+		if bound == 0 {
+			bound = max(o.MinBound, 3*longest)
+		}
+		o.Progress("%s, %s: method %s (bound %v)", o.Scenario, o.Workload, m, bound)
+		mr, err := x.method(ctx, m, bound)
+		if err != nil {
+			return res, err
+		}
+		if mr.Finished {
+			longest = max(longest, time.Duration(mr.ReconfigSeconds*float64(time.Second)))
+		}
+		o.Progress("  %s: %.1f s (finished %v), tps %.0f → mean %.0f, min %.0f, %d zero seconds, p99 %.1f → %.1f ms; %s; keyspace check OK %v",
+			m, mr.ReconfigSeconds, mr.Finished, mr.PreTPS, mr.MeanTPSDuring, mr.MinTPS1s, mr.ZeroCommitSeconds,
+			mr.P99MsBefore, mr.P99MsDuring, mr.Verdict, mr.KeyspaceCheckOK)
+		res.Methods = append(res.Methods, mr)
+	}
+	res.LoadedBytes = x.loaded
+	res.judgeSquall()
+	res.Notes = x.notes
+	return res, writeReshardOutputs(o, bed, res, started)
+}
+
+// judgeSquall sets controlled's VsSquall goal.
+func (r *ReshardResult) judgeSquall() {
+	var sq, ct *ReshardMethodResult
+	for i := range r.Methods {
+		switch r.Methods[i].Method {
+		case agentclient.MethodSquall:
+			sq = &r.Methods[i]
+		case agentclient.MethodControlled:
+			ct = &r.Methods[i]
+		}
+	}
+	if sq == nil || ct == nil || !sq.Finished || !ct.Finished {
+		return
+	}
+	ok := ct.ReconfigSeconds <= sq.ReconfigSeconds && ct.Goals.DipPct <= sq.Goals.DipPct
+	ct.Goals.VsSquall = &ok
+}
+
+// OK reports whether every method's ledger and keyspace check held.
+func (r ReshardResult) OK() bool {
+	for _, m := range r.Methods {
+		if !m.LedgerOK || !m.KeyspaceCheckOK {
+			return false
+		}
+	}
+	return true
+}
+
+// notBuilt reports whether err says the agent does not serve reshards.
+func notBuilt(err error) bool {
+	switch agentclient.StatusOf(err) {
+	case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusNotImplemented:
+		return true
+	}
+	return false
+}
