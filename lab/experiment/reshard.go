@@ -327,3 +327,9 @@ func notBuilt(err error) bool {
 	}
 	return false
 }
+
+// Check fills o's defaults and reports the first bad option.
+func (o *ReshardOptions) Check() error { return o.defaults() }
+
+// ReshardServers is how many servers (one partition each) scenario needs.
+func ReshardServers(scenario string) (int, error) { return scenarioPartitions(scenario) }
