@@ -36,9 +36,9 @@ func init() {
 	cmd := &cobra.Command{
 		Use:   "reshard --scenario loadbalance|expand|consolidate [--workload ycsb|tpcc] [--json]",
 		Short: "Squall §7 on this machine: a keyspace reconfigured live by each method, throughput and p99 per second",
-		Long: `Starts one cgroup-limited server (a sluice agent, --cpus and --memory) per
-partition and a proxy that follows the agents' catalogs, creates a tenant per
-partition, and for each method (stop-and-copy, squall, zephyr, controlled,
+		Long: `Starts a cgroup-limited server (a sluice agent, --cpus and --memory; one per
+partition with --spread) and a proxy that follows the agents' catalogs, creates
+a tenant per partition, and for each method (stop-and-copy, squall, zephyr, controlled,
 reactive; --methods) on a freshly loaded keyspace (same data, same seed):
 runs a closed-loop workload (--workload ycsb or tpcc, --mpl connections)
 through the proxy's keyspace router, requests the scenario's new plan after
@@ -55,8 +55,8 @@ the change moves about that much; TPC-C's size is --warehouses (a multiple of
 
 A method not done after its bound (--bound, or 3 × the longest earlier method,
 at least --min-bound; pure reactive never finishes on its own) is reported
-cut there (finished false); the workload then stops and a controlled re-request
-finishes the change before the checks.
+cut there (finished false); the workload then stops and every chunk not yet
+moved is pulled on request (client.ReshardPull) before the checks.
 
 Prints scenario, workload and methods (method, reconfig_seconds, pre_tps,
 mean_tps_during, min_tps_1s, zero_commit_seconds, p99_ms_before, p99_ms_during,
@@ -87,8 +87,9 @@ are reported, not asserted. Needs root (cgroups).`,
 	f.StringVar(&bf.setpoint, "setpoint", "", "controlled's p99 setpoint (e.g. 40ms); default 1.25 × the p99 before the change")
 	f.StringVar(&bf.chunk, "chunk", "", "chunk size (default the driver's, 8 MiB)")
 	f.Uint64Var(&bf.o.Seed, "seed", 1, "data and workload seed")
-	f.Float64Var(&bf.cpus, "cpus", 0.4, "each server's CPU quota, cores (negative: no cap)")
-	f.IntVar(&bf.memoryMB, "memory", 1024, "each server's memory cap, MiB, page cache included (negative: no cap)")
+	f.Float64Var(&bf.cpus, "cpus", 1.2, "each server's CPU quota, cores (negative: no cap)")
+	f.IntVar(&bf.memoryMB, "memory", 3072, "each server's memory cap, MiB, page cache included (negative: no cap)")
+	f.BoolVar(&bf.o.Spread, "spread", false, "each partition's tenant on a server of its own (default: all on one server, as the driver needs today: its pulls stream over its agent's superuser sockets)")
 	f.BoolVar(&bf.quick, "quick", false, "a small run for tests and CI: 8 MB moved (YCSB), 12 warehouses of 300 customers, 8 s before, 3 s after, bounds of 60 s")
 	f.StringVar(&bf.o.Out, "out", "", "output directory (default out/bench/reshard-SCENARIO-WORKLOAD)")
 	f.BoolVar(&bf.jsonOut, "json", false, "print the result as JSON")
@@ -131,7 +132,7 @@ func (bf *benchReshardFlags) parse() (testbed.Options, error) {
 	if err := o.Check(); err != nil {
 		return testbed.Options{}, usage("%v", err)
 	}
-	servers, _ := experiment.ReshardServers(o.Scenario)
+	servers, _ := experiment.ReshardServers(o.Scenario, o.Spread)
 	bo := testbed.Options{Servers: servers, CPUs: bf.cpus, MemoryMB: bf.memoryMB, CPUShares: benchCPUShares,
 		FollowCatalogs: true, Settings: map[string]string{"max_prepared_transactions": "50"}}
 	if err := bo.Check(); err != nil {

@@ -15,9 +15,10 @@ import (
 )
 
 // The live reconfiguration's benchmark (`sluice bench reshard`): the Squall
-// paper's §7 experiments on this machine's scale. A keyspace over
-// cgroup-limited servers (one partition's tenant each; the keyspace lives
-// in the first server's agent, whose driver runs the change) is loaded,
+// paper's §7 experiments on this machine's scale. A keyspace over tenants
+// of cgroup-limited servers (all on the first server by default, one per
+// server with Spread; the keyspace lives in the first server's agent,
+// whose driver runs the change) is loaded,
 // a closed-loop workload runs through the proxy's keyspace router, and
 // after Before the keyspace is reconfigured to the scenario's new plan by
 // each method in turn, each on a freshly loaded keyspace (the same data,
@@ -74,10 +75,15 @@ type ReshardOptions struct {
 	SetpointMs     float64
 	SetpointFactor float64 // default 1.25
 	ChunkBytes     int64   // 0 = the driver's (8 MiB)
-	Seed           uint64  // data and workload; default 1
-	Out            string  // output directory; required
-	Command        string  // the command line, for the report
-	Progress       func(format string, args ...any)
+	// Spread puts each partition's tenant on a server of its own; by
+	// default all are on the first server, as the driver requires today
+	// (its pulls stream between partitions over its agent's superuser
+	// sockets).
+	Spread   bool
+	Seed     uint64 // data and workload; default 1
+	Out      string // output directory; required
+	Command  string // the command line, for the report
+	Progress func(format string, args ...any)
 }
 
 func (o *ReshardOptions) defaults() error {
@@ -331,5 +337,12 @@ func notBuilt(err error) bool {
 // Check fills o's defaults and reports the first bad option.
 func (o *ReshardOptions) Check() error { return o.defaults() }
 
-// ReshardServers is how many servers (one partition each) scenario needs.
-func ReshardServers(scenario string) (int, error) { return scenarioPartitions(scenario) }
+// ReshardServers is how many servers scenario needs: one per partition
+// with spread, else one.
+func ReshardServers(scenario string, spread bool) (int, error) {
+	n, err := scenarioPartitions(scenario)
+	if !spread {
+		n = 1
+	}
+	return n, err
+}

@@ -14,7 +14,7 @@ const statusPoll = 250 * time.Millisecond
 // method runs method m on a fresh keyspace: the workload for Before, the
 // change, the workload for After once it is done (or until bound from the
 // request: the method is then cut, the workload stopped, and the change
-// finished by a controlled re-request, at most FinishWait), then the
+// finished by pulling its remaining chunks, at most FinishWait), then the
 // ledger and the keyspace checks. The keyspace is dropped after.
 func (x *reshardRun) method(ctx context.Context, m string, bound time.Duration) (ReshardMethodResult, error) {
 	o := x.o
@@ -121,22 +121,35 @@ type statusAt struct {
 	st agentclient.ReshardStatus
 }
 
-// finish ends a change cut at its bound, the workload stopped: a
-// controlled re-request (unpaced: no clients to protect), else the
-// change's own course, for at most FinishWait.
+// finish ends a change cut at its bound, the workload stopped: every
+// chunk not yet complete is pulled on request (client.ReshardPull: a
+// reactive pull, at the driver's full speed), one after another, and the
+// change followed to done, for at most FinishWait in all.
 func (x *reshardRun) finish(ctx context.Context, name string, st agentclient.ReshardStatus, m string) (agentclient.ReshardStatus, string) {
-	by := "controlled re-request after the bound, workload stopped"
-	req := agentclient.ReshardRequest{Plan: x.plan.new, Method: agentclient.MethodControlled,
-		Control: &agentclient.Control{Controller: "fixed", Rate: 0}, ChunkBytes: x.o.ChunkBytes}
-	if _, err := x.agent.Reshard(ctx, name, req); err != nil {
-		x.note("%s: cut at its bound; the controlled re-request was refused (%v): left to finish on its own, workload stopped", m, err)
-		by = "its own course after the bound, workload stopped (re-request refused)"
-	}
+	by := "every remaining chunk pulled on request after the bound, workload stopped"
+	fctx, cancel := context.WithTimeout(ctx, x.o.FinishWait)
+	defer cancel()
 	end := time.Now().Add(x.o.FinishWait)
+	if st.Phase == agentclient.PhaseMoving {
+		full, err := x.agent.ReshardStatus(fctx, name, true)
+		if err != nil {
+			x.note("%s: cut at its bound; its chunks unreadable (%v): left to its own course", m, err)
+			by = "its own course after the bound, workload stopped"
+		}
+		for _, c := range full.Chunks {
+			if c.State == "complete" {
+				continue
+			}
+			if err := x.agent.ReshardPull(fctx, name, c.Chunk.ID); err != nil {
+				x.note("%s: pull of chunk %d after the bound: %v", m, c.Chunk.ID, err)
+				break
+			}
+		}
+	}
 	st, _ = x.follow(ctx, name, st, end)
 	if st.Phase != agentclient.PhaseDone {
 		x.note("%s: still %s %v after the bound; the checks below ran on an unfinished change", m, st.Phase, x.o.FinishWait)
-		return st, "unfinished after " + x.o.FinishWait.String() + " more"
+		return st, "unfinished " + x.o.FinishWait.String() + " after the bound"
 	}
 	return st, by
 }

@@ -111,8 +111,12 @@ func reshardReport(o ReshardOptions, bed *testbed.Bed, r ReshardResult, started 
 	if r.Workload == WorkloadTPCC {
 		size = fmt.Sprintf("%d warehouses, %d customers a district", r.Warehouses, o.Customers)
 	}
-	fmt.Fprintf(&b, "%d partitions (one tenant each, one server each; the keyspace's agent is %s's); %s, %.0f MB loaded; the change moves %.1f %% of the keys (≈ %.0f MB). Closed loop, %d connections through the proxy's keyspace router; the change is requested after %.0f s. Each method on a freshly loaded keyspace (same data, same seed).\n\n",
-		r.Partitions, bed.Servers[0].Name, size, float64(r.LoadedBytes)/1e6, 100*r.MovedShare, r.MovedShare*float64(r.LoadedBytes)/1e6, r.MPL, r.BeforeS)
+	layout := "all on server " + bed.Servers[0].Name + ", whose agent holds the keyspace and drives the change (its pulls stream over that agent's superuser sockets)"
+	if o.Spread {
+		layout = "one server each; the keyspace's agent is " + bed.Servers[0].Name + "'s"
+	}
+	fmt.Fprintf(&b, "%d partitions (one tenant each, %s); %s, %.0f MB loaded; the change moves %.1f %% of the keys (≈ %.0f MB). Closed loop, %d connections through the proxy's keyspace router; the change is requested after %.0f s. Each method on a freshly loaded keyspace (same data, same seed).\n\n",
+		r.Partitions, layout, size, float64(r.LoadedBytes)/1e6, 100*r.MovedShare, r.MovedShare*float64(r.LoadedBytes)/1e6, r.MPL, r.BeforeS)
 	b.WriteString("| method | reconfig s | finished | pre tps | mean tps during | min 1 s tps | zero-commit s | p99 before ms | p99 during ms | writes acked | missing | duplicated | keyspace check |\n")
 	b.WriteString("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, m := range r.Methods {
@@ -152,7 +156,7 @@ func reshardReport(o ReshardOptions, bed *testbed.Bed, r ReshardResult, started 
 		}
 		b.WriteString("\n")
 	}
-	b.WriteString("\nA method not finished within its bound (3 × the longest earlier method, at least the minimum bound, or --bound) is reported with reconfig_seconds measured to the bound and finished false; the workload then stops and the change is finished by a controlled re-request (or left to its own course when the driver refuses it) before the checks.\n")
+	b.WriteString("\nA method not finished within its bound (3 × the longest earlier method, at least the minimum bound, or --bound) is reported with reconfig_seconds measured to the bound and finished false; the workload then stops and every chunk not yet complete is pulled on request (client.ReshardPull), then the change is followed to done before the checks.\n")
 	if len(r.Notes) > 0 {
 		b.WriteString("\n## Notes\n\n")
 		for _, n := range r.Notes {

@@ -31,8 +31,8 @@ type reshardRun struct {
 
 func newReshardRun(ctx context.Context, bed *testbed.Bed, o ReshardOptions) (*reshardRun, error) {
 	n, _ := scenarioPartitions(o.Scenario)
-	if len(bed.Servers) < n {
-		return nil, fmt.Errorf("experiment: reshard: %s needs %d servers, the bed has %d", o.Scenario, n, len(bed.Servers))
+	if need, _ := ReshardServers(o.Scenario, o.Spread); len(bed.Servers) < need {
+		return nil, fmt.Errorf("experiment: reshard: %s needs %d servers, the bed has %d", o.Scenario, need, len(bed.Servers))
 	}
 	x := &reshardRun{o: o, bed: bed, agent: bed.Servers[0].Client, records: o.Records()}
 	var err error
@@ -47,14 +47,22 @@ func newReshardRun(ctx context.Context, bed *testbed.Bed, o ReshardOptions) (*re
 	}
 	for i := 0; i < n; i++ {
 		name := fmt.Sprintf("rs%d", i+1)
-		o.Progress("tenant %s (partition p%d) on %s", name, i+1, bed.Servers[i].Name)
-		tn, err := bed.AddTenant(ctx, i, name)
+		o.Progress("tenant %s (partition p%d) on %s", name, i+1, bed.Servers[x.server(i)].Name)
+		tn, err := bed.AddTenant(ctx, x.server(i), name)
 		if err != nil {
 			return nil, err
 		}
 		x.tenants = append(x.tenants, tn)
 	}
 	return x, nil
+}
+
+// server is the index of the server partition i's tenant is on.
+func (x *reshardRun) server(i int) int {
+	if x.o.Spread {
+		return i
+	}
+	return 0
 }
 
 // ident is m as an SQL identifier's part.
@@ -75,8 +83,8 @@ func (x *reshardRun) fresh(ctx context.Context, m string) (*keyspace.Keyspace, m
 			return nil, nil, err
 		}
 		p := keyspace.Partition{Name: fmt.Sprintf("p%d", i+1), Tenant: tn.Name, Database: db}
-		if i > 0 {
-			p.Agent = x.bed.Servers[i].Name
+		if x.server(i) > 0 {
+			p.Agent = x.bed.Servers[x.server(i)].Name
 		}
 		parts = append(parts, p)
 		dsns[p.Name] = testbed.SuperDSN(tn, db)
