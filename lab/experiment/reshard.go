@@ -40,9 +40,9 @@ var ReshardMethods = []string{
 	agentclient.MethodControlled, agentclient.MethodReactive,
 }
 
-// ErrReshardNotBuilt is returned when the agent has no reconfiguration
-// driver: POST …/reshard answered 404, 405 or 501.
-var ErrReshardNotBuilt = errors.New("experiment: reshard: the agent has no reconfiguration driver (POST /v1/keyspaces/{name}/reshard not served)")
+// ErrReshardNotBuilt is returned when the agent cannot reconfigure yet:
+// POST …/reshard answered 404, 405 or 501, or said a part is "not built".
+var ErrReshardNotBuilt = errors.New("experiment: reshard: the agent's reconfiguration driver is not built")
 
 // ReshardOptions configure the bench. Zero fields take the defaults noted.
 type ReshardOptions struct {
@@ -325,13 +325,15 @@ func (r ReshardResult) OK() bool {
 	return true
 }
 
-// notBuilt reports whether err says the agent does not serve reshards.
+// notBuilt reports whether err says the agent cannot reconfigure yet:
+// the endpoint not served (404, 405, 501), or an answer naming a part of
+// the driver "not built" (a stub adapter).
 func notBuilt(err error) bool {
 	switch agentclient.StatusOf(err) {
 	case http.StatusNotFound, http.StatusMethodNotAllowed, http.StatusNotImplemented:
 		return true
 	}
-	return false
+	return err != nil && strings.Contains(err.Error(), "not built")
 }
 
 // Check fills o's defaults and reports the first bad option.
