@@ -25,6 +25,7 @@ type benchReshardFlags struct {
 	methods        string
 	move, chunk    string
 	setpoint       string
+	settings       []string
 	cpus           float64
 	memoryMB       int
 	quick, jsonOut bool
@@ -90,6 +91,7 @@ are reported, not asserted. Needs root (cgroups).`,
 	f.Float64Var(&bf.cpus, "cpus", 1.2, "each server's CPU quota, cores (negative: no cap)")
 	f.IntVar(&bf.memoryMB, "memory", 3072, "each server's memory cap, MiB, page cache included (negative: no cap)")
 	f.BoolVar(&bf.o.Spread, "spread", false, "each partition's tenant on a server of its own (default: all on one server, as the driver needs today: its pulls stream over its agent's superuser sockets)")
+	f.StringArrayVar(&bf.settings, "tenant-setting", nil, "a postgresql.conf parameter for every tenant, name=value (repeatable; over the bed's own)")
 	f.BoolVar(&bf.quick, "quick", false, "a small run for tests and CI: 8 MB moved (YCSB), 12 warehouses of 300 customers, 8 s before, 3 s after, bounds of 60 s")
 	f.StringVar(&bf.o.Out, "out", "", "output directory (default out/bench/reshard-SCENARIO-WORKLOAD)")
 	f.BoolVar(&bf.jsonOut, "json", false, "print the result as JSON")
@@ -135,6 +137,14 @@ func (bf *benchReshardFlags) parse() (testbed.Options, error) {
 	servers, _ := experiment.ReshardServers(o.Scenario, o.Spread)
 	bo := testbed.Options{Servers: servers, CPUs: bf.cpus, MemoryMB: bf.memoryMB, CPUShares: benchCPUShares,
 		FollowCatalogs: true, Settings: map[string]string{"max_prepared_transactions": "50"}}
+	for _, kv := range bf.settings {
+		k, v, ok := strings.Cut(kv, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || !settingName.MatchString(k) || v == "" {
+			return bo, usage("--tenant-setting %q: want name=value, e.g. autovacuum=off", kv)
+		}
+		bo.Settings[k] = v
+	}
 	if err := bo.Check(); err != nil {
 		return bo, usage("%v", err)
 	}
