@@ -15,8 +15,9 @@ import (
 
 // TestBenchReshard runs `sluice bench reshard --quick` on one scenario
 // with two methods and checks that every key of the contract is printed,
-// every method's ledger verified (nothing missing or duplicated) and its
-// keyspace check passed, and the output files are written. No figure is
+// every method's change done, its ledger verified (nothing missing or
+// duplicated) and its keyspace check passed, and the output files are
+// written. No figure is
 // judged. It skips only when the agent answers that its reconfiguration
 // driver is not built.
 func TestBenchReshard(t *testing.T) {
@@ -56,6 +57,9 @@ func TestBenchReshard(t *testing.T) {
 		if m["writes_missing"] != 0.0 || m["writes_duplicated"] != 0.0 || m["ledger_ok"] != true || m["keyspace_check_ok"] != true {
 			t.Errorf("method %v: missing %v, duplicated %v, ledger OK %v, keyspace check OK %v (%v)",
 				m["method"], m["writes_missing"], m["writes_duplicated"], m["ledger_ok"], m["keyspace_check_ok"], m["verdict"])
+		}
+		if m["phase"] != "done" {
+			t.Errorf("method %v: phase %v, want done (finished %v; error %v)", m["method"], m["phase"], m["finished"], m["error"])
 		}
 		if w, _ := m["writes_acknowledged"].(float64); w <= 0 {
 			t.Errorf("method %v: no write acknowledged", m["method"])

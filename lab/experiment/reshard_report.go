@@ -76,17 +76,23 @@ func reshardChart(r ReshardResult) chart.Chart {
 	var tps, p99 []chart.Series
 	marks := []chart.Mark{{Name: "change requested", X: 0}}
 	for _, m := range r.Methods {
-		var x, y, yl []float64
+		var x, y, xl, yl []float64
 		for _, s := range m.Seconds {
 			x = append(x, float64(s.T)+0.5-m.StartS)
 			y = append(y, float64(s.Commits))
-			yl = append(yl, s.P99Ms)
+			if s.Commits > 0 { // a second without commits has no latency
+				xl = append(xl, float64(s.T)+0.5-m.StartS)
+				yl = append(yl, s.P99Ms)
+			}
 		}
 		c := methodColor[m.Method]
 		tps = append(tps, chart.Series{Name: m.Method, X: x, Y: y, Color: c})
-		p99 = append(p99, chart.Series{Name: m.Method, X: x, Y: yl, Color: c})
+		p99 = append(p99, chart.Series{Name: m.Method, X: xl, Y: yl, Color: c, Points: true})
 		end := m.Method + " done"
-		if !m.Finished {
+		switch {
+		case m.Phase == "failed":
+			end = m.Method + " failed (rolled back)"
+		case !m.Finished:
 			end = m.Method + " cut at its bound"
 		}
 		marks = append(marks, chart.Mark{Name: end, X: m.EndS - m.StartS, Color: c})
@@ -96,7 +102,7 @@ func reshardChart(r ReshardResult) chart.Chart {
 		XLabel: "seconds since the change was requested",
 		Panels: []chart.Panel{
 			{YLabel: "throughput, commits/s", Series: tps},
-			{YLabel: "p99 latency (1 s), ms", Series: p99},
+			{YLabel: "p99 latency (1 s; none in a second without commits), ms", Series: p99},
 		},
 		Marks:         marks,
 		LegendOutside: true,
