@@ -34,6 +34,7 @@ type benchReshardFlags struct {
 
 func init() {
 	var bf benchReshardFlags
+	d := experiment.ReshardDefaults()
 	cmd := &cobra.Command{
 		Use:   "reshard --scenario loadbalance|expand|consolidate [--workload ycsb|tpcc] [--json]",
 		Short: "Squall §7 on this machine: a keyspace reconfigured live by each method, throughput and p99 per second",
@@ -73,21 +74,21 @@ are reported, not asserted. Needs root (cgroups).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&bf.o.Scenario, "scenario", "", "loadbalance, expand or consolidate (required)")
-	f.StringVar(&bf.o.Workload, "workload", experiment.WorkloadYCSB, "ycsb or tpcc")
-	f.StringVar(&bf.methods, "methods", strings.Join(experiment.ReshardMethods, ","), "methods to run, in this order, comma-separated")
-	f.StringVar(&bf.move, "move", "100MB", "YCSB: size the data so the change moves about this much")
-	f.IntVar(&bf.o.Warehouses, "warehouses", 12, "TPC-C: warehouses (a multiple of 12)")
-	f.IntVar(&bf.o.Customers, "customers", 3000, "TPC-C: customers a district")
-	f.IntVar(&bf.o.MPL, "mpl", experiment.DefaultMPL, "workload connections (closed loop)")
-	f.Float64Var(&bf.o.ReadFraction, "read-fraction", 0.85, "YCSB: share of reads")
-	f.DurationVar(&bf.o.Before, "before", 20*time.Second, "workload before the change is requested")
-	f.DurationVar(&bf.o.After, "after", 10*time.Second, "workload after the change is done")
+	f.StringVar(&bf.o.Workload, "workload", d.Workload, "ycsb or tpcc")
+	f.StringVar(&bf.methods, "methods", strings.Join(d.Methods, ","), "methods to run, in this order, comma-separated")
+	f.StringVar(&bf.move, "move", fmt.Sprintf("%dMB", d.MoveBytes/1e6), "YCSB: size the data so the change moves about this much")
+	f.IntVar(&bf.o.Warehouses, "warehouses", d.Warehouses, "TPC-C: warehouses (a multiple of 12)")
+	f.IntVar(&bf.o.Customers, "customers", d.Customers, "TPC-C: customers a district")
+	f.IntVar(&bf.o.MPL, "mpl", d.MPL, "workload connections (closed loop)")
+	f.Float64Var(&bf.o.ReadFraction, "read-fraction", d.ReadFraction, "YCSB: share of reads")
+	f.DurationVar(&bf.o.Before, "before", d.Before, "workload before the change is requested")
+	f.DurationVar(&bf.o.After, "after", d.After, "workload after the change is done")
 	f.DurationVar(&bf.o.Bound, "bound", 0, "cut every method after this (0: 3 × the longest earlier method, at least --min-bound)")
-	f.DurationVar(&bf.o.MinBound, "min-bound", 120*time.Second, "the least bound when --bound is 0")
-	f.DurationVar(&bf.o.FinishWait, "finish-wait", 10*time.Minute, "after a cut, how long the re-requested change may take")
+	f.DurationVar(&bf.o.MinBound, "min-bound", d.MinBound, "the least bound when --bound is 0")
+	f.DurationVar(&bf.o.FinishWait, "finish-wait", d.FinishWait, "after a cut, how long the re-requested change may take")
 	f.StringVar(&bf.setpoint, "setpoint", "", "controlled's p99 setpoint (e.g. 40ms); default 1.25 × the p99 before the change")
 	f.StringVar(&bf.chunk, "chunk", "", "chunk size (default the driver's, 8 MiB)")
-	f.Uint64Var(&bf.o.Seed, "seed", 1, "data and workload seed")
+	f.Uint64Var(&bf.o.Seed, "seed", d.Seed, "data and workload seed")
 	f.Float64Var(&bf.cpus, "cpus", 1.2, "each server's CPU quota, cores (negative: no cap)")
 	f.IntVar(&bf.memoryMB, "memory", 3072, "each server's memory cap, MiB, page cache included (negative: no cap)")
 	f.BoolVar(&bf.o.Spread, "spread", false, "each partition's tenant on a server of its own (default: all on one server, as the driver needs today: its pulls stream over its agent's superuser sockets)")

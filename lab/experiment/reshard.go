@@ -86,45 +86,50 @@ type ReshardOptions struct {
 	Progress func(format string, args ...any)
 }
 
+// reshardDefaults are the options' defaults, in one place: defaults
+// fills zero fields from it and the command's flags start from it.
+var reshardDefaults = ReshardOptions{
+	Workload: WorkloadYCSB, Methods: ReshardMethods,
+	MoveBytes: 100e6, Warehouses: 12, Customers: 3000, MPL: DefaultMPL,
+	ReadFraction: 0.85, HotFraction: 0.6,
+	Before: 20 * time.Second, After: 10 * time.Second, Warmup: 3 * time.Second,
+	MinBound: 120 * time.Second, FinishWait: 10 * time.Minute,
+	SetpointFactor: 1.25, Seed: 1,
+}
+
+// ReshardDefaults returns the options' defaults (no scenario, no output).
+func ReshardDefaults() ReshardOptions { return reshardDefaults }
+
 func (o *ReshardOptions) defaults() error {
+	d := reshardDefaults
 	if o.Workload == "" {
-		o.Workload = WorkloadYCSB
+		o.Workload = d.Workload
 	}
 	if len(o.Methods) == 0 {
-		o.Methods = ReshardMethods
+		o.Methods = d.Methods
 	}
-	defI := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
+	for _, f := range []struct{ v, d *int }{{&o.Warehouses, &d.Warehouses}, {&o.Customers, &d.Customers}, {&o.MPL, &d.MPL}} {
+		if *f.v == 0 {
+			*f.v = *f.d
 		}
 	}
-	defD := func(v *time.Duration, d time.Duration) {
-		if *v == 0 {
-			*v = d
+	for _, f := range []struct{ v, d *time.Duration }{{&o.Before, &d.Before}, {&o.After, &d.After}, {&o.Warmup, &d.Warmup},
+		{&o.MinBound, &d.MinBound}, {&o.FinishWait, &d.FinishWait}} {
+		if *f.v == 0 {
+			*f.v = *f.d
 		}
 	}
-	defI(&o.Warehouses, 12)
-	defI(&o.Customers, 3000)
-	defI(&o.MPL, DefaultMPL)
-	defD(&o.Before, 20*time.Second)
-	defD(&o.After, 10*time.Second)
-	defD(&o.Warmup, 3*time.Second)
-	defD(&o.MinBound, 120*time.Second)
-	defD(&o.FinishWait, 10*time.Minute)
+	for _, f := range []struct{ v, d *float64 }{{&o.ReadFraction, &d.ReadFraction}, {&o.HotFraction, &d.HotFraction},
+		{&o.SetpointFactor, &d.SetpointFactor}} {
+		if *f.v == 0 {
+			*f.v = *f.d
+		}
+	}
 	if o.MoveBytes == 0 {
-		o.MoveBytes = 100e6
-	}
-	if o.ReadFraction == 0 {
-		o.ReadFraction = 0.85
-	}
-	if o.HotFraction == 0 {
-		o.HotFraction = 0.6
-	}
-	if o.SetpointFactor == 0 {
-		o.SetpointFactor = 1.25
+		o.MoveBytes = d.MoveBytes
 	}
 	if o.Seed == 0 {
-		o.Seed = 1
+		o.Seed = d.Seed
 	}
 	if o.Progress == nil {
 		o.Progress = func(string, ...any) {}
