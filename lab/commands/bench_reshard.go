@@ -136,7 +136,9 @@ func (bf *benchReshardFlags) parse() (testbed.Options, error) {
 		return testbed.Options{}, usage("%v", err)
 	}
 	servers, _ := experiment.ReshardServers(o.Scenario, o.Spread)
-	bo := testbed.Options{Servers: servers, CPUs: bf.cpus, MemoryMB: bf.memoryMB, CPUShares: benchCPUShares,
+	// The proxy is a process of its own: its CPU and memory are not the
+	// bench's, and a proxy that wedges cannot keep the bench from ending.
+	bo := testbed.Options{Servers: servers, CPUs: bf.cpus, MemoryMB: bf.memoryMB, CPUShares: benchCPUShares, ProxyProcess: true,
 		FollowCatalogs: true, Settings: map[string]string{"max_prepared_transactions": "50"}}
 	for _, kv := range bf.settings {
 		k, v, ok := strings.Cut(kv, "=")

@@ -67,9 +67,13 @@ type ReshardOptions struct {
 	// before it, at least MinBound; > 0 = this for every method.
 	Bound    time.Duration
 	MinBound time.Duration // default 120 s
-	// FinishWait bounds the wait, after a cut, for the change to finish by
-	// a controlled re-request with the workload stopped; default 10 min.
+	// FinishWait bounds the wait, after a cut, for the change to finish
+	// (its remaining chunks pulled, the workload stopped); default 3 min.
 	FinishWait time.Duration
+	// DrainWait bounds the wait for the workload's transactions in flight
+	// to end once it is stopped; past it they are cancelled and the ledger
+	// is not verified (reported); default 60 s.
+	DrainWait time.Duration
 	// SetpointMs is controlled's setpoint (its PID on the p99 of the
 	// proxy's windows); 0 = SetpointFactor × the run's p99 before.
 	SetpointMs     float64
@@ -93,7 +97,7 @@ var reshardDefaults = ReshardOptions{
 	MoveBytes: 100e6, Warehouses: 12, Customers: 3000, MPL: DefaultMPL,
 	ReadFraction: 0.85, HotFraction: 0.6,
 	Before: 20 * time.Second, After: 10 * time.Second, Warmup: 3 * time.Second,
-	MinBound: 120 * time.Second, FinishWait: 10 * time.Minute,
+	MinBound: 120 * time.Second, FinishWait: 3 * time.Minute, DrainWait: time.Minute,
 	SetpointFactor: 1.25, Seed: 1,
 }
 
@@ -114,7 +118,7 @@ func (o *ReshardOptions) defaults() error {
 		}
 	}
 	for _, f := range []struct{ v, d *time.Duration }{{&o.Before, &d.Before}, {&o.After, &d.After}, {&o.Warmup, &d.Warmup},
-		{&o.MinBound, &d.MinBound}, {&o.FinishWait, &d.FinishWait}} {
+		{&o.MinBound, &d.MinBound}, {&o.FinishWait, &d.FinishWait}, {&o.DrainWait, &d.DrainWait}} {
 		if *f.v == 0 {
 			*f.v = *f.d
 		}

@@ -35,7 +35,9 @@ func (x *reshardRun) method(ctx context.Context, m string, bound time.Duration) 
 	defer stopOnce()
 	log := newSecondLog(o.Before, o.Progress)
 	longest := o.Before + bound + o.After + o.FinishWait + time.Minute
-	wl := x.startWorkload(ctx, ks, dsns, stop, longest, log.each)
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	wl := x.startWorkload(wctx, ks, dsns, stop, longest, log.each)
 	select {
 	case <-log.reach:
 	case r := <-wl:
@@ -74,11 +76,14 @@ func (x *reshardRun) method(ctx context.Context, m string, bound time.Duration) 
 	if !mr.Finished && st.Phase != agentclient.PhaseFailed {
 		st, mr.FinishedBy = x.finish(ctx, ks.Name, st, m)
 	}
-	r := <-wl
-	if r.err != nil {
+	r, drained := x.drain(ctx, wl, wcancel, m)
+	if r.err != nil && drained {
 		return mr, fmt.Errorf("experiment: reshard: %s: workload: %w", m, r.err)
 	}
 	x.fill(&mr, st, points, r, requested, ended)
+	if !drained {
+		mr.LedgerOK, mr.Verdict = false, fmt.Sprintf("ledger NOT verified: transactions still in flight %v after the workload stopped were cancelled", o.DrainWait)
+	}
 	ck, err := x.agent.CheckKeyspace(ctx, ks.Name)
 	if err != nil {
 		return mr, fmt.Errorf("experiment: reshard: %s: keyspace check: %w", m, err)
@@ -88,6 +93,23 @@ func (x *reshardRun) method(ctx context.Context, m string, bound time.Duration) 
 		mr.ReferenceEqual = mr.ReferenceEqual && rc.Equal
 	}
 	return mr, nil
+}
+
+// drain waits for the stopped workload's result, at most DrainWait; then
+// it cancels the transactions still in flight (a change that holds them
+// for good) and takes the result without a verdict: drained false.
+func (x *reshardRun) drain(ctx context.Context, wl <-chan wlResult, cancel func(), m string) (wlResult, bool) {
+	t := time.NewTimer(x.o.DrainWait)
+	defer t.Stop()
+	select {
+	case r := <-wl:
+		return r, true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	x.note("%s: the workload's transactions were still in flight %v after it stopped: cancelled, ledger not verified", m, x.o.DrainWait)
+	cancel()
+	return <-wl, false
 }
 
 // follow polls the change's status until it is done or failed, or until
