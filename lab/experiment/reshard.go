@@ -290,6 +290,13 @@ func Reshard(ctx context.Context, bed *testbed.Bed, o ReshardOptions) (ReshardRe
 		o.Progress("%s, %s: method %s (bound %v)", o.Scenario, o.Workload, m, bound)
 		mr, err := x.method(ctx, m, bound)
 		if err != nil {
+			// The bed is broken (a wedged proxy, a dead agent): what ran
+			// so far is written, and no further method runs.
+			x.note("%s: %v; no further method ran", m, err)
+			res.LoadedBytes, res.Notes = x.loaded, x.notes
+			if werr := writeReshardOutputs(o, bed, res, started); werr != nil {
+				o.Progress("writing the outputs: %v", werr)
+			}
 			return res, err
 		}
 		if mr.Finished {
