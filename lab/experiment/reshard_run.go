@@ -209,7 +209,10 @@ func (x *reshardRun) waitRouted(ctx context.Context, ks *keyspace.Keyspace) erro
 	}
 	var last error
 	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
-		if last = execAll(ctx, x.bed.ClientDSN(ks.Name), q); last == nil {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second) // a wedged proxy accepts and never answers
+		last = execAll(pctx, x.bed.ClientDSN(ks.Name), q)
+		cancel()
+		if last == nil {
 			return nil
 		}
 		if ctx.Err() != nil {
