@@ -80,7 +80,7 @@ func reshardChart(r ReshardResult) chart.Chart {
 		for _, s := range m.Seconds {
 			x = append(x, float64(s.T)+0.5-m.StartS)
 			y = append(y, float64(s.Commits))
-			if s.Commits > 0 { // a second without commits has no latency
+			if s.Commits > 0 { // a second without commits has no latency: no point
 				xl = append(xl, float64(s.T)+0.5-m.StartS)
 				yl = append(yl, s.P99Ms)
 			}
@@ -102,7 +102,7 @@ func reshardChart(r ReshardResult) chart.Chart {
 		XLabel: "seconds since the change was requested",
 		Panels: []chart.Panel{
 			{YLabel: "throughput, commits/s", Series: tps},
-			{YLabel: "p99 latency (1 s; none in a second without commits), ms", Series: p99},
+			{YLabel: "p99 latency (1 s), ms", Series: p99},
 		},
 		Marks:         marks,
 		LegendOutside: true,
