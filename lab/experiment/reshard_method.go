@@ -185,7 +185,7 @@ func (x *reshardRun) fill(mr *ReshardMethodResult, st agentclient.ReshardStatus,
 	if mr.Finished && !st.Started.IsZero() && !st.Finished.IsZero() && st.Finished.After(st.Started) {
 		start, end = st.Started.Sub(t0), st.Finished.Sub(t0)
 	}
-	n := int(r.res.Seconds + 1)
+	n := int(r.res.Seconds) // whole seconds: the last, partial one would read as a dip
 	mr.Seconds = perSecond(r.res.Txs, n)
 	f := figures(r.res.Txs, mr.Seconds, window{Start: start, End: end, Before: x.o.Before, Warmup: x.o.Warmup})
 	mr.ReconfigSeconds = round((end - start).Seconds(), 2)
