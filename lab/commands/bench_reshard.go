@@ -38,9 +38,9 @@ func init() {
 	cmd := &cobra.Command{
 		Use:   "reshard --scenario loadbalance|expand|consolidate [--workload ycsb|tpcc] [--json]",
 		Short: "Squall §7 on this machine: a keyspace reconfigured live by each method, throughput and p99 per second",
-		Long: `Starts a cgroup-limited server (a sluice agent, --cpus and --memory; one per
-partition with --spread) and a proxy that follows the agents' catalogs, creates
-a tenant per partition, and for each method (stop-and-copy, squall, zephyr, controlled,
+		Long: `Starts one cgroup-limited server (a sluice agent, --cpus and --memory) per
+partition (or one for all with --one-server) and a proxy that follows the
+agents' catalogs, creates a tenant per partition, and for each method (stop-and-copy, squall, zephyr, controlled,
 reactive; --methods) on a freshly loaded keyspace (same data, same seed):
 runs a closed-loop workload (--workload ycsb or tpcc, --mpl connections)
 through the proxy's keyspace router, requests the scenario's new plan after
@@ -89,9 +89,9 @@ are reported, not asserted. Needs root (cgroups).`,
 	f.StringVar(&bf.setpoint, "setpoint", "", "controlled's p99 setpoint (e.g. 40ms); default 1.25 × the p99 before the change")
 	f.StringVar(&bf.chunk, "chunk", "", "chunk size (default the driver's, 8 MiB)")
 	f.Uint64Var(&bf.o.Seed, "seed", d.Seed, "data and workload seed")
-	f.Float64Var(&bf.cpus, "cpus", 1.2, "each server's CPU quota, cores (negative: no cap)")
-	f.IntVar(&bf.memoryMB, "memory", 3072, "each server's memory cap, MiB, page cache included (negative: no cap)")
-	f.BoolVar(&bf.o.Spread, "spread", false, "each partition's tenant on a server of its own (default: all on one server, as the driver needs today: its pulls stream over its agent's superuser sockets)")
+	f.Float64Var(&bf.cpus, "cpus", 0.4, "each server's CPU quota, cores (negative: no cap)")
+	f.IntVar(&bf.memoryMB, "memory", 1024, "each server's memory cap, MiB, page cache included (negative: no cap)")
+	f.BoolVar(&bf.o.OneServer, "one-server", false, "every partition's tenant on one server (give it --cpus and --memory for all)")
 	f.StringArrayVar(&bf.settings, "tenant-setting", nil, "a postgresql.conf parameter for every tenant, name=value (repeatable; over the bed's own)")
 	f.BoolVar(&bf.quick, "quick", false, "a small run for tests and CI: 8 MB moved (YCSB), 12 warehouses of 300 customers, 8 s before, 3 s after, bounds of 60 s")
 	f.StringVar(&bf.o.Out, "out", "", "output directory (default out/bench/reshard-SCENARIO-WORKLOAD)")
@@ -135,7 +135,7 @@ func (bf *benchReshardFlags) parse() (testbed.Options, error) {
 	if err := o.Check(); err != nil {
 		return testbed.Options{}, usage("%v", err)
 	}
-	servers, _ := experiment.ReshardServers(o.Scenario, o.Spread)
+	servers, _ := experiment.ReshardServers(o.Scenario, o.OneServer)
 	// The proxy is a process of its own: its CPU and memory are not the
 	// bench's, and a proxy that wedges cannot keep the bench from ending.
 	bo := testbed.Options{Servers: servers, CPUs: bf.cpus, MemoryMB: bf.memoryMB, CPUShares: benchCPUShares, ProxyProcess: true,

@@ -16,8 +16,8 @@ import (
 
 // The live reconfiguration's benchmark (`sluice bench reshard`): the Squall
 // paper's §7 experiments on this machine's scale. A keyspace over tenants
-// of cgroup-limited servers (all on the first server by default, one per
-// server with Spread; the keyspace lives in the first server's agent,
+// of cgroup-limited servers (one per server, or all on the first with
+// OneServer; the keyspace lives in the first server's agent,
 // whose driver runs the change) is loaded,
 // a closed-loop workload runs through the proxy's keyspace router, and
 // after Before the keyspace is reconfigured to the scenario's new plan by
@@ -79,11 +79,10 @@ type ReshardOptions struct {
 	SetpointMs     float64
 	SetpointFactor float64 // default 1.25
 	ChunkBytes     int64   // 0 = the driver's (8 MiB)
-	// Spread puts each partition's tenant on a server of its own; by
-	// default all are on the first server, as the driver requires today
-	// (its pulls stream between partitions over its agent's superuser
-	// sockets).
-	Spread   bool
+	// OneServer puts every partition's tenant on the first server; by
+	// default each is on a server of its own (the driver pulls between
+	// agents).
+	OneServer bool
 	Seed     uint64 // data and workload; default 1
 	Out      string // output directory; required
 	Command  string // the command line, for the report
@@ -355,11 +354,11 @@ func notBuilt(err error) bool {
 // Check fills o's defaults and reports the first bad option.
 func (o *ReshardOptions) Check() error { return o.defaults() }
 
-// ReshardServers is how many servers scenario needs: one per partition
-// with spread, else one.
-func ReshardServers(scenario string, spread bool) (int, error) {
+// ReshardServers is how many servers scenario needs: one per partition,
+// or one (oneServer).
+func ReshardServers(scenario string, oneServer bool) (int, error) {
 	n, err := scenarioPartitions(scenario)
-	if !spread {
+	if oneServer {
 		n = 1
 	}
 	return n, err

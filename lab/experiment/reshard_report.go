@@ -117,9 +117,9 @@ func reshardReport(o ReshardOptions, bed *testbed.Bed, r ReshardResult, started 
 	if r.Workload == WorkloadTPCC {
 		size = fmt.Sprintf("%d warehouses, %d customers a district", r.Warehouses, o.Customers)
 	}
-	layout := "all on server " + bed.Servers[0].Name + ", whose agent holds the keyspace and drives the change (its pulls stream over that agent's superuser sockets)"
-	if o.Spread {
-		layout = "one server each; the keyspace's agent is " + bed.Servers[0].Name + "'s"
+	layout := "one server each; the keyspace's agent, which drives the change, is " + bed.Servers[0].Name + "'s"
+	if o.OneServer {
+		layout = "all on server " + bed.Servers[0].Name + ", whose agent holds the keyspace and drives the change"
 	}
 	fmt.Fprintf(&b, "%d partitions (one tenant each, %s); %s, %.0f MB loaded; the change moves %.1f %% of the keys (≈ %.0f MB). Closed loop, %d connections through the proxy's keyspace router; the change is requested after %.0f s. Each method on a freshly loaded keyspace (same data, same seed).\n\n",
 		r.Partitions, layout, size, float64(r.LoadedBytes)/1e6, 100*r.MovedShare, r.MovedShare*float64(r.LoadedBytes)/1e6, r.MPL, r.BeforeS)

@@ -31,7 +31,7 @@ type reshardRun struct {
 
 func newReshardRun(ctx context.Context, bed *testbed.Bed, o ReshardOptions) (*reshardRun, error) {
 	n, _ := scenarioPartitions(o.Scenario)
-	if need, _ := ReshardServers(o.Scenario, o.Spread); len(bed.Servers) < need {
+	if need, _ := ReshardServers(o.Scenario, o.OneServer); len(bed.Servers) < need {
 		return nil, fmt.Errorf("experiment: reshard: %s needs %d servers, the bed has %d", o.Scenario, need, len(bed.Servers))
 	}
 	x := &reshardRun{o: o, bed: bed, agent: bed.Servers[0].Client, records: o.Records()}
@@ -59,10 +59,10 @@ func newReshardRun(ctx context.Context, bed *testbed.Bed, o ReshardOptions) (*re
 
 // server is the index of the server partition i's tenant is on.
 func (x *reshardRun) server(i int) int {
-	if x.o.Spread {
-		return i
+	if x.o.OneServer {
+		return 0
 	}
-	return 0
+	return i
 }
 
 // ident is m as an SQL identifier's part.
