@@ -83,10 +83,10 @@ type ReshardOptions struct {
 	// default each is on a server of its own (the driver pulls between
 	// agents).
 	OneServer bool
-	Seed     uint64 // data and workload; default 1
-	Out      string // output directory; required
-	Command  string // the command line, for the report
-	Progress func(format string, args ...any)
+	Seed      uint64 // data and workload; default 1
+	Out       string // output directory; required
+	Command   string // the command line, for the report
+	Progress  func(format string, args ...any)
 }
 
 // reshardDefaults are the options' defaults, in one place: defaults
