@@ -117,6 +117,9 @@ func runTPCC(ctx context.Context, cfg TPCCConfig, d *tpccDriver, each func(Secon
 	if d.ks, err = cfg.Reach.final(ctx, d.ks); err != nil {
 		return res, err
 	}
+	if err := d.own(); err != nil { // the workers have returned
+		return res, err
+	}
 	res.Verdict, err = d.verify(ctx)
 	return res, err
 }
@@ -137,7 +140,9 @@ type tpccDriver struct {
 
 var _ driver = (*tpccDriver)(nil)
 
-func (d *tpccDriver) open(ctx context.Context, workers int) error {
+// own sets d.owner from d.ks's plan: the run's, then, for verification,
+// the final keyspace's (Reach.Final).
+func (d *tpccDriver) own() error {
 	nw := d.cfg.Scale.Warehouses
 	d.owner = make([]string, nw+1)
 	for w := 1; w <= nw; w++ {
@@ -146,6 +151,14 @@ func (d *tpccDriver) open(ctx context.Context, workers int) error {
 			return fmt.Errorf("workload: tpcc: %w", err)
 		}
 		d.owner[w] = o
+	}
+	return nil
+}
+
+func (d *tpccDriver) open(ctx context.Context, workers int) error {
+	nw := d.cfg.Scale.Warehouses
+	if err := d.own(); err != nil {
+		return err
 	}
 	d.away = make([][]int, nw+1)
 	for w := 1; w <= nw; w++ {
