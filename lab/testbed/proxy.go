@@ -43,6 +43,9 @@ func (b *Bed) startProxy(ctx context.Context, bin string) (err error) {
 		pctx, b.cancel = context.WithCancel(context.Background())
 		pcfg := proxy.Config{Listen: "127.0.0.1:0", APIListen: "127.0.0.1:0", Users: map[string]string{b.user.Name: b.user.Password},
 			TokenFile: b.proxyTokenFile(), ReleaseLimit: b.Opt.ReleaseLimit}
+		if b.Opt.FollowCatalogs {
+			pcfg.Catalogs, pcfg.CatalogTokenFile, pcfg.TxLog = b.agentURLs(), b.tokenFile, b.proxyTxLog()
+		}
 		if b.proxyLog != nil {
 			pcfg.Logf = b.logProxy
 		}
@@ -81,6 +84,12 @@ func (b *Bed) startProxyProcess(ctx context.Context, bin string) error {
 	args := []string{"proxy", "--auth-file", users, "--token-file", b.proxyTokenFile(), "--listen", "127.0.0.1:0", "--api", "127.0.0.1:0", "--routes", routes, "--json"}
 	if b.Opt.ReleaseLimit > 0 {
 		args = append(args, "--release-limit", strconv.Itoa(b.Opt.ReleaseLimit))
+	}
+	if b.Opt.FollowCatalogs {
+		for _, u := range b.agentURLs() {
+			args = append(args, "--catalog", u)
+		}
+		args = append(args, "--catalog-token-file", b.tokenFile, "--txlog", b.proxyTxLog())
 	}
 	var logw io.Writer = b.proxyLog
 	if b.proxyLog == nil {
@@ -182,6 +191,18 @@ func (b *Bed) logProxy(format string, args ...any) {
 		fmt.Fprintf(b.proxyLog, "%s %s\n", time.Now().UTC().Format("15:04:05.000"), fmt.Sprintf(format, args...))
 	}
 }
+
+// agentURLs are the agents' API base URLs, in server order.
+func (b *Bed) agentURLs() []string {
+	out := make([]string, len(b.agentPorts))
+	for i, p := range b.agentPorts {
+		out[i] = fmt.Sprintf("http://127.0.0.1:%d", p)
+	}
+	return out
+}
+
+// proxyTxLog is the proxy's two-phase commit decision log (FollowCatalogs).
+func (b *Bed) proxyTxLog() string { return filepath.Join(b.root, "proxy.txlog") }
 
 // proxyTokenFile is where the bed's proxy keeps its API token (created at
 // its first start).

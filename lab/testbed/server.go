@@ -15,7 +15,6 @@ import (
 	agentclient "github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/lab/cgroup"
 	"github.com/sluicedb/sluice/lab/damon"
-	"github.com/sluicedb/sluice/pgcluster"
 )
 
 // Server is one agent and its cgroup.
@@ -66,16 +65,11 @@ type agentConfig struct {
 	} `json:"tenant"`
 }
 
-// startServers starts Options.Servers agents, each knowing every other as
-// a peer by name. A server that was started is in b.Servers even if it
+// startServers starts Options.Servers agents on b.agentPorts, each knowing
+// every other as a peer by name. A server that was started is in b.Servers even if it
 // never answered, so that Close stops it.
 func (b *Bed) startServers(ctx context.Context, bin string) (err error) {
-	ports := make([]int, b.Opt.Servers)
-	for i := range ports {
-		if ports[i], err = pgcluster.FreePort(); err != nil {
-			return err
-		}
-	}
+	ports := b.agentPorts
 	peers := map[string]string{}
 	for i := range ports {
 		peers[serverName(i)] = fmt.Sprintf("http://127.0.0.1:%d", ports[i])

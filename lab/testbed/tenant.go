@@ -68,6 +68,44 @@ func (b *Bed) CreateTenant(ctx context.Context, server int, name string, size in
 	return t, nil
 }
 
+// AddTenant creates an empty tenant name on Servers[server] and routes it
+// in the proxy (a keyspace's partition: its data comes later).
+func (b *Bed) AddTenant(ctx context.Context, server int, name string) (agentclient.Tenant, error) {
+	if server < 0 || server >= len(b.Servers) {
+		return agentclient.Tenant{}, fmt.Errorf("testbed: no server %d", server)
+	}
+	s := b.Servers[server]
+	tn, err := s.Client.CreateTenant(ctx, agentclient.CreateTenant{Name: name, Users: []agentclient.User{b.user}})
+	if err != nil {
+		return tn, fmt.Errorf("testbed: create tenant %s on %s: %w", name, s.Name, err)
+	}
+	err = b.ProxyAPI.SetRoute(ctx, proxyclient.Route{Tenant: tn.Name, Addr: net.JoinHostPort(tn.Host, strconv.Itoa(tn.Port)), Database: tn.Database})
+	return tn, err
+}
+
+// SuperDSN is the connection string of tenant t's postmaster itself, not
+// through the proxy, database db, as its superuser over its Unix socket:
+// for loading, checking and dropping what the proxy must not see.
+func SuperDSN(t agentclient.Tenant, db string) string { return tenantDSN(t, db) }
+
+// ClientDSN is the proxy's connection string for database db (a tenant's
+// name or a keyspace's), as the tenants' user.
+func (b *Bed) ClientDSN(db string) string {
+	return fmt.Sprintf("postgres://%s:%s@%s/%s?sslmode=disable", b.user.Name, b.user.Password, b.proxyAddr, db)
+}
+
+// Unlimited runs fn with every server's CPU and disk caps lifted (loading
+// is setup, not the experiment), and puts them back.
+func (b *Bed) Unlimited(fn func() error) error {
+	for _, s := range b.Servers {
+		if err := b.setLimits(s, false); err != nil {
+			return err
+		}
+		defer b.setLimits(s, true)
+	}
+	return fn()
+}
+
 // RetiredDirs lists the migrated-away tenant data directories still on the
 // servers' disk (agent: tenants/<id>.retired-<unix>, purged PurgeDelay after
 // their migration, at migration.PurgeRate).

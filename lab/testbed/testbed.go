@@ -85,6 +85,11 @@ type Options struct {
 	// the servers' memory cgroups are excluded from it for the bed's
 	// lifetime, so what a server keeps cached is what its cap allows.
 	HostReclaim bool
+	// FollowCatalogs makes the proxy follow every agent's catalog (proxy
+	// Config.Catalogs, polled each second): the tenants they serve and the
+	// keyspaces they hold, which its keyspace router then routes. Its
+	// two-phase commit log is in Root.
+	FollowCatalogs bool
 	// Progress, if set, receives one line per step of setting up.
 	Progress func(format string, args ...any)
 }
@@ -140,6 +145,7 @@ type Bed struct {
 	user      agentclient.User // the tenants' user, clients' login through the proxy
 	Servers   []*Server
 
+	agentPorts              []int         // the agents' API ports, chosen before the proxy starts
 	proxyAddr, proxyAPIAddr string        // host:port of the proxy's client and API listeners
 	proxyCmd                *exec.Cmd     // the proxy subprocess (Options.ProxyProcess), nil when in-process
 	proxyExit               chan struct{} // closed when proxyCmd has exited
@@ -185,6 +191,12 @@ func Start(ctx context.Context, opt Options) (_ *Bed, err error) {
 	if bin == "" {
 		if bin, err = os.Executable(); err != nil {
 			return nil, fmt.Errorf("testbed: own executable: %w", err)
+		}
+	}
+	b.agentPorts = make([]int, opt.Servers)
+	for i := range b.agentPorts {
+		if b.agentPorts[i], err = pgcluster.FreePort(); err != nil {
+			return nil, err
 		}
 	}
 	if err := b.startProxy(ctx, bin); err != nil {

@@ -35,6 +35,27 @@ type Reach struct {
 	Partitions map[string]string // partition name → DSN of its database
 	Client     map[string]string // partition name → DSN for transactions in direct mode; nil: Partitions
 	Router     string            // the keyspace router's DSN; "" for direct mode
+	// Final, if set, returns the keyspace as it stands when the run ends,
+	// whose plan the verification places rows by: a run during which the
+	// plan changed (a live reconfiguration through the router) is checked
+	// against the new plan. nil: the run's keyspace. The keyspace returned
+	// must have the same partitions and tables.
+	Final func(ctx context.Context) (*keyspace.Keyspace, error)
+}
+
+// final returns the keyspace to verify against: Final's, or ks.
+func (r Reach) final(ctx context.Context, ks *keyspace.Keyspace) (*keyspace.Keyspace, error) {
+	if r.Final == nil {
+		return ks, nil
+	}
+	fin, err := r.Final(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("workload: the keyspace to verify against: %w", err)
+	}
+	if fin.Name != ks.Name || len(fin.Partitions) != len(ks.Partitions) || len(fin.Tables) != len(ks.Tables) {
+		return nil, fmt.Errorf("workload: keyspace %s to verify against is not the run's %s (partitions or tables differ)", fin.Name, ks.Name)
+	}
+	return fin, nil
 }
 
 // Validate checks that every partition of ks has a DSN and no unknown

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"sync/atomic"
@@ -207,6 +208,11 @@ type KSResult struct {
 	DistributedTPS float64          `json:"distributed_tps"`
 	Counts         map[string]int64 `json:"counts,omitempty"` // acknowledged, by transaction type
 	Verdict        Verdict          `json:"verdict"`
+	// Started is the instant the run's clock starts from (Runner.Started):
+	// second 0 of the per-second figures, offset 0 of Txs.
+	Started time.Time `json:"-"`
+	// Txs is every transaction's timeline, failed ones too (Runner.Transactions).
+	Txs []Tx `json:"-"`
 }
 
 func (r *KSResult) finish(spanning int64) {
@@ -236,13 +242,16 @@ func runYCSB(ctx context.Context, cfg YCSBConfig, d *ycsbDriver, each func(Secon
 	*d = ycsbDriver{cfg: cfg, ks: cfg.Keyspace, ledger: newYCSBLedger()}
 	r := newRunner(cfg.Arrivals, d)
 	sum, err := r.Run(ctx, each)
-	res := KSResult{Workload: "ycsb", Mode: cfg.Reach.Mode(), Summary: sum}
+	res := KSResult{Workload: "ycsb", Mode: cfg.Reach.Mode(), Summary: sum, Started: r.Started(), Txs: r.Transactions(0, math.MaxInt64)}
 	if err != nil {
 		return res, err
 	}
 	res.finish(d.send.spanning.Load())
 	res.Counts = d.ledger.counts()
 	res.WritesAcked = res.Counts["writes"]
+	if d.ks, err = cfg.Reach.final(ctx, d.ks); err != nil {
+		return res, err
+	}
 	res.Verdict, err = d.verify(ctx)
 	return res, err
 }

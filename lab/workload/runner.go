@@ -117,7 +117,8 @@ func ErrorCode(err error) string {
 // Runner runs one workload. Its arrival rate may be changed while it runs.
 type Runner struct {
 	cfg     Config
-	closed  bool // Arrivals.Closed
+	closed  bool            // Arrivals.Closed
+	stop    <-chan struct{} // Arrivals.Stop; nil never fires
 	drv     driver
 	rate    atomic.Uint64 // math.Float64bits of arrivals/s
 	queue   chan time.Time
@@ -178,6 +179,10 @@ type Arrivals struct {
 	// QueueCap are ignored and a transaction's latency is its execution
 	// alone (no queue). Zero: open loop, Poisson arrivals at Rate.
 	Closed bool
+	// Stop, when closed, ends arrivals before Duration: the run then ends
+	// as at Duration (accepted arrivals served, the ledger verified), so a
+	// caller can end it on an event. nil: Duration alone.
+	Stop <-chan struct{}
 }
 
 func (c Config) loop() Arrivals {
@@ -210,6 +215,7 @@ func newRunner(lp Arrivals, drv driver) *Runner {
 	r := &Runner{
 		cfg:    Config{Rate: lp.Rate, MPL: lp.MPL, Duration: lp.Duration, Seed: lp.Seed, QueueCap: lp.QueueCap},
 		closed: lp.Closed,
+		stop:   lp.Stop,
 		drv:    drv,
 		Ledger: &Ledger{},
 	}
@@ -360,6 +366,11 @@ func (r *Runner) generate(ctx context.Context, start time.Time) {
 			return
 		}
 		select {
+		case <-r.stop:
+			return
+		default:
+		}
+		select {
 		case r.queue <- next:
 		default:
 			r.dropped.Add(1)
@@ -376,6 +387,8 @@ func (r *Runner) saturate(ctx context.Context, start time.Time) {
 		select {
 		case r.queue <- time.Time{}:
 		case <-end.C:
+			return
+		case <-r.stop:
 			return
 		case <-ctx.Done():
 			return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sort"
 	"sync/atomic"
@@ -35,6 +36,12 @@ type TPCCConfig struct {
 	// Remote shares: zero takes the default (0.10, 0.15); negative means none.
 	RemoteNewOrder float64
 	RemotePayment  float64
+	// HotWarehouses, when > 0, makes warehouses 1 … HotWarehouses hot:
+	// HotFraction of transactions (0 … 1) take one of them as their home
+	// warehouse, the others one of the rest, each uniformly (the Squall
+	// paper's skewed TPC-C). 0: every warehouse equally likely.
+	HotWarehouses int
+	HotFraction   float64
 }
 
 func (c TPCCConfig) withDefaults() (TPCCConfig, error) {
@@ -64,7 +71,23 @@ func (c TPCCConfig) withDefaults() (TPCCConfig, error) {
 	case c.RemoteNewOrder > 1 || c.RemotePayment > 1:
 		return c, fmt.Errorf("workload: tpcc: remote fractions must be ≤ 1, got %v and %v", c.RemoteNewOrder, c.RemotePayment)
 	}
+	if c.HotWarehouses < 0 || c.HotWarehouses > c.Scale.Warehouses || c.HotFraction < 0 || c.HotFraction > 1 {
+		return c, fmt.Errorf("workload: tpcc: hot warehouses %d of %d at fraction %v: want 0 … warehouses and a fraction in [0, 1]",
+			c.HotWarehouses, c.Scale.Warehouses, c.HotFraction)
+	}
 	return c, c.Reach.Validate(c.Keyspace)
+}
+
+// home draws a transaction's home warehouse (HotWarehouses).
+func (c TPCCConfig) home(rng *rand.Rand) int {
+	n, hot := c.Scale.Warehouses, c.HotWarehouses
+	switch {
+	case hot <= 0:
+		return 1 + rng.IntN(n)
+	case hot == n || rng.Float64() < c.HotFraction:
+		return 1 + rng.IntN(hot)
+	}
+	return hot + 1 + rng.IntN(n-hot)
 }
 
 // RunTPCC runs TPC-C-lite on cfg's keyspace (loaded by LoadTPCC) for
@@ -82,14 +105,21 @@ func runTPCC(ctx context.Context, cfg TPCCConfig, d *tpccDriver, each func(Secon
 		return KSResult{}, err
 	}
 	*d = tpccDriver{cfg: cfg, ks: cfg.Keyspace, ledger: newTPCCLedger()}
-	sum, err := newRunner(cfg.Arrivals, d).Run(ctx, each)
-	res := KSResult{Workload: "tpcc", Mode: cfg.Reach.Mode(), Summary: sum}
+	r := newRunner(cfg.Arrivals, d)
+	sum, err := r.Run(ctx, each)
+	res := KSResult{Workload: "tpcc", Mode: cfg.Reach.Mode(), Summary: sum, Started: r.Started(), Txs: r.Transactions(0, math.MaxInt64)}
 	if err != nil {
 		return res, err
 	}
 	res.finish(d.send.spanning.Load())
 	res.Counts = d.ledger.counts()
 	res.WritesAcked = res.Counts["new_order"] + res.Counts["payment"]
+	if d.ks, err = cfg.Reach.final(ctx, d.ks); err != nil {
+		return res, err
+	}
+	if err := d.own(); err != nil { // the workers have returned
+		return res, err
+	}
 	res.Verdict, err = d.verify(ctx)
 	return res, err
 }
@@ -110,7 +140,9 @@ type tpccDriver struct {
 
 var _ driver = (*tpccDriver)(nil)
 
-func (d *tpccDriver) open(ctx context.Context, workers int) error {
+// own sets d.owner from d.ks's plan: the run's, then, for verification,
+// the final keyspace's (Reach.Final).
+func (d *tpccDriver) own() error {
 	nw := d.cfg.Scale.Warehouses
 	d.owner = make([]string, nw+1)
 	for w := 1; w <= nw; w++ {
@@ -119,6 +151,14 @@ func (d *tpccDriver) open(ctx context.Context, workers int) error {
 			return fmt.Errorf("workload: tpcc: %w", err)
 		}
 		d.owner[w] = o
+	}
+	return nil
+}
+
+func (d *tpccDriver) open(ctx context.Context, workers int) error {
+	nw := d.cfg.Scale.Warehouses
+	if err := d.own(); err != nil {
+		return err
 	}
 	d.away = make([][]int, nw+1)
 	for w := 1; w <= nw; w++ {
@@ -199,7 +239,7 @@ func (d *tpccDriver) remote(rng *rand.Rand, w int) (int, bool) {
 
 func (d *tpccDriver) txn(ctx context.Context, w *workerState) error {
 	s := d.cfg.Scale
-	home, dist := 1+w.rng.IntN(s.Warehouses), 1+w.rng.IntN(s.Districts)
+	home, dist := d.cfg.home(w.rng), 1+w.rng.IntN(s.Districts)
 	switch x := w.rng.Float64(); {
 	case x < d.cfg.NewOrderFraction:
 		return d.newOrder(ctx, w, home, dist)
