@@ -71,17 +71,19 @@ func TPCCKeyspace(name string, parts []keyspace.Partition, scale TPCCScale) (*ke
 	if scale.Warehouses < len(parts) {
 		return nil, fmt.Errorf("workload: tpcc keyspace: %d warehouses cannot cover %d partitions", scale.Warehouses, len(parts))
 	}
-	co := func(table, col string) keyspace.Table {
-		return keyspace.Table{Name: table, Kind: keyspace.CoPartitioned, Column: col, Root: "warehouse"}
+	// The district splits a warehouse's rows when a reconfiguration moves
+	// one warehouse in several chunks (the Squall paper §4.4).
+	co := func(table, col, district string) keyspace.Table {
+		return keyspace.Table{Name: table, Kind: keyspace.CoPartitioned, Column: col, Root: "warehouse", Secondary: district}
 	}
 	ks := &keyspace.Keyspace{
 		Name:       name,
 		Partitions: parts,
 		Tables: []keyspace.Table{
 			{Name: "warehouse", Kind: keyspace.Sharded, Column: "w_id", Type: keyspace.Int},
-			co("district", "d_w_id"), co("customer", "c_w_id"), co("history", "h_w_id"),
-			co("orders", "o_w_id"), co("new_order", "no_w_id"), co("order_line", "ol_w_id"),
-			co("stock", "s_w_id"),
+			co("district", "d_w_id", "d_id"), co("customer", "c_w_id", "c_d_id"), co("history", "h_w_id", "h_d_id"),
+			co("orders", "o_w_id", "o_d_id"), co("new_order", "no_w_id", "no_d_id"), co("order_line", "ol_w_id", "ol_d_id"),
+			co("stock", "s_w_id", ""),
 			{Name: "item", Kind: keyspace.Reference},
 		},
 		Schema: tpccSchema,
