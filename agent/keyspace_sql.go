@@ -2,12 +2,12 @@ package agent
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	pg_query "github.com/pganalyze/pg_query_go/v6"
 
 	"github.com/sluicedb/sluice/keyspace"
+	"github.com/sluicedb/sluice/reshard/pgreshard"
 )
 
 // The SQL the keyspace endpoints run on a partition, built from a validated
@@ -18,46 +18,11 @@ import (
 // quoteIdent quotes an SQL identifier.
 func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
-// keyLiteral is k as an SQL literal of its type.
-func keyLiteral(k keyspace.Key) string {
-	if k.Type == keyspace.Text {
-		return quoteLiteral(k.S)
-	}
-	return strconv.FormatInt(k.I, 10)
-}
-
-// ownedPredicate returns a boolean SQL expression over column col, true
-// exactly for the rows whose key lies in one of rs ("false" for none).
-func ownedPredicate(col string, t keyspace.KeyType, rs []keyspace.Range) string {
-	if len(rs) == 0 {
-		return "false"
-	}
-	c := quoteIdent(col)
-	if t == keyspace.Text {
-		c += ` COLLATE "C"`
-	}
-	terms := make([]string, 0, len(rs))
-	for _, r := range rs {
-		var conds []string
-		if !r.Lo.Inf {
-			conds = append(conds, c+" >= "+keyLiteral(r.Lo.Key))
-		}
-		if !r.Hi.Inf {
-			conds = append(conds, c+" < "+keyLiteral(r.Hi.Key))
-		}
-		if len(conds) == 0 {
-			return "true"
-		}
-		terms = append(terms, "("+strings.Join(conds, " AND ")+")")
-	}
-	return strings.Join(terms, " OR ")
-}
-
 // misplacedSQL counts table t's rows and those whose key is not in rs
 // (NULL keys included: the plan owns no NULL).
 func misplacedSQL(t keyspace.Table, rs []keyspace.Range) string {
 	return fmt.Sprintf("SELECT count(*), count(*) FILTER (WHERE (%s) IS NOT TRUE) FROM %s",
-		ownedPredicate(t.Column, t.Type, rs), quoteIdent(t.Name))
+		pgreshard.RangePredicate(t.Column, t.Type, rs), quoteIdent(t.Name))
 }
 
 // referenceSQL counts reference table t's rows and digests them: md5 of

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/sluicedb/sluice/keyspace"
+	"github.com/sluicedb/sluice/reshard/pgreshard"
 )
 
 func TestOwnedPredicate(t *testing.T) {
@@ -25,12 +26,12 @@ func TestOwnedPredicate(t *testing.T) {
 		got  string
 		want string
 	}{
-		{"text, two ranges", ownedPredicate("k", keyspace.Text, p["kv"].Ranges("a")),
+		{"text, two ranges", pgreshard.RangePredicate("k", keyspace.Text, p["kv"].Ranges("a")),
 			`("k" COLLATE "C" < 'it''s') OR ("k" COLLATE "C" >= 'x')`},
-		{"text, bounded", ownedPredicate("k", keyspace.Text, p["kv"].Ranges("b")),
+		{"text, bounded", pgreshard.RangePredicate("k", keyspace.Text, p["kv"].Ranges("b")),
 			`("k" COLLATE "C" >= 'it''s' AND "k" COLLATE "C" < 'x')`},
-		{"everything", ownedPredicate("id", keyspace.Int, p["n"].Ranges("a")), "true"},
-		{"nothing", ownedPredicate("id", keyspace.Int, p["n"].Ranges("b")), "false"},
+		{"everything (a NULL key is in no range)", pgreshard.RangePredicate("id", keyspace.Int, p["n"].Ranges("a")), `"id" IS NOT NULL`},
+		{"nothing", pgreshard.RangePredicate("id", keyspace.Int, p["n"].Ranges("b")), "false"},
 		{"odd identifier", misplacedSQL(keyspace.Table{Name: `we"ird`, Column: "c", Type: keyspace.Int},
 			[]keyspace.Range{{Lo: keyspace.Bound{Key: keyspace.IntKey(-3)}, Hi: keyspace.Bound{Inf: true}}}),
 			`SELECT count(*), count(*) FILTER (WHERE (("c" >= -3)) IS NOT TRUE) FROM "we""ird"`},

@@ -77,7 +77,7 @@ func TestRangePredicate(t *testing.T) {
 		{"text successor", "na\"me", keyspace.Text, []keyspace.Range{{Lo: keyspace.Bound{Key: x}, Hi: keyspace.Successor(x)}},
 			`("na""me" COLLATE "C" >= 'o''b' AND "na""me" COLLATE "C" < 'o''b` + "\x01')"},
 	} {
-		if got := rangePredicate(c.col, c.typ, c.rs); got != c.want {
+		if got := RangePredicate(c.col, c.typ, c.rs); got != c.want {
 			t.Errorf("%s: %s, want %s", c.name, got, c.want)
 		}
 	}

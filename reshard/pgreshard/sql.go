@@ -43,10 +43,10 @@ func keyLiteral(k keyspace.Key) string {
 	return strconv.FormatInt(k.I, 10)
 }
 
-// rangePredicate returns a boolean SQL expression over column col, true
+// RangePredicate returns a boolean SQL expression over column col, true
 // exactly for the rows whose key lies in one of rs ("false" for none; a
 // NULL key is in no range).
-func rangePredicate(col string, t keyspace.KeyType, rs []keyspace.Range) string {
+func RangePredicate(col string, t keyspace.KeyType, rs []keyspace.Range) string {
 	if len(rs) == 0 {
 		return "false"
 	}
@@ -76,7 +76,7 @@ func rangePredicate(col string, t keyspace.KeyType, rs []keyspace.Range) string 
 // values in its range — rows without a secondary column or value go with
 // the key's first sub-chunk.
 func chunkPredicate(t keyspace.Table, c reshard.Chunk) string {
-	p := rangePredicate(t.Column, t.Type, c.Ranges)
+	p := RangePredicate(t.Column, t.Type, c.Ranges)
 	switch {
 	case c.Sub == nil:
 		return p
@@ -85,7 +85,7 @@ func chunkPredicate(t keyspace.Table, c reshard.Chunk) string {
 	case t.Secondary == "":
 		return "false"
 	}
-	sec := rangePredicate(t.Secondary, keyspace.Int, []keyspace.Range{*c.Sub})
+	sec := RangePredicate(t.Secondary, keyspace.Int, []keyspace.Range{*c.Sub})
 	if c.First() {
 		sec = quoteIdent(t.Secondary) + " IS NULL OR " + sec
 	}
