@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -94,12 +93,7 @@ func TestReshardPeerCrash(t *testing.T) {
 	r := newReshardRigOn(t, 1500, reshardSpread)
 	ctx := ctxT(t)
 	load := newBankLoad(r.cs)
-	load.pick = func(rng *rand.Rand) int { // mostly keys that stay: the asynchronous pulls do most of the moving
-		if rng.IntN(50) == 0 {
-			return rng.IntN(reshardKeys)
-		}
-		return []int{rng.IntN(500), 1000 + rng.IntN(1000), 2500 + rng.IntN(500)}[rng.IntN(3)]
-	}
+	load.pick = mostlyStaying
 	stop := background(func(ctx context.Context) { load.run(ctx, 4) })
 	defer stop()
 	load.waitAcked(t, 300)
