@@ -215,7 +215,15 @@ func (a *Agent) DeleteKeyspace(name string) (*keyspace.Keyspace, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := a.cat.Update(func(tx *catalog.Tx) error { return tx.DeleteKeyspace(name) }); err != nil {
+	if rec, err := a.cat.Reshard(name); err == nil && activePhase(rec.Phase) {
+		return nil, errf(http.StatusConflict, "keyspace %s: reconfiguration %s is %s: delete it when it is done", name, rec.ID, rec.Phase)
+	}
+	if err := a.cat.Update(func(tx *catalog.Tx) error {
+		if err := tx.DeleteReshard(name); err != nil {
+			return err
+		}
+		return tx.DeleteKeyspace(name)
+	}); err != nil {
 		return nil, err
 	}
 	a.log.Info("keyspace record deleted; its partitions' data stays", "keyspace", name)

@@ -443,6 +443,9 @@ func TestReshardLive(t *testing.T) {
 	if _, err := r.a.c.Reshard(ctx, "bank", client.ReshardRequest{Plan: reshardPlan0, Method: client.MethodSquall}); client.StatusOf(err) != 409 {
 		t.Fatalf("a second reconfiguration while one runs: %v, want 409", err)
 	}
+	if _, err := r.a.c.DeleteKeyspace(ctx, "bank"); client.StatusOf(err) != 409 {
+		t.Fatalf("deleting the keyspace while it is reconfigured: %v, want 409", err)
+	}
 	if _, err := r.a.c.SetReshardPace(ctx, "bank", client.ReshardPace{Method: client.MethodControlled}); client.StatusOf(err) != 400 {
 		t.Fatalf("re-pacing to controlled without a setpoint: %v, want 400", err)
 	}
