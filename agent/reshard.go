@@ -140,13 +140,23 @@ func (a *Agent) reshardRoutes(mux *http.ServeMux) {
 
 // reshardOptions are a method's chunking and pacing.
 func reshardOptions(req client.ReshardRequest) reshard.Options {
-	o := reshard.Options{ChunkBytes: req.ChunkBytes, Split: true, Merge: true, SubPlans: req.SubPlans}
+	o := reshard.Options{ChunkBytes: req.ChunkBytes, Split: true, Merge: true, SubPlans: req.SubPlans,
+		PieceBytes: max(req.ChunkBytes/piecesPerChunk, minPieceBytes)}
 	switch req.Method {
 	case client.MethodZephyr, client.MethodStopAndCopy:
-		o.Split, o.Merge, o.SubPlans = false, false, 1
+		o.Split, o.Merge, o.SubPlans, o.PieceBytes = false, false, 1, 0
 	}
 	return o
 }
+
+// A chunk is tracked in pieces of a sixteenth (at least minPieceBytes): a
+// transaction waits for the pull of the piece around its key (Squall pulls
+// single keys reactively), while the asynchronous pulls' fixed pace still
+// pauses once a chunk's worth of pieces has moved.
+const (
+	piecesPerChunk = 16
+	minPieceBytes  = 64 << 10
+)
 
 // checkReshardRequest fills req's defaults and refuses what is out of range.
 func checkReshardRequest(req *client.ReshardRequest) error {

@@ -32,6 +32,7 @@ func (r *reshardRun) move(ctx context.Context) error {
 	defer func() { stop() }()
 	ctlOn := false
 	sub := -1
+	var sincePause int64    // bytes pulled since the fixed pace's last pause
 	rows := map[int]int64{} // rows pulled per chunk, for the cleaning's pace
 	for {
 		if ctx.Err() != nil {
@@ -71,7 +72,11 @@ func (r *reshardRun) move(ctx context.Context) error {
 				continue
 			}
 			rows[next] = r.rowsOf(next)
-			r.paceAfter(ctx, r.copied.Load()-before, time.Since(start))
+			moved := r.copied.Load() - before
+			sincePause += moved
+			if r.paceAfter(ctx, moved, time.Since(start), sincePause) {
+				sincePause = 0
+			}
 			continue
 		}
 		select {
@@ -87,17 +92,22 @@ func (r *reshardRun) move(ctx context.Context) error {
 func (r *reshardRun) rowsOf(int) int64 { return 0 }
 
 // paceAfter waits the method's pace after an asynchronous pull that
-// copied moved bytes in took.
-func (r *reshardRun) paceAfter(ctx context.Context, moved int64, took time.Duration) {
+// copied moved bytes in took: the fixed pace pauses once sincePause (the
+// bytes pulled since its last pause) reaches a chunk, and reports it.
+func (r *reshardRun) paceAfter(ctx context.Context, moved int64, took time.Duration, sincePause int64) (paused bool) {
 	req := r.request()
 	switch req.Method {
 	case client.MethodSquall, client.MethodZephyr:
-		sleepCtx(ctx, msDur(req.PaceDelayMs))
+		if req.Method == client.MethodZephyr || sincePause >= req.ChunkBytes { // Zephyr+'s chunks are whole moves
+			sleepCtx(ctx, msDur(req.PaceDelayMs))
+			return true
+		}
 	case client.MethodControlled:
 		if r.pace != nil {
 			r.pace.Wait(ctx, moved, took)
 		}
 	}
+	return false
 }
 
 // clean deletes one batch of chunk id's rows at its source; a batch that

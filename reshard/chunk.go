@@ -3,6 +3,7 @@ package reshard
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -146,6 +147,13 @@ type Options struct {
 	// Merge packs moves of one root, source and destination of at most
 	// ChunkBytes/2 into one chunk of at most ChunkBytes.
 	Merge bool
+	// PieceBytes, when above 0 and below ChunkBytes, is the size of the
+	// chunks actually cut and tracked: a transaction's reactive pull then
+	// moves a piece around its key, not a whole chunk (Squall pulls the
+	// keys a transaction needs), while asynchronous pulls still move about
+	// ChunkBytes between two pauses of a fixed pace. Integer keys are cut
+	// inside histogram buckets (rows assumed even within a bucket).
+	PieceBytes int64
 	// SubPlans is the least number of sub-plans (Squall: 5 to 20); the
 	// plan needs as many as the most destinations any source sends to.
 	// 0 or 1: sub-plans only where a source has several destinations.
@@ -161,6 +169,9 @@ const DefaultChunkBytes = 8 << 20
 func Plan(ks *keyspace.Keyspace, moves []keyspace.Move, stats func(root, part string) Stats, o Options) []Chunk {
 	if o.ChunkBytes <= 0 {
 		o.ChunkBytes = DefaultChunkBytes
+	}
+	if o.PieceBytes > 0 && o.PieceBytes < o.ChunkBytes {
+		o.ChunkBytes = o.PieceBytes // what is cut and tracked
 	}
 	var pieces []Chunk
 	for _, m := range moves {
@@ -241,8 +252,14 @@ func split(r keyspace.Range, st Stats, o Options) []piece {
 		return []piece{{r: r, bytes: st.Bytes}} // unknown: at most the whole table
 	}
 	perBucket := float64(st.Bytes) / float64(n)
+	bounds := st.Bounds
+	if o.Split && perBucket > float64(o.ChunkBytes) && bounds[0].Type == keyspace.Int {
+		m := int(math.Ceil(perBucket / float64(o.ChunkBytes)))
+		bounds = refine(bounds, m)
+		perBucket = float64(st.Bytes) / float64(len(bounds)-1)
+	}
 	var inside []keyspace.Key // bounds strictly inside r
-	for _, b := range st.Bounds {
+	for _, b := range bounds {
 		if r.Contains(b) && (r.Lo.Inf || b.Compare(r.Lo.Key) > 0) {
 			inside = append(inside, b)
 		}
@@ -265,6 +282,27 @@ func split(r keyspace.Range, st Stats, o Options) []piece {
 	}
 	rest := total - int64(perBucket*float64(per*len(out)))
 	out = append(out, piece{r: keyspace.Range{Lo: lo, Hi: r.Hi}, bytes: max(rest, 1)})
+	return out
+}
+
+// refine cuts every bucket between integer bounds into m buckets of equal
+// width (fewer where the bucket holds fewer keys), so a range can be cut
+// finer than PostgreSQL's histogram; keys are assumed spread evenly within
+// a bucket. Every bucket is cut into the same number of parts, so the new
+// buckets stay of about equal size.
+func refine(bounds []keyspace.Key, m int) []keyspace.Key {
+	out := []keyspace.Key{bounds[0]}
+	for i := 1; i < len(bounds); i++ {
+		lo, hi := bounds[i-1].I, bounds[i].I
+		w := float64(hi) - float64(lo)
+		for j := 1; j < m; j++ {
+			v := lo + int64(w*float64(j)/float64(m))
+			if v > out[len(out)-1].I && v < hi {
+				out = append(out, keyspace.IntKey(v))
+			}
+		}
+		out = append(out, bounds[i])
+	}
 	return out
 }
 

@@ -193,3 +193,27 @@ func TestPlanSplitsOneKeyOnItsSecondaryColumn(t *testing.T) {
 		t.Fatalf("JSON round trip of %v: %s → %v, %v", got[1], b, back, err)
 	}
 }
+
+func TestPlanCutsPiecesInsideBuckets(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	ks := testKeyspace(t, rng, 2, 20)
+	from, _ := ks.WithPlan(keyspace.PlanSpec{"k": {"p0": "[0,100000)", "p1": "[100000,)"}})
+	to, _ := from.WithPlan(keyspace.PlanSpec{"k": {"p0": "[0,20000),[30000,100000)", "p1": "[20000,30000),[100000,)"}})
+	moves, _ := keyspace.Diff(from, to)
+	st := Stats{Rows: 100000, Bytes: 100 << 20} // 100 buckets of 1000 keys, 1 MiB each
+	for k := int64(0); k <= 100000; k += 1000 {
+		st.Bounds = append(st.Bounds, keyspace.IntKey(k))
+	}
+	got := Plan(from, moves, func(string, string) Stats { return st }, Options{ChunkBytes: 8 << 20, PieceBytes: 512 << 10, Split: true})
+	if len(got) < 19 || len(got) > 21 {
+		t.Fatalf("[20000,30000) of ~10 MiB in 512 KiB pieces: %d pieces: %v", len(got), got)
+	}
+	for _, c := range got {
+		if c.Bytes > 600<<10 {
+			t.Fatalf("piece %v of %d bytes, above the piece size", c, c.Bytes)
+		}
+	}
+	if got[0].RangesText() != "[20000,20500)" {
+		t.Fatalf("first piece %v: want it cut at the bucket's middle", got[0])
+	}
+}
