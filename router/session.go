@@ -82,7 +82,8 @@ type txState struct {
 	parts    []*backend
 	start    time.Time
 	queued   time.Duration
-	release  func() // Config.Admit's, once the transaction is admitted
+	awaited  time.Duration // waiting for moving keys' pulls (Mover)
+	release  func()        // Config.Admit's, once the transaction is admitted
 }
 
 // cursor is a SQL cursor the client declared: it lives on one partition's
@@ -361,10 +362,15 @@ func (s *Session) startTx() {
 // left, the latency recorded, the block's state cleared.
 func (s *Session) endTx() {
 	d := time.Since(s.tx.start)
+	// A partition's server is charged the transaction's time but its waits
+	// for moving keys: those are the missing data's, not the server's load
+	// (the reconfiguration's control loop reads the servers' windows, and
+	// pulling faster shortens them).
+	served := d - s.tx.awaited
 	var names []string
 	for _, b := range s.backends {
 		if b.entered {
-			s.cfg.Backends.Leave(b.part, d)
+			s.cfg.Backends.Leave(b.part, served)
 			b.entered = false
 			names = append(names, b.part.Name)
 		}
@@ -382,7 +388,7 @@ func (s *Session) endTx() {
 	}
 	if len(names) > 0 && !s.tx.start.IsZero() {
 		slices.Sort(names)
-		s.cfg.Backends.Observe(s.ks.KS.Name, names, d, s.tx.queued)
+		s.cfg.Backends.Observe(s.ks.KS.Name, names, d, s.tx.queued+s.tx.awaited)
 	}
 	clear(s.portals)
 	if s.tx.release != nil {
@@ -411,7 +417,10 @@ func (s *Session) await(ctx context.Context, root string, lo, hi keyspace.Bound)
 	if s.ks.Moving == nil {
 		return nil
 	}
-	if err := s.ks.Moving.Await(ctx, root, lo, hi); err != nil {
+	t0 := time.Now()
+	err := s.ks.Moving.Await(ctx, root, lo, hi)
+	s.tx.awaited += time.Since(t0)
+	if err != nil {
 		return errorf(codeCannotConnect, "keyspace %s: %v", s.ks.KS.Name, err)
 	}
 	return nil

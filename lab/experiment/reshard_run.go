@@ -3,6 +3,7 @@ package experiment
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -268,6 +269,25 @@ func (l *secondLog) p99(from, to int) float64 {
 	return v[len(v)/2]
 }
 
+// settled returns keyspace name once its reconfiguration has ended (done
+// or failed; none at all): the ledger is read partition by partition, and
+// a read racing a pull or a source's deletion would see a key on none or
+// on two of them.
+func (x *reshardRun) settled(ctx context.Context, name string) (*keyspace.Keyspace, error) {
+	for {
+		st, err := x.agent.ReshardStatus(ctx, name, false)
+		if err != nil && agentclient.StatusOf(err) != http.StatusNotFound {
+			return nil, err
+		}
+		if err != nil || (st.Phase != agentclient.PhasePreparing && st.Phase != agentclient.PhaseSwitching && st.Phase != agentclient.PhaseMoving) {
+			return x.agent.Keyspace(ctx, name)
+		}
+		if !sleepCtx(ctx, 200*time.Millisecond) {
+			return nil, ctx.Err()
+		}
+	}
+}
+
 // startWorkload starts the closed-loop workload on ks through the router,
 // until stop closes (or max), verifying against the agent's keyspace as
 // it stands at the end. The result arrives on the channel.
@@ -275,7 +295,7 @@ func (x *reshardRun) startWorkload(ctx context.Context, ks *keyspace.Keyspace, d
 	o := x.o
 	arr := workload.Arrivals{MPL: o.MPL, Duration: max, Seed: o.Seed, Closed: true, Stop: stop}
 	reach := workload.Reach{Partitions: dsns, Router: x.bed.ClientDSN(ks.Name),
-		Final: func(ctx context.Context) (*keyspace.Keyspace, error) { return x.agent.Keyspace(ctx, ks.Name) }}
+		Final: func(ctx context.Context) (*keyspace.Keyspace, error) { return x.settled(ctx, ks.Name) }}
 	out := make(chan wlResult, 1)
 	go func() {
 		var r wlResult
