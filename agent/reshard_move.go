@@ -226,7 +226,8 @@ func (r *reshardRun) startControl(ctx context.Context) (stop func()) {
 		r.a.log.Error("reshard: control loop: bad spec; pulls run unpaced", "err", err)
 		return func() {}
 	}
-	pace := throttle.NewPacer(ctrl.Initial())
+	floor := cp.spec.MaxRate * reshardFloor
+	pace := throttle.NewPacer(max(ctrl.Initial(), floor))
 	r.mu.Lock()
 	r.pace = pace
 	r.mu.Unlock()
@@ -234,7 +235,7 @@ func (r *reshardRun) startControl(ctx context.Context) (stop func()) {
 	servers := r.serverAddrs(ctx)
 	l := &loop.Loop{
 		Controller: control.NewGovernor(ctrl, cp.profile.Governor(cp.setpoint, cp.spec.MaxRate, cp.byLatency())),
-		Send:       pace,
+		Send:       floored{pace, floor},
 		Period:     cp.profile.Step(),
 		Setpoint:   cp.setpoint,
 		Observe: func(ctx context.Context, at time.Time) control.Observation {
@@ -257,6 +258,20 @@ func (r *reshardRun) startControl(ctx context.Context) (stop func()) {
 		r.mu.Unlock()
 	}
 }
+
+// reshardFloor is the least pace of a controlled reconfiguration, as a
+// fraction of the control's top speed: unlike a tenant's migration, which
+// may wait for slack, a reconfiguration that stops keeps its moving keys'
+// transactions waiting for reactive pulls and never ends.
+const reshardFloor = 0.05
+
+// floored sets a pacer's rate, never below floor.
+type floored struct {
+	p     *throttle.Pacer
+	floor float64
+}
+
+func (f floored) SetRate(r float64) { f.p.SetRate(max(r, f.floor)) }
 
 // request is the run's request as last changed (SetReshardMethod).
 func (r *reshardRun) request() client.ReshardRequest {
