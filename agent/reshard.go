@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -409,5 +408,3 @@ func chunksTo(chunks []reshard.Chunk, part string, from bool) []reshard.Chunk {
 	}
 	return out
 }
-
-func itoa(n int) string { return strconv.Itoa(n) }

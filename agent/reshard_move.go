@@ -32,14 +32,17 @@ func (r *reshardRun) move(ctx context.Context) error {
 	defer func() { stop() }()
 	ctlOn := false
 	sub := -1
-	var sincePause int64    // bytes pulled since the fixed pace's last pause
-	rows := map[int]int64{} // rows pulled per chunk, for the cleaning's pace
+	var sincePause int64 // bytes pulled since the fixed pace's last pause
 	for {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		r.mu.Lock()
 		method := r.req.Method
+		finished := r.tr.Finished()
+		cur, _ := r.tr.SubPlan()
+		next, pullable := r.tr.Next()
+		dirty, cleanable := r.tr.NextClean()
 		r.mu.Unlock()
 		if on := method == client.MethodControlled; on != ctlOn {
 			stop()
@@ -48,17 +51,11 @@ func (r *reshardRun) move(ctx context.Context) error {
 				stop = r.startControl(ctx)
 			}
 		}
-		r.mu.Lock()
-		finished := r.tr.Finished()
-		cur, _ := r.tr.SubPlan()
-		next, pullable := r.tr.Next()
-		dirty, cleanable := r.tr.NextClean()
-		r.mu.Unlock()
 		switch {
 		case finished:
 			return nil
 		case cleanable:
-			r.clean(ctx, dirty, rows[dirty])
+			r.clean(ctx, dirty)
 			continue
 		case pullable && method != client.MethodReactive:
 			if sub >= 0 && cur != sub {
@@ -71,7 +68,6 @@ func (r *reshardRun) move(ctx context.Context) error {
 				sleepCtx(ctx, pullRetry)
 				continue
 			}
-			rows[next] = r.rowsOf(next)
 			moved := r.copied.Load() - before
 			sincePause += moved
 			if r.paceAfter(ctx, moved, time.Since(start), sincePause) {
@@ -86,10 +82,6 @@ func (r *reshardRun) move(ctx context.Context) error {
 		}
 	}
 }
-
-// rowsOf is an estimate of chunk id's rows (for pacing the deletion): its
-// bytes over a row's average size is not known here, so 0 = unknown.
-func (r *reshardRun) rowsOf(int) int64 { return 0 }
 
 // paceAfter waits the method's pace after an asynchronous pull that
 // copied moved bytes in took: the fixed pace pauses once sincePause (the
@@ -112,7 +104,7 @@ func (r *reshardRun) paceAfter(ctx context.Context, moved int64, took time.Durat
 
 // clean deletes one batch of chunk id's rows at its source; a batch that
 // finds none marks the chunk cleaned.
-func (r *reshardRun) clean(ctx context.Context, id int, _ int64) {
+func (r *reshardRun) clean(ctx context.Context, id int) {
 	c := r.rec.Chunks[id]
 	var n int64
 	start := time.Now()
@@ -246,15 +238,12 @@ func (r *reshardRun) startControl(ctx context.Context) (stop func()) {
 		},
 		Status: r.loopStatus,
 	}
-	r.mu.Lock()
-	r.loop = l
-	r.mu.Unlock()
 	lctx, cancel := context.WithCancel(ctx)
 	go l.Run(lctx, func(p loop.Point) { r.lastPoint.Store(&p) })
 	return func() {
 		cancel()
 		r.mu.Lock()
-		r.pace, r.loop = nil, nil
+		r.pace = nil
 		r.mu.Unlock()
 	}
 }

@@ -111,14 +111,5 @@ func TestReshardPeerCrash(t *testing.T) {
 		t.Fatalf("while a2 is down: %+v, %v; want it still moving", st2, err)
 	}
 	r.peer = startAgent(t, r.peerCfg)
-	st = waitReshard(t, r.a.c, 3*time.Minute, nil)
-	if st.Phase != client.PhaseDone {
-		t.Fatalf("reconfiguration ended %+v", st)
-	}
-	n := load.count()
-	load.waitAcked(t, n+300)
-	stop()
-	load.verify(t, r, reshardPlan1)
-	r.checkClean(t)
-	r.fencesGone(t)
+	r.doneUnderLoad(t, load, stop)
 }

@@ -38,7 +38,6 @@ type reshardRun struct {
 	waiting map[int]chan struct{} // pulls in flight, closed when each ends
 	failed  map[int]error         // the last failure of a chunk's pull
 	wake    chan struct{}         // a reactive pull or a completion: the mover looks again
-	loop    *loop.Loop
 
 	pace      *throttle.Pacer // controlled: the control loop's rate
 	reactive  atomic.Int64

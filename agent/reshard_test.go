@@ -389,6 +389,23 @@ func (r *reshardRig) fencesGone(t *testing.T) {
 	}
 }
 
+// doneUnderLoad waits for the reconfiguration to end done, lets the load
+// acknowledge 300 more operations on the new plan, stops it, and checks
+// the ledger against reshardPlan1, the keyspace's placement and that no
+// fence is left.
+func (r *reshardRig) doneUnderLoad(t *testing.T, load *bankLoad, stop func()) {
+	t.Helper()
+	st := waitReshard(t, r.a.c, 3*time.Minute, nil)
+	if st.Phase != client.PhaseDone {
+		t.Fatalf("reconfiguration ended %+v", st)
+	}
+	load.waitAcked(t, load.count()+300)
+	stop()
+	load.verify(t, r, reshardPlan1)
+	r.checkClean(t)
+	r.fencesGone(t)
+}
+
 func (r *reshardRig) checkClean(t *testing.T) {
 	t.Helper()
 	ck, err := r.a.c.CheckKeyspace(ctxT(t), "bank")
@@ -523,14 +540,5 @@ func TestReshardCrashes(t *testing.T) {
 	r.px.Close()
 	t.Logf("proxy restarted at %d/%d chunks (rate %.0f B/s, latency %.1f ms, setpoint %.0f ms)", st.Progress.Complete, st.Progress.Chunks, st.Rate, st.LatencyMs, st.SetpointMs)
 	r.startProxy(t)
-	st = waitReshard(t, r.a.c, 3*time.Minute, nil)
-	if st.Phase != client.PhaseDone {
-		t.Fatalf("reconfiguration ended %+v", st)
-	}
-	n := load.count()
-	load.waitAcked(t, n+300)
-	stop()
-	load.verify(t, r, reshardPlan1)
-	r.checkClean(t)
-	r.fencesGone(t)
+	r.doneUnderLoad(t, load, stop)
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/sluicedb/sluice/keyspace"
 	"github.com/sluicedb/sluice/router"
-	"github.com/sluicedb/sluice/router/analyze"
 	"github.com/sluicedb/sluice/router/txlog"
 )
 
@@ -38,21 +37,6 @@ const analysisCacheSize = 4096
 // recoverEvery is how often the proxy resolves its in-doubt transactions
 // (those whose COMMIT PREPARED failed, or left by a crash).
 const recoverEvery = 10 * time.Second
-
-// setKeyspace installs (or replaces) a keyspace version.
-func (p *Proxy) setKeyspace(ks *keyspace.Keyspace) {
-	p.ksMu.Lock()
-	defer p.ksMu.Unlock()
-	if old := p.keyspaces[ks.Name]; old != nil && old.KS.Epoch == ks.Epoch && old.KS.Name == ks.Name {
-		return
-	}
-	old := p.keyspaces[ks.Name]
-	p.keyspaces[ks.Name] = &router.Keyspace{KS: ks, Cache: analyze.NewCache(ks, analysisCacheSize)}
-	if old == nil && p.ctx != nil && p.coord != nil { // learnt after Start: resolve its in-doubt transactions now
-		go p.recoverAll(p.ctx)
-	}
-	p.cfg.Logf("proxy: keyspace %s (epoch %d, %d partitions)", ks.Name, ks.Epoch, len(ks.Partitions))
-}
 
 func (p *Proxy) keyspace(name string) *router.Keyspace {
 	p.ksMu.Lock()
@@ -214,6 +198,8 @@ func (s *session) serveKeyspace(ctx context.Context, k *router.Keyspace) error {
 	kb := newKsBackends(p)
 	defer kb.close()
 	last := k
+	g := p.gate(name)
+	release := g.done
 	rs := router.New(router.Config{
 		User:   s.user,
 		Params: s.startupParams,
@@ -223,7 +209,10 @@ func (s *session) serveKeyspace(ctx context.Context, k *router.Keyspace) error {
 			}
 			return last
 		},
-		Admit:       func(ctx context.Context) (*router.Keyspace, func(), error) { return p.admitKeyspace(ctx, name) },
+		Admit: func(ctx context.Context) (*router.Keyspace, func(), error) {
+			k, err := p.admitKeyspace(ctx, g, name)
+			return k, release, err
+		},
 		Backends:    kb,
 		Coordinator: p.coord,
 		Logf:        p.cfg.Logf,

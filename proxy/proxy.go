@@ -82,7 +82,7 @@ func New(cfg Config) (*Proxy, error) {
 	p.gates = map[string]*ksGate{}
 	p.ksFrom = map[string]string{}
 	for _, ks := range cfg.Keyspaces {
-		p.setKeyspace(ks)
+		p.installKeyspace(ks, nil, "")
 	}
 	p.reg = timing.NewRegistry(cfg.Window, timing.DefaultSlots)
 

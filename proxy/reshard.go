@@ -63,10 +63,10 @@ func (p *Proxy) gate(name string) *ksGate {
 	return g
 }
 
-// admitKeyspace waits while keyspace name is held and admits a
-// transaction on its current version (router.Config.Admit).
-func (p *Proxy) admitKeyspace(ctx context.Context, name string) (*router.Keyspace, func(), error) {
-	g := p.gate(name)
+// admitKeyspace waits while keyspace name (gate g) is held and admits a
+// transaction on its current version (router.Config.Admit); g.done ends
+// it, once (the router calls its release once per admitted transaction).
+func (p *Proxy) admitKeyspace(ctx context.Context, g *ksGate, name string) (*router.Keyspace, error) {
 	g.mu.Lock()
 	for g.held != nil {
 		held := g.held
@@ -74,7 +74,7 @@ func (p *Proxy) admitKeyspace(ctx context.Context, name string) (*router.Keyspac
 		select {
 		case <-held:
 		case <-ctx.Done():
-			return nil, nil, ctx.Err()
+			return nil, ctx.Err()
 		}
 		g.mu.Lock()
 	}
@@ -83,12 +83,12 @@ func (p *Proxy) admitKeyspace(ctx context.Context, name string) (*router.Keyspac
 	k := p.keyspace(name)
 	if k == nil {
 		g.done()
-		return nil, nil, fmt.Errorf("keyspace %s is gone", name)
+		return nil, fmt.Errorf("keyspace %s is gone", name)
 	}
-	var once sync.Once
-	return k, func() { once.Do(g.done) }, nil
+	return k, nil
 }
 
+// done ends an admitted transaction.
 func (g *ksGate) done() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -298,9 +298,10 @@ func (m *mover) ask(ctx context.Context, id int) error {
 	return nil
 }
 
-// installKeyspace sets keyspace ks with reconfiguration view v (nil or
-// not moving: none) learnt from driver: a new epoch, or a view of the
-// current one.
+// installKeyspace sets keyspace ks (from the config, or a catalog) with
+// reconfiguration view v (nil or not moving: none) learnt from driver: a
+// new epoch, or a view of the current one. A keyspace new to the proxy
+// after Start has its in-doubt transactions resolved now.
 func (p *Proxy) installKeyspace(ks *keyspace.Keyspace, v *reshardView, driver string) error {
 	newEpoch, err := p.putKeyspace(ks, v, driver)
 	if newEpoch {
