@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -46,7 +45,7 @@ type Agent struct {
 	mig migrations  // migrations in progress (migrate.go)
 	rs  reshardRuns // keyspace reconfigurations in progress (reshard.go)
 
-	peerTLS *tls.Config // for calls to peers; nil = defaults
+	peerTLS *tls.Config // for calls to peers and the proxy (tls.go); nil = defaults
 
 	token        string // the API's bearer token; "" = open (Config.InsecureNoAuth)
 	replPassword string // pgcluster.ReplicationRole's password in this agent's tenants (security.go)
@@ -78,15 +77,9 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, configError{fmt.Errorf("agent config: %w", err)}
 	}
-	peerTLS, err := clientTLS(cfg.TLSCA)
+	serverTLS, peerTLS, err := cfg.transportTLS()
 	if err != nil {
 		return nil, configError{err}
-	}
-	var cert tls.Certificate
-	if cfg.TLSCert != "" {
-		if cert, err = tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey); err != nil {
-			return nil, configError{fmt.Errorf("agent config: tls: %w", err)}
-		}
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -98,8 +91,8 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	scheme := "http://"
-	if cfg.TLSCert != "" {
-		ln = tls.NewListener(ln, &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	if serverTLS != nil {
+		ln = tls.NewListener(ln, serverTLS)
 		scheme = "https://"
 	}
 	a := &Agent{cfg: cfg, log: cfg.Logger.With("agent", cfg.Name), cat: cat, ln: ln, pgVer: ver, pgMajor: major, peerTLS: peerTLS}
@@ -238,23 +231,6 @@ func (a *Agent) reconcileTenants(ctx context.Context) {
 			}
 		}
 	}
-}
-
-// clientTLS returns the TLS client configuration trusting the CA in caFile
-// (nil when caFile is empty: the system roots).
-func clientTLS(caFile string) (*tls.Config, error) {
-	if caFile == "" {
-		return nil, nil
-	}
-	pem, err := os.ReadFile(caFile)
-	if err != nil {
-		return nil, fmt.Errorf("agent config: tls_ca: %w", err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("agent config: tls_ca %s: no PEM certificate", caFile)
-	}
-	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
 
 // lockTenant serialises lifecycle operations on one tenant; call the

@@ -33,8 +33,12 @@ import (
 //	  },
 //	  "peers": {"db2": "http://10.0.0.2:7001"},
 //	  "peer_token_files": {"db2": "/etc/sluice/db2.token"},
-//	  "proxy": "http://127.0.0.1:6480"
+//	  "proxy": "http://127.0.0.1:6480",
+//	  "insecure_loopback": true
 //	}
+//
+// An agent reachable from other hosts replaces insecure_loopback with
+// "tls_cert", "tls_key" and "tls_ca" (sluice certs; tls.go).
 type Config struct {
 	// Name identifies the agent to its peers and in migration records. Required.
 	Name string `json:"name"`
@@ -81,13 +85,21 @@ type Config struct {
 	// create, migrate and delete tenants. The agent logs a warning at start.
 	// For throwaway experiments only.
 	InsecureNoAuth bool `json:"insecure_no_auth"`
-	// TLSCert and TLSKey (PEM files), if set, make the API (and so the
-	// snapshot stream between agents) HTTPS only.
+	// TLSCert and TLSKey (PEM files) are the agent's certificate and key,
+	// TLSCA (PEM file) the CA that every caller's certificate — the CLI's,
+	// a proxy's, a peer agent's — must chain to; the three go together. With
+	// them the API, and so every stream between agents, is HTTPS with
+	// mutual TLS only (tls.go); the agent presents TLSCert to its peers and
+	// its proxy (a certificate with the client usage too: sluice certs
+	// issue). Required unless InsecureLoopback.
 	TLSCert string `json:"tls_cert"`
 	TLSKey  string `json:"tls_key"`
-	// TLSCA (PEM file) is the CA that peers' certificates are checked
-	// against; empty: the system roots.
-	TLSCA string `json:"tls_ca"`
+	TLSCA   string `json:"tls_ca"`
+	// InsecureLoopback serves the API as plain HTTP (token only), without
+	// certificates: allowed only when Listen is a loopback address, where
+	// no byte leaves the host (one-machine demos and tests). Excludes the
+	// TLS fields. `sluice agent --insecure-loopback` sets it.
+	InsecureLoopback bool `json:"insecure_loopback,omitempty"`
 	// FaultHooks adds the fault-injection endpoints /v1/debug/pause and
 	// /v1/debug/resume (faulthooks.go), for tests that kill processes at
 	// named points of a migration. Default false; not for production.
@@ -327,9 +339,6 @@ func (c Config) withDefaults() (Config, error) {
 			return c, fmt.Errorf("agent config: proxy: %w", err)
 		}
 		c.Proxy = u
-	}
-	if (c.TLSCert == "") != (c.TLSKey == "") {
-		return c, errors.New("agent config: tls_cert and tls_key go together")
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -14,7 +14,8 @@ import (
 )
 
 // The checks of a Config that need the host, not only the file: the listen
-// address, the PostgreSQL OS user and the tenant settings. New runs them
+// address and its transport (tls.go), the PostgreSQL OS user and the tenant
+// settings. New runs them
 // after withDefaults and before it creates anything, so that a bad config
 // leaves no root, catalog or tenant behind.
 
@@ -86,6 +87,9 @@ func (c Config) checkTenantSettings(ctx context.Context) error {
 // is one line naming its field.
 func (c Config) checkHost(ctx context.Context) (pgVer string, pgMajor int, err error) {
 	if err := checkListen(ctx, c.Listen); err != nil {
+		return "", 0, err
+	}
+	if err := c.checkTransport(); err != nil {
 		return "", 0, err
 	}
 	if err := checkOSUser(c.OSUser); err != nil {

@@ -39,11 +39,18 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"shared_buffers in settings", func(c *Config) { c.Tenant.Settings = map[string]string{"shared_buffers": "10s"} }, true, "tenant.settings.shared_buffers: invalid value"},
 		{"setting out of range", func(c *Config) { c.Tenant.Settings = map[string]string{"max_connections": "0"} }, true, "tenant.settings.max_connections: 0 is outside the valid range"},
 		{"setting misspelt", func(c *Config) { c.Tenant.Settings = map[string]string{"work_meme": "4MB"} }, true, `tenant.settings.work_meme: unrecognized configuration parameter "work_meme"`},
-		{"tls cert missing", func(c *Config) { c.TLSCert, c.TLSKey = "/nonexistent.pem", "/nonexistent.key" }, true, "tls"},
+		{"tls cert missing", func(c *Config) {
+			c.TLSCert, c.TLSKey, c.TLSCA, c.InsecureLoopback = "/nonexistent.pem", "/nonexistent.key", "/nonexistent-ca.pem", false
+		}, true, "tls"},
+		{"tls cert without a CA", func(c *Config) { c.TLSCert, c.TLSKey, c.InsecureLoopback = "/c.pem", "/k.pem", false }, true, "tls_cert, tls_key, tls_ca: a certificate, its key and the CA go together"},
+		{"neither tls nor insecure_loopback", func(c *Config) { c.InsecureLoopback = false }, true, "no tls_cert, tls_key and tls_ca: the API requires mutual TLS"},
+		{"insecure_loopback on every interface", func(c *Config) { c.Listen = ":0" }, true, `insecure_loopback: listen ":0" is not a loopback address`},
+		{"insecure_loopback on 0.0.0.0", func(c *Config) { c.Listen = "0.0.0.0:7001" }, true, `insecure_loopback: listen "0.0.0.0:7001" is not a loopback address`},
+		{"insecure_loopback and tls", func(c *Config) { c.TLSCert, c.TLSKey, c.TLSCA = "/c.pem", "/k.pem", "/ca.pem" }, true, "insecure_loopback excludes tls_cert"},
 		{"listen address in use", func(c *Config) { c.Listen = busy.Addr().String() }, false, "address already in use"},
 	} {
 		root := filepath.Join(t.TempDir(), "root")
-		cfg := Config{Name: "a1", Root: root, Listen: "127.0.0.1:0", Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		cfg := Config{Name: "a1", Root: root, Listen: "127.0.0.1:0", InsecureLoopback: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 		tc.edit(&cfg)
 		a, err := New(cfg)
 		if err == nil {
@@ -60,7 +67,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	}
 	// The same config, good, starts.
 	root := filepath.Join(t.TempDir(), "root")
-	a, err := New(Config{Name: "a1", Root: root, Listen: "localhost:0", Tenant: TenantDefaults{SharedBuffers: "16MB", Settings: map[string]string{"work_mem": "4MB", "fsync": "off"}},
+	a, err := New(Config{Name: "a1", Root: root, Listen: "localhost:0", InsecureLoopback: true, Tenant: TenantDefaults{SharedBuffers: "16MB", Settings: map[string]string{"work_mem": "4MB", "fsync": "off"}},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatalf("good config: %v", err)

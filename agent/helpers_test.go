@@ -109,7 +109,7 @@ func newTestConfig(t testing.TB, name string) Config {
 		t.Fatal(err)
 	}
 	return Config{
-		Name: name, Root: root, Listen: "127.0.0.1:0", Token: testToken, PeerTokenFile: peerToken,
+		Name: name, Root: root, Listen: "127.0.0.1:0", InsecureLoopback: true, Token: testToken, PeerTokenFile: peerToken,
 		Tenant: TenantDefaults{BasePort: freeBase(t, 4), Settings: map[string]string{"fsync": "off"}},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
@@ -134,7 +134,7 @@ func startAgent(t testing.TB, cfg Config) *testAgent {
 		t.Fatal(err)
 	}
 	ta.c = ta.c.WithToken(cfg.Token)
-	if tc, err := clientTLS(cfg.TLSCA); err != nil {
+	if _, tc, err := cfg.transportTLS(); err != nil {
 		t.Fatal(err)
 	} else if tc != nil {
 		ta.c = ta.c.WithTLS(tc)

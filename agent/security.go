@@ -153,7 +153,7 @@ func (a *Agent) proxyClient() *proxyclient.Client {
 	if err != nil {
 		a.log.Warn("agent: proxy token", "proxy", a.cfg.Proxy, "err", err)
 	}
-	return proxyclient.New(a.cfg.Proxy, nil).WithToken(tok)
+	return proxyclient.New(a.cfg.Proxy, a.peerHTTPClient()).WithToken(tok)
 }
 
 // setupRoles makes a new tenant's roles over conn (the superuser's):

@@ -65,7 +65,8 @@ const (
 // ErrExists is returned when a file to write exists and Force is not set.
 var ErrExists = errors.New("exists")
 
-// ErrBadInput matches (errors.Is) every error about a request's fields.
+// ErrBadInput matches (errors.Is) every error about a request's fields or
+// a CA directory that holds no usable CA.
 var ErrBadInput = errors.New("bad input")
 
 type badInput struct{ msg string }
@@ -157,7 +158,8 @@ func (r Request) validate() (dns []string, ips []net.IP, err error) {
 // Issue signs r with the CA in caDir and writes NAME.crt and NAME.key in
 // outDir; it returns the certificate's path. Bad fields (errors.Is
 // ErrBadInput), a missing or unreadable CA, or existing files without
-// force (errors.Is ErrExists) write nothing.
+// force (errors.Is ErrExists) write nothing; a missing or unreadable CA is
+// bad input too.
 func Issue(caDir, outDir string, r Request, force bool, now time.Time) (string, error) {
 	dns, ips, err := r.validate()
 	if err != nil {
@@ -165,7 +167,7 @@ func Issue(caDir, outDir string, r Request, force bool, now time.Time) (string, 
 	}
 	ca, caKey, err := loadCA(caDir)
 	if err != nil {
-		return "", err
+		return "", badInput{err.Error()} // --ca names no usable CA
 	}
 	certPath, keyPath := filepath.Join(outDir, r.Name+".crt"), filepath.Join(outDir, r.Name+".key")
 	if err := checkFree(force, certPath, keyPath); err != nil {

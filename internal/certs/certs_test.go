@@ -118,7 +118,7 @@ func TestRefused(t *testing.T) {
 		{"empty host", dir, Request{Name: "a", Hosts: []string{"db1", ""}}, `host ""`, true},
 		{"space in host", dir, Request{Name: "a", Hosts: []string{"db 1"}}, "db 1", true},
 		{"not quite an IP", dir, Request{Name: "a", Hosts: []string{"10.0.0"}}, "10.0.0", true},
-		{"missing CA", filepath.Join(dir, "none"), Request{Name: "a", Hosts: []string{"h"}}, "sluice certs init", false},
+		{"missing CA", filepath.Join(dir, "none"), Request{Name: "a", Hosts: []string{"h"}}, "sluice certs init", true},
 	} {
 		_, err := Issue(c.caDir, out, c.req, false, t0)
 		if err == nil || !strings.Contains(err.Error(), c.want) || errors.Is(err, ErrBadInput) != c.bad {
