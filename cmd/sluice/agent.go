@@ -1,9 +1,8 @@
 package main
 
 import (
+	"cmp"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,10 +12,12 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/sluicedb/sluice/agent"
 	"github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/internal/auth"
+	"github.com/sluicedb/sluice/internal/certs"
 	"github.com/sluicedb/sluice/internal/cli"
 )
 
@@ -36,13 +37,19 @@ const defaultAgentProcs = 1
 func init() {
 	var configPath string
 	var procs int
+	var insecureLoopback bool
 	cmd := &cobra.Command{
 		Use:   "agent --config FILE",
 		Short: "Run the per-server agent: tenants, catalog, HTTP API, migrations",
 		Long: `Run the per-server agent. It owns a root directory with its catalog and one
 PostgreSQL postmaster per tenant, serves the HTTP API documented in
 docs/agent-api.md, and runs both ends of migrations with its peers.
-Stops on SIGINT/SIGTERM; tenant postmasters keep running.`,
+Stops on SIGINT/SIGTERM; tenant postmasters keep running.
+
+The API is mutual TLS (the config's tls_cert, tls_key and tls_ca; make them
+with sluice certs): every caller presents a certificate of that CA. Only an
+agent listening on loopback may run without, by --insecure-loopback (plain
+HTTP and the token; nothing leaves the host).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if configPath == "" {
@@ -54,6 +61,9 @@ Stops on SIGINT/SIGTERM; tenant postmasters keep running.`,
 			cfg, err := agent.LoadConfig(configPath)
 			if err != nil {
 				return cli.Usagef("%v", err)
+			}
+			if insecureLoopback {
+				cfg.InsecureLoopback = true
 			}
 			cfg.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 			a, err := agent.New(cfg)
@@ -73,20 +83,35 @@ Stops on SIGINT/SIGTERM; tenant postmasters keep running.`,
 		},
 	}
 	cmd.Flags().StringVar(&configPath, "config", "", "agent config file (JSON)")
+	cmd.Flags().BoolVar(&insecureLoopback, "insecure-loopback", false, "serve plain HTTP (token only, no certificates); refused unless the listen address is loopback (the config's insecure_loopback)")
 	cmd.Flags().IntVar(&procs, "procs", defaultAgentProcs, "OS threads running Go code at once (GOMAXPROCS); 0 = Go's default (one per core, or the cgroup's CPU limit, at least 2)")
 	root.AddCommand(cmd)
 }
 
-// tokenFile is --token-file of the commands that talk to an agent.
-var tokenFile string
+// tokenFile is --token-file of the commands that talk to an agent;
+// tlsFlags are their --cert, --key and --ca.
+var (
+	tokenFile string
+	tlsFlags  certs.Files
+)
 
 // tokenFileUsage is --token-file's help, the same on every command.
 const tokenFileUsage = "file holding the agent's API token (default $SLUICE_TOKEN, else the token the agent registered on this host)"
 
+// addAgentAuthFlags registers --token-file, --cert, --key and --ca on fs:
+// how a command that talks to an agent proves who it is.
+func addAgentAuthFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&tokenFile, "token-file", "", tokenFileUsage)
+	fs.StringVar(&tlsFlags.Cert, "cert", "", "PEM client certificate presented to an https:// agent (default $SLUICE_CERT; sluice certs issue --client)")
+	fs.StringVar(&tlsFlags.Key, "key", "", "PEM key of --cert (default $SLUICE_KEY)")
+	fs.StringVar(&tlsFlags.CA, "ca", "", "PEM CA file the agent's certificate must chain to (default $SLUICE_CA)")
+}
+
 // agentClient returns a client for --agent (or $SLUICE_AGENT, or the
 // default) that sends the agent's token (--token-file, $SLUICE_TOKEN, or
-// the one the agent registered on this host: package internal/auth) and
-// trusts the CA in the PEM file $SLUICE_CA for https:// agents.
+// the one the agent registered on this host: package internal/auth) and,
+// for https:// agents, presents the client certificate of --cert/--key
+// (or $SLUICE_CERT/$SLUICE_KEY) and trusts the CA of --ca (or $SLUICE_CA).
 func agentClient(url string) (*client.Client, error) {
 	if url == "" {
 		url = os.Getenv("SLUICE_AGENT")
@@ -103,16 +128,13 @@ func agentClient(url string) (*client.Client, error) {
 		return nil, cli.Usagef("--token-file: %v", err)
 	}
 	c = c.WithToken(tok)
-	if ca := os.Getenv("SLUICE_CA"); ca != "" {
-		pem, err := os.ReadFile(ca)
+	tf := certs.Files{Cert: cmp.Or(tlsFlags.Cert, os.Getenv("SLUICE_CERT")), Key: cmp.Or(tlsFlags.Key, os.Getenv("SLUICE_KEY")), CA: cmp.Or(tlsFlags.CA, os.Getenv("SLUICE_CA"))}
+	if !tf.IsZero() {
+		tc, err := tf.Client()
 		if err != nil {
-			return nil, cli.Usagef("$SLUICE_CA: %v", err)
+			return nil, cli.Usagef("--cert, --key, --ca: %v", err)
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, cli.Usagef("$SLUICE_CA %s: no PEM certificate", ca)
-		}
-		c = c.WithTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
+		c = c.WithTLS(tc)
 	}
 	return c, nil
 }

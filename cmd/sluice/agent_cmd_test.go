@@ -26,7 +26,7 @@ import (
 func TestAgentCommandsBadInput(t *testing.T) {
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir()) // where the agent registers its token
 	root := t.TempDir()
-	a, err := agent.New(agent.Config{Name: "c1", Root: filepath.Join(root, "a"), Listen: "127.0.0.1:0",
+	a, err := agent.New(agent.Config{Name: "c1", Root: filepath.Join(root, "a"), Listen: "127.0.0.1:0", InsecureLoopback: true,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -207,7 +207,7 @@ func freeTenantBase(t *testing.T) int {
 // agent and every tenant postmaster under root.
 func startCmdAgent(t *testing.T, name, root, listen string, peers map[string]string) *agent.Agent {
 	t.Helper()
-	a, err := agent.New(agent.Config{Name: name, Root: root, Listen: listen, Peers: peers,
+	a, err := agent.New(agent.Config{Name: name, Root: root, Listen: listen, Peers: peers, InsecureLoopback: true,
 		Tenant: agent.TenantDefaults{BasePort: freeTenantBase(t), Settings: map[string]string{"fsync": "off"}},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {

@@ -43,7 +43,7 @@ func TestMigrateFlags(t *testing.T) {
 	}
 	// Where and how to talk (agent, token, output) are not decisions
 	// about the migration; the rest are, and they must stay few.
-	talk := map[string]bool{"help": true, "agent": true, "token-file": true, "json": true}
+	talk := map[string]bool{"help": true, "agent": true, "token-file": true, "cert": true, "key": true, "ca": true, "json": true}
 	n := 0
 	cmd.LocalFlags().VisitAll(func(f *pflag.Flag) {
 		if !talk[f.Name] {

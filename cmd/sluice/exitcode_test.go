@@ -32,6 +32,10 @@ func TestExitCodes(t *testing.T) {
 	defer busy.Close()
 	config := func(name, body string) string {
 		p := filepath.Join(dir, name+".json")
+		if !strings.Contains(body, "tls") && !strings.HasPrefix(body, "!") {
+			body = `"insecure_loopback":true,` + body
+		}
+		body = strings.TrimPrefix(body, "!")
 		if err := os.WriteFile(p, []byte(`{"name":"c","root":"`+filepath.Join(dir, "root-"+name)+`",`+body+`}`), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -56,6 +60,9 @@ func TestExitCodes(t *testing.T) {
 		{"agent config: listen", []string{"agent", "--config", config("listen", `"listen":"7001"`)}, 2, `listen "7001": want host:port`},
 		{"agent config: os_user", []string{"agent", "--config", config("user", `"os_user":"nosuchuser"`)}, 2, `os_user "nosuchuser"`},
 		{"agent config: shared_buffers", []string{"agent", "--config", config("sb", `"tenant":{"shared_buffers":"lots"}`)}, 2, "tenant.shared_buffers: invalid value"},
+		{"agent config: no certificates", []string{"agent", "--config", config("plain", `!"listen":"127.0.0.1:0"`)}, 2, "no tls_cert, tls_key and tls_ca: the API requires mutual TLS"},
+		{"agent --insecure-loopback off loopback", []string{"agent", "--config", config("wild", `!"listen":"0.0.0.0:0"`), "--insecure-loopback"}, 2, `insecure_loopback: listen "0.0.0.0:0" is not a loopback address`},
+		{"agent config: certificate without CA", []string{"agent", "--config", config("noca", `"listen":"127.0.0.1:0","tls_cert":"/c.pem","tls_key":"/k.pem"`)}, 2, "tls_cert, tls_key, tls_ca"},
 		{"agent unreachable", []string{"migration", "list", "--agent", closedAddr(t)}, 1, "connection refused"},
 		{"target agent down", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "down"}, 1, "target agent down is unreachable"},
 		{"agent listen address in use", []string{"agent", "--config", config("busy", `"listen":"`+busy.Addr().String()+`"`)}, 1, "address already in use"},
@@ -66,7 +73,7 @@ func TestExitCodes(t *testing.T) {
 		}
 	}
 	// The refused agent configs created nothing; the refusals changed no tenant.
-	for _, name := range []string{"listen", "user", "sb", "busy"} {
+	for _, name := range []string{"listen", "user", "sb", "busy", "plain", "wild", "noca"} {
 		if _, err := os.Stat(filepath.Join(dir, "root-"+name)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("agent config %s: root exists after the refusal (%v)", name, err)
 		}

@@ -36,7 +36,7 @@ func init() {
 	}
 	kc.PersistentFlags().StringVar(&f.agentURL, "agent", "", "agent API URL (default $SLUICE_AGENT or "+defaultAgentURL+")")
 	kc.PersistentFlags().BoolVar(&f.asJSON, "json", false, "print the result as JSON")
-	kc.PersistentFlags().StringVar(&tokenFile, "token-file", "", tokenFileUsage)
+	addAgentAuthFlags(kc.PersistentFlags())
 	kc.AddCommand(keyspaceCreateCmd(&f), keyspaceShowCmd(&f), keyspacePlanCmd(&f), keyspaceCheckCmd(&f), keyspaceListCmd(&f), keyspaceDeleteCmd(&f), keyspaceReconfigureCmd(&f))
 	root.AddCommand(kc)
 }

@@ -145,7 +145,7 @@ following; the migration carries on.`,
 	f.StringVar(&catchUpTimeout, "catch-up-timeout", "", "how long catch-up may take before the migration rolls back, e.g. 30m (default 10m)")
 	f.BoolVar(&asJSON, "json", false, "print one final JSON object instead of progress and summary")
 	f.BoolVar(&detach, "detach", false, "start the migration and return at once")
-	f.StringVar(&tokenFile, "token-file", "", tokenFileUsage)
+	addAgentAuthFlags(f)
 	root.AddCommand(cmd)
 }
 
@@ -416,7 +416,7 @@ func init() {
 	}
 	mc.PersistentFlags().StringVar(&agentURL, "agent", "", "agent API URL (default $SLUICE_AGENT or "+defaultAgentURL+")")
 	mc.PersistentFlags().BoolVar(&asJSON, "json", false, "print the result as JSON")
-	mc.PersistentFlags().StringVar(&tokenFile, "token-file", "", tokenFileUsage)
+	addAgentAuthFlags(mc.PersistentFlags())
 
 	list := &cobra.Command{
 		Use:   "list",

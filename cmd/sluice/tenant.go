@@ -24,7 +24,7 @@ func init() {
 	}
 	tc.PersistentFlags().StringVar(&agentURL, "agent", "", "agent API URL (default $SLUICE_AGENT or "+defaultAgentURL+")")
 	tc.PersistentFlags().BoolVar(&asJSON, "json", false, "print the result as JSON")
-	tc.PersistentFlags().StringVar(&tokenFile, "token-file", "", tokenFileUsage)
+	addAgentAuthFlags(tc.PersistentFlags())
 
 	create := tenantCreateCmd(&agentURL, &asJSON)
 

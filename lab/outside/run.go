@@ -251,7 +251,7 @@ func startHosts(ctx context.Context, opt Options) (*hosts, error) {
 	for i, name := range []string{"a", "b"} {
 		h.agents[i] = fmt.Sprintf("http://127.0.0.1:%d", ports[i])
 		cfg := map[string]any{
-			"name": name, "root": filepath.Join(dir, name), "listen": fmt.Sprintf("127.0.0.1:%d", ports[i]),
+			"name": name, "root": filepath.Join(dir, name), "listen": fmt.Sprintf("127.0.0.1:%d", ports[i]), "insecure_loopback": true,
 			"proxy": "http://" + apiAddr, "tenant": map[string]any{"base_port": 21000 + 1000*i + ports[i]%500},
 			"peers": map[string]string{map[string]string{"a": "b", "b": "a"}[name]: fmt.Sprintf("http://127.0.0.1:%d", ports[1-i])},
 		}

@@ -58,6 +58,9 @@ type agentConfig struct {
 	// default (30 s after each commit) would put a cost-limited ANALYZE of
 	// the 1 GB tenant into the next trial's warm-up or first seconds.
 	AnalyzeAfter string `json:"analyze_after"`
+	// InsecureLoopback: the bed's agents listen on loopback and talk plain
+	// HTTP with the token, as on one host (agent.Config.InsecureLoopback).
+	InsecureLoopback bool `json:"insecure_loopback"`
 	Tenant       struct {
 		BasePort      int               `json:"base_port"`
 		SharedBuffers string            `json:"shared_buffers"`
@@ -123,6 +126,7 @@ func (b *Bed) writeAgentConfig(name string, port int, peers map[string]string) (
 	}
 	var cfg agentConfig
 	cfg.Name, cfg.Root, cfg.Listen = name, filepath.Join(b.root, name), fmt.Sprintf("127.0.0.1:%d", port)
+	cfg.InsecureLoopback = true
 	cfg.Proxy = "http://" + b.proxyAPIAddr
 	cfg.TokenFile, cfg.PeerTokenFile, cfg.ProxyTokenFile = b.tokenFile, b.tokenFile, b.proxyTokenFile()
 	cfg.RetireGrace = "0s"
