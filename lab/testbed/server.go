@@ -58,14 +58,14 @@ type agentConfig struct {
 	// default (30 s after each commit) would put a cost-limited ANALYZE of
 	// the 1 GB tenant into the next trial's warm-up or first seconds.
 	AnalyzeAfter string `json:"analyze_after"`
-	// InsecureLoopback: the bed's agents listen on loopback and talk plain
-	// HTTP with the token, as on one host (agent.Config.InsecureLoopback).
-	InsecureLoopback bool `json:"insecure_loopback"`
 	Tenant       struct {
 		BasePort      int               `json:"base_port"`
 		SharedBuffers string            `json:"shared_buffers"`
 		Settings      map[string]string `json:"settings"`
 	} `json:"tenant"`
+	// InsecureLoopback: the bed's agents listen on loopback and talk plain
+	// HTTP with the token, as on one host (agent.Config.InsecureLoopback).
+	InsecureLoopback bool `json:"insecure_loopback"`
 }
 
 // startServers starts Options.Servers agents on b.agentPorts, each knowing
