@@ -91,6 +91,14 @@ type Config struct {
 
 	// TLSCert and TLSKey (PEM files) enable TLS for clients that ask for it.
 	TLSCert, TLSKey string
+	// TLSCA (PEM file) is the CA of sluice's own certificates (sluice
+	// certs). With it the API is HTTPS only and mutual: it presents TLSCert
+	// (required then) and every caller — an agent handing a tenant over,
+	// the CLI — must present a certificate chaining to TLSCA; the proxy
+	// presents TLSCert to the Catalogs agents and trusts TLSCA for theirs.
+	// Empty: the API is plain HTTP with the token, allowed only on a
+	// loopback APIListen (security.go).
+	TLSCA string
 
 	// ServerSSLMode is the sslmode for server connections (libpq values). Default "disable".
 	ServerSSLMode string

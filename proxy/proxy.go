@@ -32,6 +32,7 @@ type Proxy struct {
 	reg         *timing.Registry
 	ho          handovers // what handovers cost their clients (GET /v1/handovers)
 	token       string    // the API's bearer token; "" = open (security.go)
+	peerTLS     *tls.Config // calls to the Catalogs agents and APIClient's (tls.go); nil = plain
 
 	ln      net.Listener
 	apiLn   net.Listener
@@ -156,10 +157,18 @@ func New(cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy: listen: %w", err)
 	}
+	apiTLS, err := p.loadAPITLS()
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
 	apiLn, err := net.Listen("tcp", cfg.APIListen)
 	if err != nil {
 		ln.Close()
 		return nil, fmt.Errorf("proxy: api listen: %w", err)
+	}
+	if apiTLS != nil {
+		apiLn = tls.NewListener(apiLn, apiTLS)
 	}
 	p.ln, p.apiLn = ln, apiLn
 	if err := p.openTxLog(); err != nil {

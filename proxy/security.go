@@ -67,7 +67,7 @@ func (p *Proxy) announce() {
 		return
 	}
 	if p.cfg.TokenFile != "" {
-		if err := auth.Register("http://"+p.APIAddr(), p.cfg.TokenFile); err != nil {
+		if err := auth.Register(p.APIURL(), p.cfg.TokenFile); err != nil {
 			p.cfg.Logf("proxy: token not registered on this host: %v", err)
 		}
 	}
@@ -76,16 +76,21 @@ func (p *Proxy) announce() {
 // unannounce undoes announce's registration.
 func (p *Proxy) unannounce() {
 	if p.token != "" && p.cfg.TokenFile != "" {
-		auth.Unregister("http://"+p.APIAddr(), p.cfg.TokenFile)
+		auth.Unregister(p.APIURL(), p.cfg.TokenFile)
 	}
 }
 
 // Token returns the API's token ("" when it runs open).
 func (p *Proxy) Token() string { return p.token }
 
-// APIClient returns a client of this proxy's API carrying its token.
+// APIClient returns a client of this proxy's API carrying its token (and,
+// with Config.TLSCA, presenting the proxy's own certificate).
 func (p *Proxy) APIClient() *client.Client {
-	return client.New(p.APIAddr(), nil).WithToken(p.token)
+	var hc *http.Client
+	if tr := p.peerTransport(); tr != nil {
+		hc = &http.Client{Transport: tr}
+	}
+	return client.New(p.APIURL(), hc).WithToken(p.token)
 }
 
 // catalogClient returns the HTTP client that polls the agent at base: each
@@ -101,5 +106,5 @@ func (p *Proxy) catalogClient(base string) *http.Client {
 		lastErr = fmt.Sprint(err)
 		return tok
 	}
-	return &http.Client{Timeout: 5 * time.Second, Transport: &auth.Transport{Token: token}}
+	return &http.Client{Timeout: 5 * time.Second, Transport: &auth.Transport{Token: token, Base: p.peerTransport()}}
 }

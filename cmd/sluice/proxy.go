@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"net"
@@ -31,6 +32,7 @@ var proxyFlags struct {
 	catalogs        []string
 	window          time.Duration
 	tlsCert, tlsKey string
+	tlsCA           string
 	serverSSLMode   string
 	maxMessage      int
 	releaseLimit    int
@@ -62,7 +64,9 @@ in --txlog first (docs/design.md, Keyspaces).
 
 Every API call but GET /metrics must carry the token of --token-file as
 "Authorization: Bearer <token>"; the proxy registers that file on this host
-so that agents and the CLI here find it (docs/agent-api.md, Security).`,
+so that agents and the CLI here find it (docs/agent-api.md, Security). With
+--tls-ca the API is mutual TLS: callers present a certificate of that CA (sluice
+certs); an API on a non-loopback address requires it.`,
 	Args: cobra.NoArgs,
 	RunE: runProxy,
 }
@@ -84,6 +88,7 @@ func init() {
 	f.DurationVar(&proxyFlags.releaseWindow, "release-window", proxy.DefaultReleaseWindow, "how long the --release-limit ramp lasts")
 	f.StringVar(&proxyFlags.tlsCert, "tls-cert", "", "PEM certificate for client TLS")
 	f.StringVar(&proxyFlags.tlsKey, "tls-key", "", "PEM key for client TLS")
+	f.StringVar(&proxyFlags.tlsCA, "tls-ca", "", "PEM CA of sluice's certificates: the API becomes HTTPS with mutual TLS (callers present a certificate of this CA; the proxy presents --tls-cert to its --catalog agents); required for an --api that is not loopback")
 	f.StringVar(&proxyFlags.serverSSLMode, "server-sslmode", "disable", "sslmode for server connections (disable, prefer, require, ...)")
 	f.IntVar(&proxyFlags.maxMessage, "max-message", proxy.DefaultMaxMessage, "largest client message accepted, bytes")
 	f.IntVar(&proxyFlags.procs, "procs", proxy.DefaultProcs, "OS threads running Go code at once (GOMAXPROCS); 0 = one per core")
@@ -155,7 +160,7 @@ func runProxy(cmd *cobra.Command, _ []string) error {
 		Listen: pf.listen, APIListen: pf.api, AuthFile: pf.authFile, Trust: pf.trust,
 		TokenFile: pf.tokenFile, InsecureNoAuth: pf.insecureNoAuth, CatalogTokenFile: pf.catalogToken,
 		RoutesFile: pf.routesFile, Catalogs: pf.catalogs, Window: pf.window,
-		TLSCert: pf.tlsCert, TLSKey: pf.tlsKey, ServerSSLMode: pf.serverSSLMode, MaxMessage: pf.maxMessage,
+		TLSCert: pf.tlsCert, TLSKey: pf.tlsKey, TLSCA: pf.tlsCA, ServerSSLMode: pf.serverSSLMode, MaxMessage: pf.maxMessage,
 		ReleaseLimit: pf.releaseLimit, ReleaseWindow: pf.releaseWindow,
 	}
 	for _, path := range pf.keyspaces {
@@ -200,6 +205,9 @@ func runProxy(cmd *cobra.Command, _ []string) error {
 		logger.Printf("proxy: WARNING: --insecure-no-auth: the API on %s has no authentication; any local process may re-route or hold tenants", pf.api)
 	}
 	p, err := proxy.New(cfg)
+	if errors.Is(err, proxy.ErrConfig) {
+		return cli.Usagef("%v", err)
+	}
 	if err != nil {
 		return err
 	}
@@ -210,12 +218,12 @@ func runProxy(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	if pf.jsonOut {
-		if err := cli.WriteJSON(cmd.OutOrStdout(), map[string]string{"listen": p.Addr(), "api": p.APIAddr()}); err != nil {
+		if err := cli.WriteJSON(cmd.OutOrStdout(), map[string]string{"listen": p.Addr(), "api": p.APIAddr(), "api_url": p.APIURL()}); err != nil {
 			p.Close()
 			return err
 		}
 	} else {
-		fmt.Fprintf(cmd.OutOrStdout(), "sluice proxy: clients on %s, API on http://%s\n", p.Addr(), p.APIAddr())
+		fmt.Fprintf(cmd.OutOrStdout(), "sluice proxy: clients on %s, API on %s\n", p.Addr(), p.APIURL())
 	}
 	<-ctx.Done()
 	return p.Close()
