@@ -30,8 +30,8 @@ type Proxy struct {
 	passwords   map[string]string       // plaintext passwords for server logins
 	dummySecret scram.Secret
 	reg         *timing.Registry
-	ho          handovers // what handovers cost their clients (GET /v1/handovers)
-	token       string    // the API's bearer token; "" = open (security.go)
+	ho          handovers   // what handovers cost their clients (GET /v1/handovers)
+	token       string      // the API's bearer token; "" = open (security.go)
 	peerTLS     *tls.Config // calls to the Catalogs agents and APIClient's (tls.go); nil = plain
 
 	ln      net.Listener
