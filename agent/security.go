@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/sluicedb/sluice/internal/auth"
 	"github.com/sluicedb/sluice/pgcluster"
 	proxyclient "github.com/sluicedb/sluice/proxy/client"
+	"github.com/sluicedb/sluice/proxy/scram"
 )
 
 // The agent's secrets, in its root directory, each mode 0600 and made at
@@ -165,8 +167,12 @@ func (a *Agent) setupRoles(ctx context.Context, conn *pgx.Conn, db string, users
 		return err
 	}
 	for i, u := range users {
+		secret, err := scramSecret(u.Password)
+		if err != nil {
+			return err
+		}
 		q := fmt.Sprintf("CREATE ROLE %s LOGIN NOSUPERUSER NOCREATEROLE NOREPLICATION NOBYPASSRLS PASSWORD %s",
-			pgx.Identifier{u.Name}.Sanitize(), quoteLiteral(u.Password))
+			pgx.Identifier{u.Name}.Sanitize(), quoteLiteral(secret))
 		if _, err := conn.Exec(ctx, q); err != nil {
 			return fmt.Errorf("agent: create role %s: %w", u.Name, err)
 		}
@@ -192,7 +198,11 @@ func setReplicationPassword(ctx context.Context, conn *pgx.Conn, pw string) erro
 	if !exists {
 		verb = "CREATE"
 	}
-	q := fmt.Sprintf("%s ROLE %s WITH LOGIN REPLICATION NOSUPERUSER PASSWORD %s", verb, role, quoteLiteral(pw))
+	secret, err := scramSecret(pw)
+	if err != nil {
+		return err
+	}
+	q := fmt.Sprintf("%s ROLE %s WITH LOGIN REPLICATION NOSUPERUSER PASSWORD %s", verb, role, quoteLiteral(secret))
 	if _, err := conn.Exec(ctx, q); err != nil {
 		return fmt.Errorf("agent: replication role: %w", err)
 	}
@@ -210,6 +220,26 @@ func (a *Agent) prepareSource(ctx context.Context, tn catalog.Tenant) error {
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	return setReplicationPassword(ctx, conn, a.replPassword)
+}
+
+// scramSecret returns password as PostgreSQL's stored SCRAM-SHA-256
+// secret (a secret given is returned as is): a role's password reaches
+// the server hashed, so that no statement it receives — which it may log
+// (log_statement, log_min_error_statement) or show (pg_stat_activity) —
+// holds it in clear.
+func scramSecret(password string) (string, error) {
+	if scram.IsSecret(password) {
+		return password, nil
+	}
+	salt := make([]byte, 16)
+	if _, err := rand.Read(salt); err != nil {
+		return "", fmt.Errorf("agent: salt: %w", err)
+	}
+	s, err := scram.NewSecret(password, salt, scram.DefaultIterations)
+	if err != nil {
+		return "", fmt.Errorf("agent: %w", err)
+	}
+	return s.String(), nil
 }
 
 // quoteLiteral quotes s as an SQL string literal (standard_conforming_strings on).

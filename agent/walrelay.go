@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -110,16 +112,59 @@ func (a *Agent) adoptedWAL(m migration.Record, segments int, bytes int64) {
 
 // keepWALSource records in the catalog the conninfo migration mid's relay
 // dials (catalog.Migration.WALSource), so that a restarted agent can
-// re-create the relay (resumeTargetRelays).
+// re-create the relay (resumeTargetRelays). The catalog gets it without
+// its password, which goes to a file of its own (walSecretPath, mode 0600):
+// no password is kept in the catalog in clear.
 func (a *Agent) keepWALSource(mid, primaryConnInfo string) error {
+	ci, pw := splitPassword(primaryConnInfo)
+	if pw != "" {
+		if err := os.MkdirAll(filepath.Dir(a.walSecretPath(mid)), 0o700); err != nil {
+			return fmt.Errorf("agent: WAL source secret: %w", err)
+		}
+		if err := os.WriteFile(a.walSecretPath(mid), []byte(pw+"\n"), 0o600); err != nil {
+			return fmt.Errorf("agent: WAL source secret: %w", err)
+		}
+	}
 	return a.cat.Update(func(tx *catalog.Tx) error {
 		m, err := tx.Migration(mid)
-		if err != nil || m.WALSource == primaryConnInfo {
+		if err != nil || m.WALSource == ci {
 			return err
 		}
-		m.WALSource = primaryConnInfo
+		m.WALSource = ci
 		return tx.PutMigration(m)
 	})
+}
+
+// walSecretPath is where keepWALSource keeps the password of migration
+// mid's WAL source: <root>/secrets/wal-<mid>.
+func (a *Agent) walSecretPath(mid string) string {
+	return filepath.Join(a.cfg.Root, "secrets", "wal-"+filepath.Base(mid))
+}
+
+// walSource returns migration cm's WAL source conninfo with its password
+// put back (as far as its secret file still holds it).
+func (a *Agent) walSource(cm catalog.Migration) string {
+	b, err := os.ReadFile(a.walSecretPath(cm.ID))
+	if pw := strings.TrimSpace(string(b)); err == nil && pw != "" {
+		return cm.WALSource + " password=" + pw
+	}
+	return cm.WALSource
+}
+
+// splitPassword returns ci without its password field, and the password
+// ("" if none). ci is a key=value conninfo as
+// migration.Source.PrimaryConnInfo writes it (unquoted values).
+func splitPassword(ci string) (rest, password string) {
+	fs := strings.Fields(ci)
+	out := fs[:0]
+	for _, f := range fs {
+		if v, ok := strings.CutPrefix(f, "password="); ok {
+			password = v
+			continue
+		}
+		out = append(out, f)
+	}
+	return strings.Join(out, " "), password
 }
 
 // resumeTargetRelays re-creates, after a restart, the WAL relays of the
@@ -138,6 +183,9 @@ func (a *Agent) resumeTargetRelays(ctx context.Context) {
 		return
 	}
 	for _, cm := range ms {
+		if cm.Done {
+			os.Remove(a.walSecretPath(cm.ID))
+		}
 		if cm.Done || cm.Role != catalog.Target || cm.WALSource == "" {
 			continue
 		}
@@ -149,7 +197,7 @@ func (a *Agent) resumeTargetRelays(ctx context.Context) {
 		if rec.Phase != migration.PhaseCatchUp && rec.Phase != migration.PhaseWarm {
 			continue // before the standby, or in a handover the source rolls back
 		}
-		ci, err := a.startTargetRelay(cm.ID, cm.WALSource, 0)
+		ci, err := a.startTargetRelay(cm.ID, a.walSource(cm), 0)
 		if err == nil {
 			err = a.localTarget().StartStandby(ctx, rec, ci, rec.Slot)
 		}
@@ -178,8 +226,10 @@ func (a *Agent) paceTargetRelay(mid string, rate float64, unpaced bool) (relayed
 	return tr.relay.Relayed(), tr.id, true
 }
 
-// closeTargetRelay stops migration mid's relay, if any (commit, abort).
+// closeTargetRelay stops migration mid's relay, if any (commit, abort),
+// and removes its WAL source's secret.
 func (a *Agent) closeTargetRelay(mid string) {
+	os.Remove(a.walSecretPath(mid))
 	rs := &a.relays
 	rs.mu.Lock()
 	tr := rs.m[mid]
