@@ -96,9 +96,19 @@
 // agent's own sessions), replication over TCP only as
 // pgcluster.ReplicationRole with this agent's replication password (set in
 // the tenant when a migration out starts), other roles with scram-sha-256.
-// Tenant users (client.CreateTenant.Users) are not superusers. Config.TLSCert,
-// TLSKey and TLSCA give HTTPS for the API and the stream. docs/agent-api.md
-// (Security) says the whole of it.
+// Tenant users (client.CreateTenant.Users) are not superusers; their
+// passwords and the replication role's reach PostgreSQL as SCRAM secrets,
+// and no password is kept in the catalog (a WAL source's waits in a 0600
+// file, walrelay.go).
+//
+// Config.TLSCert, TLSKey and TLSCA make the API, and so every stream between
+// agents, HTTPS with mutual TLS: a caller must present a certificate of
+// TLSCA (refused in the handshake otherwise), and the agent presents its own
+// to peers and its proxy (tls.go; certificates from `sluice certs`, package
+// internal/certs). Without them New refuses the config unless
+// Config.InsecureLoopback and a loopback Listen. PostgreSQL's own streaming
+// replication between tenants is not TLS yet. docs/agent-api.md (Security)
+// says the whole of it.
 //
 // docs/agent-api.md documents every request and answer with examples.
 package agent

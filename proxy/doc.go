@@ -124,6 +124,12 @@
 // sends Config.CatalogTokenFile's token, else the one each agent registered
 // on this host for its address.
 //
+// With Config.TLSCA the API is HTTPS with mutual TLS (tls.go): it presents
+// Config.TLSCert and refuses, in the handshake, a caller without a
+// certificate chaining to TLSCA; catalog polls present TLSCert to the
+// agents. Without TLSCA the API must listen on loopback (New refuses
+// otherwise, ErrConfig).
+//
 // # HTTP API (JSON)
 //
 //	GET  /v1/routes                      [{tenant, aliases, addr, database, held, sessions}]
