@@ -19,6 +19,7 @@ import (
 	"github.com/sluicedb/sluice/catalog"
 	"github.com/sluicedb/sluice/migration"
 	"github.com/sluicedb/sluice/migration/pg"
+	"github.com/sluicedb/sluice/pgcluster"
 )
 
 // Agent is one server's sluice agent: the goroutine-and-I/O shell around the
@@ -45,7 +46,8 @@ type Agent struct {
 	mig migrations  // migrations in progress (migrate.go)
 	rs  reshardRuns // keyspace reconfigurations in progress (reshard.go)
 
-	peerTLS *tls.Config // for calls to peers and the proxy (tls.go); nil = defaults
+	peerTLS *tls.Config          // for calls to peers and the proxy (tls.go); nil = defaults
+	pgTLS   *pgcluster.TLSFiles // the tenants' copies of the agent's TLS files (tls.go); nil = none
 
 	token        string // the API's bearer token; "" = open (Config.InsecureNoAuth)
 	replPassword string // pgcluster.ReplicationRole's password in this agent's tenants (security.go)
@@ -102,6 +104,11 @@ func New(cfg Config) (*Agent, error) {
 		a.url = scheme + ln.Addr().String()
 	}
 	if err := a.loadSecrets(); err != nil {
+		ln.Close()
+		cat.Close()
+		return nil, err
+	}
+	if a.pgTLS, err = cfg.installPGTLS(); err != nil {
 		ln.Close()
 		cat.Close()
 		return nil, err

@@ -2,8 +2,10 @@ package agent
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -15,9 +17,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/internal/certs"
+	"github.com/sluicedb/sluice/pgcluster"
 )
 
 // TestAgentMutualTLS: an agent of mutual TLS refuses, in the handshake, a
@@ -178,9 +182,12 @@ func randomHex(t *testing.T) string {
 // HTTP (insecure_loopback, the control) the relay sees the HTTP request
 // lines, the tenant's rows and the replication password; between agents of
 // mutual TLS every connection starts with a TLS handshake record (0x16
-// 0x03) both ways and none of them appears. The same run checks that no
-// password — a tenant user's, the replication role's — is in either
-// agent's catalog file or log.
+// 0x03) both ways and none of them appears. The WAL stream, PostgreSQL's
+// replication between the tenants, is checked at the tenant: with
+// certificates it admits replication only over TLS with a client
+// certificate of the CA (so the committed live migration streamed so).
+// The same run checks that no password — a tenant user's, the replication
+// role's — is in either agent's catalog file or log.
 func TestStreamBetweenAgentsIsTLS(t *testing.T) {
 	for _, secure := range []bool{false, true} {
 		name := map[bool]string{false: "plain", true: "tls"}[secure]
@@ -196,8 +203,7 @@ func TestStreamBetweenAgentsIsTLS(t *testing.T) {
 			var log1, log2 syncBuffer
 			c1.Logger = slog.New(slog.NewTextHandler(&log1, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			c2.Logger = slog.New(slog.NewTextHandler(&log2, &slog.HandlerOptions{Level: slog.LevelDebug}))
-			a1 := startAgent(t, c1)
-			startAgent(t, c2)
+			a1, a2 := startAgent(t, c1), startAgent(t, c2)
 			ctx := ctxT(t)
 
 			userPW, marker := "pw-"+randomHex(t), "wire-marker-"+randomHex(t)
@@ -246,6 +252,37 @@ func TestStreamBetweenAgentsIsTLS(t *testing.T) {
 							t.Errorf("connection %d %s starts % x, want a TLS handshake record (16 03)", i, dir, b[:min(len(b), 8)])
 						}
 					}
+				}
+			}
+
+			// The WAL stream: PostgreSQL's streaming replication between the
+			// tenants, not the API. With certificates the tenant (now on a2)
+			// takes replication only over TLS with a client certificate of
+			// the CA; the live migration's standby streamed so (verify-full).
+			repl := func(tls string) error {
+				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				c, err := pgconn.Connect(cctx, fmt.Sprintf("host=127.0.0.1 port=%d user=%s password=%s replication=true %s",
+					a2.TenantPort(tn.ID), pgcluster.ReplicationRole, secrets["the replication password"], tls))
+				if err == nil {
+					c.Close(cctx)
+				}
+				return err
+			}
+			withCert := "sslmode=verify-full " + "sslrootcert=" + c2.TLSCA + " sslcert=" + c2.TLSCert + " sslkey=" + c2.TLSKey
+			if !secure {
+				if err := repl("sslmode=disable"); err != nil {
+					t.Errorf("plain: replication without TLS refused: %v", err)
+				}
+			} else {
+				if err := repl("sslmode=disable"); err == nil || !strings.Contains(err.Error(), "no encryption") {
+					t.Errorf("replication without TLS: %v, want refused (no encryption)", err)
+				}
+				if err := repl("sslmode=require"); err == nil || !strings.Contains(err.Error(), "certificate") {
+					t.Errorf("replication over TLS without a client certificate: %v, want refused", err)
+				}
+				if err := repl(withCert); err != nil {
+					t.Errorf("replication over TLS with the agent's certificate: %v", err)
 				}
 			}
 

@@ -219,6 +219,17 @@ func (a *Agent) prepareSource(ctx context.Context, tn catalog.Tenant) error {
 		return fmt.Errorf("agent: tenant %d: %w", tn.ID, err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	if a.pgTLS != nil {
+		// The target's standby streams over TLS only (tls.go); a tenant
+		// created before the agent had certificates serves without.
+		var ssl string
+		if err := conn.QueryRow(ctx, "SHOW ssl").Scan(&ssl); err != nil {
+			return fmt.Errorf("agent: tenant %d: %w", tn.ID, err)
+		}
+		if ssl != "on" {
+			return errf(http.StatusConflict, "tenant %d serves without TLS (created before agent %s had certificates): its standby could not stream over TLS; recreate it (dump and restore) to migrate it", tn.ID, a.cfg.Name)
+		}
+	}
 	return setReplicationPassword(ctx, conn, a.replPassword)
 }
 

@@ -41,7 +41,7 @@ func (a *Agent) targetRoutes(mux *http.ServeMux) {
 					return nil, err
 				}
 			}
-			return nil, a.localTarget().StartStandby(ctx, req.Record, ci, req.Slot)
+			return nil, a.localTarget().StartStandby(ctx, req.Record, a.standbyConnInfo(ci), req.Slot)
 		})
 	})
 	mux.HandleFunc("POST "+targetPrefix+"/{mid}/pace-wal", a.handlePaceWAL)

@@ -25,7 +25,7 @@ var _ migration.Target = agentTarget{}
 // localTarget returns the Target this agent serves to source agents.
 func (a *Agent) localTarget() migration.Target {
 	a.tgtOnce.Do(func() {
-		lt := pg.NewLocalTarget(a.cfg.Root+"/tenants", pgcluster.Options{BinDir: a.cfg.PGBinDir, OSUser: a.cfg.OSUser, ListenAddr: a.cfg.Tenant.ListenAddr, Secure: true})
+		lt := pg.NewLocalTarget(a.cfg.Root+"/tenants", pgcluster.Options{BinDir: a.cfg.PGBinDir, OSUser: a.cfg.OSUser, ListenAddr: a.cfg.Tenant.ListenAddr, Secure: true, TLS: a.pgTLS})
 		lt.Settings = a.cfg.Tenant.Settings
 		lt.OnAdoptWAL = a.adoptedWAL
 		a.tgt = agentTarget{LocalTarget: lt, a: a}

@@ -36,7 +36,7 @@ func (a *Agent) TenantPort(id int64) int { return a.cfg.Tenant.BasePort + int(id
 
 // pgOptions returns the pgcluster options for a tenant on port.
 func (a *Agent) pgOptions(port int, settings map[string]string) pgcluster.Options {
-	return pgcluster.Options{BinDir: a.cfg.PGBinDir, Port: port, ListenAddr: a.cfg.Tenant.ListenAddr, OSUser: a.cfg.OSUser, Settings: settings, WALSegSizeMB: a.cfg.Tenant.WALSegSizeMB, Secure: true}
+	return pgcluster.Options{BinDir: a.cfg.PGBinDir, Port: port, ListenAddr: a.cfg.Tenant.ListenAddr, OSUser: a.cfg.OSUser, Settings: settings, WALSegSizeMB: a.cfg.Tenant.WALSegSizeMB, Secure: true, TLS: a.pgTLS}
 }
 
 // cluster opens tenant tn's data directory.

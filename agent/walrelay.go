@@ -199,7 +199,7 @@ func (a *Agent) resumeTargetRelays(ctx context.Context) {
 		}
 		ci, err := a.startTargetRelay(cm.ID, a.walSource(cm), 0)
 		if err == nil {
-			err = a.localTarget().StartStandby(ctx, rec, ci, rec.Slot)
+			err = a.localTarget().StartStandby(ctx, rec, a.standbyConnInfo(ci), rec.Slot)
 		}
 		if err != nil {
 			a.log.Error("resume relays: the standby has no WAL relay; the source rolls the migration back when its wait ends", "migration", cm.ID, "err", err)
@@ -286,17 +286,25 @@ func redactConnInfo(ci string) string {
 	return strings.Join(fs, " ")
 }
 
-// withConnInfoAddr returns ci with its host and port replaced.
+// withConnInfoAddr returns ci aimed at host:port (a relay's address):
+// libpq connects to hostaddr=host, port=port, and keeps ci's host as the
+// name the server's certificate must carry (sslmode=verify-full), since a
+// relay passes the TLS session to the source untouched.
 func withConnInfoAddr(ci, host string, port int) string {
 	fs := strings.Fields(ci)
-	for i, f := range fs {
+	out := fs[:0:0]
+	for _, f := range fs {
 		k, _, _ := strings.Cut(f, "=")
 		switch k {
-		case "host":
-			fs[i] = "host=" + host
+		case "hostaddr":
+			continue
 		case "port":
-			fs[i] = "port=" + strconv.Itoa(port)
+			f = "port=" + strconv.Itoa(port)
+		}
+		out = append(out, f)
+		if k == "host" {
+			out = append(out, "hostaddr="+host)
 		}
 	}
-	return strings.Join(fs, " ")
+	return strings.Join(out, " ")
 }

@@ -17,7 +17,7 @@ func TestConnInfoAddr(t *testing.T) {
 	if err != nil || addr != "10.0.0.7:5433" {
 		t.Fatalf("connInfoAddr = %q, %v", addr, err)
 	}
-	if got, want := withConnInfoAddr(ci, "127.0.0.1", 40001), "host=127.0.0.1 port=40001 user=postgres application_name=sluice password=s3cret"; got != want {
+	if got, want := withConnInfoAddr(ci, "127.0.0.1", 40001), "host=10.0.0.7 hostaddr=127.0.0.1 port=40001 user=postgres application_name=sluice password=s3cret"; got != want {
 		t.Errorf("withConnInfoAddr = %q, want %q", got, want)
 	}
 	for _, bad := range []string{"", "host=/tmp port=5432", "host=h", "port=5432", "host=h port=x"} {

@@ -55,6 +55,11 @@ func (c *Cluster) Configure(settings map[string]string) error {
 	for k, v := range settings {
 		all[k] = v
 	}
+	if t := c.opts.TLS; t != nil {
+		all["ssl"] = "on"
+		all["ssl_cert_file"], all["ssl_key_file"], all["ssl_ca_file"] = t.Cert, t.Key, t.CA
+		all["ssl_min_protocol_version"] = "TLSv1.2"
+	}
 	keys := make([]string, 0, len(all))
 	for k := range all {
 		keys = append(keys, k)
@@ -101,8 +106,9 @@ func (c *Cluster) Configure(settings map[string]string) error {
 }
 
 // ReplicationRole is the role a Secure cluster's standbys stream as: it may
-// replicate (REPLICATION LOGIN) over TCP with scram-sha-256, and nothing
-// else. Its password is set by whoever runs the cluster (the agent).
+// replicate (REPLICATION LOGIN) over TCP with scram-sha-256 (and, with
+// Options.TLS, only over TLS with a client certificate of its CA), and
+// nothing else. Its password is set by whoever runs the cluster (the agent).
 const ReplicationRole = "sluice_replication"
 
 // writeSecureHBA writes Options.Secure's pg_hba.conf and pg_ident.conf.
@@ -120,7 +126,12 @@ func (c *Cluster) writeSecureHBA() error {
 		fmt.Fprintf(&b, "host all %s %s reject\n", su, n)
 		fmt.Fprintf(&b, "host replication %s %s reject\n", su, n)
 		fmt.Fprintf(&b, "host all %s %s reject\n", ReplicationRole, n)
-		fmt.Fprintf(&b, "host replication %s %s scram-sha-256\n", ReplicationRole, n)
+		if c.opts.TLS != nil {
+			fmt.Fprintf(&b, "hostnossl replication %s %s reject\n", ReplicationRole, n)
+			fmt.Fprintf(&b, "hostssl replication %s %s scram-sha-256 clientcert=verify-ca\n", ReplicationRole, n)
+		} else {
+			fmt.Fprintf(&b, "host replication %s %s scram-sha-256\n", ReplicationRole, n)
+		}
 		fmt.Fprintf(&b, "host all all %s scram-sha-256\n", n)
 	}
 	if err := c.writeFile("pg_hba.conf", b.String()); err != nil {
@@ -216,3 +227,17 @@ func needsQuote(v string) bool {
 }
 
 func quoteConf(v string) string { return "'" + strings.ReplaceAll(v, "'", "''") + "'" }
+
+// TLSSettings are the settings Configure writes for Options.TLS: a received
+// data directory's copy of them names the old host's files.
+var TLSSettings = []string{"ssl", "ssl_cert_file", "ssl_key_file", "ssl_ca_file", "ssl_min_protocol_version"}
+
+// StandbyTLS returns the libpq conninfo fields of a standby that streams
+// over TLS with client certificate f, checking the server's certificate
+// against f.CA and its host name (verify-full); "" for nil f.
+func StandbyTLS(f *TLSFiles) string {
+	if f == nil {
+		return ""
+	}
+	return fmt.Sprintf("sslmode=verify-full sslrootcert=%s sslcert=%s sslkey=%s", f.CA, f.Cert, f.Key)
+}

@@ -65,11 +65,23 @@ type Options struct {
 	// TCP. Over TCP, replication only as ReplicationRole and other roles
 	// with scram-sha-256; ReplicationRole may not log in to a database.
 	Secure bool
+	// TLS, if set, makes the server speak TLS (ssl = on) with TLS.Cert and
+	// TLS.Key (PEM files the OS user can read, the key mode 0600), checking
+	// client certificates against TLS.CA; with Secure, replication over TCP
+	// then requires TLS and a client certificate of TLS.CA besides the
+	// password (hostssl … clientcert=verify-ca; without TLS it is refused).
+	TLS *TLSFiles
 	// WALSegSizeMB is initdb's --wal-segsize in MiB (a power of 2, 1..1024);
 	// 0 = PostgreSQL's default 16. Small segments shorten a promotion, which
 	// copies the last segment to the new timeline: 1 MiB halves a
 	// handover's freeze (docs/results.md, the handover benchmark).
 	WALSegSizeMB int
+}
+
+// TLSFiles are the PEM files of a server's TLS (Options.TLS), or of a
+// client's (StandbyTLS).
+type TLSFiles struct {
+	Cert, Key, CA string
 }
 
 // Cluster is one PostgreSQL data directory and the postmaster serving it.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -19,8 +20,8 @@ import (
 const StandbyRetryInterval = "20ms"
 
 // confSettings reads the settings of a copied sluice.conf, unquoted, without
-// those that name the old server (port, addresses, socket directory) or its
-// upstream.
+// those that name the old server (port, addresses, socket directory, TLS
+// files) or its upstream.
 func confSettings(dir string) (map[string]string, error) {
 	b, err := os.ReadFile(filepath.Join(dir, "sluice.conf"))
 	if errors.Is(err, os.ErrNotExist) {
@@ -43,6 +44,9 @@ func confSettings(dir string) (map[string]string, error) {
 		switch k {
 		case "port", "listen_addresses", "unix_socket_directories", "primary_conninfo", "primary_slot_name":
 			continue
+		}
+		if slices.Contains(pgcluster.TLSSettings, k) {
+			continue // the old host's files; the target's cluster options bring its own
 		}
 		if len(v) >= 2 && v[0] == '\'' && v[len(v)-1] == '\'' {
 			v = strings.ReplaceAll(v[1:len(v)-1], "''", "'")
