@@ -46,7 +46,7 @@ type Agent struct {
 	mig migrations  // migrations in progress (migrate.go)
 	rs  reshardRuns // keyspace reconfigurations in progress (reshard.go)
 
-	peerTLS *tls.Config          // for calls to peers and the proxy (tls.go); nil = defaults
+	peerTLS *tls.Config         // for calls to peers and the proxy (tls.go); nil = defaults
 	pgTLS   *pgcluster.TLSFiles // the tenants' copies of the agent's TLS files (tls.go); nil = none
 
 	token        string // the API's bearer token; "" = open (Config.InsecureNoAuth)
