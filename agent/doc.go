@@ -106,9 +106,10 @@
 // TLSCA (refused in the handshake otherwise), and the agent presents its own
 // to peers and its proxy (tls.go; certificates from `sluice certs`, package
 // internal/certs). Without them New refuses the config unless
-// Config.InsecureLoopback and a loopback Listen. PostgreSQL's own streaming
-// replication between tenants is not TLS yet. docs/agent-api.md (Security)
-// says the whole of it.
+// Config.InsecureLoopback and a loopback Listen. With certificates the
+// tenants' PostgreSQL serves TLS too, and a migration's standby streams the
+// source's WAL over TLS with the agent's certificate (verify-full; tls.go).
+// docs/agent-api.md (Security) says the whole of it.
 //
 // docs/agent-api.md documents every request and answer with examples.
 package agent
