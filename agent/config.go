@@ -91,7 +91,9 @@ type Config struct {
 	// them the API, and so every stream between agents, is HTTPS with
 	// mutual TLS only (tls.go); the agent presents TLSCert to its peers and
 	// its proxy (a certificate with the client usage too: sluice certs
-	// issue). Required unless InsecureLoopback.
+	// issue); Peers must then be https://, Proxy https:// or loopback. The
+	// tenants serve TLS with the same certificate, and a migration's standby
+	// streams over it. Required unless InsecureLoopback.
 	TLSCert string `json:"tls_cert"`
 	TLSKey  string `json:"tls_key"`
 	TLSCA   string `json:"tls_ca"`
