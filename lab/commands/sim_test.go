@@ -265,3 +265,67 @@ func TestDemoWritesPlots(t *testing.T) {
 		t.Fatalf("demo: PID after the step %v not below fixed %v", m["pid_after_step_ms"], m["fixed_after_step_ms"])
 	}
 }
+
+// A flag the chosen controller does not use, and a contract some store
+// misses with no migration at all, are refused with exit 2 and one line
+// naming the reason, not echoed and ignored.
+func TestSimRefusesUnusedFlagsAndImpossibleContracts(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"setpoint with integral", []string{"--controller", "integral", "--setpoint", "10ms"}, "--setpoint applies to --controller pid, interference only, not integral"},
+		{"setpoint with fixed", []string{"--controller", "fixed", "--setpoint", "10ms"}, "--setpoint applies to"},
+		{"k with pid", []string{"--controller", "pid", "--k", "3e8"}, "--k applies to --controller integral only, not pid"},
+		{"pole with pid", []string{"--controller", "pid", "--pole", "0.5"}, "--pole applies to --controller integral only, not pid"},
+		{"pole with interference", []string{"--controller", "interference", "--pole", "0.5"}, "--pole applies to"},
+		{"rate with integral", []string{"--controller", "integral", "--rate", "3MB/s"}, "--rate applies to --controller fixed only, not integral"},
+		{"rate with interference", []string{"--controller", "interference", "--rate", "3MB/s"}, "--rate applies to"},
+		{"profile with integral", []string{"--controller", "integral", "--profile", "slacker"}, "--profile applies to --controller pid only"},
+		{"noise with fixed", []string{"--controller", "fixed", "--noise", "0.1"}, "--noise applies to"},
+		{"window with fixed", []string{"--controller", "fixed", "--window", "2s"}, "--window applies to"},
+		{"pole with k", []string{"--controller", "integral", "--k", "3e8", "--pole", "0.5"}, "--pole chooses the tuned K"},
+		{"contract 5ms, multitenant", []string{"--scenario", "multitenant", "--controller", "integral", "--contract", "5ms"}, "contract 5ms is at or below store s2's idle latency"},
+		{"contract 7ms, multitenant", []string{"--scenario", "multitenant", "--controller", "integral", "--contract", "7ms"}, "contract 7ms is at or below store s4's idle latency"},
+		{"contract at idle, steady", []string{"--scenario", "steady", "--controller", "integral", "--contract", "3.9ms"}, "at or below store tenant's idle latency"},
+		{"contract below idle, pid", []string{"--scenario", "steady", "--controller", "pid", "--contract", "2ms"}, "at or below store tenant's idle latency"},
+	} {
+		code, out, errs := labRunCLI(t, append([]string{"sim"}, tc.args...)...)
+		if code != 2 || out != "" || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, tc.want) {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 2, one line containing %q", tc.name, code, out, errs, tc.want)
+		}
+	}
+}
+
+// A contract of 1.5 × the idle latency works with the integral (the
+// profile finds the gain at low rates), and the PID holds 2 × idle on the
+// same plant.
+func TestSimTightContract(t *testing.T) {
+	for _, args := range [][]string{
+		{"--scenario", "steady", "--controller", "integral", "--contract", "6ms"},
+		{"--scenario", "diurnal", "--controller", "integral", "--contract", "6.5ms"},
+		{"--scenario", "multitenant", "--controller", "integral", "--contract", "12ms"},
+		{"--scenario", "steady", "--controller", "pid", "--setpoint", "8ms"},
+	} {
+		code, out, errs := labRunCLI(t, append(append([]string{"sim"}, args...), "--json")...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errs)
+		}
+		m, _ := simJSONKeys(t, out)
+		idle, mean := m["idle_latency_ms"].(float64), m["mean_latency_ms"].(float64)
+		if m["completed"] != true || !(mean > idle) {
+			t.Errorf("%v: %v", args, m)
+		}
+		switch args[3] {
+		case "integral": // judged against the contract: rarely over it
+			if vr := m["violation_fraction"].(float64); vr > 0.15 {
+				t.Errorf("%v: violation fraction %v", args, vr)
+			}
+		case "pid": // steers its mean to the setpoint
+			if mean > 8*1.05 {
+				t.Errorf("%v: mean %v ms over 8 ms", args, mean)
+			}
+		}
+	}
+}

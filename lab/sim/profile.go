@@ -61,6 +61,7 @@ type Fit struct {
 	Points    int // points used
 	MinRate   float64
 	MaxRate   float64
+	Fallback  bool // Local only: the global fit, as the local rungs showed no slope
 }
 
 // Profile is the outcome of ProfilePlant.
@@ -79,7 +80,9 @@ type Profile struct {
 	// operating region only: the rungs where it is in the upper half between
 	// its idle latency and its contract (at least 3 rungs). The plant is
 	// convex, so its slope where a controller works is steeper than the
-	// global average; proposals should use Local.
+	// global average; proposals should use Local. When the local rungs show
+	// no slope (noise, a drifting load), Local is the global fit with
+	// Fallback set.
 	Global, Local Fit
 }
 
@@ -313,7 +316,13 @@ func (p *Profile) fitGains(stores []*storeSim) error {
 		}
 	}
 	if p.Local, err = fit(lx, ly); err != nil {
-		return fmt.Errorf("local fit: %w", err)
+		if !errors.Is(err, tune.ErrNoGain) {
+			return fmt.Errorf("local fit: %w", err)
+		}
+		// A load that drifts during the few rungs near the contract can
+		// hide their slope; the global slope still holds over the range.
+		p.Local = p.Global
+		p.Local.Fallback = true
 	}
 	return nil
 }
