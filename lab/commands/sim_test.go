@@ -329,3 +329,47 @@ func TestSimTightContract(t *testing.T) {
 		}
 	}
 }
+
+func TestSimFleetJSONHasExactlyTheKeys(t *testing.T) {
+	args := []string{"sim", "fleet", "--servers", "50", "--tenants", "500", "--seed", "3", "--json"}
+	code, out, errs := labRunCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	m, keys := simJSONKeys(t, out)
+	want := []string{"bytes", "moves", "oracle_seconds", "plan_seconds", "servers", "tenants", "worst_violation_fraction"}
+	if !slices.Equal(keys, want) {
+		t.Fatalf("keys %v, want %v", keys, want)
+	}
+	plan, oracle, vr := m["plan_seconds"].(float64), m["oracle_seconds"].(float64), m["worst_violation_fraction"].(float64)
+	if m["servers"] != 50.0 || m["tenants"] != 500.0 || m["moves"].(float64) < 1 || m["bytes"].(float64) <= 0 ||
+		!(oracle > 0 && oracle <= plan) || vr < 0 || vr > 1 {
+		t.Fatalf("figures %v", m)
+	}
+	if _, again, _ := labRunCLI(t, args...); again != out {
+		t.Fatalf("not deterministic:\n%s\n%s", out, again)
+	}
+	code, out, errs = labRunCLI(t, "sim", "fleet", "--servers", "50", "--tenants", "500", "--variant", "p=0.85,pole=0.6")
+	if code != 0 || !strings.Contains(out, "integral P 0.85, pole 0.60") || !strings.Contains(out, "× the oracle") {
+		t.Fatalf("exit %d %s\n%s", code, errs, out)
+	}
+}
+
+func TestSimFleetBadInput(t *testing.T) {
+	for name, args := range map[string][]string{
+		"one server":    {"--servers", "1"},
+		"no tenants":    {"--tenants", "0"},
+		"target 0":      {"--target", "0"},
+		"target 1.2":    {"--target", "1.2"},
+		"variant key":   {"--variant", "k=3"},
+		"variant value": {"--variant", "p=high"},
+		"variant p":     {"--variant", "p=1.5"},
+		"variant pole":  {"--variant", "pole=1"},
+		"stray arg":     {"extra"},
+	} {
+		code, out, errs := labRunCLI(t, append([]string{"sim", "fleet"}, args...)...)
+		if code != 2 || out != "" || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 2 and one line", name, code, out, errs)
+		}
+	}
+}

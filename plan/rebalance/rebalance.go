@@ -16,10 +16,11 @@
 //	        candidates = its tenants that fit the destination with the most
 //	                     headroom (load ≤ that headroom) and are not moved yet
 //	        none: the server stays over (Result.Over), next server
-//	        if some candidate alone covers the excess:
-//	            pick the one of those with the fewest bytes
-//	        else:
-//	            pick the candidate with the most load per byte
+//	        cover = the candidate that alone covers the excess with the
+//	                fewest bytes, if any
+//	        dense = the candidates by load per byte, most first, as many
+//	                as cover the excess together (or all)
+//	        pick cover if it copies no more bytes than dense, else dense's first
 //	        move it to the destination with the most headroom;
 //	        excess −= its load; that destination's headroom −= its load
 //
@@ -27,7 +28,9 @@
 // within the target, whatever order the moves then run in: a destination's
 // headroom counts every move planned to it. Preferring load per byte keeps
 // the bytes to copy — the plan's duration — small; a single tenant that
-// covers the excess by itself ends that server's moves early. A server
+// covers the excess for fewer bytes ends that server's moves early, but a
+// big one never displaces several small ones that copy less. (A greedy
+// choice: the fewest bytes that cover an excess is a knapsack problem.) A server
 // is only ever a source or a destination, never both. Ties are broken by
 // ID, so the same input gives the same plan.
 package rebalance
@@ -194,26 +197,46 @@ func Plan(servers []Server, tenants []Tenant, p Params) (Result, error) {
 }
 
 // pick returns the tenant of cand (indices into ts) to move next off a
-// server excess over its target, or -1 if none fits free: one that covers
-// the excess alone with the fewest bytes, else the most load per byte.
+// server excess over its target, or -1 if none fits free: the tenant that
+// covers the excess alone with the fewest bytes if that copies no more than
+// the densest tenants (most load per byte) would together, else the
+// densest.
 func pick(ts []Tenant, cand []int, moved map[int]bool, excess, free float64) int {
-	cover, best := -1, -1
+	cover := -1
+	var fit []int
 	for _, j := range cand {
 		t := ts[j]
 		if moved[j] || t.Load <= 0 || t.Load > free {
 			continue
 		}
+		fit = append(fit, j)
 		if t.Load >= excess && (cover < 0 || t.Bytes < ts[cover].Bytes || t.Bytes == ts[cover].Bytes && t.ID < ts[cover].ID) {
 			cover = j
 		}
-		if best < 0 || denser(t, ts[best]) {
-			best = j
+	}
+	if len(fit) == 0 {
+		return -1
+	}
+	slices.SortFunc(fit, func(a, b int) int {
+		if denser(ts[a], ts[b]) {
+			return -1
+		}
+		return 1
+	})
+	if cover < 0 {
+		return fit[0]
+	}
+	var bytes int64
+	for _, j := range fit {
+		bytes += ts[j].Bytes
+		if excess -= ts[j].Load; excess <= 0 {
+			break
 		}
 	}
-	if cover >= 0 {
+	if ts[cover].Bytes <= bytes {
 		return cover
 	}
-	return best
+	return fit[0]
 }
 
 // denser reports whether a relieves more load per byte than b (ties: more
