@@ -61,7 +61,14 @@ p99_latency_ms, violation_fraction, migration_seconds, mean_rate (bytes/s) and c
 Latency figures cover the time the migration ran; idle_latency_ms is the same workload
 without a migration; violation_fraction is the share of 1 s windows whose mean latency
 exceeds --contract (default: the setpoint; multitenant: each store's own contract, worst store).
---out DIR writes series.csv and summary.json, --png FILE a plot.`,
+--out DIR writes series.csv and summary.json, --png FILE a plot.
+
+A flag the chosen controller does not use is refused, not ignored: --setpoint is the target
+of pid and interference (the others are judged by --contract), --rate is fixed's, --k and
+--pole are the integral's (--pole only when K is tuned, without --k), --profile is pid's,
+--window and --noise are what a controller that steers by latency is shown. So is a
+contract at or below some store's idle latency (no rate meets it); any contract above
+works: the integral's profile refines its ladder of rates until it has points to fit.`,
 	Example: `  sluice sim --scenario step40 --controller pid --setpoint 30ms
   sluice sim --scenario step40 --profile slacker
   sluice sim --scenario steady --controller fixed --rate 10MB/s --json

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -21,6 +23,7 @@ type fleetFlags struct {
 	seed    uint64
 	target  float64
 	variant string
+	out     string
 	json    bool
 }
 
@@ -46,7 +49,11 @@ oracle_seconds and worst_violation_fraction.
 
 --variant changes the controllers for an experiment: p=F (the integral's reference
 fraction of each contract, default 0.9) and pole=F (the pole K is tuned for, default 0.7),
-comma-separated.`,
+comma-separated.
+
+--out DIR writes series.csv (the plan and the oracle second by second: moves running, the
+fleet's rate, servers over a contract), worst.csv (the worst server's seconds), summary.json
+(every figure), report.md and fleet.png.`,
 	Example: `  sluice sim fleet
   sluice sim fleet --seed 2 --json
   sluice sim fleet --servers 100 --tenants 1000 --variant p=0.85`,
@@ -61,6 +68,7 @@ func init() {
 	f.Uint64Var(&fleetF.seed, "seed", 1, "random seed: same seed, same fleet and result")
 	f.Float64Var(&fleetF.target, "target", fleet.DefaultTarget, "load target: the share of a server's capacity above which it sheds tenants, in (0, 1]")
 	f.StringVar(&fleetF.variant, "variant", "", "controller experiment: p=F,pole=F")
+	f.StringVar(&fleetF.out, "out", "", "directory to write series.csv, worst.csv, summary.json, report.md and fleet.png into")
 	f.BoolVar(&fleetF.json, "json", false, "print the figures as one JSON object")
 	simCmd.AddCommand(simFleetCmd)
 }
@@ -87,6 +95,11 @@ func runSimFleet(cmd *cobra.Command, f fleetFlags) error {
 	if err := fleetVariant(f.variant, &c); err != nil {
 		return err
 	}
+	if f.out != "" {
+		if err := simCheckParentDir("out", filepath.Clean(f.out)); err != nil {
+			return err
+		}
+	}
 	fl, err := fleet.Generate(c)
 	if err != nil {
 		return cli.Usagef("sim %v", err)
@@ -100,11 +113,17 @@ func runSimFleet(cmd *cobra.Command, f fleetFlags) error {
 		return fmt.Errorf("sim %w", err)
 	}
 	out := cmd.OutOrStdout()
+	j := fleetJSON{
+		Servers: r.Servers, Tenants: r.Tenants, Moves: r.Moves, Bytes: r.Bytes,
+		PlanSeconds: round3(r.PlanSeconds), OracleSeconds: round3(r.OracleSeconds), WorstViolationFraction: round3(r.WorstViolation),
+	}
+	if f.out != "" {
+		if err := writeFleetFiles(f.out, fl.Config, r, j); err != nil {
+			return err
+		}
+	}
 	if f.json {
-		return cli.WriteJSON(out, fleetJSON{
-			Servers: r.Servers, Tenants: r.Tenants, Moves: r.Moves, Bytes: r.Bytes,
-			PlanSeconds: round3(r.PlanSeconds), OracleSeconds: round3(r.OracleSeconds), WorstViolationFraction: round3(r.WorstViolation),
-		})
+		return cli.WriteJSON(out, j)
 	}
 	printFleet(out, fl.Config, r)
 	return nil
@@ -155,4 +174,47 @@ func printFleet(w io.Writer, c fleet.Config, r fleet.Result) {
 		r.OracleSeconds, r.PlanSeconds/math.Max(r.OracleSeconds, 1e-9))
 	fmt.Fprintf(w, "1 s windows over contract during moves: worst server %.1f%% (%s), all moving servers %.2f%%; servers without moves %.1f%%\n",
 		100*r.WorstViolation, r.WorstServer, 100*r.MeanViolation, 100*r.BystanderViolation)
+}
+
+// fleetDetailJSON is summary.json: the --json figures and the rest.
+type fleetDetailJSON struct {
+	fleetJSON
+	Seed                       uint64  `json:"seed"`
+	Target                     float64 `json:"target"`
+	P                          float64 `json:"p"`
+	Pole                       float64 `json:"pole"`
+	SubMoves                   int     `json:"sub_moves"`
+	LeftOver                   int     `json:"servers_left_over"`
+	Completed                  bool    `json:"completed"`
+	PlanOverOracle             float64 `json:"plan_over_oracle"`
+	WorstServer                string  `json:"worst_server"`
+	MovingViolationFraction    float64 `json:"moving_servers_violation_fraction"`
+	BystanderViolationFraction float64 `json:"bystander_violation_fraction"`
+	MaxConcurrent              int     `json:"max_concurrent_moves"`
+	MeanRate                   float64 `json:"mean_rate_per_move"`
+}
+
+// writeFleetFiles writes --out's files.
+func writeFleetFiles(dir string, c fleet.Config, r fleet.Result, j fleetJSON) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("sim fleet: --out: %w", err)
+	}
+	d := fleetDetailJSON{
+		fleetJSON: j, Seed: c.Seed, Target: c.Target, P: c.P, Pole: c.Pole, SubMoves: r.SubMoves, LeftOver: r.Over,
+		Completed: r.Completed, PlanOverOracle: round3(r.PlanSeconds / r.OracleSeconds), WorstServer: r.WorstServer,
+		MovingViolationFraction: round3(r.MeanViolation), BystanderViolationFraction: round3(r.BystanderViolation),
+		MaxConcurrent: r.MaxConcurrent, MeanRate: math.Round(r.MeanRate),
+	}
+	for name, fill := range map[string]func(io.Writer) error{
+		"series.csv":   func(w io.Writer) error { return fleet.WriteSeriesCSV(w, r) },
+		"worst.csv":    func(w io.Writer) error { return fleet.WriteWorstCSV(w, r) },
+		"summary.json": func(w io.Writer) error { return cli.WriteJSON(w, d) },
+		"report.md":    func(w io.Writer) error { return fleet.WriteReport(w, r, c, "fleet.png") },
+		"fleet.png":    func(w io.Writer) error { return fleet.WritePNG(w, r, c) },
+	} {
+		if err := simWriteFile(filepath.Join(dir, name), fill); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -349,9 +349,17 @@ func TestSimFleetJSONHasExactlyTheKeys(t *testing.T) {
 	if _, again, _ := labRunCLI(t, args...); again != out {
 		t.Fatalf("not deterministic:\n%s\n%s", out, again)
 	}
-	code, out, errs = labRunCLI(t, "sim", "fleet", "--servers", "50", "--tenants", "500", "--variant", "p=0.85,pole=0.6")
+	dir := filepath.Join(t.TempDir(), "fleet")
+	code, out, errs = labRunCLI(t, "sim", "fleet", "--servers", "50", "--tenants", "500", "--variant", "p=0.85,pole=0.6", "--out", dir)
 	if code != 0 || !strings.Contains(out, "integral P 0.85, pole 0.60") || !strings.Contains(out, "× the oracle") {
 		t.Fatalf("exit %d %s\n%s", code, errs, out)
+	}
+	for name, prefix := range map[string]string{"series.csv": "t_s,running,rate_MBps,", "worst.csv": "t_s,ratio,", "summary.json": "{",
+		"report.md": "# sim fleet", "fleet.png": "\x89PNG"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || !bytes.HasPrefix(b, []byte(prefix)) {
+			t.Errorf("%s: %v, starts %q", name, err, b[:min(len(b), 20)])
+		}
 	}
 }
 
@@ -366,6 +374,7 @@ func TestSimFleetBadInput(t *testing.T) {
 		"variant p":     {"--variant", "p=1.5"},
 		"variant pole":  {"--variant", "pole=1"},
 		"stray arg":     {"extra"},
+		"out dir gone":  {"--out", "/nonexistent/dir/fleet"},
 	} {
 		code, out, errs := labRunCLI(t, append([]string{"sim", "fleet"}, args...)...)
 		if code != 2 || out != "" || strings.Count(errs, "\n") != 1 {

@@ -20,23 +20,29 @@ import (
 // server's load ahead of any measurement, ignores the measurement noise and
 // needs no ramp: no controller can move faster without exceeding a
 // contract on average. A move's last second counts its fraction.
-func Oracle(f *Fleet, plan rebalance.Result) (float64, error) {
+// It returns that time and the schedule second by second.
+func Oracle(f *Fleet, plan rebalance.Result) (float64, []Second, error) {
 	w := newWorld(f, plan)
+	var series []Second
 	for ; !w.finished() && w.t < MaxSteps; w.t++ {
 		w.loads()
 		w.start(func(int) {})
+		sec := Second{T: w.t}
 		for i := range w.moves {
 			m := &w.moves[i]
 			if m.started >= 0 && m.finished == 0 {
 				m.rate = math.Min(MaxRate, math.Min(slack(w, m.from), slack(w, m.to)))
+				sec.Running++
+				sec.Rate += m.rate
 			}
 		}
+		series = append(series, sec)
 		w.progress()
 	}
 	if !w.finished() {
-		return float64(w.t), fmt.Errorf("fleet: oracle: the plan does not finish within %d s even with perfect knowledge", MaxSteps)
+		return float64(w.t), series, fmt.Errorf("fleet: oracle: the plan does not finish within %d s even with perfect knowledge", MaxSteps)
 	}
-	return w.end, nil
+	return w.end, series, nil
 }
 
 // slack is the migration rate server i can bear this second with its

@@ -35,6 +35,27 @@ type Result struct {
 	BystanderViolation float64
 	MaxConcurrent      int     // most moves running in one second
 	MeanRate           float64 // Σ bytes over Σ move-seconds, bytes/s per move
+
+	// Series is the run second by second, OracleSeries the oracle's, and
+	// Worst the worst server's (WorstServer) every second of the run.
+	Series, OracleSeries []Second
+	Worst                []ServerSecond
+}
+
+// Second is one second of a run.
+type Second struct {
+	T         int     // seconds since the plan started
+	Running   int     // moves running
+	Rate      float64 // Σ their rates, bytes/s
+	Violating int     // servers in a move with some store's window over its contract
+}
+
+// ServerSecond is one second of one server.
+type ServerSecond struct {
+	T      int
+	Ratio  float64 // the largest window latency ÷ contract over its stores
+	Rate   float64 // its move's rate, bytes/s (0: no move)
+	InMove bool
 }
 
 // srvCtl is a server's controller and its violation tally.
@@ -45,6 +66,7 @@ type srvCtl struct {
 	windows          int     // 1 s windows while in a move
 	violated         int     // of those, windows with some store over its contract
 	all, allViolated int
+	trRatio, trRate  []float32 // per second: largest window ÷ contract, move rate (servers that take part only)
 }
 
 // Run executes plan on f: every server that takes part is tuned before the
@@ -88,7 +110,14 @@ func Run(f *Fleet, plan rebalance.Result) (Result, error) {
 			}
 		}
 		r.MaxConcurrent = max(r.MaxConcurrent, running)
-		measure(w, ctl)
+		sec := Second{T: w.t, Running: running}
+		for i := range w.moves {
+			if m := &w.moves[i]; m.started >= 0 && m.finished == 0 {
+				sec.Rate += m.rate
+			}
+		}
+		sec.Violating = measure(w, ctl)
+		r.Series = append(r.Series, sec)
 		steer(w, ctl)
 		w.progress()
 	}
@@ -100,13 +129,25 @@ func Run(f *Fleet, plan rebalance.Result) (Result, error) {
 	if moveSeconds > 0 {
 		r.MeanRate = float64(plan.Bytes) / moveSeconds
 	}
+	tally(&r, w, ctl)
+	o, series, err := Oracle(f, plan)
+	if err != nil {
+		return r, err
+	}
+	r.OracleSeconds, r.OracleSeries = o, series
+	return r, nil
+}
+
+// tally fills r's violation figures and the worst server's trace.
+func tally(r *Result, w *world, ctl []srvCtl) {
 	var win, vio int
+	worst := -1
 	for i, c := range ctl {
 		if w.srv[i].part {
 			win += c.windows
 			vio += c.violated
-			if c.windows > 0 && float64(c.violated)/float64(c.windows) > r.WorstViolation {
-				r.WorstViolation, r.WorstServer = float64(c.violated)/float64(c.windows), f.Servers[i].ID
+			if c.windows > 0 && (worst < 0 || float64(c.violated)/float64(c.windows) > r.WorstViolation) {
+				r.WorstViolation, worst = float64(c.violated)/float64(c.windows), i
 			}
 		} else if c.all > 0 {
 			r.BystanderViolation = math.Max(r.BystanderViolation, float64(c.allViolated)/float64(c.all))
@@ -115,12 +156,14 @@ func Run(f *Fleet, plan rebalance.Result) (Result, error) {
 	if win > 0 {
 		r.MeanViolation = float64(vio) / float64(win)
 	}
-	o, err := Oracle(f, plan)
-	if err != nil {
-		return r, err
+	if worst < 0 {
+		return
 	}
-	r.OracleSeconds = o
-	return r, nil
+	r.WorstServer = w.f.Servers[worst].ID
+	for t, ratio := range ctl[worst].trRatio {
+		rate := float64(ctl[worst].trRate[t])
+		r.Worst = append(r.Worst, ServerSecond{T: t, Ratio: float64(ratio), Rate: rate, InMove: rate > 0})
+	}
 }
 
 // reset gives c a fresh integral at rate start.
@@ -139,31 +182,42 @@ func (c *srvCtl) reset(k, start, P float64) error {
 // measure draws every store's 1 s window latency (true latency at its
 // server's utilisation, times 1 + Noise·N(0,1)), keeps the last Window of
 // them and tallies each server's windows over a contract.
-func measure(w *world, ctl []srvCtl) {
+// It returns how many servers in a move had a window over a contract.
+func measure(w *world, ctl []srvCtl) (violating int) {
 	for i := range w.srv {
 		s := &w.srv[i]
 		rho := w.rho(i)
-		over := false
+		ratio := 0.0
 		for _, j := range s.stores {
 			st := &w.f.Stores[j]
 			m := latency(st.L0, rho) * (1 + Noise*w.noise.NormFloat64())
 			ss := &w.st[j]
 			ss.win[ss.n%Window] = m
 			ss.n++
-			over = over || m > st.Contract
+			ratio = math.Max(ratio, m/st.Contract)
 		}
+		over := ratio > 1
 		c := &ctl[i]
 		c.all++
 		if over {
 			c.allViolated++
 		}
+		if s.part {
+			rate := 0.0
+			if s.move >= 0 {
+				rate = w.moves[s.move].rate
+			}
+			c.trRatio, c.trRate = append(c.trRatio, float32(ratio)), append(c.trRate, float32(rate))
+		}
 		if s.move >= 0 {
 			c.windows++
 			if over {
 				c.violated++
+				violating++
 			}
 		}
 	}
+	return violating
 }
 
 // steer steps the integral of every server in a move on its stores' mean
