@@ -76,7 +76,7 @@ type tuneFitJSON struct {
 	Points      int     `json:"points"`
 	MinRate     float64 `json:"min_rate"`
 	MaxRate     float64 `json:"max_rate"`
-	// Fallback: the local rungs showed no slope, so this is the global fit.
+	// Fallback: the local rungs showed less slope than all, so this is the global fit.
 	Fallback bool `json:"fallback,omitempty"`
 }
 
@@ -202,7 +202,7 @@ func printTune(w io.Writer, j tuneJSON) {
 	fmt.Fprintf(w, "local fit:  G = %.3g s per byte/s (%.3f ms per MB/s), R² %.3f over %d steps (%s..%s)\n",
 		j.Local.G, j.Local.GmsPerMBps, j.Local.R2, j.Local.Points, units.FormatRate(j.Local.MinRate), units.FormatRate(j.Local.MaxRate))
 	if j.Local.Fallback {
-		fmt.Fprintln(w, "  (the rungs near the contract showed no slope: the local fit is the global one)")
+		fmt.Fprintln(w, "  (the rungs near the contract showed less slope than all of them: the local fit is the global one)")
 	}
 	stable := "stable"
 	if !j.Stable {

@@ -61,7 +61,7 @@ type Fit struct {
 	Points    int // points used
 	MinRate   float64
 	MaxRate   float64
-	Fallback  bool // Local only: the global fit, as the local rungs showed no slope
+	Fallback  bool // Local only: the global fit, as the local rungs showed less slope
 }
 
 // Profile is the outcome of ProfilePlant.
@@ -81,8 +81,8 @@ type Profile struct {
 	// its idle latency and its contract (at least 3 rungs). The plant is
 	// convex, so its slope where a controller works is steeper than the
 	// global average; proposals should use Local. When the local rungs show
-	// no slope (noise, a drifting load), Local is the global fit with
-	// Fallback set.
+	// a smaller slope than the global fit (noise, a drifting load), Local is
+	// the global fit with Fallback set.
 	Global, Local Fit
 }
 
@@ -315,12 +315,15 @@ func (p *Profile) fitGains(stores []*storeSim) error {
 			lx, ly = append(lx, pt.Rate), append(ly, pt.Stores[b].Seconds())
 		}
 	}
-	if p.Local, err = fit(lx, ly); err != nil {
-		if !errors.Is(err, tune.ErrNoGain) {
-			return fmt.Errorf("local fit: %w", err)
-		}
-		// A load that drifts during the few rungs near the contract can
-		// hide their slope; the global slope still holds over the range.
+	p.Local, err = fit(lx, ly)
+	if err != nil && !errors.Is(err, tune.ErrNoGain) {
+		return fmt.Errorf("local fit: %w", err)
+	}
+	if err != nil || p.Local.G < p.Global.G {
+		// The plant is convex: its slope near the contract is at least the
+		// average one. Less means a load that drifted during the few rungs
+		// near the contract hid their slope (and a gain near 0 would give a
+		// huge K); the global slope still holds over the range.
 		p.Local = p.Global
 		p.Local.Fallback = true
 	}
