@@ -1,6 +1,8 @@
 // Package sim is sluice's plant simulator: a database server, its workload
 // and a migration, in virtual time, so that controllers can be tested and
 // tuned deterministically in milliseconds before they touch a server.
+// Package lab/sim/fleet scales the plant to a thousand servers with a
+// cheaper, fluid model.
 //
 // # Model
 //
