@@ -26,7 +26,7 @@ func Oracle(f *Fleet, plan rebalance.Result) (float64, []Second, error) {
 	var series []Second
 	for ; !w.finished() && w.t < MaxSteps; w.t++ {
 		w.loads()
-		w.start(func(int) {})
+		w.start()
 		sec := Second{T: w.t}
 		for i := range w.moves {
 			m := &w.moves[i]

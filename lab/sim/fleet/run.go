@@ -99,7 +99,7 @@ func Run(f *Fleet, plan rebalance.Result) (Result, error) {
 		if w.t > 0 {
 			w.loads()
 		}
-		w.start(func(int) {})
+		w.start()
 		running := 0
 		for i := range w.moves {
 			m := &w.moves[i]

@@ -97,15 +97,14 @@ func (w *world) loads() {
 }
 
 // start starts every pending move whose servers are both free, in
-// priority order; started calls back for each.
-func (w *world) start(started func(m int)) {
+// priority order.
+func (w *world) start() {
 	kept := w.queue[:0]
 	for _, i := range w.queue {
 		m := &w.moves[i]
 		if w.srv[m.from].move < 0 && w.srv[m.to].move < 0 {
 			m.started = w.t
 			w.srv[m.from].move, w.srv[m.to].move = i, i
-			started(i)
 			continue
 		}
 		kept = append(kept, i)
