@@ -3,6 +3,7 @@ package commands
 import (
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -60,7 +61,14 @@ p99_latency_ms, violation_fraction, migration_seconds, mean_rate (bytes/s) and c
 Latency figures cover the time the migration ran; idle_latency_ms is the same workload
 without a migration; violation_fraction is the share of 1 s windows whose mean latency
 exceeds --contract (default: the setpoint; multitenant: each store's own contract, worst store).
---out DIR writes series.csv and summary.json, --png FILE a plot.`,
+--out DIR writes series.csv and summary.json, --png FILE a plot.
+
+A flag the chosen controller does not use is refused, not ignored: --setpoint is the target
+of pid and interference (the others are judged by --contract), --rate is fixed's, --k and
+--pole are the integral's (--pole only when K is tuned, without --k), --profile is pid's,
+--window and --noise are what a controller that steers by latency is shown. So is a
+contract at or below some store's idle latency (no rate meets it); any contract above
+works: the integral's profile refines its ladder of rates until it has points to fit.`,
 	Example: `  sluice sim --scenario step40 --controller pid --setpoint 30ms
   sluice sim --scenario step40 --profile slacker
   sluice sim --scenario steady --controller fixed --rate 10MB/s --json
@@ -133,8 +141,10 @@ func parseSimFlags(cmd *cobra.Command, f simFlags, withController bool) (simSetu
 		return s, cli.Usagef("sim: --window %q: want whole seconds from 1s to 1m", f.window)
 	}
 	s.opt.Window = w
-	if cmd.Flags().Changed("profile") && withController && f.controller != "pid" {
-		return s, cli.Usagef("sim: --profile applies to --controller pid only")
+	if withController {
+		if err := simFlagsUsed(cmd, f.controller); err != nil {
+			return s, err
+		}
 	}
 	if s.prof, err = simProfile(f.profile); err != nil {
 		return s, err
@@ -160,9 +170,6 @@ func parseSimFlags(cmd *cobra.Command, f simFlags, withController bool) (simSetu
 		}
 		s.ccfg = sim.ControllerConfig{Kind: f.controller, Setpoint: s.opt.Setpoint, Rate: -1, Profile: s.prof}
 		if cmd.Flags().Changed("rate") {
-			if f.controller != "fixed" {
-				return s, cli.Usagef("sim: --rate applies to --controller fixed only")
-			}
 			r, err := units.ParseRate(f.rate)
 			if err != nil {
 				return s, cli.Usagef("sim: --rate: %v", err)
@@ -173,9 +180,6 @@ func parseSimFlags(cmd *cobra.Command, f simFlags, withController bool) (simSetu
 			s.ccfg.Rate = r // 0 is legitimate: paused (the run then ends at the time limit)
 		}
 		if cmd.Flags().Changed("k") {
-			if f.controller != "integral" {
-				return s, cli.Usagef("sim: --k applies to --controller integral only")
-			}
 			if !(f.k > 0) || math.IsInf(f.k, 0) {
 				return s, cli.Usagef("sim: --k must be > 0, got %v", f.k)
 			}
@@ -204,7 +208,55 @@ func parseSimFlags(cmd *cobra.Command, f simFlags, withController bool) (simSetu
 		return s, cli.Usagef("sim: setpoint %v is below the idle latency %v of scenario %s (no migration at all would meet it)",
 			s.opt.Setpoint, worst.Round(10*time.Microsecond), scn.Name)
 	}
+	// A contract some store misses with no migration at all: the integral
+	// could never move a byte, and every window would count as a violation.
+	for i, st := range scn.Stores {
+		lc := st.Contract
+		if s.opt.Contract > 0 || lc == 0 {
+			lc = s.opt.Contract
+		}
+		if lc == 0 {
+			lc = s.opt.Setpoint
+		}
+		if i < len(per) && lc <= per[i] {
+			return s, cli.Usagef("sim: contract %v is at or below store %s's idle latency %v in scenario %s (no migration at all would meet it)",
+				lc, st.Name, per[i].Round(10*time.Microsecond), scn.Name)
+		}
+	}
 	return s, nil
+}
+
+// simFlagUsers names, for each flag only some controllers use, those
+// controllers: any other refuses it rather than ignore it.
+var simFlagUsers = map[string][]string{
+	"setpoint": {"pid", "interference"}, // the target they steer to; the others are judged by --contract
+	"profile":  {"pid"},
+	"rate":     {"fixed"},
+	"k":        {"integral"},
+	"pole":     {"integral"},
+	"window":   {"pid", "integral", "interference"}, // what a controller that steers by latency is shown
+	"noise":    {"pid", "integral", "interference"},
+}
+
+// simFlagsUsed refuses a flag the controller does not use.
+func simFlagsUsed(cmd *cobra.Command, controller string) error {
+	if !slices.Contains(sim.ControllerNames, controller) {
+		return nil // reported as unknown later
+	}
+	for _, name := range slices.Sorted(maps.Keys(simFlagUsers)) {
+		users := simFlagUsers[name]
+		if cmd.Flags().Changed(name) && !slices.Contains(users, controller) {
+			hint := ""
+			if name == "setpoint" {
+				hint = " (--contract sets what the run is judged against)"
+			}
+			return cli.Usagef("sim: --%s applies to --controller %s only, not %s%s", name, strings.Join(users, ", "), controller, hint)
+		}
+	}
+	if controller == "integral" && cmd.Flags().Changed("k") && cmd.Flags().Changed("pole") {
+		return cli.Usagef("sim: --pole chooses the tuned K; with --k given it would be ignored")
+	}
+	return nil
 }
 
 // simProfile resolves --profile; the simulator steps in whole seconds.

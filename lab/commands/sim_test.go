@@ -265,3 +265,125 @@ func TestDemoWritesPlots(t *testing.T) {
 		t.Fatalf("demo: PID after the step %v not below fixed %v", m["pid_after_step_ms"], m["fixed_after_step_ms"])
 	}
 }
+
+// A flag the chosen controller does not use, and a contract some store
+// misses with no migration at all, are refused with exit 2 and one line
+// naming the reason, not echoed and ignored.
+func TestSimRefusesUnusedFlagsAndImpossibleContracts(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"setpoint with integral", []string{"--controller", "integral", "--setpoint", "10ms"}, "--setpoint applies to --controller pid, interference only, not integral"},
+		{"setpoint with fixed", []string{"--controller", "fixed", "--setpoint", "10ms"}, "--setpoint applies to"},
+		{"k with pid", []string{"--controller", "pid", "--k", "3e8"}, "--k applies to --controller integral only, not pid"},
+		{"pole with pid", []string{"--controller", "pid", "--pole", "0.5"}, "--pole applies to --controller integral only, not pid"},
+		{"pole with interference", []string{"--controller", "interference", "--pole", "0.5"}, "--pole applies to"},
+		{"rate with integral", []string{"--controller", "integral", "--rate", "3MB/s"}, "--rate applies to --controller fixed only, not integral"},
+		{"rate with interference", []string{"--controller", "interference", "--rate", "3MB/s"}, "--rate applies to"},
+		{"profile with integral", []string{"--controller", "integral", "--profile", "slacker"}, "--profile applies to --controller pid only"},
+		{"noise with fixed", []string{"--controller", "fixed", "--noise", "0.1"}, "--noise applies to"},
+		{"window with fixed", []string{"--controller", "fixed", "--window", "2s"}, "--window applies to"},
+		{"pole with k", []string{"--controller", "integral", "--k", "3e8", "--pole", "0.5"}, "--pole chooses the tuned K"},
+		{"contract 5ms, multitenant", []string{"--scenario", "multitenant", "--controller", "integral", "--contract", "5ms"}, "contract 5ms is at or below store s2's idle latency"},
+		{"contract 7ms, multitenant", []string{"--scenario", "multitenant", "--controller", "integral", "--contract", "7ms"}, "contract 7ms is at or below store s4's idle latency"},
+		{"contract at idle, steady", []string{"--scenario", "steady", "--controller", "integral", "--contract", "3.9ms"}, "at or below store tenant's idle latency"},
+		{"contract below idle, pid", []string{"--scenario", "steady", "--controller", "pid", "--contract", "2ms"}, "at or below store tenant's idle latency"},
+	} {
+		code, out, errs := labRunCLI(t, append([]string{"sim"}, tc.args...)...)
+		if code != 2 || out != "" || strings.Count(errs, "\n") != 1 || !strings.Contains(errs, tc.want) {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 2, one line containing %q", tc.name, code, out, errs, tc.want)
+		}
+	}
+}
+
+// A contract of 1.5 × the idle latency works with the integral (the
+// profile finds the gain at low rates), and the PID holds 2 × idle on the
+// same plant.
+func TestSimTightContract(t *testing.T) {
+	for _, tc := range []struct {
+		args  []string
+		limit float64 // ms: the integral's contract, the PID's setpoint
+	}{
+		{[]string{"--scenario", "steady", "--controller", "integral", "--contract", "6ms"}, 6},
+		{[]string{"--scenario", "diurnal", "--controller", "integral", "--contract", "6.5ms"}, 6.5},
+		{[]string{"--scenario", "diurnal", "--controller", "integral", "--contract", "6.5ms", "--seed", "2"}, 6.5},
+		{[]string{"--scenario", "multitenant", "--controller", "integral", "--contract", "12ms"}, 12},
+		{[]string{"--scenario", "steady", "--controller", "pid", "--setpoint", "8ms"}, 8},
+	} {
+		args := tc.args
+		code, out, errs := labRunCLI(t, append(append([]string{"sim"}, args...), "--json")...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errs)
+		}
+		m, _ := simJSONKeys(t, out)
+		idle, mean := m["idle_latency_ms"].(float64), m["mean_latency_ms"].(float64)
+		if m["completed"] != true || !(mean > idle) {
+			t.Errorf("%v: %v", args, m)
+		}
+		switch args[3] {
+		case "integral": // steers every store under its contract, rarely over it
+			if vr := m["violation_fraction"].(float64); vr > 0.2 || mean > tc.limit {
+				t.Errorf("%v: mean %v ms, violation fraction %v", args, mean, vr)
+			}
+		case "pid": // steers its mean to the setpoint
+			if mean > tc.limit*1.05 {
+				t.Errorf("%v: mean %v ms over %v ms", args, mean, tc.limit)
+			}
+		}
+	}
+}
+
+func TestSimFleetJSONHasExactlyTheKeys(t *testing.T) {
+	args := []string{"sim", "fleet", "--servers", "50", "--tenants", "500", "--seed", "3", "--json"}
+	code, out, errs := labRunCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	m, keys := simJSONKeys(t, out)
+	want := []string{"bytes", "moves", "oracle_seconds", "plan_seconds", "servers", "tenants", "worst_violation_fraction"}
+	if !slices.Equal(keys, want) {
+		t.Fatalf("keys %v, want %v", keys, want)
+	}
+	plan, oracle, vr := m["plan_seconds"].(float64), m["oracle_seconds"].(float64), m["worst_violation_fraction"].(float64)
+	if m["servers"] != 50.0 || m["tenants"] != 500.0 || m["moves"].(float64) < 1 || m["bytes"].(float64) <= 0 ||
+		!(oracle > 0 && oracle <= plan) || vr < 0 || vr > 1 {
+		t.Fatalf("figures %v", m)
+	}
+	if _, again, _ := labRunCLI(t, args...); again != out {
+		t.Fatalf("not deterministic:\n%s\n%s", out, again)
+	}
+	dir := filepath.Join(t.TempDir(), "fleet")
+	code, out, errs = labRunCLI(t, "sim", "fleet", "--servers", "50", "--tenants", "500", "--variant", "p=0.85,pole=0.6", "--out", dir)
+	if code != 0 || !strings.Contains(out, "integral P 0.85, pole 0.60") || !strings.Contains(out, "× the oracle") {
+		t.Fatalf("exit %d %s\n%s", code, errs, out)
+	}
+	for name, prefix := range map[string]string{"series.csv": "t_s,running,rate_MBps,", "worst.csv": "t_s,ratio,", "summary.json": "{",
+		"report.md": "# sim fleet", "fleet.png": "\x89PNG"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil || !bytes.HasPrefix(b, []byte(prefix)) {
+			t.Errorf("%s: %v, starts %q", name, err, b[:min(len(b), 20)])
+		}
+	}
+}
+
+func TestSimFleetBadInput(t *testing.T) {
+	for name, args := range map[string][]string{
+		"one server":    {"--servers", "1"},
+		"no tenants":    {"--tenants", "0"},
+		"target 0":      {"--target", "0"},
+		"target 1.2":    {"--target", "1.2"},
+		"variant key":   {"--variant", "k=3"},
+		"variant value": {"--variant", "p=high"},
+		"variant p":     {"--variant", "p=1.5"},
+		"variant pole":  {"--variant", "pole=1"},
+		"stray arg":     {"extra"},
+		"out dir gone":  {"--out", "/nonexistent/dir/fleet"},
+	} {
+		code, out, errs := labRunCLI(t, append([]string{"sim", "fleet"}, args...)...)
+		if code != 2 || out != "" || strings.Count(errs, "\n") != 1 {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 2 and one line", name, code, out, errs)
+		}
+	}
+}

@@ -76,6 +76,8 @@ type tuneFitJSON struct {
 	Points      int     `json:"points"`
 	MinRate     float64 `json:"min_rate"`
 	MaxRate     float64 `json:"max_rate"`
+	// Fallback: the local rungs showed less slope than all, so this is the global fit.
+	Fallback bool `json:"fallback,omitempty"`
 }
 
 // tunePointJSON is one profiling step.
@@ -110,7 +112,7 @@ type tuneJSON struct {
 }
 
 func tuneFitToJSON(f sim.Fit) tuneFitJSON {
-	return tuneFitJSON{G: f.G, GmsPerMBps: f.G * 1e3 * 1e6, InterceptMS: f.Intercept * 1e3, R2: f.R2, Points: f.Points, MinRate: f.MinRate, MaxRate: f.MaxRate}
+	return tuneFitJSON{G: f.G, GmsPerMBps: f.G * 1e3 * 1e6, InterceptMS: f.Intercept * 1e3, R2: f.R2, Points: f.Points, MinRate: f.MinRate, MaxRate: f.MaxRate, Fallback: f.Fallback}
 }
 
 func runTune(cmd *cobra.Command, f tuneFlags) error {
@@ -199,6 +201,9 @@ func printTune(w io.Writer, j tuneJSON) {
 	fmt.Fprintf(w, "global fit: G = %.3g s per byte/s (%.3f ms per MB/s), R² %.3f over %d steps\n", j.Global.G, j.Global.GmsPerMBps, j.Global.R2, j.Global.Points)
 	fmt.Fprintf(w, "local fit:  G = %.3g s per byte/s (%.3f ms per MB/s), R² %.3f over %d steps (%s..%s)\n",
 		j.Local.G, j.Local.GmsPerMBps, j.Local.R2, j.Local.Points, units.FormatRate(j.Local.MinRate), units.FormatRate(j.Local.MaxRate))
+	if j.Local.Fallback {
+		fmt.Fprintln(w, "  (the rungs near the contract showed less slope than all of them: the local fit is the global one)")
+	}
 	stable := "stable"
 	if !j.Stable {
 		stable = "UNSTABLE (forced)"

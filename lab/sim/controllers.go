@@ -77,16 +77,25 @@ func Tune(s Scenario, opt Options, pole, radius float64, force bool) (Tuned, err
 
 // StartRate is the highest rung within the contracts whose binding-store
 // latency is at most StartFraction of its contract: a rate known to be safe
-// from which a controller need not ramp far.
+// from which a controller need not ramp far. Under a contract so tight that
+// no rung is that far below it, it is the lowest non-zero rung within the
+// contracts: never 0 while one exists, as a controller that starts paused
+// never sees its copy start, and a governed one then waits for ever.
 func (p Profile) StartRate() float64 {
-	var r float64
+	var r, lowest float64
 	for _, pt := range p.Points {
 		if pt.Over {
 			break
 		}
+		if lowest == 0 && pt.Rate > 0 {
+			lowest = pt.Rate
+		}
 		if lat := p.bindingLatency(pt); lat <= time.Duration(StartFraction*float64(p.BindingContract)) {
 			r = pt.Rate
 		}
+	}
+	if r == 0 {
+		return lowest
 	}
 	return r
 }

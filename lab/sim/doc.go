@@ -1,6 +1,8 @@
 // Package sim is sluice's plant simulator: a database server, its workload
 // and a migration, in virtual time, so that controllers can be tested and
 // tuned deterministically in milliseconds before they touch a server.
+// Package lab/sim/fleet scales the plant to a thousand servers with a
+// cheaper, fluid model.
 //
 // # Model
 //
@@ -66,7 +68,10 @@
 // PID from a control.Profile (control.DefaultProfile() unless one is named,
 // as for `sluice migrate --profile`; its gains were measured on the real
 // testbed, not here), the Integral's K from the tune path (Tune: profile,
-// local gain fit, K = (1−p)/G), and every controller inside a
+// local gain fit, K = (1−p)/G; the profile's ladder is refined below the
+// first rung over a contract when a tight contract leaves too few rungs to
+// fit, and the start rate is never 0 while a rung lies within the
+// contracts), and every controller inside a
 // control.Governor with the profile's policy: a controller that steers by
 // latency holds its initial rate for the profile's settling time after the
 // copy's first byte; the catch-up floor never acts, as there is no

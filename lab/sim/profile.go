@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -60,6 +61,7 @@ type Fit struct {
 	Points    int // points used
 	MinRate   float64
 	MaxRate   float64
+	Fallback  bool // Local only: the global fit, as the local rungs showed less slope
 }
 
 // Profile is the outcome of ProfilePlant.
@@ -78,7 +80,9 @@ type Profile struct {
 	// operating region only: the rungs where it is in the upper half between
 	// its idle latency and its contract (at least 3 rungs). The plant is
 	// convex, so its slope where a controller works is steeper than the
-	// global average; proposals should use Local.
+	// global average; proposals should use Local. When the local rungs show
+	// a smaller slope than the global fit (noise, a drifting load), Local is
+	// the global fit with Fallback set.
 	Global, Local Fit
 }
 
@@ -114,14 +118,67 @@ func (s *staircase) Next(obs control.Observation) control.Decision {
 }
 
 // ProfilePlant runs the staircase on scenario s and fits the process gain.
+//
+// A tight contract may be crossed within the default ladder's first rungs,
+// leaving too few points to fit. Then the ladder is refined: the staircase
+// runs again on Steps equal rungs from 0 up to the first rung that crossed,
+// at most ProfileRefinements times, until MinProfileRungs rungs lie within
+// the contracts. Rates the caller gives are never refined.
 func ProfilePlant(s Scenario, po ProfileOptions, opt Options) (Profile, error) {
 	o, err := opt.resolve(s)
 	if err != nil {
 		return Profile{}, err
 	}
+	given := len(po.Rates) > 0
 	if po, err = po.resolve(s, o); err != nil {
 		return Profile{}, err
 	}
+	prof, e := profileLadder(s, po, o)
+	for i := 0; !given && i < ProfileRefinements && prof.within() < MinProfileRungs; i++ {
+		n := len(prof.Points)
+		if n < 2 || !prof.Points[n-1].Over {
+			break // the ladder never crossed, or crossed at rate 0: nothing finer helps
+		}
+		top := prof.Points[n-1].Rate
+		po.Rates = []float64{0}
+		for k := 1; k <= po.Steps; k++ {
+			po.Rates = append(po.Rates, top*float64(k)/float64(po.Steps))
+		}
+		prof, e = profileLadder(s, po, o)
+	}
+	if len(prof.Points) > 0 && prof.within() == 0 {
+		return prof, fmt.Errorf("sim: profile %s: %w: %s's latency %v with no migration is over its contract",
+			s.Name, ErrContractBelowIdle, prof.Points[0].Victim, prof.Points[0].Latency.Round(10*time.Microsecond))
+	}
+	if err := prof.fitGains(e.stores); err != nil {
+		return prof, fmt.Errorf("sim: profile %s: %w", s.Name, err)
+	}
+	return prof, nil
+}
+
+// ErrContractBelowIdle: some store's contract is not above its latency with
+// no migration at all, so no rate meets it.
+var ErrContractBelowIdle = errors.New("contract at or below the idle latency")
+
+// Ladder refinement of ProfilePlant.
+const (
+	MinProfileRungs    = 4 // rungs within the contracts wanted for a fit (>= 3, FitGain's minimum)
+	ProfileRefinements = 2 // at most this many finer ladders: 24² = 576× finer than the plant's max rate
+)
+
+// within counts p's rungs within the contracts.
+func (p Profile) within() int {
+	n := 0
+	for _, pt := range p.Points {
+		if !pt.Over {
+			n++
+		}
+	}
+	return n
+}
+
+// profileLadder plays po.Rates once and measures the rungs (po resolved).
+func profileLadder(s Scenario, po ProfileOptions, o Options) (Profile, *engine) {
 	perRung := int(po.Hold / o.Step)
 	sc := &staircase{rates: po.Rates, hold: perRung, aborted: -1}
 	for _, st := range s.Stores {
@@ -139,10 +196,7 @@ func ProfilePlant(s Scenario, po ProfileOptions, opt Options) (Profile, error) {
 		prof.StoreNames = append(prof.StoreNames, st.Name)
 	}
 	prof.Points = measureRungs(e, po, sc.aborted)
-	if err := prof.fitGains(e.stores); err != nil {
-		return prof, fmt.Errorf("sim: profile %s: %w", s.Name, err)
-	}
-	return prof, nil
+	return prof, e
 }
 
 // resolve fills po's defaults for scenario s run with o and checks them.
@@ -261,8 +315,17 @@ func (p *Profile) fitGains(stores []*storeSim) error {
 			lx, ly = append(lx, pt.Rate), append(ly, pt.Stores[b].Seconds())
 		}
 	}
-	if p.Local, err = fit(lx, ly); err != nil {
+	p.Local, err = fit(lx, ly)
+	if err != nil && !errors.Is(err, tune.ErrNoGain) {
 		return fmt.Errorf("local fit: %w", err)
+	}
+	if err != nil || p.Local.G < p.Global.G {
+		// The plant is convex: its slope near the contract is at least the
+		// average one. Less means a load that drifted during the few rungs
+		// near the contract hid their slope (and a gain near 0 would give a
+		// huge K); the global slope still holds over the range.
+		p.Local = p.Global
+		p.Local.Fallback = true
 	}
 	return nil
 }
