@@ -27,8 +27,6 @@ import (
 	"fmt"
 	"sort"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // FileName is the catalog's file name inside an agent's root directory.
@@ -51,8 +49,12 @@ var (
 	bucketMeta       = []byte("meta")
 	bucketKeyspaces  = []byte("keyspaces")
 	bucketReshards   = []byte("reshards")
+	bucketPlacement  = []byte("placement")
 	keySchema        = []byte("schema")
 )
+
+// buckets are the catalog's buckets; every store has them all.
+var buckets = [][]byte{bucketTenants, bucketMigrations, bucketMeta, bucketKeyspaces, bucketReshards, bucketPlacement}
 
 // schemaVersion is written at creation; Open refuses a newer file.
 const schemaVersion = 1
@@ -119,27 +121,34 @@ type Migration struct {
 	Updated  time.Time `json:"updated"`
 }
 
-// Catalog is an open catalog file.
+// Catalog is an open catalog: a bbolt file (Open) or a prefix in an etcd
+// cluster (OpenEtcd).
 type Catalog struct {
-	db   *bolt.DB
-	path string
-	now  func() time.Time
+	st    store
+	path  string // the file, or the etcd spec
+	agent string // this agent's name, written in placement records ("" with Open)
+	now   func() time.Time
 }
 
 // Open opens (creating if needed) the catalog file at path.
 func Open(path string) (*Catalog, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: LockTimeout})
+	st, err := openBolt(path)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: open %s: %w", path, err)
 	}
-	c := &Catalog{db: db, path: path, now: time.Now}
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketTenants, bucketMigrations, bucketMeta, bucketKeyspaces, bucketReshards} {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
-			}
-		}
-		meta := tx.Bucket(bucketMeta)
+	c := &Catalog{st: st, path: path, now: time.Now}
+	if err := c.checkSchema(); err != nil {
+		st.close()
+		return nil, fmt.Errorf("catalog: open %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// checkSchema writes the schema version into a new catalog and refuses one
+// written by a newer sluice.
+func (c *Catalog) checkSchema() error {
+	return c.Update(func(tx *Tx) error {
+		meta := tx.tx.Bucket(bucketMeta)
 		if v := meta.Get(keySchema); v != nil {
 			if n := binary.BigEndian.Uint64(v); n > schemaVersion {
 				return fmt.Errorf("schema version %d is newer than this sluice's %d", n, schemaVersion)
@@ -148,33 +157,34 @@ func Open(path string) (*Catalog, error) {
 		}
 		return meta.Put(keySchema, itob(schemaVersion))
 	})
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("catalog: open %s: %w", path, err)
-	}
-	return c, nil
 }
 
-// Close closes the file.
-func (c *Catalog) Close() error { return c.db.Close() }
+// Close closes the file (bbolt) or the client and its session (etcd): the
+// locks this catalog holds are released with it.
+func (c *Catalog) Close() error { return c.st.close() }
 
-// Path returns the file's path.
+// Path returns the file's path, or the etcd spec (etcd://endpoints/prefix).
 func (c *Catalog) Path() string { return c.path }
 
 // Tx is a catalog transaction; valid only inside the View or Update callback.
 type Tx struct {
-	tx  *bolt.Tx
-	now time.Time
+	tx    kvTx
+	now   time.Time
+	agent string
 }
 
-// View runs fn in a read-only transaction.
+// View runs fn in a read-only transaction over one consistent snapshot.
 func (c *Catalog) View(fn func(*Tx) error) error {
-	return c.db.View(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx, now: c.now()}) })
+	return c.st.view(func(tx kvTx) error { return fn(&Tx{tx: tx, now: c.now(), agent: c.agent}) })
 }
 
 // Update runs fn in a read-write transaction, committed if fn returns nil.
-func (c *Catalog) Update(fn func(*Tx) error) error {
-	return c.db.Update(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx, now: c.now()}) })
+// fn may run more than once (the etcd backend retries it when a concurrent
+// write conflicted with what it read): it must do nothing outside tx.
+func (c *Catalog) Update(fn func(*Tx) error) error { return c.update(nil, fn) }
+
+func (c *Catalog) update(guard *Lock, fn func(*Tx) error) error {
+	return c.st.update(guard, func(tx kvTx) error { return fn(&Tx{tx: tx, now: c.now(), agent: c.agent}) })
 }
 
 // Tenant returns tenant id, or ErrNotFound.
@@ -256,11 +266,12 @@ func (t *Tx) DeleteTenant(id int64) error {
 
 // MaxTenantID returns the largest tenant ID ever recorded (0 when none).
 func (t *Tx) MaxTenantID() int64 {
-	k, _ := t.tx.Bucket(bucketTenants).Cursor().Last()
-	if k == nil {
-		return 0
-	}
-	return int64(binary.BigEndian.Uint64(k))
+	var max int64
+	t.tx.Bucket(bucketTenants).ForEach(func(k, _ []byte) error {
+		max = int64(binary.BigEndian.Uint64(k))
+		return nil
+	})
+	return max
 }
 
 // Migration returns migration id, or ErrNotFound.
