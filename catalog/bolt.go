@@ -3,7 +3,6 @@ package catalog
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -14,10 +13,8 @@ import (
 // only orders the drivers inside it, and a guarded write fails only after
 // its own driver unlocked (a process cannot outlive its lease: it has none).
 type boltStore struct {
-	db *bolt.DB
-
-	mu   sync.Mutex
-	held map[string]*Lock // lock name -> holder
+	db    *bolt.DB
+	local *localLocks
 }
 
 func openBolt(path string) (*boltStore, error) {
@@ -37,7 +34,7 @@ func openBolt(path string) (*boltStore, error) {
 		db.Close()
 		return nil, err
 	}
-	return &boltStore{db: db, held: map[string]*Lock{}}, nil
+	return &boltStore{db: db, local: newLocalLocks()}, nil
 }
 
 func (s *boltStore) view(fn func(kvTx) error) error {
@@ -46,48 +43,20 @@ func (s *boltStore) view(fn func(kvTx) error) error {
 
 func (s *boltStore) update(guard *Lock, fn func(kvTx) error) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
-		if guard != nil && !s.holds(guard) {
+		if guard != nil && (guard.c == nil || guard.c.st != store(s) || !s.local.holds(guard)) {
 			return fmt.Errorf("catalog: lock %s: %w", guard.name, ErrNotOwner)
 		}
 		return fn(boltTx{tx})
 	})
 }
 
-func (s *boltStore) holds(l *Lock) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.held[l.name] == l
-}
-
 func (s *boltStore) lock(ctx context.Context, name string, wait bool) (*Lock, error) {
-	for {
-		s.mu.Lock()
-		cur := s.held[name]
-		if cur == nil {
-			l := newLock(name)
-			l.unlock = func(context.Context) error {
-				s.mu.Lock()
-				if s.held[name] == l {
-					delete(s.held, name)
-				}
-				s.mu.Unlock()
-				l.markLost()
-				return nil
-			}
-			s.held[name] = l
-			s.mu.Unlock()
-			return l, nil
-		}
-		s.mu.Unlock()
-		if !wait {
-			return nil, fmt.Errorf("catalog: lock %s: %w", name, ErrLocked)
-		}
-		select {
-		case <-cur.Lost():
-		case <-ctx.Done():
-			return nil, fmt.Errorf("catalog: lock %s: %w", name, ctx.Err())
-		}
+	l := newLock(name)
+	if err := s.local.acquire(ctx, l, wait); err != nil {
+		return nil, err
 	}
+	l.unlock = func(context.Context) error { s.local.release(l); return nil }
+	return l, nil
 }
 
 func (s *boltStore) close() error { return s.db.Close() }

@@ -53,6 +53,10 @@ var (
 	keySchema        = []byte("schema")
 )
 
+// sharedBuckets are the buckets every agent sharing an etcd catalog shares
+// (the others are each agent's own; see the package doc).
+var sharedBuckets = map[string]bool{string(bucketPlacement): true}
+
 // buckets are the catalog's buckets; every store has them all.
 var buckets = [][]byte{bucketTenants, bucketMigrations, bucketMeta, bucketKeyspaces, bucketReshards, bucketPlacement}
 

@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 )
 
@@ -31,10 +32,7 @@ type Lock struct {
 	name string
 	c    *Catalog
 
-	// etcd: the mutex's key and its create revision (the fencing token
-	// every guarded commit compares).
-	key string
-	rev int64
+	etcd *etcdLock // nil with bbolt
 
 	unlock   func(context.Context) error
 	lost     chan struct{}
@@ -79,4 +77,51 @@ func (c *Catalog) TryLock(ctx context.Context, name string) (*Lock, error) {
 		l.c = c
 	}
 	return l, err
+}
+
+// localLocks orders the drivers of one process: lock name -> holder.
+type localLocks struct {
+	mu   sync.Mutex
+	held map[string]*Lock
+}
+
+func newLocalLocks() *localLocks { return &localLocks{held: map[string]*Lock{}} }
+
+// acquire makes l the holder of its name, waiting for the current holder
+// to lose it when wait is true, ErrLocked otherwise.
+func (ll *localLocks) acquire(ctx context.Context, l *Lock, wait bool) error {
+	for {
+		ll.mu.Lock()
+		cur := ll.held[l.name]
+		if cur == nil {
+			ll.held[l.name] = l
+			ll.mu.Unlock()
+			return nil
+		}
+		ll.mu.Unlock()
+		if !wait {
+			return fmt.Errorf("catalog: lock %s: %w", l.name, ErrLocked)
+		}
+		select {
+		case <-cur.Lost():
+		case <-ctx.Done():
+			return fmt.Errorf("catalog: lock %s: %w", l.name, ctx.Err())
+		}
+	}
+}
+
+// release ends l's hold (if it still holds) and wakes its waiters.
+func (ll *localLocks) release(l *Lock) {
+	ll.mu.Lock()
+	if ll.held[l.name] == l {
+		delete(ll.held, l.name)
+	}
+	ll.mu.Unlock()
+	l.markLost()
+}
+
+func (ll *localLocks) holds(l *Lock) bool {
+	ll.mu.Lock()
+	defer ll.mu.Unlock()
+	return ll.held[l.name] == l
 }
