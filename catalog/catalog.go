@@ -234,15 +234,22 @@ func (t *Tx) PutTenant(tn Tenant) error {
 	if err != nil {
 		return fmt.Errorf("catalog: put tenant %d: %w", tn.ID, err)
 	}
+	if err := t.place(tn); err != nil {
+		return fmt.Errorf("catalog: put tenant %d: %w", tn.ID, err)
+	}
 	return t.tx.Bucket(bucketTenants).Put(itob(uint64(tn.ID)), v)
 }
 
 // CreateTenant inserts tn unless a tenant with its ID exists in a state other
-// than Deleted (a deleted tenant's ID may be reused), in which case ErrExists.
+// than Deleted (a deleted tenant's ID may be reused), here or, in a shared
+// catalog, owned by another agent (its placement), in which case ErrExists.
 func (t *Tx) CreateTenant(tn Tenant) error {
 	old, err := t.Tenant(tn.ID)
 	if err == nil && old.State != Deleted {
 		return fmt.Errorf("catalog: create tenant %d: %w (state %s)", tn.ID, ErrExists, old.State)
+	}
+	if p, err := t.Placement(tn.ID); err == nil && p.Agent != t.agent && p.State != Deleted {
+		return fmt.Errorf("catalog: create tenant %d: %w (on agent %s, state %s)", tn.ID, ErrExists, p.Agent, p.State)
 	}
 	tn.Created = time.Time{}
 	return t.PutTenant(tn)
@@ -265,17 +272,21 @@ func (t *Tx) SetTenantState(id int64, to State) (Tenant, error) {
 // DeleteTenant removes tenant id's record entirely (Deleted keeps a tombstone;
 // this forgets it).
 func (t *Tx) DeleteTenant(id int64) error {
+	if err := t.unplace(id); err != nil {
+		return err
+	}
 	return t.tx.Bucket(bucketTenants).Delete(itob(uint64(id)))
 }
 
-// MaxTenantID returns the largest tenant ID ever recorded (0 when none).
+// MaxTenantID returns the largest tenant ID ever recorded, here or (a
+// shared catalog) by any agent (0 when none).
 func (t *Tx) MaxTenantID() int64 {
-	var max int64
+	m := t.maxPlacedID()
 	t.tx.Bucket(bucketTenants).ForEach(func(k, _ []byte) error {
-		max = int64(binary.BigEndian.Uint64(k))
+		m = max(m, int64(binary.BigEndian.Uint64(k)))
 		return nil
 	})
-	return max
+	return m
 }
 
 // Migration returns migration id, or ErrNotFound.
