@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicedb/sluice/catalog"
 	"github.com/sluicedb/sluice/migration"
 	"github.com/sluicedb/sluice/monitor"
 	"github.com/sluicedb/sluice/pgcluster"
@@ -23,6 +24,7 @@ import (
 //	  "name": "db1",
 //	  "root": "/var/lib/sluice/db1",
 //	  "listen": "127.0.0.1:7001",
+//	  "catalog": "",
 //	  "pg_bin_dir": "/usr/lib/postgresql/15/bin",
 //	  "capacity_bytes": 0,
 //	  "tenant": {
@@ -48,6 +50,14 @@ type Config struct {
 	// Listen is the HTTP API's address, host:port ("127.0.0.1:0" picks a port).
 	// Default "127.0.0.1:7001".
 	Listen string `json:"listen"`
+	// Catalog is where the agent keeps its catalog: "" (the default) the
+	// embedded bbolt file <root>/catalog.db, for agents that share nothing;
+	// or "etcd://host:port[,host:port...]/prefix", an etcd cluster the
+	// fleet's agents share (package catalog: each agent's records under
+	// <prefix>/agents/<name>/, tenant placement and IDs shared, a
+	// migration's driver fenced by its etcd lease). The agents of one fleet
+	// name the same cluster and prefix, each under its own unique name.
+	Catalog string `json:"catalog"`
 	// AdvertiseURL is the API's URL as peers should reach it. Default
 	// "http://" + the bound listen address.
 	AdvertiseURL string `json:"advertise_url"`
@@ -251,6 +261,9 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("agent config: root: %w", err)
 	}
 	c.Root = abs
+	if _, err := catalog.ParseSpec(c.Catalog); err != nil {
+		return c, fmt.Errorf("agent config: %w", err)
+	}
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:7001"
 	}
