@@ -1,6 +1,13 @@
-// Package catalog is an agent's embedded, crash-safe record of its tenants and
-// of the migrations it takes part in: one bbolt file in the agent's root
-// directory that survives restarts.
+// Package catalog is the crash-safe record of an agent's tenants and of the
+// migrations it takes part in, kept in one of two backends behind one
+// interface (the same tests run on both):
+//
+//   - bbolt (Open), the embedded default: one file in the agent's root
+//     directory, opened by one process at a time (Open fails after
+//     LockTimeout otherwise); for agents that share nothing.
+//   - etcd (OpenEtcd, agent config "catalog": "etcd://host:port,…/prefix"),
+//     for a fleet: the agents share one etcd cluster, and a migration's
+//     driver is unique among them and fenced by its lease.
 //
 // Model:
 //   - a Tenant is one PostgreSQL postmaster with its own data directory and
@@ -11,13 +18,42 @@
 //     opaque JSON, so the catalog does not depend on it;
 //   - a Keyspace (package keyspace) is a set of partitions, possibly on
 //     other agents, with its tables and partition plan; the agent it was
-//     created on keeps it, validated again on every read (keyspaces.go).
+//     created on keeps it, validated again on every read (keyspaces.go);
+//   - a Placement says which agent owns a tenant (placement.go).
 //
-// Every read and write runs in a bbolt transaction. Multi-step changes use
-// Update with a *Tx so they commit atomically; the shorthand methods on
-// Catalog run one operation in its own transaction. A Catalog is safe for
-// concurrent use; bbolt serialises writers and a file may be opened by one
-// process at a time (Open fails after Options.LockTimeout otherwise).
+// # What agents sharing an etcd catalog share
+//
+// Each agent's records stay its own, under <prefix>/agents/<name>/: its
+// tenants as it sees them (a tenant moved away is "moved" here and
+// "running" on the agent that has it), its side of each migration, the
+// keyspaces it coordinates and their reshards. A catalog opened by an
+// agent reads and writes exactly what the bbolt file of that agent would
+// hold, so an agent behaves the same on either backend. Shared, under
+// <prefix>/shared/: the placement bucket, which makes tenant IDs unique
+// across the fleet (MaxTenantID, CreateTenant) and says where each
+// tenant's writable copy is. Agent names must be unique in a fleet: two
+// processes with one name are one agent (a restarted one, or a stale one).
+//
+// # Transactions
+//
+// Every read and write runs in a transaction over buckets (store.go).
+// Multi-step changes use Update with a *Tx so they commit atomically; the
+// shorthand methods on Catalog run one operation in its own transaction. A
+// Catalog is safe for concurrent use. bbolt serialises writers; etcd runs
+// optimistic serializable transactions (etcd.go), so an Update's function
+// may run more than once and must act only on its Tx.
+//
+// # A unique driver
+//
+// A migration's driver holds a Lock (Catalog.Lock, TryLock; the agent
+// takes one per tenant) and writes through Lock.Update, which commits only
+// while the lock is held: with etcd the lock is a concurrency.Mutex on the
+// agent's leased session and every guarded commit compares the mutex key's
+// create revision (its fencing token), so a driver whose lease ended — its
+// agent cut off, paused or dead past the TTL — cannot write once another
+// driver may hold the lock, and gets ErrNotOwner. With bbolt the lock is
+// in-process: the file's own lock already makes the process the only
+// writer, so the guard fails only after the driver unlocked.
 package catalog
 
 import (

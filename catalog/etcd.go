@@ -134,6 +134,9 @@ func OpenEtcd(o EtcdOptions) (*Catalog, error) {
 	c := &Catalog{st: st, path: spec, agent: o.Agent, now: time.Now}
 	if err := c.checkSchema(); err != nil {
 		cli.Close()
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("no etcd quorum answered within %s", etcdOpTimeout)
+		}
 		return nil, fmt.Errorf("catalog: open %s: %w", spec, err)
 	}
 	return c, nil
