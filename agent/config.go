@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -119,6 +120,13 @@ type Config struct {
 	// Proxy is the sluice proxy's API URL used for handover (hold, switch,
 	// release). Empty: no proxy; clients find the new owner themselves.
 	Proxy string `json:"proxy"`
+	// Proxies are further proxies in front of the same tenants (several
+	// proxies serve the clients of one tenant): a handover holds, switches
+	// and releases the tenant on Proxy and on every one of them, and goes on
+	// only when all have answered; one that does not answer in time makes
+	// the handover roll back (router_fan.go). Proxy alone is the control
+	// loop's latency source. Requires Proxy.
+	Proxies []string `json:"proxies"`
 	// ProxyTokenFile holds the token of the proxy's API. Empty: the one the
 	// proxy registered on this host for its URL.
 	ProxyTokenFile string `json:"proxy_token_file"`
@@ -355,6 +363,21 @@ func (c Config) withDefaults() (Config, error) {
 		}
 		c.Proxy = u
 	}
+	if len(c.Proxies) > 0 && c.Proxy == "" {
+		return c, errors.New("agent config: proxies needs proxy (the first proxy, the control loop's latency source)")
+	}
+	proxies := make([]string, 0, len(c.Proxies))
+	for _, p := range c.Proxies {
+		u, err := parsePeerURL(p)
+		if err != nil {
+			return c, fmt.Errorf("agent config: proxies: %w", err)
+		}
+		if u == c.Proxy || slices.Contains(proxies, u) {
+			return c, fmt.Errorf("agent config: proxies: %s named twice", u)
+		}
+		proxies = append(proxies, u)
+	}
+	c.Proxies = proxies
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
