@@ -283,7 +283,15 @@ func (s *etcdStore) session() (*concurrency.Session, error) {
 			return s.sess, nil
 		}
 	}
-	sess, err := concurrency.NewSession(s.cli, concurrency.WithTTL(s.ttl))
+	// The lease is granted here, under a deadline: NewSession's own grant
+	// would wait for a quorum as long as the client lives.
+	ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
+	lease, err := s.cli.Grant(ctx, int64(s.ttl))
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("catalog: etcd: lease: %w", err)
+	}
+	sess, err := concurrency.NewSession(s.cli, concurrency.WithLease(lease.ID), concurrency.WithTTL(s.ttl))
 	if err != nil {
 		return nil, fmt.Errorf("catalog: etcd: session: %w", err)
 	}
