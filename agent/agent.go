@@ -87,7 +87,7 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: listen %s: %w", cfg.Listen, err)
 	}
-	cat, err := openRoot(cfg)
+	cat, err := openRoot(cfg, peerTLS)
 	if err != nil {
 		ln.Close()
 		return nil, err
@@ -122,8 +122,9 @@ func New(cfg Config) (*Agent, error) {
 
 // openRoot creates the root directory and its tenants directory, both
 // traversable by the PostgreSQL OS user, and opens the catalog: the file in
-// the root, or the etcd cluster of Config.Catalog.
-func openRoot(cfg Config) (*catalog.Catalog, error) {
+// the root, or the etcd cluster of Config.Catalog, spoken to over mutual TLS
+// with peerTLS (the agent's certificate and tls_ca) when it is not nil.
+func openRoot(cfg Config, peerTLS *tls.Config) (*catalog.Catalog, error) {
 	root := cfg.Root
 	if err := os.MkdirAll(filepath.Join(root, "tenants"), 0o755); err != nil {
 		return nil, fmt.Errorf("agent: root: %w", err)
@@ -138,7 +139,7 @@ func openRoot(cfg Config) (*catalog.Catalog, error) {
 		return nil, configError{fmt.Errorf("agent config: %w", err)}
 	}
 	if spec.Etcd() {
-		cat, err := catalog.OpenEtcd(catalog.EtcdOptions{Endpoints: spec.Endpoints, Prefix: spec.Prefix, Agent: cfg.Name})
+		cat, err := catalog.OpenEtcd(catalog.EtcdOptions{Endpoints: spec.Endpoints, Prefix: spec.Prefix, Agent: cfg.Name, TLS: peerTLS})
 		if err != nil {
 			return nil, fmt.Errorf("agent: %w", err)
 		}

@@ -50,6 +50,8 @@ type EtcdOptions struct {
 	LeaseTTL time.Duration
 	// TLS, if set, is the client's TLS configuration (https endpoints).
 	TLS *tls.Config
+
+	opTimeout time.Duration // etcdOpTimeout unless set (tests)
 }
 
 // Spec is a parsed catalog setting (agent config "catalog"): "" for the
@@ -130,12 +132,13 @@ func OpenEtcd(o EtcdOptions) (*Catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("catalog: open %s: %w", spec, err)
 	}
-	st := &etcdStore{cli: cli, prefix: o.Prefix, agent: o.Agent, ttl: int((ttl + time.Second - 1) / time.Second), local: newLocalLocks()}
+	st := &etcdStore{cli: cli, prefix: o.Prefix, agent: o.Agent, ttl: int((ttl + time.Second - 1) / time.Second), local: newLocalLocks(),
+		opTimeout: cmpOr(o.opTimeout, etcdOpTimeout)}
 	c := &Catalog{st: st, path: spec, agent: o.Agent, now: time.Now}
 	if err := c.checkSchema(); err != nil {
 		cli.Close()
 		if errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("no etcd quorum answered within %s", etcdOpTimeout)
+			err = fmt.Errorf("no etcd quorum answered within %s", st.opTimeout)
 		}
 		return nil, fmt.Errorf("catalog: open %s: %w", spec, err)
 	}
@@ -171,6 +174,8 @@ type etcdStore struct {
 	agent  string
 	ttl    int // seconds
 	local  *localLocks
+	// opTimeout bounds one transaction attempt, a lease grant (etcdOpTimeout).
+	opTimeout time.Duration
 
 	mu   sync.Mutex
 	sess *concurrency.Session // nil, or the current session (a new one after it ended)
@@ -185,7 +190,7 @@ func (s *etcdStore) bucketPrefix(b []byte) string {
 }
 
 func (s *etcdStore) view(fn func(kvTx) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.opTimeout)
 	defer cancel()
 	t := s.newTx(ctx, false)
 	err := fn(t)
@@ -210,7 +215,7 @@ func (s *etcdStore) update(guard *Lock, fn func(kvTx) error) error {
 // attempt runs fn once and commits it: ok false means a concurrent write
 // changed what fn read (run it again).
 func (s *etcdStore) attempt(guard *Lock, fn func(kvTx) error) (ok bool, err error) {
-	ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.opTimeout)
 	defer cancel()
 	t := s.newTx(ctx, true)
 	err = fn(t)
@@ -285,7 +290,7 @@ func (s *etcdStore) session() (*concurrency.Session, error) {
 	}
 	// The lease is granted here, under a deadline: NewSession's own grant
 	// would wait for a quorum as long as the client lives.
-	ctx, cancel := context.WithTimeout(context.Background(), etcdOpTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.opTimeout)
 	lease, err := s.cli.Grant(ctx, int64(s.ttl))
 	cancel()
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
@@ -40,9 +41,28 @@ func Start(t testing.TB, n int) *Cluster {
 	return c
 }
 
+// TLS names the PEM files of a cluster that speaks mutual TLS: every
+// member presents Cert (for 127.0.0.1) to clients and peers, and requires
+// theirs to chain to CA.
+type TLS struct{ Cert, Key, CA string }
+
+// StartTLS is Start for a cluster whose clients and peers speak mutual TLS
+// (https URLs; Endpoints stay host:port).
+func StartTLS(t testing.TB, n int, files TLS) *Cluster {
+	t.Helper()
+	c, err := startDir(t.TempDir(), n, &files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
 // StartDir starts an n-member cluster with its data under dir and waits
 // until every member is ready (a leader elected).
-func StartDir(dir string, n int) (*Cluster, error) {
+func StartDir(dir string, n int) (*Cluster, error) { return startDir(dir, n, nil) }
+
+func startDir(dir string, n int, files *TLS) (*Cluster, error) {
 	ports, err := freePorts(2 * n)
 	if err != nil {
 		return nil, err
@@ -54,8 +74,14 @@ func StartDir(dir string, n int) (*Cluster, error) {
 		cfg := embed.NewConfig()
 		cfg.Name = fmt.Sprintf("m%d", i)
 		cfg.Dir = filepath.Join(dir, cfg.Name)
-		cu := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i])}
-		pu := url.URL{Scheme: "http", Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])}
+		scheme := "http"
+		if files != nil {
+			scheme = "https"
+			info := transport.TLSInfo{CertFile: files.Cert, KeyFile: files.Key, TrustedCAFile: files.CA, ClientCertAuth: true}
+			cfg.ClientTLSInfo, cfg.PeerTLSInfo = info, info
+		}
+		cu := url.URL{Scheme: scheme, Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i])}
+		pu := url.URL{Scheme: scheme, Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])}
 		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
 		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
 		cfg.InitialClusterToken = "etcdtest"
