@@ -126,6 +126,16 @@ func (c *Cluster) Stop(i int) {
 	}
 }
 
+// Leader returns the index of the member that leads (-1: none known).
+func (c *Cluster) Leader() int {
+	for i, m := range c.members {
+		if m != nil && !c.stopped[i] && m.Server.Leader() == m.Server.MemberID() {
+			return i
+		}
+	}
+	return -1
+}
+
 // Close stops every member and removes the data directory.
 func (c *Cluster) Close() {
 	for i := range c.members {
