@@ -45,6 +45,12 @@
 // resumes from the last record. With the bbolt catalog the lock is
 // in-process and only orders this agent's own drivers.
 //
+// A handover's Router is the proxy at Config.Proxy or, with
+// Config.Proxies, all of them at once (fanRouter): the hold, the switch and
+// the release go to every proxy in front of the tenant, and the handover
+// goes on only when all answered, within a deadline; a silent proxy rolls
+// it back.
+//
 // # HTTP API
 //
 // JSON in and out. Errors are {"error": "one line"} with 400 (bad request),
