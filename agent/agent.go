@@ -87,7 +87,7 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent: listen %s: %w", cfg.Listen, err)
 	}
-	cat, err := openRoot(cfg.Root)
+	cat, err := openRoot(cfg, peerTLS)
 	if err != nil {
 		ln.Close()
 		return nil, err
@@ -120,9 +120,12 @@ func New(cfg Config) (*Agent, error) {
 	return a, nil
 }
 
-// openRoot creates the root directory root and its tenants directory, both
-// traversable by the PostgreSQL OS user, and opens the catalog in it.
-func openRoot(root string) (*catalog.Catalog, error) {
+// openRoot creates the root directory and its tenants directory, both
+// traversable by the PostgreSQL OS user, and opens the catalog: the file in
+// the root, or the etcd cluster of Config.Catalog, spoken to over mutual TLS
+// with peerTLS (the agent's certificate and tls_ca) when it is not nil.
+func openRoot(cfg Config, peerTLS *tls.Config) (*catalog.Catalog, error) {
+	root := cfg.Root
 	if err := os.MkdirAll(filepath.Join(root, "tenants"), 0o755); err != nil {
 		return nil, fmt.Errorf("agent: root: %w", err)
 	}
@@ -130,6 +133,17 @@ func openRoot(root string) (*catalog.Catalog, error) {
 		if err := os.Chmod(d, 0o755); err != nil {
 			return nil, fmt.Errorf("agent: root: %w", err)
 		}
+	}
+	spec, err := catalog.ParseSpec(cfg.Catalog)
+	if err != nil {
+		return nil, configError{fmt.Errorf("agent config: %w", err)}
+	}
+	if spec.Etcd() {
+		cat, err := catalog.OpenEtcd(catalog.EtcdOptions{Endpoints: spec.Endpoints, Prefix: spec.Prefix, Agent: cfg.Name, TLS: peerTLS})
+		if err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+		return cat, nil
 	}
 	cat, err := catalog.Open(filepath.Join(root, catalog.FileName))
 	if err != nil {

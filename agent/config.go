@@ -9,9 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/sluicedb/sluice/catalog"
 	"github.com/sluicedb/sluice/migration"
 	"github.com/sluicedb/sluice/monitor"
 	"github.com/sluicedb/sluice/pgcluster"
@@ -23,6 +25,7 @@ import (
 //	  "name": "db1",
 //	  "root": "/var/lib/sluice/db1",
 //	  "listen": "127.0.0.1:7001",
+//	  "catalog": "",
 //	  "pg_bin_dir": "/usr/lib/postgresql/15/bin",
 //	  "capacity_bytes": 0,
 //	  "tenant": {
@@ -48,6 +51,14 @@ type Config struct {
 	// Listen is the HTTP API's address, host:port ("127.0.0.1:0" picks a port).
 	// Default "127.0.0.1:7001".
 	Listen string `json:"listen"`
+	// Catalog is where the agent keeps its catalog: "" (the default) the
+	// embedded bbolt file <root>/catalog.db, for agents that share nothing;
+	// or "etcd://host:port[,host:port...]/prefix", an etcd cluster the
+	// fleet's agents share (package catalog: each agent's records under
+	// <prefix>/agents/<name>/, tenant placement and IDs shared, a
+	// migration's driver fenced by its etcd lease). The agents of one fleet
+	// name the same cluster and prefix, each under its own unique name.
+	Catalog string `json:"catalog"`
 	// AdvertiseURL is the API's URL as peers should reach it. Default
 	// "http://" + the bound listen address.
 	AdvertiseURL string `json:"advertise_url"`
@@ -109,6 +120,13 @@ type Config struct {
 	// Proxy is the sluice proxy's API URL used for handover (hold, switch,
 	// release). Empty: no proxy; clients find the new owner themselves.
 	Proxy string `json:"proxy"`
+	// Proxies are further proxies in front of the same tenants (several
+	// proxies serve the clients of one tenant): a handover holds, switches
+	// and releases the tenant on Proxy and on every one of them, and goes on
+	// only when all have answered; one that does not answer in time makes
+	// the handover roll back (router_fan.go). Proxy alone is the control
+	// loop's latency source. Requires Proxy.
+	Proxies []string `json:"proxies"`
 	// ProxyTokenFile holds the token of the proxy's API. Empty: the one the
 	// proxy registered on this host for its URL.
 	ProxyTokenFile string `json:"proxy_token_file"`
@@ -251,6 +269,9 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("agent config: root: %w", err)
 	}
 	c.Root = abs
+	if _, err := catalog.ParseSpec(c.Catalog); err != nil {
+		return c, fmt.Errorf("agent config: %w", err)
+	}
 	if c.Listen == "" {
 		c.Listen = "127.0.0.1:7001"
 	}
@@ -342,6 +363,21 @@ func (c Config) withDefaults() (Config, error) {
 		}
 		c.Proxy = u
 	}
+	if len(c.Proxies) > 0 && c.Proxy == "" {
+		return c, errors.New("agent config: proxies needs proxy (the first proxy, the control loop's latency source)")
+	}
+	proxies := make([]string, 0, len(c.Proxies))
+	for _, p := range c.Proxies {
+		u, err := parsePeerURL(p)
+		if err != nil {
+			return c, fmt.Errorf("agent config: proxies: %w", err)
+		}
+		if u == c.Proxy || slices.Contains(proxies, u) {
+			return c, fmt.Errorf("agent config: proxies: %s named twice", u)
+		}
+		proxies = append(proxies, u)
+	}
+	c.Proxies = proxies
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

@@ -47,6 +47,11 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"insecure_loopback on every interface", func(c *Config) { c.Listen = ":0" }, true, `insecure_loopback: listen ":0" is not a loopback address`},
 		{"insecure_loopback on 0.0.0.0", func(c *Config) { c.Listen = "0.0.0.0:7001" }, true, `insecure_loopback: listen "0.0.0.0:7001" is not a loopback address`},
 		{"insecure_loopback and tls", func(c *Config) { c.TLSCert, c.TLSKey, c.TLSCA = "/c.pem", "/k.pem", "/ca.pem" }, true, "insecure_loopback excludes tls_cert"},
+		{"catalog not etcd", func(c *Config) { c.Catalog = "bolt:///x" }, true, `agent config: catalog "bolt:///x": want etcd://`},
+		{"catalog endpoint without port", func(c *Config) { c.Catalog = "etcd://h1/x" }, true, `endpoint "h1": want host:port`},
+		{"proxies without proxy", func(c *Config) { c.Proxies = []string{"http://127.0.0.1:6401"} }, true, "proxies needs proxy"},
+		{"catalog off the host in clear", func(c *Config) { c.Catalog = "etcd://10.0.0.5:2379/x" }, true, "insecure_loopback: catalog endpoint 10.0.0.5:2379 is not on loopback"},
+		{"proxies twice", func(c *Config) { c.Proxy, c.Proxies = "http://127.0.0.1:6400", []string{"127.0.0.1:6400"} }, true, "proxies: http://127.0.0.1:6400 named twice"},
 		{"listen address in use", func(c *Config) { c.Listen = busy.Addr().String() }, false, "address already in use"},
 	} {
 		root := filepath.Join(t.TempDir(), "root")

@@ -1,9 +1,10 @@
 // Package agent is sluice's per-server agent (Slacker's per-server migration
 // controller, DESIGN.md §2): it creates, starts, stops and deletes the
 // server's tenants — one PostgreSQL postmaster per tenant, with its own data
-// directory and port — keeps their state in an embedded catalog (package
-// catalog) that survives restarts, serves an HTTP API for all of it, and runs
-// both ends of tenant migrations with its peers.
+// directory and port — keeps their state in a catalog (package catalog:
+// an embedded bbolt file, or an etcd cluster shared by the fleet's agents,
+// Config.Catalog) that survives restarts, serves an HTTP API for all of it,
+// and runs both ends of tenant migrations with its peers.
 //
 // The agent is the goroutine-and-I/O shell around pure cores: the tenant
 // lifecycle (catalog.CanTransition) and the migration state machine
@@ -16,7 +17,7 @@
 //
 // # Layout of the root directory
 //
-//	catalog.db           bbolt catalog: tenants, migrations, keyspaces
+//	catalog.db           bbolt catalog: tenants, migrations, keyspaces (none with an etcd catalog)
 //	token                the API's bearer token (0600, made at first start; Config.TokenFile)
 //	replication.password sluice_replication's password in this agent's tenants (0600)
 //	template/            initdb output copied for each new tenant (initdb runs once)
@@ -30,6 +31,26 @@
 // postmaster is dead is started; source-side migrations not finished are run
 // again (migration.Run feeds Resumed). Target-side migrations need nothing:
 // their source drives them.
+//
+// # A unique driver
+//
+// A source-side migration is driven under its tenant's catalog lock
+// (driverLock; catalog.Lock): taken before the migration is recorded, and
+// at start before an unfinished one is resumed (waited for in the
+// background while a previous process's etcd lease lives, then the record
+// read again). Every catalog write of the driver goes through the lock
+// (catalog.Lock.Update); a driver that loses the lock — a write answered
+// catalog.ErrNotOwner, or its session's lease ended — stops at once without
+// touching PostgreSQL or the catalog again (launch), and the next holder
+// resumes from the last record. A keyspace's reconfiguration is driven
+// likewise under reshardLock. With the bbolt catalog the lock is
+// in-process and only orders this agent's own drivers.
+//
+// A handover's Router is the proxy at Config.Proxy or, with
+// Config.Proxies, all of them at once (fanRouter): the hold, the switch and
+// the release go to every proxy in front of the tenant, and the handover
+// goes on only when all answered, within a deadline; a silent proxy rolls
+// it back.
 //
 // # HTTP API
 //

@@ -44,6 +44,7 @@ type run struct {
 	pre     *throttle.Limiter // the snapshot's reads from disk, bytes/s; follows lim unless a controller sets it
 	abort   chan string
 	started time.Time
+	lock    *catalog.Lock // the driver's lock on the tenant: guards its catalog writes
 
 	mu          sync.Mutex
 	prog        migration.Progress
@@ -216,7 +217,15 @@ func (a *Agent) StartMigration(ctx context.Context, req client.StartMigration) (
 		return client.Migration{}, err
 	}
 	cm := catalog.Migration{ID: rec.ID, TenantID: tn.ID, Role: catalog.Source, Peer: info.Name, PeerURL: peerURL, Mode: string(mode), Rate: req.Rate, Checkpoint: req.Checkpoint, WALRelay: req.WALRelay, Record: recJSON, Control: ctl, Deadline: deadline}
-	err = a.cat.Update(func(tx *catalog.Tx) error {
+	lk, err := a.cat.TryLock(ctx, driverLock(tn.ID))
+	if err != nil {
+		src.Close()
+		if errors.Is(err, catalog.ErrLocked) {
+			return client.Migration{}, errf(http.StatusConflict, "tenant %d is being moved by another driver (%v)", tn.ID, err)
+		}
+		return client.Migration{}, err
+	}
+	err = lk.Update(func(tx *catalog.Tx) error {
 		cur, err := tx.Tenant(tn.ID)
 		if err != nil {
 			return err
@@ -231,11 +240,12 @@ func (a *Agent) StartMigration(ctx context.Context, req client.StartMigration) (
 		return tx.PutMigration(cm)
 	})
 	if err != nil {
+		lk.Unlock(context.Background())
 		src.Close()
 		return client.Migration{}, err
 	}
 	a.log.Info("migration started", "migration", rec.ID, "tenant", tn.ID, "to", info.Name, "mode", mode, "rate", req.Rate, "checkpoint", req.Checkpoint)
-	a.launch(cm, rec, src, tgt)
+	a.launch(lk, cm, rec, src, tgt)
 	return a.Migration(rec.ID)
 }
 
@@ -289,9 +299,14 @@ func (a *Agent) remoteTarget(pc *client.Client, tn catalog.Tenant) *RemoteTarget
 	return &RemoteTarget{c: pc, source: a.cfg.Name, srcURL: a.url, tenantID: tn.ID, name: tn.Name, settings: tn.Settings}
 }
 
-// launch starts the driver goroutine of a source-side migration.
-func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *pg.LocalSource, tgt migration.Target) {
-	r := &run{id: rec.ID, tenant: cm.TenantID, lim: throttle.NewLimiter(limiterRate(cm.Rate), 0), pre: throttle.NewLimiter(limiterRate(cm.Rate), 0), abort: make(chan string, 1), started: time.Now()}
+// launch starts the driver goroutine of a source-side migration. lk is the
+// driver's lock on the tenant (driverLock): every catalog write of the
+// driver is guarded by it, the driver stops as soon as it is lost (a
+// catalog.ErrNotOwner write, or Lost: its etcd lease ended) without
+// touching PostgreSQL or the catalog further, and it is released when the
+// driver ends.
+func (a *Agent) launch(lk *catalog.Lock, cm catalog.Migration, rec migration.Record, src *pg.LocalSource, tgt migration.Target) {
+	r := &run{id: rec.ID, lock: lk, tenant: cm.TenantID, lim: throttle.NewLimiter(limiterRate(cm.Rate), 0), pre: throttle.NewLimiter(limiterRate(cm.Rate), 0), abort: make(chan string, 1), started: time.Now()}
 	src.Prefetch = r.pre
 	src.Checkpoint = cm.Checkpoint
 	src.OnBackupStart = r.backupStart
@@ -311,10 +326,19 @@ func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *pg.Local
 	if a.mig.runs[rec.ID] != nil {
 		a.mig.mu.Unlock()
 		src.Close()
+		lk.Unlock(context.Background())
 		return
 	}
 	a.mig.runs[rec.ID] = r
-	ctx := a.mig.base
+	// The driver's context ends with the agent or when the lock is lost.
+	ctx, stopDriver := context.WithCancel(a.mig.base)
+	go func() {
+		select {
+		case <-lk.Lost():
+			stopDriver()
+		case <-ctx.Done():
+		}
+	}()
 	a.mig.wg.Add(1)
 	a.mig.mu.Unlock()
 	// The control loop is registered before the driver starts, so that the
@@ -331,6 +355,8 @@ func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *pg.Local
 	}
 	go func() {
 		defer a.mig.wg.Done()
+		defer stopDriver()
+		defer lk.Unlock(context.Background())
 		defer func() {
 			a.mig.keepSeries(r)
 			a.mig.mu.Lock()
@@ -366,6 +392,11 @@ func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *pg.Local
 			r.mu.Unlock()
 			final, err := migration.Run(rctx, rec, env)
 			cancel()
+			if lockLost(lk, err) {
+				a.log.Error("migration: this agent lost the tenant's driver lock (another driver may hold it); it stops driving",
+					"migration", rec.ID, "phase", final.Phase, "err", err)
+				return
+			}
 			r.mu.Lock()
 			reason := r.abortReason
 			r.mu.Unlock()
@@ -380,7 +411,7 @@ func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *pg.Local
 				continue
 			}
 			if !errors.Is(err, migration.ErrStuck) {
-				a.finish(cm, final, err, r.sentBytes(), walRelayed())
+				a.finish(lk, cm, final, err, r.sentBytes(), walRelayed())
 				return
 			}
 			// Stuck: a roll-forward or rollback step keeps failing (e.g. the
@@ -389,7 +420,11 @@ func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *pg.Local
 			rec = final
 			select {
 			case <-ctx.Done():
-				a.finish(cm, final, ctx.Err(), r.sentBytes(), walRelayed())
+				if lockLost(lk, nil) {
+					a.log.Error("migration: this agent lost the tenant's driver lock while stuck; it stops driving", "migration", rec.ID, "phase", final.Phase)
+					return
+				}
+				a.finish(lk, cm, final, ctx.Err(), r.sentBytes(), walRelayed())
 				return
 			case <-time.After(StuckRetry):
 			}
@@ -411,7 +446,7 @@ func (a *Agent) persistRun(r *run) func(migration.Record) error {
 		}
 		r.failures = rec.Failures
 		t0 := time.Now()
-		err := a.persist(rec)
+		err := a.persist(r.lock, rec)
 		if d := time.Since(t0); d > slowPersist {
 			a.log.Warn("slow catalog write", "migration", rec.ID, "phase", rec.Phase, "took", d)
 		}
@@ -424,12 +459,12 @@ func (a *Agent) persistRun(r *run) func(migration.Record) error {
 // warning: every step of a handover persists the record while clients wait.
 const slowPersist = 20 * time.Millisecond
 
-func (a *Agent) persist(rec migration.Record) error {
+func (a *Agent) persist(lk *catalog.Lock, rec migration.Record) error {
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
-	return a.cat.Update(func(tx *catalog.Tx) error {
+	return lk.Update(func(tx *catalog.Tx) error {
 		m, err := tx.Migration(rec.ID)
 		if err != nil {
 			return err
@@ -455,7 +490,7 @@ func (r *run) sentBytes() int64 {
 // what the snapshot's stream had sent (run.sent; 0 = unknown), kept with a
 // rolled-back migration; wal is the WAL the relay passed to the standby
 // (catalog.Migration.WALBytes; 0 = unknown).
-func (a *Agent) finish(cm catalog.Migration, rec migration.Record, err error, sent, wal int64) {
+func (a *Agent) finish(lk *catalog.Lock, cm catalog.Migration, rec migration.Record, err error, sent, wal int64) {
 	var outcome string
 	var state catalog.State
 	switch {
@@ -472,7 +507,7 @@ func (a *Agent) finish(cm catalog.Migration, rec migration.Record, err error, se
 		return
 	}
 	b, _ := json.Marshal(rec)
-	uerr := a.cat.Update(func(tx *catalog.Tx) error {
+	uerr := lk.Update(func(tx *catalog.Tx) error {
 		m, err := tx.Migration(rec.ID)
 		if err != nil {
 			return err
@@ -501,46 +536,4 @@ func (a *Agent) finish(cm catalog.Migration, rec migration.Record, err error, se
 		a.log.Error("migration: recording the outcome", "migration", rec.ID, "err", uerr)
 	}
 	a.log.Info("migration finished", "migration", rec.ID, "outcome", outcome, "freeze", rec.Freeze, "error", rec.Error)
-}
-
-// resumeMigrations restarts the drivers of source-side migrations left
-// unfinished by a previous run; migration.Run feeds them Resumed, which
-// resumes or rolls back per the migration package's rules.
-func (a *Agent) resumeMigrations(ctx context.Context) {
-	ms, err := a.cat.Migrations()
-	if err != nil {
-		a.log.Error("resume: reading catalog", "err", err)
-		return
-	}
-	for _, cm := range ms {
-		if cm.Done || cm.Role != catalog.Source {
-			continue
-		}
-		var rec migration.Record
-		if err := json.Unmarshal(cm.Record, &rec); err != nil {
-			a.log.Error("resume: bad record", "migration", cm.ID, "err", err)
-			continue
-		}
-		tn, err := a.cat.Tenant(cm.TenantID)
-		if err != nil {
-			a.log.Error("resume: tenant", "migration", cm.ID, "err", err)
-			continue
-		}
-		if rec.Phase.Terminal() {
-			a.finish(cm, rec, nil, 0, 0)
-			continue
-		}
-		src, err := a.source(tn)
-		if err != nil {
-			a.log.Error("resume: source", "migration", cm.ID, "err", err)
-			continue
-		}
-		pc, err := a.peerClient(cm.PeerURL)
-		if err != nil {
-			a.log.Error("resume: target", "migration", cm.ID, "err", err)
-			continue
-		}
-		a.log.Warn("resuming migration", "migration", cm.ID, "phase", rec.Phase)
-		a.launch(cm, rec, src, a.remoteTarget(pc, tn))
-	}
 }

@@ -138,7 +138,7 @@ func (a *Agent) SetMigrationRate(id string, rate float64) (client.Migration, err
 	}
 	r.lim.SetRate(limiterRate(rate))
 	r.pre.SetRate(limiterRate(rate))
-	err = a.cat.Update(func(tx *catalog.Tx) error {
+	err = r.lock.Update(func(tx *catalog.Tx) error {
 		m, err := tx.Migration(id)
 		if err != nil {
 			return err

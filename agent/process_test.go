@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/internal/etcdtest"
 	"github.com/sluicedb/sluice/internal/pgtest"
 	"github.com/sluicedb/sluice/pgcluster"
 )
@@ -178,26 +179,42 @@ func procPairWith(t *testing.T, mod func(i int, c *Config)) (*procAgent, *procAg
 // standby streams through) or rolls back (target killed in SNAPSHOT: the
 // stream breaks; the source aborts cleanly once the target is back), with
 // every acknowledged write present exactly once on whichever side serves
-// after.
+// after. With etcd, the agents share a catalog on a three-member etcd
+// cluster: the restarted source finds the tenant's driver lock still held
+// by its dead predecessor's lease, waits for the lease to expire, and only
+// then resumes.
 func TestAgentKilledMidMigration(t *testing.T) {
 	for _, tc := range []struct {
 		kill    string // "source" or "target"
 		phase   string // "snapshot" or "catch-up"
 		outcome string
+		etcd    bool
 	}{
-		{"source", "snapshot", "committed"},
-		{"source", "catch-up", "committed"},
-		{"target", "snapshot", "aborted"},
-		{"target", "catch-up", "committed"},
+		{"source", "snapshot", "committed", false},
+		{"source", "catch-up", "committed", false},
+		{"target", "snapshot", "aborted", false},
+		{"target", "catch-up", "committed", false},
+		{"source", "snapshot", "committed", true},
 	} {
-		t.Run(tc.kill+"-in-"+tc.phase, func(t *testing.T) {
+		name := tc.kill + "-in-" + tc.phase
+		if tc.etcd {
+			name += "-etcd"
+		}
+		t.Run(name, func(t *testing.T) {
 			t.Parallel() // mostly waiting on throttled copies and restarts
 			// A standby that applies commits 2 s late keeps CATCH-UP going
 			// (replay lag stays megabytes above the 1 MiB threshold) for as
 			// long as the source churns WAL: that is the window in which the
 			// agent is killed. (The handover then waits up to 2 s for
 			// replay: well inside the driver's 10 s replay timeout.)
-			p1, p2 := procPair(t, map[string]string{"recovery_min_apply_delay": "2s"})
+			spec := ""
+			if tc.etcd {
+				spec = "etcd://" + strings.Join(etcdtest.Start(t, 3).Endpoints, ",") + "/fleet"
+			}
+			p1, p2 := procPairWith(t, func(_ int, c *Config) {
+				c.Tenant.Settings["recovery_min_apply_delay"] = "2s"
+				c.Catalog = spec
+			})
 			ctx := ctxT(t)
 			tn, err := p1.c.CreateTenant(ctx, client.CreateTenant{Name: "victim", Users: testUsers})
 			if err != nil {
@@ -281,6 +298,12 @@ func TestAgentKilledMidMigration(t *testing.T) {
 			}
 			srcT, _ := p1.c.Tenant(ctx, tn.ID)
 			dstT, dstErr := p2.c.Tenant(ctx, tn.ID)
+			if tc.etcd {
+				// The restarted driver waited for the dead one's lease.
+				if b, _ := os.ReadFile(p1.log); !strings.Contains(string(b), "driver lock is held") {
+					t.Fatalf("the restarted source agent did not wait for its predecessor's lease; its log:\n%s", b)
+				}
+			}
 			if tc.kill == "target" && tc.phase == "catch-up" {
 				// The commit needs the standby's WAL past the fence: through
 				// a relay the restarted agent made anew.

@@ -251,10 +251,18 @@ func (a *Agent) StartReshard(ctx context.Context, name string, req client.Reshar
 	body, _ := json.Marshal(req)
 	rec := catalog.Reshard{ID: newReshardID(), Keyspace: name, Phase: client.PhasePreparing, Method: req.Method, Request: body,
 		FromPlan: ks.Plan, ToPlan: next.Plan, FromEpoch: ks.Epoch, ToEpoch: next.Epoch, Chunks: chunks, Started: time.Now()}
-	if err := a.cat.PutReshard(rec); err != nil {
+	lk, err := a.cat.TryLock(ctx, reshardLock(name))
+	if err != nil {
+		if errors.Is(err, catalog.ErrLocked) {
+			return client.ReshardStatus{}, errf(http.StatusConflict, "keyspace %s is being reconfigured by another driver (%v)", name, err)
+		}
 		return client.ReshardStatus{}, err
 	}
-	r := newReshardRun(a, rec, req, ks, next, ms)
+	if err := lk.Update(func(tx *catalog.Tx) error { return tx.PutReshard(rec) }); err != nil {
+		lk.Unlock(context.Background())
+		return client.ReshardStatus{}, err
+	}
+	r := newReshardRun(a, lk, rec, req, ks, next, ms)
 	a.rs.put(name, r)
 	a.bg.Add(1)
 	go func() {
@@ -376,7 +384,7 @@ func (a *Agent) SetReshardPace(name string, in client.ReshardPace) (client.Resha
 	r.rec.Method, r.rec.Request = req.Method, body
 	rec := r.rec
 	r.mu.Unlock()
-	if err := a.cat.PutReshard(rec); err != nil {
+	if err := r.putRecord(rec); err != nil {
 		return client.ReshardStatus{}, err
 	}
 	r.poke()

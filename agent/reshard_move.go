@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -188,7 +189,7 @@ func (r *reshardRun) finish(ctx context.Context) {
 	r.rec.ReactivePulls, r.rec.AsyncPulls, r.rec.BytesCopied = r.reactive.Load(), r.async.Load(), r.copied.Load()
 	rec := r.rec
 	r.mu.Unlock()
-	if err := r.a.cat.PutReshard(rec); err != nil {
+	if err := r.putRecord(rec); err != nil {
 		r.a.log.Error("reshard: catalog", "err", err)
 	}
 	if r.a.cfg.Proxy != "" {
@@ -324,7 +325,10 @@ func (r *reshardRun) loopStatus() loop.Status {
 }
 
 // resumeReshards rolls back the reconfigurations a restart interrupted
-// before their switch and resumes those that switched.
+// before their switch and resumes those that switched, each once this
+// agent holds the keyspace's driver lock (reshardLock; a previous
+// process's lock is waited for in the background, as resumeMigrations
+// does, and the record read again once held).
 func (a *Agent) resumeReshards(ctx context.Context) {
 	var recs []catalog.Reshard
 	if err := a.cat.View(func(tx *catalog.Tx) (err error) { recs, err = tx.Reshards(); return err }); err != nil {
@@ -335,28 +339,66 @@ func (a *Agent) resumeReshards(ctx context.Context) {
 		if !activePhase(rec.Phase) {
 			continue
 		}
-		r, err := a.reshardFromRecord(rec)
-		if err != nil {
-			a.log.Error("reshard: cannot resume", "keyspace", rec.Keyspace, "id", rec.ID, "err", err)
+		name := rec.Keyspace
+		lk, err := a.cat.TryLock(ctx, reshardLock(name))
+		if err == nil {
+			a.resumeReshard(lk, name)
 			continue
 		}
-		a.rs.put(rec.Keyspace, r)
+		if !errors.Is(err, catalog.ErrLocked) {
+			a.log.Error("reshard: cannot resume: lock", "keyspace", name, "err", err)
+			continue
+		}
+		a.log.Warn("reshard: the keyspace's driver lock is held (a previous driver's lease has not ended); waiting for it", "keyspace", name)
 		a.bg.Add(1)
 		go func() {
 			defer a.bg.Done()
-			if rec.Phase != client.PhaseMoving {
-				r.rollback(fmt.Errorf("the agent restarted during %s", rec.Phase))
-				a.rs.put(rec.Keyspace, nil)
+			lk, err := a.cat.Lock(ctx, reshardLock(name))
+			if err != nil {
+				if ctx.Err() == nil {
+					a.log.Error("reshard: cannot resume: lock", "keyspace", name, "err", err)
+				}
 				return
 			}
-			r.drive(a.bgCtx)
+			a.resumeReshard(lk, name)
 		}()
 	}
 }
 
+// resumeReshard resumes keyspace name's reconfiguration under its lock lk
+// (released by the run, or here when there is nothing to run).
+func (a *Agent) resumeReshard(lk *catalog.Lock, name string) {
+	rec, err := a.cat.Reshard(name)
+	if err != nil || !activePhase(rec.Phase) {
+		if err != nil {
+			a.log.Error("reshard: cannot resume", "keyspace", name, "err", err)
+		}
+		lk.Unlock(context.Background())
+		return
+	}
+	r, err := a.reshardFromRecord(lk, rec)
+	if err != nil {
+		a.log.Error("reshard: cannot resume", "keyspace", rec.Keyspace, "id", rec.ID, "err", err)
+		lk.Unlock(context.Background())
+		return
+	}
+	a.rs.put(rec.Keyspace, r)
+	a.bg.Add(1)
+	go func() {
+		defer a.bg.Done()
+		if rec.Phase != client.PhaseMoving {
+			r.rollback(fmt.Errorf("the agent restarted during %s", rec.Phase))
+			a.rs.put(rec.Keyspace, nil)
+			lk.Unlock(context.Background())
+			return
+		}
+		r.drive(a.bgCtx)
+	}()
+}
+
 // reshardFromRecord rebuilds a run from its catalog record: the keyspace
 // before and after (the catalog's is the new one once moving).
-func (a *Agent) reshardFromRecord(rec catalog.Reshard) (*reshardRun, error) {
+func (a *Agent) reshardFromRecord(lk *catalog.Lock, rec catalog.Reshard) (*reshardRun, error) {
 	cur, err := a.cat.Keyspace(rec.Keyspace)
 	if err != nil {
 		return nil, err
@@ -378,7 +420,7 @@ func (a *Agent) reshardFromRecord(rec catalog.Reshard) (*reshardRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newReshardRun(a, rec, req, old, next, ms), nil
+	return newReshardRun(a, lk, rec, req, old, next, ms), nil
 }
 
 func msDur(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }

@@ -28,6 +28,7 @@ const pullRetry = time.Second
 // reshardRun drives one reconfiguration (reshard.go has the steps).
 type reshardRun struct {
 	a        *Agent
+	lock     *catalog.Lock // the driver's lock on the keyspace (reshardLock): guards its catalog writes
 	req      client.ReshardRequest
 	ks, next *keyspace.Keyspace
 
@@ -46,10 +47,10 @@ type reshardRun struct {
 	lastPoint atomic.Pointer[loop.Point]
 }
 
-// newReshardRun makes the run of rec; ms are the keyspace's partitions
-// (a.members).
-func newReshardRun(a *Agent, rec catalog.Reshard, req client.ReshardRequest, ks, next *keyspace.Keyspace, ms []member) *reshardRun {
-	r := &reshardRun{a: a, rec: rec, req: req, ks: ks, next: next, members: map[string]member{}, waiting: map[int]chan struct{}{},
+// newReshardRun makes the run of rec under the keyspace's driver lock lk;
+// ms are the keyspace's partitions (a.members).
+func newReshardRun(a *Agent, lk *catalog.Lock, rec catalog.Reshard, req client.ReshardRequest, ks, next *keyspace.Keyspace, ms []member) *reshardRun {
+	r := &reshardRun{a: a, lock: lk, rec: rec, req: req, ks: ks, next: next, members: map[string]member{}, waiting: map[int]chan struct{}{},
 		failed: map[int]error{}, wake: make(chan struct{}, 1)}
 	for _, m := range ms {
 		r.members[m.Name] = m
@@ -80,20 +81,53 @@ func (r *reshardRun) source(part string) *reshardSource {
 	return r.a.sourceOf(r.members[part])
 }
 
-// drive runs the reconfiguration from its recorded phase to its end.
+// reshardLock names the catalog lock a keyspace's reconfiguration driver
+// holds (as driverLock for a migration).
+func reshardLock(keyspace string) string { return "keyspace/" + keyspace }
+
+// drive runs the reconfiguration from its recorded phase to its end, and
+// releases its lock. A driver that loses the lock stops at once, touching
+// neither the partitions nor the catalog again (no rollback: the next
+// holder resumes or rolls back from the record).
 func (r *reshardRun) drive(ctx context.Context) {
+	defer r.lock.Unlock(context.Background())
 	defer r.a.rs.put(r.ks.Name, nil)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-r.lock.Lost():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	lost := func(err error) bool {
+		if !lockLost(r.lock, err) {
+			return false
+		}
+		r.a.log.Error("reshard: this agent lost the keyspace's driver lock (another driver may hold it); it stops driving", "keyspace", r.ks.Name, "id", r.rec.ID, "err", err)
+		return true
+	}
 	if r.rec.Phase == client.PhasePreparing || r.rec.Phase == client.PhaseSwitching {
 		if err := r.prepareAndSwitch(ctx); err != nil {
-			r.rollback(err)
+			if !lost(err) {
+				r.rollback(err)
+			}
 			return
 		}
 	}
 	if err := r.move(ctx); err != nil {
-		r.a.log.Warn("reshard: stopped; it resumes when the agent restarts", "keyspace", r.ks.Name, "id", r.rec.ID, "err", err)
+		if !lost(err) {
+			r.a.log.Warn("reshard: stopped; it resumes when the agent restarts", "keyspace", r.ks.Name, "id", r.rec.ID, "err", err)
+		}
 		return
 	}
 	r.finish(ctx)
+}
+
+// putRecord writes rec under the driver's lock.
+func (r *reshardRun) putRecord(rec catalog.Reshard) error {
+	return r.lock.Update(func(tx *catalog.Tx) error { return tx.PutReshard(rec) })
 }
 
 func (r *reshardRun) setPhase(phase string) error {
@@ -101,7 +135,7 @@ func (r *reshardRun) setPhase(phase string) error {
 	r.rec.Phase = phase
 	rec := r.rec
 	r.mu.Unlock()
-	return r.a.cat.PutReshard(rec)
+	return r.putRecord(rec)
 }
 
 // prepareAndSwitch installs the fences and switches the plan (steps
@@ -158,7 +192,7 @@ func (r *reshardRun) prepareAndSwitch(ctx context.Context) error {
 	rec := r.rec
 	r.tr = tr
 	r.mu.Unlock()
-	if err := r.a.cat.Update(func(tx *catalog.Tx) error {
+	if err := r.lock.Update(func(tx *catalog.Tx) error {
 		if err := tx.PutKeyspace(r.next); err != nil {
 			return err
 		}
@@ -210,7 +244,7 @@ func (r *reshardRun) rollback(cause error) {
 	r.rec.Phase, r.rec.Error, r.rec.Finished = client.PhaseFailed, cause.Error(), time.Now()
 	rec := r.rec
 	r.mu.Unlock()
-	if err := r.a.cat.PutReshard(rec); err != nil {
+	if err := r.putRecord(rec); err != nil {
 		r.a.log.Error("reshard: rollback: catalog", "err", err)
 	}
 }

@@ -445,6 +445,18 @@ func TestReshardLive(t *testing.T) {
 		t.Fatalf("status after refusals: %v, want 404 (nothing recorded)", err)
 	}
 	r.fencesGone(t)
+	// Another driver holds the keyspace's lock: refused, nothing recorded.
+	lk, err := r.a.Catalog().TryLock(ctx, reshardLock("bank"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.a.c.Reshard(ctx, "bank", client.ReshardRequest{Plan: reshardPlan1, Method: client.MethodReactive}); client.StatusOf(err) != 409 || !strings.Contains(err.Error(), "another driver") {
+		t.Fatalf("a reconfiguration while another driver holds the keyspace: %v, want 409", err)
+	}
+	lk.Unlock(ctx)
+	if _, err := r.a.c.ReshardStatus(ctx, "bank", false); client.StatusOf(err) != 404 {
+		t.Fatalf("status after the refusal: %v, want 404 (nothing recorded)", err)
+	}
 
 	load := newBankLoad(r.cs)
 	stop := background(func(ctx context.Context) { load.run(ctx, 4) })

@@ -12,7 +12,8 @@ import (
 )
 
 // router returns the handover Router of a migration of tenant id: the
-// configured RouterFor (tests), else the proxy at Config.Proxy, else
+// configured RouterFor (tests), else the proxy at Config.Proxy (with
+// Config.Proxies, all of them: fanRouter), else
 // migration.DirectRouter (clients find the new owner themselves; the fence
 // turns their late writes into errors, never into lost acknowledged writes).
 func (a *Agent) router(id int64) migration.Router {
@@ -26,7 +27,16 @@ func (a *Agent) router(id int64) migration.Router {
 	if tn, err := a.cat.Tenant(id); err == nil {
 		name = tn.Name
 	}
-	return proxyRouter{c: a.proxyClient(), name: name, db: a.cfg.Tenant.Database, log: a.log}
+	first := proxyRouter{c: a.proxyClient(), name: name, db: a.cfg.Tenant.Database, log: a.log}
+	if len(a.cfg.Proxies) == 0 {
+		return first
+	}
+	f := fanRouter{names: []string{a.cfg.Proxy}, rs: []migration.Router{first}}
+	for _, u := range a.cfg.Proxies {
+		f.names = append(f.names, u)
+		f.rs = append(f.rs, proxyRouter{c: a.proxyClientFor(u), name: name, db: a.cfg.Tenant.Database, log: a.log})
+	}
+	return f
 }
 
 // proxyRouter glues the proxy's client to migration.Router. The proxy knows

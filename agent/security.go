@@ -150,12 +150,17 @@ func (a *Agent) peerClient(url string) (*client.Client, error) {
 }
 
 // proxyClient returns a client for Config.Proxy carrying its token.
-func (a *Agent) proxyClient() *proxyclient.Client {
-	tok, err := auth.ForPeer(a.cfg.Proxy, a.cfg.ProxyTokenFile)
+func (a *Agent) proxyClient() *proxyclient.Client { return a.proxyClientFor(a.cfg.Proxy) }
+
+// proxyClientFor is the client of the proxy at url (Config.Proxy or one of
+// Config.Proxies), with its token (Config.ProxyTokenFile, or the one it
+// registered on this host).
+func (a *Agent) proxyClientFor(url string) *proxyclient.Client {
+	tok, err := auth.ForPeer(url, a.cfg.ProxyTokenFile)
 	if err != nil {
-		a.log.Warn("agent: proxy token", "proxy", a.cfg.Proxy, "err", err)
+		a.log.Warn("agent: proxy token", "proxy", url, "err", err)
 	}
-	return proxyclient.New(a.cfg.Proxy, a.peerHTTPClient()).WithToken(tok)
+	return proxyclient.New(url, a.peerHTTPClient()).WithToken(tok)
 }
 
 // setupRoles makes a new tenant's roles over conn (the superuser's):

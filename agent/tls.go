@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/sluicedb/sluice/catalog"
 	"github.com/sluicedb/sluice/internal/certs"
 	"github.com/sluicedb/sluice/pgcluster"
 )
@@ -48,6 +49,12 @@ func (c Config) checkTransport() error {
 		if !loopbackAddr(c.Listen) {
 			return fmt.Errorf("insecure_loopback: listen %q is not a loopback address (127.0.0.0/8, ::1, localhost); an API reachable from other hosts needs tls_cert, tls_key and tls_ca (sluice certs)", c.Listen)
 		}
+		spec, _ := catalog.ParseSpec(c.Catalog)
+		for _, e := range spec.Endpoints {
+			if !loopbackAddr(e) {
+				return fmt.Errorf("insecure_loopback: catalog endpoint %s is not on loopback: the catalog would leave the host in clear; with tls_cert, tls_key and tls_ca the agent speaks mutual TLS to etcd", e)
+			}
+		}
 	case files.IsZero():
 		return errors.New("no tls_cert, tls_key and tls_ca: the API requires mutual TLS (make certificates with sluice certs); on a loopback-only listen address, insecure_loopback (sluice agent --insecure-loopback) serves plain HTTP with the token")
 	default:
@@ -58,8 +65,10 @@ func (c Config) checkTransport() error {
 				return fmt.Errorf("peer %s: %s is not https://: an agent with certificates talks to its peers over mutual TLS only", name, u)
 			}
 		}
-		if c.Proxy != "" && !strings.HasPrefix(c.Proxy, "https://") && !loopbackURL(c.Proxy) {
-			return fmt.Errorf("proxy %s is neither https:// nor on loopback: handover calls leave the host over mutual TLS only (the proxy's --tls-ca)", c.Proxy)
+		for _, p := range append([]string{c.Proxy}, c.Proxies...) {
+			if p != "" && !strings.HasPrefix(p, "https://") && !loopbackURL(p) {
+				return fmt.Errorf("proxy %s is neither https:// nor on loopback: handover calls leave the host over mutual TLS only (the proxy's --tls-ca)", p)
+			}
 		}
 	}
 	return nil

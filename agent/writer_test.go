@@ -23,6 +23,7 @@ type ledgerWriter struct {
 	conns []string      // libpq URLs of the candidate homes
 	pause time.Duration // between writes
 	pad   atomic.Int64  // bytes of random (incompressible) padding per row, default 100: WAL volume
+	first int64         // ids start after it (writers sharing one ledger take disjoint ranges)
 
 	mu     sync.Mutex
 	acked  []int64
@@ -37,7 +38,7 @@ func (w *ledgerWriter) run(ctx context.Context) {
 	w.byHome = map[int]int{}
 	var conn *pgx.Conn
 	home := 0
-	next := int64(1)
+	next := w.first + 1
 	for ctx.Err() == nil {
 		if conn == nil {
 			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)

@@ -1,6 +1,13 @@
-// Package catalog is an agent's embedded, crash-safe record of its tenants and
-// of the migrations it takes part in: one bbolt file in the agent's root
-// directory that survives restarts.
+// Package catalog is the crash-safe record of an agent's tenants and of the
+// migrations it takes part in, kept in one of two backends behind one
+// interface (the same tests run on both):
+//
+//   - bbolt (Open), the embedded default: one file in the agent's root
+//     directory, opened by one process at a time (Open fails after
+//     LockTimeout otherwise); for agents that share nothing.
+//   - etcd (OpenEtcd, agent config "catalog": "etcd://host:port,…/prefix"),
+//     for a fleet: the agents share one etcd cluster, and a migration's
+//     driver is unique among them and fenced by its lease.
 //
 // Model:
 //   - a Tenant is one PostgreSQL postmaster with its own data directory and
@@ -11,13 +18,42 @@
 //     opaque JSON, so the catalog does not depend on it;
 //   - a Keyspace (package keyspace) is a set of partitions, possibly on
 //     other agents, with its tables and partition plan; the agent it was
-//     created on keeps it, validated again on every read (keyspaces.go).
+//     created on keeps it, validated again on every read (keyspaces.go);
+//   - a Placement says which agent owns a tenant (placement.go).
 //
-// Every read and write runs in a bbolt transaction. Multi-step changes use
-// Update with a *Tx so they commit atomically; the shorthand methods on
-// Catalog run one operation in its own transaction. A Catalog is safe for
-// concurrent use; bbolt serialises writers and a file may be opened by one
-// process at a time (Open fails after Options.LockTimeout otherwise).
+// # What agents sharing an etcd catalog share
+//
+// Each agent's records stay its own, under <prefix>/agents/<name>/: its
+// tenants as it sees them (a tenant moved away is "moved" here and
+// "running" on the agent that has it), its side of each migration, the
+// keyspaces it coordinates and their reshards. A catalog opened by an
+// agent reads and writes exactly what the bbolt file of that agent would
+// hold, so an agent behaves the same on either backend. Shared, under
+// <prefix>/shared/: the placement bucket, which makes tenant IDs unique
+// across the fleet (MaxTenantID, CreateTenant) and says where each
+// tenant's writable copy is. Agent names must be unique in a fleet: two
+// processes with one name are one agent (a restarted one, or a stale one).
+//
+// # Transactions
+//
+// Every read and write runs in a transaction over buckets (store.go).
+// Multi-step changes use Update with a *Tx so they commit atomically; the
+// shorthand methods on Catalog run one operation in its own transaction. A
+// Catalog is safe for concurrent use. bbolt serialises writers; etcd runs
+// optimistic serializable transactions (etcd.go), so an Update's function
+// may run more than once and must act only on its Tx.
+//
+// # A unique driver
+//
+// A migration's driver holds a Lock (Catalog.Lock, TryLock; the agent
+// takes one per tenant) and writes through Lock.Update, which commits only
+// while the lock is held: with etcd the lock is a concurrency.Mutex on the
+// agent's leased session and every guarded commit compares the mutex key's
+// create revision (its fencing token), so a driver whose lease ended — its
+// agent cut off, paused or dead past the TTL — cannot write once another
+// driver may hold the lock, and gets ErrNotOwner. With bbolt the lock is
+// in-process: the file's own lock already makes the process the only
+// writer, so the guard fails only after the driver unlocked.
 package catalog
 
 import (
@@ -27,8 +63,6 @@ import (
 	"fmt"
 	"sort"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // FileName is the catalog's file name inside an agent's root directory.
@@ -51,8 +85,16 @@ var (
 	bucketMeta       = []byte("meta")
 	bucketKeyspaces  = []byte("keyspaces")
 	bucketReshards   = []byte("reshards")
+	bucketPlacement  = []byte("placement")
 	keySchema        = []byte("schema")
 )
+
+// sharedBuckets are the buckets every agent sharing an etcd catalog shares
+// (the others are each agent's own; see the package doc).
+var sharedBuckets = map[string]bool{string(bucketPlacement): true}
+
+// buckets are the catalog's buckets; every store has them all.
+var buckets = [][]byte{bucketTenants, bucketMigrations, bucketMeta, bucketKeyspaces, bucketReshards, bucketPlacement}
 
 // schemaVersion is written at creation; Open refuses a newer file.
 const schemaVersion = 1
@@ -119,27 +161,34 @@ type Migration struct {
 	Updated  time.Time `json:"updated"`
 }
 
-// Catalog is an open catalog file.
+// Catalog is an open catalog: a bbolt file (Open) or a prefix in an etcd
+// cluster (OpenEtcd).
 type Catalog struct {
-	db   *bolt.DB
-	path string
-	now  func() time.Time
+	st    store
+	path  string // the file, or the etcd spec
+	agent string // this agent's name, written in placement records ("" with Open)
+	now   func() time.Time
 }
 
 // Open opens (creating if needed) the catalog file at path.
 func Open(path string) (*Catalog, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: LockTimeout})
+	st, err := openBolt(path)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: open %s: %w", path, err)
 	}
-	c := &Catalog{db: db, path: path, now: time.Now}
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketTenants, bucketMigrations, bucketMeta, bucketKeyspaces, bucketReshards} {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
-			}
-		}
-		meta := tx.Bucket(bucketMeta)
+	c := &Catalog{st: st, path: path, now: time.Now}
+	if err := c.checkSchema(); err != nil {
+		st.close()
+		return nil, fmt.Errorf("catalog: open %s: %w", path, err)
+	}
+	return c, nil
+}
+
+// checkSchema writes the schema version into a new catalog and refuses one
+// written by a newer sluice.
+func (c *Catalog) checkSchema() error {
+	return c.Update(func(tx *Tx) error {
+		meta := tx.tx.Bucket(bucketMeta)
 		if v := meta.Get(keySchema); v != nil {
 			if n := binary.BigEndian.Uint64(v); n > schemaVersion {
 				return fmt.Errorf("schema version %d is newer than this sluice's %d", n, schemaVersion)
@@ -148,33 +197,34 @@ func Open(path string) (*Catalog, error) {
 		}
 		return meta.Put(keySchema, itob(schemaVersion))
 	})
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("catalog: open %s: %w", path, err)
-	}
-	return c, nil
 }
 
-// Close closes the file.
-func (c *Catalog) Close() error { return c.db.Close() }
+// Close closes the file (bbolt) or the client and its session (etcd): the
+// locks this catalog holds are released with it.
+func (c *Catalog) Close() error { return c.st.close() }
 
-// Path returns the file's path.
+// Path returns the file's path, or the etcd spec (etcd://endpoints/prefix).
 func (c *Catalog) Path() string { return c.path }
 
 // Tx is a catalog transaction; valid only inside the View or Update callback.
 type Tx struct {
-	tx  *bolt.Tx
-	now time.Time
+	tx    kvTx
+	now   time.Time
+	agent string
 }
 
-// View runs fn in a read-only transaction.
+// View runs fn in a read-only transaction over one consistent snapshot.
 func (c *Catalog) View(fn func(*Tx) error) error {
-	return c.db.View(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx, now: c.now()}) })
+	return c.st.view(func(tx kvTx) error { return fn(&Tx{tx: tx, now: c.now(), agent: c.agent}) })
 }
 
 // Update runs fn in a read-write transaction, committed if fn returns nil.
-func (c *Catalog) Update(fn func(*Tx) error) error {
-	return c.db.Update(func(tx *bolt.Tx) error { return fn(&Tx{tx: tx, now: c.now()}) })
+// fn may run more than once (the etcd backend retries it when a concurrent
+// write conflicted with what it read): it must do nothing outside tx.
+func (c *Catalog) Update(fn func(*Tx) error) error { return c.update(nil, fn) }
+
+func (c *Catalog) update(guard *Lock, fn func(*Tx) error) error {
+	return c.st.update(guard, func(tx kvTx) error { return fn(&Tx{tx: tx, now: c.now(), agent: c.agent}) })
 }
 
 // Tenant returns tenant id, or ErrNotFound.
@@ -220,15 +270,22 @@ func (t *Tx) PutTenant(tn Tenant) error {
 	if err != nil {
 		return fmt.Errorf("catalog: put tenant %d: %w", tn.ID, err)
 	}
+	if err := t.place(tn); err != nil {
+		return fmt.Errorf("catalog: put tenant %d: %w", tn.ID, err)
+	}
 	return t.tx.Bucket(bucketTenants).Put(itob(uint64(tn.ID)), v)
 }
 
 // CreateTenant inserts tn unless a tenant with its ID exists in a state other
-// than Deleted (a deleted tenant's ID may be reused), in which case ErrExists.
+// than Deleted (a deleted tenant's ID may be reused), here or, in a shared
+// catalog, owned by another agent (its placement), in which case ErrExists.
 func (t *Tx) CreateTenant(tn Tenant) error {
 	old, err := t.Tenant(tn.ID)
 	if err == nil && old.State != Deleted {
 		return fmt.Errorf("catalog: create tenant %d: %w (state %s)", tn.ID, ErrExists, old.State)
+	}
+	if p, err := t.Placement(tn.ID); err == nil && p.Agent != t.agent && p.State != Deleted {
+		return fmt.Errorf("catalog: create tenant %d: %w (on agent %s, state %s)", tn.ID, ErrExists, p.Agent, p.State)
 	}
 	tn.Created = time.Time{}
 	return t.PutTenant(tn)
@@ -251,16 +308,21 @@ func (t *Tx) SetTenantState(id int64, to State) (Tenant, error) {
 // DeleteTenant removes tenant id's record entirely (Deleted keeps a tombstone;
 // this forgets it).
 func (t *Tx) DeleteTenant(id int64) error {
+	if err := t.unplace(id); err != nil {
+		return err
+	}
 	return t.tx.Bucket(bucketTenants).Delete(itob(uint64(id)))
 }
 
-// MaxTenantID returns the largest tenant ID ever recorded (0 when none).
+// MaxTenantID returns the largest tenant ID ever recorded, here or (a
+// shared catalog) by any agent (0 when none).
 func (t *Tx) MaxTenantID() int64 {
-	k, _ := t.tx.Bucket(bucketTenants).Cursor().Last()
-	if k == nil {
-		return 0
-	}
-	return int64(binary.BigEndian.Uint64(k))
+	m := t.maxPlacedID()
+	t.tx.Bucket(bucketTenants).ForEach(func(k, _ []byte) error {
+		m = max(m, int64(binary.BigEndian.Uint64(k)))
+		return nil
+	})
+	return m
 }
 
 // Migration returns migration id, or ErrNotFound.

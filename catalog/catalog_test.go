@@ -5,24 +5,12 @@ import (
 	"errors"
 	"path/filepath"
 	"testing"
-	"time"
 )
 
-func open(t *testing.T, path string) *Catalog {
-	t.Helper()
-	c, err := Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t0 := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	n := 0
-	c.now = func() time.Time { n++; return t0.Add(time.Duration(n) * time.Second) }
-	return c
-}
+func TestTenantsSurviveReopen(t *testing.T) { eachBackend(t, testTenantsSurviveReopen) }
 
-func TestTenantsSurviveReopen(t *testing.T) {
-	path := filepath.Join(t.TempDir(), FileName)
-	c := open(t, path)
+func testTenantsSurviveReopen(t *testing.T, open func() *Catalog) {
+	c := open()
 	for _, tn := range []Tenant{
 		{ID: 2, Name: "beta", Port: 15002, Dir: "/r/2", State: Creating, Settings: map[string]string{"shared_buffers": "32MB"}},
 		{ID: 1, Name: "acme", Port: 15001, Dir: "/r/1", State: Creating},
@@ -38,7 +26,7 @@ func TestTenantsSurviveReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c = open(t, path)
+	c = open()
 	defer c.Close()
 	ts, err := c.Tenants()
 	if err != nil {
@@ -63,8 +51,10 @@ func TestTenantsSurviveReopen(t *testing.T) {
 	}
 }
 
-func TestCreateTenantConflicts(t *testing.T) {
-	c := open(t, filepath.Join(t.TempDir(), FileName))
+func TestCreateTenantConflicts(t *testing.T) { eachBackend(t, testCreateTenantConflicts) }
+
+func testCreateTenantConflicts(t *testing.T, open func() *Catalog) {
+	c := open()
 	defer c.Close()
 	create := func(tn Tenant) error { return c.Update(func(tx *Tx) error { return tx.CreateTenant(tn) }) }
 	if err := create(Tenant{ID: 7, State: Creating}); err != nil {
@@ -91,7 +81,11 @@ func TestCreateTenantConflicts(t *testing.T) {
 }
 
 func TestSetTenantStateChecksLifecycle(t *testing.T) {
-	c := open(t, filepath.Join(t.TempDir(), FileName))
+	eachBackend(t, testSetTenantStateChecksLifecycle)
+}
+
+func testSetTenantStateChecksLifecycle(t *testing.T, open func() *Catalog) {
+	c := open()
 	defer c.Close()
 	if err := c.PutTenant(Tenant{ID: 1, State: Running}); err != nil {
 		t.Fatal(err)
@@ -111,8 +105,10 @@ func TestSetTenantStateChecksLifecycle(t *testing.T) {
 	}
 }
 
-func TestUpdateIsAtomic(t *testing.T) {
-	c := open(t, filepath.Join(t.TempDir(), FileName))
+func TestUpdateIsAtomic(t *testing.T) { eachBackend(t, testUpdateIsAtomic) }
+
+func testUpdateIsAtomic(t *testing.T, open func() *Catalog) {
+	c := open()
 	defer c.Close()
 	boom := errors.New("boom")
 	err := c.Update(func(tx *Tx) error {
@@ -135,9 +131,10 @@ func TestUpdateIsAtomic(t *testing.T) {
 	}
 }
 
-func TestMigrations(t *testing.T) {
-	path := filepath.Join(t.TempDir(), FileName)
-	c := open(t, path)
+func TestMigrations(t *testing.T) { eachBackend(t, testMigrations) }
+
+func testMigrations(t *testing.T, open func() *Catalog) {
+	c := open()
 	rec := json.RawMessage(`{"phase":"snapshot","bytes":123}`)
 	for _, m := range []Migration{
 		{ID: "b", TenantID: 1, Role: Source, Peer: "a2", Mode: "live", Rate: 1e6, Record: rec},
@@ -154,7 +151,7 @@ func TestMigrations(t *testing.T) {
 		t.Fatal("empty id accepted")
 	}
 	c.Close()
-	c = open(t, path)
+	c = open()
 	defer c.Close()
 	ms, err := c.Migrations()
 	if err != nil {
@@ -170,7 +167,10 @@ func TestMigrations(t *testing.T) {
 
 func TestOpenLockedFails(t *testing.T) {
 	path := filepath.Join(t.TempDir(), FileName)
-	c := open(t, path)
+	c, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer c.Close()
 	if c2, err := Open(path); err == nil {
 		c2.Close()

@@ -2,7 +2,6 @@ package catalog
 
 import (
 	"errors"
-	"path/filepath"
 	"testing"
 
 	"github.com/sluicedb/sluice/keyspace"
@@ -27,9 +26,10 @@ func testKeyspace(t *testing.T, name string) *keyspace.Keyspace {
 	return ks
 }
 
-func TestKeyspacesSurviveReopen(t *testing.T) {
-	path := filepath.Join(t.TempDir(), FileName)
-	c := open(t, path)
+func TestKeyspacesSurviveReopen(t *testing.T) { eachBackend(t, testKeyspacesSurviveReopen) }
+
+func testKeyspacesSurviveReopen(t *testing.T, open func() *Catalog) {
+	c := open()
 	for _, name := range []string{"tpcc", "kv"} {
 		ks := testKeyspace(t, name)
 		if err := c.Update(func(tx *Tx) error { return tx.CreateKeyspace(ks) }); err != nil {
@@ -48,7 +48,7 @@ func TestKeyspacesSurviveReopen(t *testing.T) {
 	}
 	c.Close()
 
-	c = open(t, path)
+	c = open()
 	defer c.Close()
 	kss, err := c.Keyspaces()
 	if err != nil {
@@ -69,8 +69,10 @@ func TestKeyspacesSurviveReopen(t *testing.T) {
 	}
 }
 
-func TestDeleteKeyspace(t *testing.T) {
-	c := open(t, filepath.Join(t.TempDir(), FileName))
+func TestDeleteKeyspace(t *testing.T) { eachBackend(t, testDeleteKeyspace) }
+
+func testDeleteKeyspace(t *testing.T, open func() *Catalog) {
+	c := open()
 	defer c.Close()
 	if err := c.Update(func(tx *Tx) error { return tx.CreateKeyspace(testKeyspace(t, "tpcc")) }); err != nil {
 		t.Fatal(err)

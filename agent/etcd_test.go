@@ -1,0 +1,124 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/internal/etcdtest"
+)
+
+// TestEtcdDriverLosesLease: two agents share an etcd catalog. The source's
+// driver loses its lease mid-copy (every lease in the cluster is revoked,
+// as etcd does when an agent is cut off past its TTL): it stops driving —
+// its record stays where it was, the tenant serves on the source — and the
+// source agent, restarted, takes the lock, resumes the migration and
+// commits it, with every acknowledged write on the target exactly once.
+// The placement, shared by both agents, ends on the target.
+func TestEtcdDriverLosesLease(t *testing.T) {
+	cl := etcdtest.Start(t, 1)
+	spec := "etcd://" + cl.Endpoints[0] + "/fleet"
+	c1, c2 := agentPair(t)
+	c1.Catalog, c2.Catalog = spec, spec
+	var a1log lockedBuffer
+	c1.Logger = slog.New(slog.NewTextHandler(&a1log, nil))
+	a1, a2 := startAgent(t, c1), startAgent(t, c2)
+	ctx := ctxT(t)
+	tn, err := a1.c.CreateTenant(ctx, client.CreateTenant{Name: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tn2, err := a2.c.CreateTenant(ctx, client.CreateTenant{Name: "other"}); err != nil || tn2.ID == tn.ID {
+		t.Fatalf("a2's tenant %+v, %v: want an ID of its own (IDs are shared)", tn2, err)
+	}
+	srcCS := a1.ConnString(tn.Port, "")
+	dstCS := a2.ConnString(a2.TenantPort(tn.ID), "")
+	loadData(t, srcCS, 20)
+	w := &ledgerWriter{conns: []string{srcCS, dstCS}, pause: 2 * time.Millisecond}
+	wctx, wstop := context.WithCancel(context.Background())
+	wdone := make(chan struct{})
+	go func() { w.run(wctx); close(wdone) }()
+	defer func() { wstop(); <-wdone }()
+
+	m, err := a1.c.StartMigration(ctx, client.StartMigration{Tenant: tn.ID, To: "a2", Rate: 2 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitMigration(t, a1.c, m.ID, time.Minute, func(v client.Migration) bool { return v.Progress.Bytes > 0 })
+
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cl.Endpoints})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	leases, err := cli.Leases(ctx)
+	if err != nil || len(leases.Leases) == 0 {
+		t.Fatalf("leases: %+v, %v; want the driver's", leases, err)
+	}
+	for _, l := range leases.Leases {
+		if _, err := cli.Revoke(ctx, l.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The driver stops: no run left, the record not done, the tenant still
+	// migrating out of the source that serves it.
+	deadline := time.Now().Add(time.Minute)
+	for a1.mig.get(m.ID) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the driver still runs a minute after its lease was revoked")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(a1log.String(), "lost the tenant's driver lock") {
+		t.Fatalf("the source's log does not say its driver lost the lock:\n%s", a1log.String())
+	}
+	stale, err := a1.Catalog().Migration(m.ID)
+	if err != nil || stale.Done {
+		t.Fatalf("record after the loss: %+v, %v; want it unfinished", stale, err)
+	}
+	if ts, _ := a1.c.Tenant(ctx, tn.ID); ts.State != "migrating-out" || !ts.Alive {
+		t.Fatalf("source tenant after the loss = %+v; want migrating-out and serving", ts)
+	}
+	time.Sleep(time.Second) // nothing writes the record any more
+	if again, _ := a1.Catalog().Migration(m.ID); !again.Updated.Equal(stale.Updated) {
+		t.Fatalf("the record changed after the driver stopped: %v -> %v", stale.Updated, again.Updated)
+	}
+
+	// Restarted, the source agent takes the lock and resumes.
+	a1.stop()
+	a1 = startAgent(t, c1)
+	done := waitMigration(t, a1.c, m.ID, 3*time.Minute, nil)
+	time.Sleep(500 * time.Millisecond) // writes land on the target
+	wstop()
+	<-wdone
+	if done.Outcome != "committed" {
+		t.Fatalf("resumed migration ended %+v (error %q)", done, done.Error)
+	}
+	acked, errs, byHome := w.stats()
+	t.Logf("writer: %d acknowledged (%v per home), %d errors", acked, byHome, errs)
+	w.verify(t, dstCS)
+	ps, err := a1.Catalog().Placements()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, p := range ps {
+		if p.Tenant == tn.ID {
+			found = true
+			if p.Agent != "a2" || p.State != "running" {
+				t.Fatalf("placement of tenant %d = %+v; want running on a2", tn.ID, p)
+			}
+		}
+	}
+	if !found {
+		t.Fatalf("no placement of tenant %d in %+v", tn.ID, ps)
+	}
+	if !strings.HasPrefix(a1.Catalog().Path(), "etcd://") {
+		t.Fatalf("catalog %s: want the etcd one", a1.Catalog().Path())
+	}
+}
