@@ -168,7 +168,19 @@ type Catalog struct {
 	path  string // the file, or the etcd spec
 	agent string // this agent's name, written in placement records ("" with Open)
 	now   func() time.Time
+	serve serving // where this agent's tenants are reached (SetServing)
 }
+
+// serving is where an agent's tenants are reached, for placement records:
+// host:port of a tenant is host and its Port.
+type serving struct{ host, database string }
+
+// SetServing says where clients reach this agent's tenants: host (the
+// agent's advertised host; its tenants' ports follow) and the database on
+// them. Placement records written from then on carry the address and
+// database (Placement.Addr, Database), which proxies watching the catalog
+// route to. Call it once, right after opening, before any write.
+func (c *Catalog) SetServing(host, database string) { c.serve = serving{host, database} }
 
 // Open opens (creating if needed) the catalog file at path.
 func Open(path string) (*Catalog, error) {
@@ -211,11 +223,12 @@ type Tx struct {
 	tx    kvTx
 	now   time.Time
 	agent string
+	serve serving
 }
 
 // View runs fn in a read-only transaction over one consistent snapshot.
 func (c *Catalog) View(fn func(*Tx) error) error {
-	return c.st.view(func(tx kvTx) error { return fn(&Tx{tx: tx, now: c.now(), agent: c.agent}) })
+	return c.st.view(func(tx kvTx) error { return fn(&Tx{tx: tx, now: c.now(), agent: c.agent, serve: c.serve}) })
 }
 
 // Update runs fn in a read-write transaction, committed if fn returns nil.
@@ -224,7 +237,7 @@ func (c *Catalog) View(fn func(*Tx) error) error {
 func (c *Catalog) Update(fn func(*Tx) error) error { return c.update(nil, fn) }
 
 func (c *Catalog) update(guard *Lock, fn func(*Tx) error) error {
-	return c.st.update(guard, func(tx kvTx) error { return fn(&Tx{tx: tx, now: c.now(), agent: c.agent}) })
+	return c.st.update(guard, func(tx kvTx) error { return fn(&Tx{tx: tx, now: c.now(), agent: c.agent, serve: c.serve}) })
 }
 
 // Tenant returns tenant id, or ErrNotFound.

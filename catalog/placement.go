@@ -3,6 +3,7 @@ package catalog
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"strconv"
 	"time"
 )
@@ -18,12 +19,30 @@ import (
 // migrating-in) are recorded under its name until another agent takes it.
 // Keys are the tenant ID in 20 decimal digits (ID order, readable in
 // etcdctl).
+//
+// A placement also says where clients reach the tenant — Addr and Database,
+// with Epoch counting the changes of Addr — for proxies that watch the
+// catalog (WatchPlacements) instead of being told by agents. Two writers
+// set it: an agent taking ownership writes its own address (SetServing),
+// and a migration's driver writes the target's address at the handover's
+// switch (Tx.SwitchPlacement, through its Lock: a driver that lost its lock
+// cannot move a route). An owner's later state changes keep the address
+// and epoch, so the source's own records after the switch do not move the
+// route back.
 
 // Placement is where tenant Tenant lives.
 type Placement struct {
-	Tenant  int64     `json:"tenant"`
-	Agent   string    `json:"agent"` // "" in a bbolt catalog opened with Open: this file's agent
-	State   State     `json:"state"` // the owner's state of the tenant
+	Tenant int64  `json:"tenant"`
+	Name   string `json:"name,omitempty"` // the tenant's name (proxies route by name)
+	Agent  string `json:"agent"`          // "" in a bbolt catalog opened with Open: this file's agent
+	State  State  `json:"state"`          // the owner's state of the tenant
+	// Addr is host:port of the tenant's writable copy, Database the
+	// database clients use there; "" when the owner did not SetServing.
+	Addr     string `json:"addr,omitempty"`
+	Database string `json:"database,omitempty"`
+	// Epoch counts the changes of Addr, from 1: a watcher applies a
+	// placement only when its epoch is newer than the one it routes by.
+	Epoch   int64     `json:"epoch,omitempty"`
 	Updated time.Time `json:"updated"`
 }
 
@@ -78,14 +97,56 @@ func (t *Tx) place(tn Tenant) error {
 	if !tn.State.owning() && (!found || cur.Agent != t.agent) {
 		return nil
 	}
-	if found && cur.Agent == t.agent && cur.State == tn.State {
+	next := cur
+	next.Tenant, next.Name, next.State = tn.ID, tn.Name, tn.State
+	if !found || cur.Agent != t.agent {
+		// A new owner: the tenant is reached here now.
+		next.Agent = t.agent
+		if addr := t.addrOf(tn); addr != next.Addr || next.Epoch == 0 {
+			next.Addr, next.Database = addr, t.serve.database
+			next.Epoch++
+		}
+	}
+	if found && next.Agent == cur.Agent && next.State == cur.State && next.Name == cur.Name && next.Addr == cur.Addr {
 		return nil
 	}
-	v, err := json.Marshal(Placement{Tenant: tn.ID, Agent: t.agent, State: tn.State, Updated: t.now})
+	return t.putPlacement(next)
+}
+
+// addrOf is host:port where this agent serves tn ("" without SetServing).
+func (t *Tx) addrOf(tn Tenant) string {
+	if t.serve.host == "" || tn.Port == 0 {
+		return ""
+	}
+	return net.JoinHostPort(t.serve.host, strconv.Itoa(tn.Port))
+}
+
+func (t *Tx) putPlacement(p Placement) error {
+	p.Updated = t.now
+	v, err := json.Marshal(p)
 	if err != nil {
 		return err
 	}
-	return t.tx.Bucket(bucketPlacement).Put(placementKey(tn.ID), v)
+	return t.tx.Bucket(bucketPlacement).Put(placementKey(p.Tenant), v)
+}
+
+// SwitchPlacement records that tenant id's writable copy is now reached at
+// addr (host:port; database unchanged), a new epoch: the handover's switch
+// as proxies watching the catalog see it. A migration's driver calls it
+// through its Lock.Update, so that a stale driver cannot move the route.
+// Switching to where the placement already is changes nothing; epoch is
+// the placement's epoch after the call.
+func (t *Tx) SwitchPlacement(id int64, addr string) (epoch int64, err error) {
+	cur, err := t.Placement(id)
+	if err != nil {
+		return 0, err
+	}
+	if cur.Addr == addr {
+		return cur.Epoch, nil
+	}
+	cur.Addr = addr
+	cur.Epoch++
+	return cur.Epoch, t.putPlacement(cur)
 }
 
 // unplace forgets tenant id's placement if this agent owns it.

@@ -82,7 +82,11 @@ type Config struct {
 	Routes []RouteConfig
 	// RoutesFile, if set, is a JSON file holding a []RouteConfig, loaded at New.
 	RoutesFile string
-	// Catalogs are agent base URLs polled at CatalogPoll for GET /v1/tenants.
+	// Catalogs are agent base URLs polled at CatalogPoll for GET
+	// /v1/tenants, or etcd catalogs shared by agents
+	// (etcd://host:port[,host:port...]/prefix) whose placements the proxy
+	// watches (watch.go; with TLSCA it speaks to etcd over mutual TLS with
+	// TLSCert, as agents do).
 	Catalogs    []string
 	CatalogPoll time.Duration
 

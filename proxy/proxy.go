@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluicedb/sluice/catalog"
 	"github.com/sluicedb/sluice/proxy/client"
 	"github.com/sluicedb/sluice/proxy/scram"
 	"github.com/sluicedb/sluice/proxy/timing"
@@ -48,6 +49,7 @@ type Proxy struct {
 	conns    map[net.Conn]struct{} // every accepted client connection, for Close
 	catMu    sync.Mutex
 	catSeen  map[string]catalogState // catalog URL + "\x00" + tenant → what it last reported
+	placed   placementRoutes         // what the etcd catalogs' placements routed (watch.go)
 
 	ksMu      sync.Mutex
 	keyspaces map[string]*router.Keyspace // by name (keyspaces.go)
@@ -131,6 +133,13 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 
+	for _, u := range cfg.Catalogs {
+		if isEtcdCatalog(u) {
+			if _, err := catalog.ParseSpec(u); err != nil {
+				return nil, configError{fmt.Errorf("proxy: --catalog: %v", err)}
+			}
+		}
+	}
 	routes := append([]RouteConfig(nil), cfg.Routes...)
 	if cfg.RoutesFile != "" {
 		rs, err := LoadRoutesFile(cfg.RoutesFile)
@@ -210,6 +219,11 @@ func (p *Proxy) Start(ctx context.Context) error {
 		p.wg.Add(1)
 		go func(u string) {
 			defer p.wg.Done()
+			if isEtcdCatalog(u) {
+				spec, _ := catalog.ParseSpec(u) // checked by New
+				p.watchCatalog(p.ctx, spec)
+				return
+			}
 			p.followCatalog(p.ctx, u)
 		}(u)
 	}

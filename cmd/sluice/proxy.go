@@ -55,7 +55,10 @@ session to the tenant's server. The HTTP API (--api) serves routes, handover
 
 Routes: --route tenant=host:port[/database][,alias...] (repeatable), --routes FILE
 (JSON [{"tenant","aliases","addr","database"}]), and/or --catalog URL (repeatable:
-a sluice agent whose GET /v1/tenants and GET /v1/keyspaces are followed every second).
+a sluice agent whose GET /v1/tenants and GET /v1/keyspaces are followed every second,
+or an etcd catalog etcd://host:port[,host:port...]/prefix shared by agents, whose
+placements the proxy watches: each tenant is routed where its placement says, and a
+handover's switch is the migration driver's write of it).
 
 A client whose database is a keyspace's name (sluice keyspace create, or --keyspace
 FILE) is routed by key: each transaction goes to the partitions owning its keys,
@@ -82,13 +85,13 @@ func init() {
 	f.StringVar(&proxyFlags.catalogToken, "catalog-token-file", "", "file holding the token sent to every --catalog agent (default: the token each agent registered on this host)")
 	f.StringArrayVar(&proxyFlags.routes, "route", nil, "tenant=host:port[/database][,alias...] (repeatable; host may be a Unix socket directory)")
 	f.StringVar(&proxyFlags.routesFile, "routes", "", "JSON routes file")
-	f.StringArrayVar(&proxyFlags.catalogs, "catalog", nil, "agent base URL whose /v1/tenants to follow (repeatable)")
+	f.StringArrayVar(&proxyFlags.catalogs, "catalog", nil, "agent base URL whose /v1/tenants to follow, or etcd://host:port[,host:port...]/prefix: an etcd catalog whose placements to watch (repeatable)")
 	f.DurationVar(&proxyFlags.window, "window", proxy.DefaultWindow, "latency window length")
 	f.IntVar(&proxyFlags.releaseLimit, "release-limit", 0, "after a handover's release, at most this many of the tenant's transactions in flight for --release-window, so a freshly promoted server warms its sessions a few at a time (0 = none)")
 	f.DurationVar(&proxyFlags.releaseWindow, "release-window", proxy.DefaultReleaseWindow, "how long the --release-limit ramp lasts")
 	f.StringVar(&proxyFlags.tlsCert, "tls-cert", "", "PEM certificate for client TLS")
 	f.StringVar(&proxyFlags.tlsKey, "tls-key", "", "PEM key for client TLS")
-	f.StringVar(&proxyFlags.tlsCA, "tls-ca", "", "PEM CA of sluice's certificates: the API becomes HTTPS with mutual TLS (callers present a certificate of this CA; the proxy presents --tls-cert to its --catalog agents); required for an --api that is not loopback")
+	f.StringVar(&proxyFlags.tlsCA, "tls-ca", "", "PEM CA of sluice's certificates: the API becomes HTTPS with mutual TLS (callers present a certificate of this CA; the proxy presents --tls-cert to its --catalog agents and etcd); required for an --api that is not loopback")
 	f.StringVar(&proxyFlags.serverSSLMode, "server-sslmode", "disable", "sslmode for server connections (disable, prefer, require, ...)")
 	f.IntVar(&proxyFlags.maxMessage, "max-message", proxy.DefaultMaxMessage, "largest client message accepted, bytes")
 	f.IntVar(&proxyFlags.procs, "procs", proxy.DefaultProcs, "OS threads running Go code at once (GOMAXPROCS); 0 = one per core")
