@@ -143,6 +143,8 @@ func openRoot(cfg Config, peerTLS *tls.Config) (*catalog.Catalog, error) {
 		if err != nil {
 			return nil, fmt.Errorf("agent: %w", err)
 		}
+		// Placements say where proxies watching the catalog route.
+		cat.SetServing(cfg.Tenant.AdvertiseHost, cfg.Tenant.Database)
 		return cat, nil
 	}
 	cat, err := catalog.Open(filepath.Join(root, catalog.FileName))

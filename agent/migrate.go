@@ -366,7 +366,7 @@ func (a *Agent) launch(lk *catalog.Lock, cm catalog.Migration, rec migration.Rec
 		defer src.Close()
 		defer stopLoop()
 		env := migration.Env{
-			Source: src, Target: tgt, Router: a.router(cm.TenantID), Limiter: r.lim,
+			Source: src, Target: tgt, Router: a.switchRouter(cm.TenantID, lk), Limiter: r.lim,
 			Persist: a.persistRun(r),
 			Progress: func(p migration.Progress) {
 				r.mu.Lock()

@@ -99,7 +99,12 @@ func (p proxyRouter) Hold(ctx context.Context, _ string, deadline time.Duration)
 
 func (p proxyRouter) Switch(ctx context.Context, _ string, addr string) error {
 	return p.timed("switch", func() error {
-		err := p.c.Switch(ctx, p.name, addr)
+		var err error
+		if e := placementEpoch(ctx); e > 0 {
+			err = p.c.SwitchEpoch(ctx, p.name, addr, e)
+		} else {
+			err = p.c.Switch(ctx, p.name, addr)
+		}
 		if errors.Is(err, proxyclient.ErrUnknownTenant) {
 			if p.log != nil {
 				p.log.Warn("proxy does not know the tenant (restarted?); creating its route", "tenant", p.name, "addr", addr)

@@ -91,7 +91,13 @@ func (p *Proxy) apiHandler() http.Handler {
 			apiError(w, http.StatusBadRequest, err)
 			return
 		}
-		if err := p.Switch(r.PathValue("tenant"), in.Addr, in.Database); err != nil {
+		var err error
+		if in.Epoch > 0 && p.watchesEtcd() {
+			err = p.awaitPlacement(r.Context(), r.PathValue("tenant"), in.Epoch)
+		} else {
+			err = p.Switch(r.PathValue("tenant"), in.Addr, in.Database)
+		}
+		if err != nil {
 			apiError(w, statusOf(err), err)
 			return
 		}
@@ -133,6 +139,12 @@ func (p *Proxy) apiHandler() http.Handler {
 type routeTarget struct {
 	Addr     string `json:"addr"`
 	Database string `json:"database"`
+	// Epoch (switch only), if > 0, is the tenant's placement epoch that
+	// the driver wrote to an etcd catalog: a proxy watching one answers
+	// once its watch routes the tenant by that epoch or a later one,
+	// without taking Addr from the call (watch.go); a proxy that watches
+	// none switches to Addr as told.
+	Epoch int64 `json:"epoch,omitempty"`
 }
 
 // windows converts series to the API's Window objects.

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 
@@ -91,6 +92,33 @@ func (p *Proxy) applyPlacements(ch catalog.PlacementChange) {
 		}
 		if err := p.setRoute(RouteConfig{Tenant: pl.Name, Addr: pl.Addr, Database: db}, false); err != nil {
 			p.cfg.Logf("proxy: catalog: tenant %s: %v", pl.Name, err)
+		}
+	}
+}
+
+// watchesEtcd reports whether the proxy watches an etcd catalog.
+func (p *Proxy) watchesEtcd() bool {
+	for _, u := range p.cfg.Catalogs {
+		if isEtcdCatalog(u) {
+			return true
+		}
+	}
+	return false
+}
+
+// awaitPlacement waits until the watch routes tenant by placement epoch
+// or a later one, until ctx ends: a handover's switch, as the driver wrote
+// it to the catalog, has reached this proxy.
+func (p *Proxy) awaitPlacement(ctx context.Context, tenant string, epoch int64) error {
+	for {
+		cur, changed := p.placed.epochOf(tenant)
+		if cur >= epoch {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return fmt.Errorf("proxy: tenant %s: the catalog's placement epoch %d has not reached this proxy (it routes by epoch %d): %w", tenant, epoch, cur, ctx.Err())
 		}
 	}
 }

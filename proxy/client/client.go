@@ -252,6 +252,15 @@ func (c *Client) Switch(ctx context.Context, tenant string, addr string) error {
 		map[string]any{"addr": addr}, nil)
 }
 
+// SwitchEpoch is Switch for a tenant whose placement the driver moved to
+// addr at epoch in an etcd catalog: a proxy watching that catalog answers
+// once its watch routes the tenant by epoch or a later one; one that does
+// not switches to addr as told.
+func (c *Client) SwitchEpoch(ctx context.Context, tenant, addr string, epoch int64) error {
+	return c.do(ctx, http.MethodPost, "/v1/tenants/"+url.PathEscape(tenant)+"/switch",
+		map[string]any{"addr": addr, "epoch": epoch}, nil)
+}
+
 // SwitchTo is Switch that also changes the server-side database name.
 func (c *Client) SwitchTo(ctx context.Context, tenant, addr, database string) error {
 	return c.do(ctx, http.MethodPost, "/v1/tenants/"+url.PathEscape(tenant)+"/switch",
