@@ -28,6 +28,7 @@ type Cluster struct {
 	dir     string
 	members []*embed.Etcd
 	stopped []bool
+	cfgs    []*embed.Config
 }
 
 // Start starts an n-member cluster for t, stopped at t's cleanup.
@@ -67,7 +68,7 @@ func startDir(dir string, n int, files *TLS) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{dir: dir, members: make([]*embed.Etcd, n), stopped: make([]bool, n)}
+	c := &Cluster{dir: dir, members: make([]*embed.Etcd, n), stopped: make([]bool, n), cfgs: make([]*embed.Config, n)}
 	var initial []string
 	cfgs := make([]*embed.Config, n)
 	for i := range n {
@@ -87,6 +88,7 @@ func startDir(dir string, n int, files *TLS) (*Cluster, error) {
 		cfg.InitialClusterToken = "etcdtest"
 		cfg.LogLevel = "error"
 		cfgs[i] = cfg
+		c.cfgs[i] = cfg
 		initial = append(initial, cfg.Name+"="+pu.String())
 		c.Endpoints = append(c.Endpoints, cu.Host)
 	}
@@ -124,6 +126,28 @@ func (c *Cluster) Stop(i int) {
 		c.members[i].Close()
 		c.stopped[i] = true
 	}
+}
+
+// Restart starts stopped member i again on its data and addresses, and
+// waits until it is ready (it rejoined, or with n = 1 it leads again).
+func (c *Cluster) Restart(i int) error {
+	if !c.stopped[i] {
+		return fmt.Errorf("etcdtest: member %d is running", i)
+	}
+	cfg := c.cfgs[i]
+	cfg.ClusterState = embed.ClusterStateFlagExisting
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return fmt.Errorf("etcdtest: restart %s: %w", cfg.Name, err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(30 * time.Second):
+		e.Close()
+		return fmt.Errorf("etcdtest: %s not ready 30 s after its restart", cfg.Name)
+	}
+	c.members[i], c.stopped[i] = e, false
+	return nil
 }
 
 // Leader returns the index of the member that leads (-1: none known).
