@@ -78,6 +78,13 @@ type Proxy struct {
 // connections until Start or Serve.
 func New(cfg Config) (*Proxy, error) {
 	cfg = cfg.withDefaults()
+	for _, u := range cfg.Catalogs {
+		if isEtcdCatalog(u) {
+			if _, err := catalog.ParseSpec(u); err != nil {
+				return nil, configError{fmt.Errorf("proxy: --catalog: %v", err)}
+			}
+		}
+	}
 	p := &Proxy{cfg: cfg, secrets: map[string]scram.Secret{}, passwords: map[string]string{}, sessions: map[uint32]*session{}, conns: map[net.Conn]struct{}{}, catSeen: map[string]catalogState{}}
 	p.mu.tenants = map[string]*tenant{}
 	p.mu.aliases = map[string]*tenant{}
@@ -133,13 +140,6 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 
-	for _, u := range cfg.Catalogs {
-		if isEtcdCatalog(u) {
-			if _, err := catalog.ParseSpec(u); err != nil {
-				return nil, configError{fmt.Errorf("proxy: --catalog: %v", err)}
-			}
-		}
-	}
 	routes := append([]RouteConfig(nil), cfg.Routes...)
 	if cfg.RoutesFile != "" {
 		rs, err := LoadRoutesFile(cfg.RoutesFile)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicedb/sluice/catalog"
 	"github.com/sluicedb/sluice/internal/cli"
 	"github.com/sluicedb/sluice/keyspace"
 	"github.com/sluicedb/sluice/proxy"
@@ -145,6 +146,13 @@ func runProxy(cmd *cobra.Command, _ []string) error {
 	}
 	if pf.maxMessage < 1024 {
 		return cli.Usagef("proxy: --max-message must be at least 1024 bytes")
+	}
+	for _, u := range pf.catalogs {
+		if strings.HasPrefix(u, "etcd://") {
+			if _, err := catalog.ParseSpec(u); err != nil {
+				return cli.Usagef("proxy: --catalog: %v", err)
+			}
+		}
 	}
 	if pf.insecureNoAuth {
 		if cmd.Flags().Changed("token-file") {

@@ -19,6 +19,7 @@ func TestProxyUsageErrors(t *testing.T) {
 		{[]string{"proxy", "--trust", "--tls-cert", "c.pem"}, "--tls-cert and --tls-key"},
 		{[]string{"proxy", "--trust", "--tls-cert", "", "--route", "nonsense"}, "tenant=host:port"},
 		{[]string{"proxy", "--trust", "--window", "0s"}, "--window"},
+		{[]string{"proxy", "--trust", "--window", "3s", "--catalog", "etcd://nohost/fleet"}, "endpoint \"nohost\": want host:port"},
 		{[]string{"bench", "proxy", "--duration", "0s"}, "--duration"},
 		{[]string{"bench", "proxy", "--duration", "5s", "--clients", "0"}, "must be positive"},
 	}
