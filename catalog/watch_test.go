@@ -152,7 +152,9 @@ func TestWatchCompacted(t *testing.T) {
 		t.Fatal(err)
 	}
 	for id := int64(1); id <= 3; id++ {
-		if err := a1.Update(func(tx *Tx) error { return tx.CreateTenant(Tenant{ID: id, Name: "t", Port: 5000 + int(id), State: Running}) }); err != nil {
+		if err := a1.Update(func(tx *Tx) error {
+			return tx.CreateTenant(Tenant{ID: id, Name: "t", Port: 5000 + int(id), State: Running})
+		}); err != nil {
 			t.Fatal(err)
 		}
 	}
