@@ -127,7 +127,7 @@
 // With Config.TLSCA the API is HTTPS with mutual TLS (tls.go): it presents
 // Config.TLSCert and refuses, in the handshake, a caller without a
 // certificate chaining to TLSCA; catalog polls present TLSCert to the
-// agents. Without TLSCA the API must listen on loopback (New refuses
+// agents, and to etcd. Without TLSCA the API must listen on loopback (New refuses
 // otherwise, ErrConfig).
 //
 // # HTTP API (JSON)
@@ -135,7 +135,7 @@
 //	GET  /v1/routes                      [{tenant, aliases, addr, database, held, sessions}]
 //	PUT  /v1/routes/{tenant}             {"addr":"host:port","database":"db","aliases":[…]}
 //	POST /v1/tenants/{tenant}/hold       {"deadline_ms":100} → {held_sessions, waited_ms, cancelled, terminated, terminated_idle, in_flight, idle_backends}
-//	POST /v1/tenants/{tenant}/switch     {"addr":"host:port","database":"db"}
+//	POST /v1/tenants/{tenant}/switch     {"addr":"host:port","database":"db","epoch":N}: with epoch, a proxy watching an etcd catalog waits for its watch to route the tenant by placement epoch ≥ N instead (watch.go)
 //	POST /v1/tenants/{tenant}/prepare    {"addr":"host:port","database":"db"} → {sessions, opened, failed, statements, first_error, waited_ms}
 //	POST /v1/tenants/{tenant}/release    → {status, released_at}: when the held sessions were let go (RFC 3339)
 //	GET  /v1/tenants/{tenant}/backends   {addr, pids}: the pids of its server sessions on its current server
@@ -158,6 +158,20 @@
 // each Config.CatalogPoll; each tenant in state "running" is routed to that
 // entry's host:port/database (created if new). While a tenant is held and
 // the API has switched it, polling does not override the API's route.
+//
+// A Catalogs entry etcd://host:port[,…]/prefix is an etcd catalog the
+// agents share: the proxy polls no agent but watches the catalog's
+// placement records (catalog.WatchPlacements: one read, then a watch
+// resumed from the last revision after a disconnect, a full read again
+// after a compaction) and routes each served tenant (running,
+// migrating-out) to its placement's address and database, applying a
+// placement only when its epoch is newer than the one it routes by. A
+// handover's switch is then the driver's write of the placement under its
+// tenant lock; the agents still hold and release through the API, and
+// their switch call carries the epoch written, which the proxy answers
+// once its watch has brought it (so a release never lets a tenant's
+// transactions go to the old server). With Config.TLSCA the proxy speaks
+// mutual TLS to etcd with TLSCert, as agents do.
 //
 // # Bad input
 //
