@@ -99,10 +99,11 @@ func (t *Tx) place(tn Tenant) error {
 	}
 	next := cur
 	next.Tenant, next.Name, next.State = tn.ID, tn.Name, tn.State
-	if !found || cur.Agent != t.agent {
-		// A new owner: the tenant is reached here now.
+	if !found || cur.Agent != t.agent || (cur.Addr == "" && tn.State.owning()) {
+		// A new owner: the tenant is reached here now. (So is it when
+		// its owner's record had no address: written before SetServing.)
 		next.Agent = t.agent
-		if addr := t.addrOf(tn); addr != next.Addr || next.Epoch == 0 {
+		if addr := t.addrOf(tn); addr != next.Addr || (addr != "" && next.Epoch == 0) {
 			next.Addr, next.Database = addr, t.serve.database
 			next.Epoch++
 		}
