@@ -86,7 +86,7 @@ type Config struct {
 	// /v1/tenants, or etcd catalogs shared by agents
 	// (etcd://host:port[,host:port...]/prefix) whose placements the proxy
 	// watches (watch.go; with TLSCA it speaks to etcd over mutual TLS with
-	// TLSCert, as agents do).
+	// TLSCert, as agents do; without TLSCA the endpoints must be loopback).
 	Catalogs    []string
 	CatalogPoll time.Duration
 

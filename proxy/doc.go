@@ -171,7 +171,8 @@
 // their switch call carries the epoch written, which the proxy answers
 // once its watch has brought it (so a release never lets a tenant's
 // transactions go to the old server). With Config.TLSCA the proxy speaks
-// mutual TLS to etcd with TLSCert, as agents do.
+// mutual TLS to etcd with TLSCert, as agents do; without it the etcd
+// endpoints must be on loopback (New refuses otherwise, ErrConfig).
 //
 // # Bad input
 //

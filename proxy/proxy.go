@@ -80,8 +80,15 @@ func New(cfg Config) (*Proxy, error) {
 	cfg = cfg.withDefaults()
 	for _, u := range cfg.Catalogs {
 		if isEtcdCatalog(u) {
-			if _, err := catalog.ParseSpec(u); err != nil {
+			spec, err := catalog.ParseSpec(u)
+			if err != nil {
 				return nil, configError{fmt.Errorf("proxy: --catalog: %v", err)}
+			}
+			// As an agent's: plain etcd only on loopback (tls.go).
+			for _, ep := range spec.Endpoints {
+				if cfg.TLSCA == "" && !loopbackAddr(ep) {
+					return nil, configError{fmt.Errorf("proxy: --catalog %s: endpoint %s is not loopback: etcd on other hosts is spoken to with mutual TLS (--tls-ca, --tls-cert, --tls-key)", u, ep)}
+				}
 			}
 		}
 	}

@@ -2,7 +2,9 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,5 +76,19 @@ func TestWatchEtcdCatalog(t *testing.T) {
 	}
 	if rs, err := p.APIClient().Routes(ctx); err != nil || len(rs) != 1 || rs[0].Addr != "127.0.0.1:5002" {
 		t.Fatalf("routes after the unanswered switch: %+v, %v; want acme still at 127.0.0.1:5002", rs, err)
+	}
+}
+
+// TestWatchEtcdCatalogConfig: an etcd catalog that is malformed, or on
+// another host without TLSCA, is refused at New (ErrConfig).
+func TestWatchEtcdCatalogConfig(t *testing.T) {
+	for spec, want := range map[string]string{
+		"etcd://nohost/fleet":        "want host:port",
+		"etcd://10.0.0.1:2379/fleet": "not loopback",
+	} {
+		_, err := New(Config{Listen: "127.0.0.1:0", Trust: true, InsecureNoAuth: true, Catalogs: []string{spec}})
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), want) {
+			t.Errorf("New with --catalog %s: %v; want ErrConfig mentioning %q", spec, err, want)
+		}
 	}
 }
