@@ -31,4 +31,5 @@ func TestProxyUsageErrors(t *testing.T) {
 			t.Errorf("sluice %s: exit %d, stderr %q; want 2 and one line mentioning %q", strings.Join(c.args, " "), code, msg, c.want)
 		}
 	}
+	proxyFlags.catalogs = nil // a repeatable flag's values add up across runs
 }
