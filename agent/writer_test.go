@@ -35,7 +35,9 @@ type ledgerWriter struct {
 const ledgerDDL = "CREATE TABLE IF NOT EXISTS ledger (id bigint NOT NULL, pad text)"
 
 func (w *ledgerWriter) run(ctx context.Context) {
+	w.mu.Lock()
 	w.byHome = map[int]int{}
+	w.mu.Unlock()
 	var conn *pgx.Conn
 	home := 0
 	next := w.first + 1
