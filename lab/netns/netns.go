@@ -4,13 +4,13 @@
 // forwards between them. The lab's own process stays in the machine's
 // namespace and reaches every host through a further veth pair to the router.
 //
-//	          root namespace (the test, the workload, the CLI)
-//	                 │ 10.N.0.1
-//	                 │ 10.N.0.2
-//	          ┌─── router ───┐   forwards; the delay line's tun (delay.go)
-//	 10.N.1.1 │      …       │ 10.N.k.1
-//	 10.N.1.2 │              │ 10.N.k.2
-//	        host 1   …     host k   (eth0 in each; default route via the router)
+//	         root namespace (the test, the workload, the CLI)
+//	                │ 10.N.0.1
+//	                │ 10.N.0.2
+//	         ┌─── router ───┐   forwards; the delay line's tun (delay.go)
+//	10.N.1.1 │      …       │ 10.N.k.1
+//	10.N.1.2 │              │ 10.N.k.2
+//	       host 1   …     host k   (eth0 in each; default route via the router)
 //
 // A host's link is its two veth ends: Shape caps it in bandwidth in both
 // directions (a tbf qdisc on each end's egress: this kernel has tc's tbf and
