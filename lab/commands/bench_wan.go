@@ -29,9 +29,9 @@ func init() {
 		Use:   "wan",
 		Short: "A tenant moved back and forth across a shaped, delayed link between hosts (network namespaces), under YCSB",
 		Long: `wan makes three hosts on this machine (network namespaces, lab/netns; needs root): two servers,
-each an agent with its tenants, whose links are shaped to --link Mbit/s each way (tc tbf), with
---rtt added between them by a user-space delay line (this kernel has no netem); and a proxy on
-the third. It measures the servers' round trip (TCP handshakes) and one plain TCP stream over the
+each an agent with its tenants, whose path to each other is shaped to --link Mbit/s each way (tc
+htb) with --rtt added by a user-space delay line (this kernel has no netem); and a proxy on the
+third, whose paths to both are neither shaped nor delayed. It measures the servers' round trip (TCP handshakes) and one plain TCP stream over the
 link (the baseline), loads a tenant of --size on host 1, runs YCSB (--tps over --mpl connections)
 through the proxy the whole time, and moves the tenant --moves times, alternating direction, with
 the product's defaults (no rate cap).
@@ -52,7 +52,7 @@ missing or duplicated write fails the run). The goals: link_utilization ≥ 0.9,
 func (f *benchWANFlags) register(fs *pflag.FlagSet) {
 	o := &f.o
 	fs.StringVar(&o.Out, "out", filepath.Join("out", "bench", "wan"), "directory for summary.json, moves.csv, series.csv, report.md and wan.png")
-	fs.Float64Var(&o.LinkMbit, "link", 200, "each server host's link, Mbit/s each way")
+	fs.Float64Var(&o.LinkMbit, "link", 200, "the servers' path, Mbit/s each way")
 	fs.StringVar(&f.rtt, "rtt", "10ms", "round trip added between the two server hosts")
 	fs.IntVar(&o.Moves, "moves", 8, "migrations (handovers), alternating direction")
 	fs.StringVar(&f.size, "size", "250MB", "tenant data to load and move")

@@ -21,8 +21,9 @@ import (
 )
 
 // WANOptions configure the WAN experiment (`sluice bench wan`): a tenant
-// moved back and forth between two hosts over a shaped, delayed link, under
-// YCSB through a proxy on a third host. Zero values take the defaults noted.
+// moved back and forth between two hosts over a shaped, delayed link (two
+// sites), under YCSB through a proxy on a third host whose paths to both
+// are neither shaped nor delayed. Zero values take the defaults noted.
 type WANOptions struct {
 	Out      string        // output directory; "" = none written
 	LinkMbit float64       // each server host's link, Mbit/s (1e6 bits) each way; default 200
@@ -202,10 +203,8 @@ func WAN(ctx context.Context, o WANOptions) (res WANResult, err error) {
 		}
 		hosts = append(hosts, h)
 	}
-	for _, h := range hosts[:2] {
-		if err := h.Shape(o.LinkMbit); err != nil {
-			return res, err
-		}
+	if err := n.ShapePath(hosts[0], hosts[1], o.LinkMbit); err != nil {
+		return res, err
 	}
 	if err := n.Delay(hosts[0], hosts[1], o.RTT/2, 0, o.Seed); err != nil {
 		return res, err
@@ -227,7 +226,7 @@ func WAN(ctx context.Context, o WANOptions) (res WANResult, err error) {
 		return res, err
 	}
 	defer bed.Close()
-	res.bed = fmt.Sprintf("2 server hosts and a proxy host (network namespaces); server links tbf %.0f Mbit/s each way, %v RTT between the servers (user-space delay line); %s",
+	res.bed = fmt.Sprintf("2 server hosts and a proxy host (network namespaces); the servers' path htb-shaped to %.0f Mbit/s each way with %v RTT (user-space delay line), the proxy's paths neither; %s",
 		o.LinkMbit, o.RTT, bed.Describe())
 	err = wanMoves(ctx, o, bed, &res)
 	res.DelayLine = n.DelayStats()

@@ -14,7 +14,8 @@
 //
 // A host's link is its two veth ends: Shape caps it in bandwidth in both
 // directions (a tbf qdisc on each end's egress: this kernel has tc's tbf and
-// htb, not netem), SetLink(false) takes it down (the router's end: the host
+// htb, not netem), Net.ShapePath caps only the traffic between two hosts
+// (an htb class in the router), SetLink(false) takes it down (the router's end: the host
 // is cut off from everyone, its processes keep running), Net.Delay adds a
 // fixed one-way delay and optional loss between two hosts through a
 // user-space delay line in the router (delay.go). Processes run inside a
@@ -56,6 +57,7 @@ type Net struct {
 	mu    sync.Mutex
 	hosts []*Host
 	delay *delayLine
+	htb   map[string]bool // the router's links with an htb root (ShapePath)
 }
 
 // Host is one namespace with its address.
@@ -221,30 +223,6 @@ func (n *Net) Hosts() []*Host {
 // which execs it: the process's id is the command's own).
 func (h *Host) Command(name string, args ...string) *exec.Cmd {
 	return exec.Command("ip", append([]string{"netns", "exec", h.NS, name}, args...)...)
-}
-
-// Shape caps h's link at mbit megabits per second (1e6 bits) in each
-// direction: a tbf qdisc on the egress of both of its veth ends, with a
-// burst of 4 ms at that rate (at least 64 KiB, so that one GSO packet of a
-// veth fits) and a queue of up to 20 ms. 0 removes the cap.
-func (h *Host) Shape(mbit float64) error {
-	if mbit < 0 || mbit > 100000 || mbit != mbit {
-		return fmt.Errorf("netns: rate %v Mbit/s: want 0..100000", mbit)
-	}
-	ends := [][2]string{{h.NS, "eth0"}, {h.net.router, h.routerIf}}
-	for _, e := range ends {
-		if mbit == 0 {
-			tc("-n", e[0], "qdisc", "del", "dev", e[1], "root") // absent: nothing to remove
-			continue
-		}
-		bits := int64(mbit * 1e6)
-		burst := max(bits/8*4/1000, 64<<10)
-		if err := tc("-n", e[0], "qdisc", "replace", "dev", e[1], "root", "tbf",
-			"rate", strconv.FormatInt(bits, 10)+"bit", "burst", strconv.FormatInt(burst, 10), "latency", "20ms"); err != nil {
-			return fmt.Errorf("netns: shape %s: %w", h.Name, err)
-		}
-	}
-	return nil
 }
 
 // SetLink takes h's link down (false: h is cut off from every other host

@@ -140,10 +140,26 @@ func TestLinkDownAndUp(t *testing.T) {
 // the rate allows (less the shaper's burst), and with a 20 ms one-way
 // delay a TCP handshake takes at least 40 ms. Both are lower bounds the
 // shaper and the delay line guarantee, whatever the machine's load.
+// The cap is either a's link (Shape) or the path between a and b
+// (ShapePath).
 func TestShapeAndDelay(t *testing.T) {
-	n, hs := testNet(t, Options{}, "a", "b")
+	for _, path := range []bool{false, true} {
+		name := "link"
+		if path {
+			name = "path"
+		}
+		t.Run(name, func(t *testing.T) { shapeAndDelay(t, path) })
+	}
+}
+
+func shapeAndDelay(t *testing.T, path bool) {
+	n, hs := testNet(t, Options{}, "a", "b", "c")
 	a, b := hs[0], hs[1]
-	if err := a.Shape(40); err != nil {
+	shape := func() error { return a.Shape(40) }
+	if path {
+		shape = func() error { return n.ShapePath(a, b, 40) }
+	}
+	if err := shape(); err != nil {
 		t.Fatal(err)
 	}
 	const oneWay = 20 * time.Millisecond
