@@ -36,6 +36,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"strconv"
@@ -114,14 +115,8 @@ func New(opt Options) (_ *Net, err error) {
 	if err := RemoveStale(); err != nil {
 		return nil, err
 	}
-	n := &Net{mtu: opt.MTU}
-	if n.id, err = freeID(); err != nil {
-		return nil, err
-	}
-	n.name = fmt.Sprintf("%s%d-%d", Prefix, os.Getpid(), n.id)
-	n.router = n.name + "-router"
-	n.rootIf = fmt.Sprintf("slab%d", n.id)
-	if err := ip("netns", "add", n.router); err != nil {
+	n, err := claim(opt.MTU)
+	if err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -129,10 +124,8 @@ func New(opt Options) (_ *Net, err error) {
 			n.Close()
 		}
 	}()
-	mtu := strconv.Itoa(n.mtu)
 	steps := [][]string{
 		{"-n", n.router, "link", "set", "lo", "up"},
-		{"link", "add", n.rootIf, "mtu", mtu, "type", "veth", "peer", "name", "up0", "mtu", mtu, "netns", n.router},
 		{"addr", "add", n.addr(0, 1) + "/24", "dev", n.rootIf},
 		{"link", "set", n.rootIf, "up"},
 		{"-n", n.router, "addr", "add", n.addr(0, 2) + "/24", "dev", "up0"},
@@ -152,6 +145,38 @@ func New(opt Options) (_ *Net, err error) {
 		}
 	}
 	return n, nil
+}
+
+// claim makes the router namespace of a new Net and its link to this
+// namespace, named for a free N: the link's name, slab<N>, is the claim
+// (another process making a Net at the same moment may pick the same N;
+// one of the two links is refused, and that one tries the next N).
+func claim(mtu int) (*Net, error) {
+	taken := map[int]bool{}
+	for try := 0; try < 5; try++ {
+		id, err := freeID(taken)
+		if err != nil {
+			return nil, err
+		}
+		n := &Net{mtu: mtu, id: id}
+		n.name = fmt.Sprintf("%s%d-%d", Prefix, os.Getpid(), n.id)
+		n.router = n.name + "-router"
+		n.rootIf = fmt.Sprintf("slab%d", n.id)
+		if err := ip("netns", "add", n.router); err != nil {
+			return nil, err
+		}
+		m := strconv.Itoa(mtu)
+		err = ip("link", "add", n.rootIf, "mtu", m, "type", "veth", "peer", "name", "up0", "mtu", m, "netns", n.router)
+		if err == nil {
+			return n, nil
+		}
+		removeNS(n.router)
+		if !strings.Contains(err.Error(), "exists") {
+			return nil, err
+		}
+		taken[id] = true
+	}
+	return nil, errors.New("netns: no free 10.N.0.0/16 after 5 tries")
 }
 
 // addr is 10.N.k.last.
@@ -299,10 +324,10 @@ func RemoveStale() error {
 	return errors.Join(errs...)
 }
 
-// freeID picks N in 200..254 such that no namespace of this package and no
-// address of this namespace uses 10.N.
-func freeID() (int, error) {
-	used := map[int]bool{}
+// freeID picks N in 200..254, not in taken, such that no namespace of this
+// package and no address or route of this namespace uses 10.N.
+func freeID(taken map[int]bool) (int, error) {
+	used := maps.Clone(taken)
 	if out, err := exec.Command("ip", "netns", "list").Output(); err == nil {
 		for _, line := range strings.Split(string(out), "\n") {
 			f := strings.Fields(line)

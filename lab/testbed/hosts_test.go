@@ -86,6 +86,10 @@ func TestHostsMoveAndCutOff(t *testing.T) {
 	if ts, err := b.Servers[2].Client.Tenants(ctx, false); err != nil || len(ts) != 0 {
 		t.Fatalf("host 3 keeps %d tenants after the rollback (%v): %+v", len(ts), err, ts)
 	}
+	// The rollback dropped the migration's replication slot on host 1.
+	if slots, _, err := b.Slots(ctx); err != nil || len(slots) != 0 {
+		t.Fatalf("slots left after the rollback (%v): %+v", err, slots)
+	}
 	// The tenant serves on host 1 again: new writes are acknowledged.
 	waitAcked(t, ctx, w, 100)
 	stopWrites()
