@@ -115,10 +115,13 @@ type WANResult struct {
 	// (LinkMbitS/8 MB/s); TCPUtilization over LinkTCPMBs.
 	LinkUtilization float64 `json:"link_utilization"`
 	TCPUtilization  float64 `json:"tcp_utilization"`
-	FreezeP50Ms     float64 `json:"freeze_p50_ms"`
-	FreezeP99Ms     float64 `json:"freeze_p99_ms"`
-	FreezeMaxMs     float64 `json:"freeze_max_ms"`
-	Handovers       int     `json:"handovers"`
+	// SharedMBs is the median of the moves' snapshot rate plus the WAL
+	// that shared the link with it (WANMove.SharedMBs), MB/s.
+	SharedMBs   float64 `json:"snapshot_and_wal_mb_s"`
+	FreezeP50Ms float64 `json:"freeze_p50_ms"`
+	FreezeP99Ms float64 `json:"freeze_p99_ms"`
+	FreezeMaxMs float64 `json:"freeze_max_ms"`
+	Handovers   int     `json:"handovers"`
 	// Goals: SnapshotGoalShare of the capacity; FreezeGoalMs = 250 ms + 2 RTT.
 	FreezeGoalMs       float64          `json:"freeze_goal_ms"`
 	SnapshotGoalMet    bool             `json:"snapshot_goal_met"`
@@ -148,8 +151,14 @@ type WANMove struct {
 	// AgentRateMBs is the agent's own figure for the copy (its last
 	// progress rate in the phase), MB/s.
 	AgentRateMBs float64 `json:"agent_rate_mb_s"`
-	FreezeMs     float64 `json:"freeze_ms"`
-	Seconds      float64 `json:"seconds"`
+	// EarlyWALBytes is the WAL the target received while the snapshot ran
+	// (the target agent's wal_early_bytes, whole segments): it shared the
+	// link with the snapshot. SharedMBs is the snapshot's rate plus this
+	// over the snapshot's time, MB/s: the link's payload in that phase.
+	EarlyWALBytes int64   `json:"early_wal_bytes"`
+	SharedMBs     float64 `json:"snapshot_and_wal_mb_s"`
+	FreezeMs      float64 `json:"freeze_ms"`
+	Seconds       float64 `json:"seconds"`
 	// HeldS and ReleasedS: the handover's hold and release, seconds since
 	// the workload started.
 	HeldS     float64 `json:"held_s"`
@@ -268,8 +277,8 @@ func wanMoves(ctx context.Context, o WANOptions, bed *testbed.Bed, res *WANResul
 		mv, moveErr = wanMove(ctx, bed, tn, i, t0, res)
 		if moveErr == nil {
 			res.Moves = append(res.Moves, mv)
-			o.Progress("move %d %s→%s: snapshot %.1f MB in %.1f s = %.2f MB/s (%.0f%% of the link; agent says %.2f MB/s), freeze %.1f ms",
-				mv.N, mv.From, mv.To, float64(mv.SnapshotBytes)/1e6, mv.SnapshotSeconds, mv.SnapshotMBs, 100*mv.SnapshotMBs/(o.LinkMbit/8), mv.AgentRateMBs, mv.FreezeMs)
+			o.Progress("move %d %s→%s: snapshot %.1f MB in %.1f s = %.2f MB/s (%.0f%% of the link; agent says %.2f MB/s; with the WAL received meanwhile %.2f MB/s), freeze %.1f ms",
+				mv.N, mv.From, mv.To, float64(mv.SnapshotBytes)/1e6, mv.SnapshotSeconds, mv.SnapshotMBs, 100*mv.SnapshotMBs/(o.LinkMbit/8), mv.AgentRateMBs, mv.SharedMBs, mv.FreezeMs)
 		}
 		sleepCtx(ctx, o.Settle)
 	}
@@ -341,6 +350,12 @@ func wanMove(ctx context.Context, bed *testbed.Bed, tn testbed.Tenant, i int, t0
 	if m.Summary != nil {
 		mv.FreezeMs, mv.Seconds = m.Summary.FreezeMS, m.Summary.Seconds
 	}
+	if tm, err := bed.Servers[to].Client.Migration(ctx, m.ID); err == nil {
+		mv.EarlyWALBytes = tm.WALEarlyBytes
+	}
+	if mv.SnapshotSeconds > 0 {
+		mv.SharedMBs = mv.SnapshotMBs + float64(mv.EarlyWALBytes)/1e6/mv.SnapshotSeconds
+	}
 	var rec migration.Record
 	if json.Unmarshal(m.Record, &rec) == nil && !rec.HeldAt.IsZero() {
 		mv.HeldS, mv.ReleasedS = rec.HeldAt.Sub(t0).Seconds(), rec.ReleasedAt.Sub(t0).Seconds()
@@ -350,17 +365,18 @@ func wanMove(ctx context.Context, bed *testbed.Bed, tn testbed.Tenant, i int, t0
 
 // summarise fills the medians, percentiles and goals from the moves.
 func (r *WANResult) summarise(o WANOptions) {
-	var snap, freeze []float64
+	var snap, shared, freeze []float64
 	for _, m := range r.Moves {
 		if m.SnapshotMBs > 0 {
 			snap = append(snap, m.SnapshotMBs)
+			shared = append(shared, m.SharedMBs)
 		}
 		freeze = append(freeze, m.FreezeMs)
 	}
 	slices.Sort(freeze)
 	r.Handovers = len(freeze)
 	if len(snap) > 0 {
-		r.SnapshotMBs = round(stats.Median(snap), 2)
+		r.SnapshotMBs, r.SharedMBs = round(stats.Median(snap), 2), round(stats.Median(shared), 2)
 	}
 	r.LinkUtilization = round(r.SnapshotMBs/(o.LinkMbit/8), 3)
 	if r.LinkTCPMBs > 0 {

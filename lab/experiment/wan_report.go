@@ -49,11 +49,12 @@ func writeWANOutputs(o WANOptions, r WANResult) error {
 	}
 	ff := func(x float64, d int) string { return strconv.FormatFloat(x, 'f', d, 64) }
 	err := writeCSV(filepath.Join(o.Out, WANMovesFile),
-		[]string{"n", "from", "to", "snapshot_bytes", "snapshot_s", "snapshot_mb_s", "agent_rate_mb_s", "link_utilization", "freeze_ms", "migration_s"},
+		[]string{"n", "from", "to", "snapshot_bytes", "snapshot_s", "snapshot_mb_s", "agent_rate_mb_s", "link_utilization", "early_wal_bytes", "snapshot_and_wal_mb_s", "freeze_ms", "migration_s"},
 		func(emit func([]string)) {
 			for _, m := range r.Moves {
 				emit([]string{strconv.Itoa(m.N), m.From, m.To, strconv.FormatInt(m.SnapshotBytes, 10), ff(m.SnapshotSeconds, 2),
-					ff(m.SnapshotMBs, 2), ff(m.AgentRateMBs, 2), ff(m.SnapshotMBs/(o.LinkMbit/8), 3), ff(m.FreezeMs, 1), ff(m.Seconds, 1)})
+					ff(m.SnapshotMBs, 2), ff(m.AgentRateMBs, 2), ff(m.SnapshotMBs/(o.LinkMbit/8), 3), strconv.FormatInt(m.EarlyWALBytes, 10), ff(m.SharedMBs, 2),
+					ff(m.FreezeMs, 1), ff(m.Seconds, 1)})
 			}
 		})
 	if err != nil {
@@ -134,14 +135,16 @@ func wanReport(o WANOptions, r WANResult) string {
 	fmt.Fprintf(&b, "| one plain TCP stream over the link (baseline) | %.2f MB/s | |\n", r.LinkTCPMBs)
 	fmt.Fprintf(&b, "| snapshot rate (median of moves) | %.2f MB/s | |\n", r.SnapshotMBs)
 	fmt.Fprintf(&b, "| link utilization | %.3f (%.3f of the plain TCP stream) | ≥ %.1f: %s |\n", r.LinkUtilization, r.TCPUtilization, SnapshotGoalShare, yes(r.SnapshotGoalMet))
+	fmt.Fprintf(&b, "| snapshot and the WAL received meanwhile (median) | %.2f MB/s (%.3f of the link, %.3f of the plain TCP stream) | |\n", r.SharedMBs, r.SharedMBs/(r.LinkMbitS/8), r.SharedMBs/r.LinkTCPMBs)
 	fmt.Fprintf(&b, "| freeze p50 / p99 / max (%d handovers) | %.1f / %.1f / %.1f ms | p99 ≤ %.0f ms: %s |\n", r.Handovers, r.FreezeP50Ms, r.FreezeP99Ms, r.FreezeMaxMs, r.FreezeGoalMs, yes(r.FreezeGoalMet))
 	fmt.Fprintf(&b, "| writes acknowledged / missing / duplicated | %d / %d / %d | 0 missing, 0 duplicated |\n\n", r.WritesAcknowledged, r.WritesMissing, r.WritesDuplicated)
 	fmt.Fprintf(&b, "Workload: %d transactions, %d errors, mean %.1f ms, p99 %.1f ms. Delay line: %d packets forwarded, %d dropped, %d overflowed.\n\n",
 		r.Workload.Transactions, r.Workload.Errors, r.Workload.MeanMs, r.Workload.P99Ms, r.DelayLine.Forwarded, r.DelayLine.Dropped, r.DelayLine.Overflow)
-	b.WriteString("| move | from → to | snapshot MB | s | MB/s | agent's MB/s | of link | freeze ms | migration s |\n|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| move | from → to | snapshot MB | s | MB/s | agent's MB/s | of link | early WAL MB | with WAL MB/s | freeze ms | migration s |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, m := range r.Moves {
-		fmt.Fprintf(&b, "| %d | %s → %s | %.1f | %.1f | %.2f | %.2f | %.2f | %.1f | %.1f |\n", m.N, m.From, m.To,
-			float64(m.SnapshotBytes)/1e6, m.SnapshotSeconds, m.SnapshotMBs, m.AgentRateMBs, m.SnapshotMBs/(o.LinkMbit/8), m.FreezeMs, m.Seconds)
+		fmt.Fprintf(&b, "| %d | %s → %s | %.1f | %.1f | %.2f | %.2f | %.2f | %.1f | %.2f | %.1f | %.1f |\n", m.N, m.From, m.To,
+			float64(m.SnapshotBytes)/1e6, m.SnapshotSeconds, m.SnapshotMBs, m.AgentRateMBs, m.SnapshotMBs/(o.LinkMbit/8),
+			float64(m.EarlyWALBytes)/1e6, m.SharedMBs, m.FreezeMs, m.Seconds)
 	}
 	fmt.Fprintf(&b, "\nThe snapshot rate is the bytes the snapshot phase reported sent between its first and last progress sample (every %v), over that time; MB = 10⁶ bytes. ", wanPoll)
 	b.WriteString("The freeze is the agent's (hold to release). The link's capacity counts every byte tbf lets through (headers included), so a payload stream tops out a few per cent under it; the plain TCP stream shows where.\n\n")
