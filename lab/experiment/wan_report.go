@@ -92,8 +92,9 @@ func wanChart(o WANOptions, r WANResult) chart.Chart {
 		}
 	}
 	c := chart.Chart{
-		Title:  fmt.Sprintf("sluice bench wan: %.0f Mbit/s, %.1f ms RTT, %d moves under YCSB", o.LinkMbit, r.RTTMs, len(r.Moves)),
-		XLabel: "seconds since the workload started",
+		Title:         fmt.Sprintf("sluice bench wan: %.0f Mbit/s, %.1f ms RTT, %d moves under YCSB", o.LinkMbit, r.RTTMs, len(r.Moves)),
+		XLabel:        "seconds since the workload started",
+		LegendOutside: true,
 		Panels: []chart.Panel{
 			{YLabel: "snapshot sent, MB/s", Series: []chart.Series{
 				{Name: "snapshot (per second)", X: t, Y: snap},
@@ -130,7 +131,7 @@ func wanReport(o WANOptions, r WANResult) string {
 		return "**not met**"
 	}
 	b.WriteString("| figure | value | goal |\n|---|---|---|\n")
-	fmt.Fprintf(&b, "| link (tbf, each way) | %.0f Mbit/s = %.1f MB/s | |\n", r.LinkMbitS, r.LinkMbitS/8)
+	fmt.Fprintf(&b, "| the servers' path (htb, each way) | %.0f Mbit/s = %.1f MB/s | |\n", r.LinkMbitS, r.LinkMbitS/8)
 	fmt.Fprintf(&b, "| RTT between the servers (TCP handshake, median) | %.2f ms (delay line %.1f ms) | |\n", r.RTTMs, r.RTTConfiguredMs)
 	fmt.Fprintf(&b, "| one plain TCP stream over the link (baseline) | %.2f MB/s | |\n", r.LinkTCPMBs)
 	fmt.Fprintf(&b, "| snapshot rate (median of moves) | %.2f MB/s | |\n", r.SnapshotMBs)
@@ -147,7 +148,7 @@ func wanReport(o WANOptions, r WANResult) string {
 			float64(m.EarlyWALBytes)/1e6, m.SharedMBs, m.FreezeMs, m.Seconds)
 	}
 	fmt.Fprintf(&b, "\nThe snapshot rate is the bytes the snapshot phase reported sent between its first and last progress sample (every %v), over that time; MB = 10⁶ bytes. ", wanPoll)
-	b.WriteString("The freeze is the agent's (hold to release). The link's capacity counts every byte tbf lets through (headers included), so a payload stream tops out a few per cent under it; the plain TCP stream shows where.\n\n")
+	b.WriteString("The freeze is the agent's (hold to release). The link's capacity counts every byte the shaper lets through (headers included), so a payload stream tops out a few per cent under it; the plain TCP stream shows where.\n\n")
 	fmt.Fprintf(&b, "![wan](%s)\n", WANPlotFile)
 	return b.String()
 }

@@ -84,9 +84,9 @@ type delayLine struct {
 
 // DelayStats count the delay line's packets since the Net was made.
 type DelayStats struct {
-	Forwarded int64 // held and written back
-	Dropped   int64 // dropped by the loss probability
-	Overflow  int64 // dropped because a FIFO was full
+	Forwarded int64 `json:"forwarded"` // held and written back
+	Dropped   int64 `json:"dropped"`   // dropped by the loss probability
+	Overflow  int64 `json:"overflow"`  // dropped because a FIFO was full
 }
 
 // Delay adds a one-way delay oneWay (0..10 s) and a loss probability
