@@ -6,8 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -81,7 +81,12 @@ func (b *Bed) startProxyProcess(ctx context.Context, bin string) error {
 	if err := os.WriteFile(users, []byte(fmt.Sprintf("%q %q\n", b.user.Name, b.user.Password)), 0o600); err != nil {
 		return fmt.Errorf("testbed: %w", err)
 	}
-	args := []string{"proxy", "--auth-file", users, "--token-file", b.proxyTokenFile(), "--listen", "127.0.0.1:0", "--api", "127.0.0.1:0", "--routes", routes, "--json"}
+	host := "127.0.0.1"
+	if b.Opt.ProxyHost != nil {
+		host = b.Opt.ProxyHost.Addr
+	}
+	listen := net.JoinHostPort(host, "0")
+	args := []string{"proxy", "--auth-file", users, "--token-file", b.proxyTokenFile(), "--listen", listen, "--api", listen, "--routes", routes, "--json"}
 	if b.Opt.ReleaseLimit > 0 {
 		args = append(args, "--release-limit", strconv.Itoa(b.Opt.ReleaseLimit))
 	}
@@ -99,7 +104,7 @@ func (b *Bed) startProxyProcess(ctx context.Context, bin string) error {
 		}
 		b.proxyLog, logw = lf, lf
 	}
-	cmd := exec.Command(bin, args...)
+	cmd := b.command(-1, bin, args...)
 	cmd.Stderr = logw
 	// Its own process group, as the agents': a ^C reaches the bench, which
 	// stops the proxy last.
@@ -196,7 +201,7 @@ func (b *Bed) logProxy(format string, args ...any) {
 func (b *Bed) agentURLs() []string {
 	out := make([]string, len(b.agentPorts))
 	for i, p := range b.agentPorts {
-		out[i] = fmt.Sprintf("http://127.0.0.1:%d", p)
+		out[i] = "http://" + net.JoinHostPort(b.serverHost(i), strconv.Itoa(p))
 	}
 	return out
 }

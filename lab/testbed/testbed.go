@@ -26,6 +26,7 @@ import (
 	agentclient "github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/lab/cgroup"
 	"github.com/sluicedb/sluice/lab/damon"
+	"github.com/sluicedb/sluice/lab/netns"
 	"github.com/sluicedb/sluice/pgcluster"
 	"github.com/sluicedb/sluice/proxy"
 	proxyclient "github.com/sluicedb/sluice/proxy/client"
@@ -90,6 +91,13 @@ type Options struct {
 	// keyspaces they hold, which its keyspace router then routes. Its
 	// two-phase commit log is in Root.
 	FollowCatalogs bool
+	// Hosts, if set, are the servers' hosts (package lab/netns), one per
+	// server: server i's agent, and so its tenants, runs inside Hosts[i]
+	// and listens on its address, and the proxy runs as a subprocess
+	// (ProxyProcess is implied) inside ProxyHost. Servers defaults to
+	// len(Hosts). Nil: every process on this host's loopback.
+	Hosts     []*netns.Host
+	ProxyHost *netns.Host
 	// Progress, if set, receives one line per step of setting up.
 	Progress func(format string, args ...any)
 }
@@ -97,6 +105,15 @@ type Options struct {
 func (o Options) withDefaults() (Options, error) {
 	if o.Servers == 0 {
 		o.Servers = 2
+		if len(o.Hosts) > 0 {
+			o.Servers = len(o.Hosts)
+		}
+	}
+	if o.Hosts != nil {
+		if len(o.Hosts) != o.Servers || o.ProxyHost == nil {
+			return o, fmt.Errorf("testbed: %d hosts for %d servers (and a proxy host: %v): want one host per server, and one for the proxy", len(o.Hosts), o.Servers, o.ProxyHost != nil)
+		}
+		o.ProxyProcess = true
 	}
 	if o.CPUs == 0 {
 		o.CPUs = 0.5
