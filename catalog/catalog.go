@@ -11,7 +11,9 @@
 //     opaque JSON, so the catalog does not depend on it;
 //   - a Keyspace (package keyspace) is a set of partitions, possibly on
 //     other agents, with its tables and partition plan; the agent it was
-//     created on keeps it, validated again on every read (keyspaces.go).
+//     created on keeps it, validated again on every read (keyspaces.go);
+//   - a Plan (package plan) is a migration plan this agent drives, with
+//     every move's progress (plans.go).
 //
 // Every read and write runs in a bbolt transaction. Multi-step changes use
 // Update with a *Tx so they commit atomically; the shorthand methods on
@@ -51,6 +53,7 @@ var (
 	bucketMeta       = []byte("meta")
 	bucketKeyspaces  = []byte("keyspaces")
 	bucketReshards   = []byte("reshards")
+	bucketPlans      = []byte("plans")
 	keySchema        = []byte("schema")
 )
 
@@ -134,7 +137,7 @@ func Open(path string) (*Catalog, error) {
 	}
 	c := &Catalog{db: db, path: path, now: time.Now}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketTenants, bucketMigrations, bucketMeta, bucketKeyspaces, bucketReshards} {
+		for _, b := range [][]byte{bucketTenants, bucketMigrations, bucketMeta, bucketKeyspaces, bucketReshards, bucketPlans} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}

@@ -60,10 +60,12 @@ type Move struct {
 	Moved  int64  `json:"moved_bytes"`
 	Status Status `json:"status"`
 	// Migration is the source agent's migration ID once started.
-	Migration string    `json:"migration,omitempty"`
-	Error     string    `json:"error,omitempty"`
-	Started   time.Time `json:"started,omitzero"`
-	Finished  time.Time `json:"finished,omitzero"`
+	Migration string `json:"migration,omitempty"`
+	Error     string `json:"error,omitempty"`
+	// Attempts counts the move's migrations that rolled back.
+	Attempts int       `json:"attempts,omitempty"`
+	Started  time.Time `json:"started,omitzero"`
+	Finished time.Time `json:"finished,omitzero"`
 }
 
 // SubMoves is the number of sub-moves of size sub in m (at least 1).
@@ -104,6 +106,12 @@ func Order(moves []Move) []int {
 	return idx
 }
 
+// MaxAttempts is how many times a move's migration may roll back before the
+// move fails: a rollback leaves the tenant serving on its source, so trying
+// again is safe, and most rollbacks (a peer restarting, a catch-up timeout
+// under a burst) are passing.
+const MaxAttempts = 3
+
 // Event is something the driver tells Step.
 type Event struct {
 	Kind EventKind
@@ -111,7 +119,10 @@ type Event struct {
 	ID   string // Started: the migration's ID
 	// Bytes: Progressed and Committed: what the move's stream has sent.
 	Bytes int64
-	Err   string // Failed: why
+	// Total: Progressed: the move's snapshot size, bytes, when known (it
+	// replaces the estimate).
+	Total int64
+	Err   string // RolledBack: why
 }
 
 // EventKind names an Event.
@@ -180,6 +191,9 @@ func Step(p Plan, ev Event, now time.Time) (Plan, []Action) {
 	case Progressed:
 		if m := mv(); m != nil && m.Status == Running {
 			m.Moved = max(m.Moved, ev.Bytes)
+			if ev.Total > 0 {
+				m.Bytes = ev.Total
+			}
 		}
 	case Committed:
 		if m := mv(); m != nil && m.Status == Running {
@@ -187,7 +201,12 @@ func Step(p Plan, ev Event, now time.Time) (Plan, []Action) {
 		}
 	case RolledBack:
 		if m := mv(); m != nil && m.Status == Running {
-			m.Status, m.Finished, m.Error = Failed, now, ev.Err
+			m.Attempts++
+			m.Error, m.Migration = ev.Err, ""
+			m.Status, m.Finished = Failed, now
+			if m.Attempts < MaxAttempts && p.State != StateAborted {
+				m.Status, m.Finished = Pending, time.Time{}
+			}
 		}
 	case Pause:
 		if p.State == StateRunning {
@@ -253,21 +272,19 @@ func Schedule(p Plan) []int {
 }
 
 // Shares splits the plan's aggregate rate (bytes/s) among its running
-// moves: equal shares, each move's rate = rate / running. The control loop
-// acts on the plan as a whole (the worst store decides), as Aqueduct's
-// sub-move rate does.
-func Shares(p Plan, rate float64) map[int]float64 {
-	out := map[int]float64{}
-	n := 0
-	for _, m := range p.Moves {
-		if m.Status == Running {
-			n++
+// moves whose snapshot is copying (copying(i)): equal shares, rate / n. The
+// control loop acts on the plan as a whole (the worst store decides), as
+// Aqueduct's sub-move rate does; a move past its copy is not counted.
+func Shares(p Plan, rate float64, copying func(i int) bool) map[int]float64 {
+	var idx []int
+	for i, m := range p.Moves {
+		if m.Status == Running && copying(i) {
+			idx = append(idx, i)
 		}
 	}
-	for i, m := range p.Moves {
-		if m.Status == Running {
-			out[i] = rate / float64(n)
-		}
+	out := map[int]float64{}
+	for _, i := range idx {
+		out[i] = rate / float64(len(idx))
 	}
 	return out
 }

@@ -56,7 +56,7 @@ func TestPlan(t *testing.T) {
 			case "shares":
 				var rate float64
 				d.ScanArgs(t, "rate", &rate)
-				sh := Shares(p, rate)
+				sh := Shares(p, rate, func(int) bool { return true })
 				var out strings.Builder
 				for i := range p.Moves {
 					if r, ok := sh[i]; ok {

@@ -8,8 +8,8 @@ import (
 )
 
 // TestScheduleProperties drives random plans with random outcomes: no server
-// ever has two running moves, every move starts exactly once, and every plan
-// ends.
+// ever has two running moves, every move starts once per attempt (a rolled
+// back one again, up to MaxAttempts), and every plan ends.
 func TestScheduleProperties(t *testing.T) {
 	rng := rand.New(rand.NewSource(42))
 	for trial := range 500 {
@@ -66,14 +66,18 @@ func TestScheduleProperties(t *testing.T) {
 			now = now.Add(time.Second)
 			i := running[rng.Intn(len(running))]
 			ev := Event{Kind: Committed, Move: i}
-			if rng.Intn(5) == 0 {
+			if rng.Intn(3) == 0 {
 				ev = Event{Kind: RolledBack, Move: i, Err: "x"}
 			}
 			p, acts = Step(p, ev, now)
 		}
-		for i := range p.Moves {
-			if starts[i] != 1 {
-				t.Fatalf("trial %d: move %d started %d times", trial, i, starts[i])
+		for i, m := range p.Moves {
+			want := m.Attempts + 1
+			if m.Status == Failed {
+				want = MaxAttempts
+			}
+			if starts[i] != want || (m.Status != Done && m.Status != Failed) {
+				t.Fatalf("trial %d: move %d %s after %d attempts started %d times", trial, i, m.Status, m.Attempts, starts[i])
 			}
 		}
 	}

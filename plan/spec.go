@@ -114,6 +114,9 @@ type Tenant struct {
 	ID    int64
 	Name  string
 	Bytes int64 // size estimate, bytes; 0 unknown
+	// Busy, when set, says why the tenant cannot move now (e.g. "is
+	// migrating-out"); "" = it can.
+	Busy string
 }
 
 // find returns where tenant ref (a name, or a numeric ID) lives.
@@ -177,6 +180,9 @@ func Validate(s Spec, inv Inventory) (Plan, error) {
 		}
 		if m.From != "" && m.From != from {
 			return Plan{}, fmt.Errorf("plan: move %d: tenant %s is on agent %s, not %s", i+1, tn.Name, from, m.From)
+		}
+		if tn.Busy != "" {
+			return Plan{}, fmt.Errorf("plan: move %d: tenant %s %s", i+1, tn.Name, tn.Busy)
 		}
 		if m.To == from {
 			return Plan{}, fmt.Errorf("plan: move %d: tenant %s: target %s is its source", i+1, tn.Name, from)
