@@ -74,14 +74,15 @@ func TestPlanSurvivesDriverKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("plan %s: order %v", st.ID, st.Order)
-	// Kill the driver once two moves are done and a third is copying.
+	// Kill the driver once two moves are done and a move to or from the
+	// driver's own server is copying (its migration breaks or resumes).
 	for {
 		st = waitPlan(t, ps[0].c, st.ID)
 		t2 := plan.Sum(st.Plan)
 		if st.State.Final() {
 			t.Fatalf("plan ended before the kill: %s %+v", st.State, st.Moves)
 		}
-		if l, ok := runningLive(st); t2.Done >= 2 && ok && l.Phase == "snapshot" {
+		if m, l, ok := runningLive(st); t2.Done >= 2 && ok && l.Phase == "snapshot" && (m.From == names[0] || m.To == names[0]) {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -142,14 +143,14 @@ func waitPlan(t *testing.T, c *client.Client, id string) client.PlanStatus {
 	}
 }
 
-func runningLive(st client.PlanStatus) (client.PlanMoveLive, bool) {
+func runningLive(st client.PlanStatus) (plan.Move, client.PlanMoveLive, bool) {
 	for i, m := range st.Moves {
 		if m.Status == plan.Running {
 			l, ok := st.MoveLive[i]
-			return l, ok
+			return m, l, ok
 		}
 	}
-	return client.PlanMoveLive{}, false
+	return plan.Move{}, client.PlanMoveLive{}, false
 }
 
 func doneLine(st client.PlanStatus) string {
