@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+
+	"github.com/sluicedb/sluice/control"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -19,12 +21,16 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 //	validate        the input is a plan (JSON or YAML): its moves, order, stores, or the error
 //	step            one event per input line: "<offset> <kind> [move=N] [id=X] [bytes=N] [err=X]"
 //	shares rate=R   each running move's share of R
+//	controller [max_rate=R]  the plan's controller (plan.Controller on the default profile)
+//	observe         one step per input line: "<offset> STORE=MEAN_MS[/COUNT] …" or "<offset> proxy-down";
+//	                prints the signals the controller sees and its rate
 //
 // Every step round-trips the plan through JSON, as the agent persists it.
 func TestPlan(t *testing.T) {
 	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
 		inv := Inventory{}
 		var p Plan
+		var ctrl control.Controller
 		datadriven.RunTest(t, path, func(t *testing.T, d *datadriven.TestData) string {
 			switch d.Cmd {
 			case "inventory":
@@ -51,6 +57,31 @@ func TestPlan(t *testing.T) {
 						fmt.Fprintf(&out, "  → %s %d (%s)\n", a.Kind, a.Move, p.Moves[a.Move].Tenant)
 					}
 					out.WriteString("  " + statusLine(p) + "\n")
+				}
+				return out.String()
+			case "controller":
+				var err error
+				ctrl, err = Controller(p, control.DefaultProfile())
+				if err != nil {
+					return "error: " + err.Error() + "\n"
+				}
+				return fmt.Sprintf("%s, initial %.0f B/s, reference contract %v\n", ctrl.Name(), ctrl.Initial(), RefContract(p))
+			case "observe":
+				var out strings.Builder
+				for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
+					at, ws, err := parseWindows(t, line)
+					obs := Observe(p, ws, err, at)
+					dec := ctrl.Next(obs)
+					var sigs []string
+					for _, s := range obs.Signals {
+						if s.Err != nil {
+							sigs = append(sigs, s.Name+"=err")
+							continue
+						}
+						sigs = append(sigs, fmt.Sprintf("%s=%.1f/%v", s.Name, float64(s.Mean)/1e6, s.Contract))
+					}
+					w, l, c := Worst(p, ws)
+					fmt.Fprintf(&out, "%s\n  signals %s; worst %s %.1f/%gms; rate %.2f MB/s hold=%v\n", line, strings.Join(sigs, " "), w, l, c, dec.Rate/1e6, dec.Hold)
 				}
 				return out.String()
 			case "shares":
@@ -164,4 +195,27 @@ func roundTrip(t *testing.T, p Plan) Plan {
 		t.Fatal(err)
 	}
 	return q
+}
+
+func parseWindows(t *testing.T, line string) (time.Time, []Window, error) {
+	f := strings.Fields(line)
+	off, err := time.ParseDuration(f[0])
+	if err != nil {
+		t.Fatalf("observe %q: %v", line, err)
+	}
+	var ws []Window
+	for _, kv := range f[1:] {
+		if kv == "proxy-down" {
+			return t0.Add(off), nil, fmt.Errorf("proxy unreachable")
+		}
+		name, v, _ := strings.Cut(kv, "=")
+		ms, cnt, ok := strings.Cut(v, "/")
+		w := Window{Store: name, Count: 100}
+		w.MeanMs, _ = strconv.ParseFloat(ms, 64)
+		if ok {
+			w.Count, _ = strconv.Atoi(cnt)
+		}
+		ws = append(ws, w)
+	}
+	return t0.Add(off), ws, nil
 }
