@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"maps"
 	"net/http"
 	"slices"
@@ -266,8 +265,8 @@ func (a *Agent) PlanStatus(id string) (client.PlanStatus, error) {
 	return planStatus(p, time.Now()), nil
 }
 
-// PlanSeries is plan id's control-loop record (empty once its driver
-// ended: the series lives in memory).
+// PlanSeries is plan id's control-loop record. It lives in memory: a plan
+// driven before the agent's last start has none.
 func (a *Agent) PlanSeries(id string) ([]client.PlanPoint, error) {
 	if r := a.plans.get(id); r != nil {
 		return r.seriesCopy(), nil
@@ -325,6 +324,3 @@ func planStatus(p plan.Plan, now time.Time) client.PlanStatus {
 	}
 	return st
 }
-
-// errPlanEnded is a command to a plan whose driver has ended.
-var errPlanEnded = fmt.Errorf("plan has ended")

@@ -96,6 +96,12 @@ func (r *planRun) snapshot() plan.Plan {
 // is applied and persisted.
 func (r *planRun) command(kind plan.EventKind) error {
 	c := planCmd{kind: kind, done: make(chan error, 1)}
+	r.mu.Lock()
+	ended, p := r.mu.ended, r.mu.p
+	r.mu.Unlock()
+	if ended || p.State.Final() {
+		return errf(http.StatusConflict, "plan %s is %s: nothing to %s", p.ID, p.State, kind)
+	}
 	select {
 	case r.cmds <- c:
 		return <-c.done
@@ -107,13 +113,12 @@ func (r *planRun) command(kind plan.EventKind) error {
 // drive runs the plan until it ends or ctx does (the agent stops: the
 // state is on disk and resumePlans takes it up again).
 func (r *planRun) drive(ctx context.Context, first plan.Event) {
+	// An ended plan stays in planRuns for its series (GET
+	// /v1/plans/{id}/series) until the agent stops.
 	defer func() {
 		r.mu.Lock()
 		r.mu.ended = true
 		r.mu.Unlock()
-		if ctx.Err() == nil {
-			r.a.plans.put(r.snapshot().ID, nil)
-		}
 	}()
 	r.step(ctx, first)
 	tick := time.NewTicker(r.prof.Step())
