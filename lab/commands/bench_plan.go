@@ -60,7 +60,7 @@ fails; goals are reported, not asserted. Needs root (cgroups).`,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBenchPlan(cmd, bf) },
 	}
 	f := cmd.Flags()
-	f.StringVar(&bf.size, "size", "24MB", "YCSB data per store")
+	f.StringVar(&bf.size, "size", "48MB", "YCSB data per store")
 	f.Float64Var(&bf.o.Rate, "tps", 12, "each store's arrivals per second")
 	f.IntVar(&bf.o.MPL, "mpl", 4, "each store's connections")
 	f.StringVar(&bf.contract, "contract", "", "every store's latency contract (e.g. 20ms); default 2 × the highest store mean without migration")
@@ -80,7 +80,7 @@ func runBenchPlan(cmd *cobra.Command, bf benchPlanFlags) error {
 	o := bf.o
 	sz, err := units.ParseBytes(bf.size)
 	if err != nil || sz < 1e6 {
-		return usage("--size %q: want a size of at least 1MB such as 24MB", bf.size)
+		return usage("--size %q: want a size of at least 1MB such as 48MB", bf.size)
 	}
 	o.StoreBytes = sz
 	if bf.contract != "" {

@@ -39,7 +39,8 @@ func init() {
 
 With --live it profiles the running system instead (Aqueduct §5.1): it migrates
 --tenant from --agent to --to at a staircase of fixed rates (the control profile's
-top speed /64 doubling to /2, 12 s a rung), reads every tenant's latency from the
+top speed /64 doubling to /2, 6 s a rung, each inside one snapshot: a fresh
+migration when the last has too little left), reads every tenant's latency from the
 proxy (--proxy), stops at the first rung whose victim store (smallest P·LC − L) is
 over --contract (default 10 ms), rolls the migration back, fits G over the measured
 rates, and proposes K = (1-p)/G for --pole; a K >= 2/G (--k, or from --pole) is

@@ -39,8 +39,9 @@ type LiveProfile struct {
 }
 
 // LiveRung is a rung's default length: one proxy window (3 s) to settle,
-// three to measure.
-const LiveRung = 12 * time.Second
+// one to measure (sampled each second). A rung must fit in one snapshot: at
+// rate r it copies r × LiveRung.
+const LiveRung = 6 * time.Second
 
 // LiveRates is the default staircase under top (bytes/s): top/64 doubling
 // up to top/2.
@@ -70,7 +71,11 @@ type LiveFit struct {
 	R2          float64     `json:"r2"`
 }
 
-// Run profiles and fits. It needs at least 3 rungs with data.
+// Run profiles and fits. It needs at least 3 rungs with data. Each rung
+// runs inside one migration's snapshot: when the one running has less left
+// than the rung would copy, it is rolled back and a fresh one started; a
+// rung the whole snapshot could not fill ends the staircase (the tenant is
+// too small to profile at that rate).
 func (lp LiveProfile) Run(ctx context.Context) (LiveFit, error) {
 	var fit LiveFit
 	if lp.Rung == 0 {
@@ -82,34 +87,29 @@ func (lp LiveProfile) Run(ctx context.Context) (LiveFit, error) {
 	if lp.DefaultContract <= 0 {
 		return fit, errors.New("live profile: no default contract")
 	}
+	if lp.Progress == nil {
+		lp.Progress = func(string, ...any) {}
+	}
 	say := lp.Progress
-	if say == nil {
-		say = func(string, ...any) {}
-	}
-	m, err := lp.Agent.StartMigration(ctx, agentclient.StartMigration{Tenant: lp.Tenant, To: lp.To, Rate: lp.Rates[0]})
-	if err != nil {
-		return fit, fmt.Errorf("live profile: start migration: %w", err)
-	}
-	defer func() {
-		actx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if _, err := lp.Agent.AbortMigration(actx, m.ID); err != nil {
-			say("profiling migration %s: abort: %v", m.ID, err)
-		}
-		for actx.Err() == nil {
-			if v, err := lp.Agent.Migration(actx, m.ID); err == nil && v.Done {
-				return
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}()
+	var id string
+	defer func() { lp.rollBack(id) }()
 	for _, r := range lp.Rates {
-		pt, ok, err := lp.rung(ctx, m.ID, r)
+		need := int64(1.2 * r * lp.Rung.Seconds())
+		m, err := lp.fresh(ctx, id, r, need)
+		if err != nil {
+			return fit, err
+		}
+		id = m.ID
+		if left := m.Progress.TotalBytes - m.Progress.Bytes; left < need {
+			say("the tenant's snapshot (%.0f MB) is too small for a rung at %.1f MB/s: profile stops", float64(m.Progress.TotalBytes)/1e6, r/1e6)
+			break
+		}
+		pt, ok, err := lp.rung(ctx, id, r)
 		if err != nil {
 			return fit, err
 		}
 		if !ok {
-			say("the snapshot ended before the rung at %.1f MB/s: profile stops", r/1e6)
+			say("the snapshot ended during the rung at %.1f MB/s: profile stops", r/1e6)
 			break
 		}
 		say("rung %.1f MB/s: measured %.1f MB/s, victim %s %.2f ms", r/1e6, pt.Rate/1e6, pt.Victim, pt.VictimMs)
@@ -128,6 +128,56 @@ func (lp LiveProfile) Run(ctx context.Context) (LiveFit, error) {
 	}
 	fit.G, fit.GmsPerMBps, fit.InterceptMs, fit.R2 = g, g*1e9, icpt*1e3, r2
 	return fit, nil
+}
+
+// fresh returns migration id if it is copying its snapshot with at least
+// need bytes left; else it rolls id back (if any) and starts a new one at
+// rate, and returns it once its snapshot's size is known.
+func (lp LiveProfile) fresh(ctx context.Context, id string, rate float64, need int64) (agentclient.Migration, error) {
+	if id != "" {
+		m, err := lp.Agent.Migration(ctx, id)
+		if err == nil && !m.Done && m.Progress.Phase == "snapshot" && m.Progress.TotalBytes-m.Progress.Bytes >= need {
+			return m, nil
+		}
+		lp.rollBack(id)
+	}
+	m, err := lp.Agent.StartMigration(ctx, agentclient.StartMigration{Tenant: lp.Tenant, To: lp.To, Rate: rate})
+	if err != nil {
+		return m, fmt.Errorf("live profile: start migration: %w", err)
+	}
+	for {
+		v, err := lp.Agent.Migration(ctx, m.ID)
+		if err == nil && (v.Done || (v.Progress.Phase == "snapshot" && v.Progress.TotalBytes > 0)) {
+			if v.Done {
+				return v, fmt.Errorf("live profile: migration %s ended at its start: %s %s", v.ID, v.Outcome, v.Error)
+			}
+			return v, nil
+		}
+		if !sleepCtx(ctx, 200*time.Millisecond) {
+			return m, ctx.Err()
+		}
+	}
+}
+
+// rollBack aborts migration id (if any) and waits up to a minute until it
+// has ended (profiling moves nothing).
+func (lp LiveProfile) rollBack(id string) {
+	if id == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := lp.Agent.AbortMigration(ctx, id); err != nil {
+		lp.Progress("profiling migration %s: abort: %v", id, err)
+	}
+	for ctx.Err() == nil { // ended, and the tenant serving here again
+		if v, err := lp.Agent.Migration(ctx, id); err == nil && v.Done {
+			if t, err := lp.Agent.Tenant(ctx, lp.Tenant); err == nil && t.State != "migrating-out" {
+				return
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // rung runs one rung at rate; ok is false if the migration left its

@@ -33,8 +33,9 @@ import (
 type PlanBenchOptions struct {
 	Out     string // output directory (required)
 	Command string // the command line, for the report
-	// StoreBytes is each store's YCSB data, bytes; default 24 MB (each
-	// move's snapshot is that plus the tenant's catalog, about 40 MB).
+	// StoreBytes is each store's YCSB data, bytes; default 48 MB (each
+	// move's snapshot is that plus the tenant's catalog, about 25 MB; a
+	// profiling rung must fit in one snapshot).
 	StoreBytes int64
 	// Rate is each store's arrival rate, transactions/s; default 12.
 	Rate float64
@@ -96,7 +97,7 @@ func (o *PlanBenchOptions) defaults() error {
 		return errors.New("experiment: plan: no output directory")
 	}
 	if o.StoreBytes == 0 {
-		o.StoreBytes = 24e6
+		o.StoreBytes = 48e6
 	}
 	if o.Rate == 0 {
 		o.Rate = 12
@@ -347,6 +348,36 @@ func measureBaseline(l *storeLoad, stores []planStore, from, to time.Time) planB
 	b.tps = float64(n) / to.Sub(from).Seconds()
 	b.fixedP99, b.aloneP99 = percentile(fixed, 0.99), percentile(alone, 0.99)
 	return b
+}
+
+// waitServing waits (up to two minutes) until no store's tenant is
+// migrating on any server: a method starts on a settled layout.
+func waitServing(ctx context.Context, bed *testbed.Bed) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		busy := ""
+		for _, s := range bed.Servers {
+			ts, err := s.Client.Tenants(ctx, false)
+			if err != nil {
+				busy = s.Name + ": " + err.Error()
+				break
+			}
+			for _, t := range ts {
+				if t.State == "migrating-out" || t.State == "migrating-in" {
+					busy = t.Name + " " + t.State + " on " + s.Name
+				}
+			}
+		}
+		if busy == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("experiment: plan: still migrating after 2 minutes: %s", busy)
+		}
+		if !sleepCtx(ctx, 500*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
 }
 
 // planSpec is the bench's plan: every moving store to its destination

@@ -66,6 +66,9 @@ func (o *PlanBenchOptions) runMethod(ctx context.Context, bed *testbed.Bed, stor
 	run := PlanMethod{Method: method}
 	out := planOutput{method: method}
 	say := o.Progress
+	if err := waitServing(ctx, bed); err != nil {
+		return run, out, err
+	}
 	say("%s: warm-up %s, then the plan (%s)", method, o.Warmup, map[bool]string{true: "forward", false: "back"}[forward])
 	l, err := o.startLoads(ctx, stores, session)
 	if err != nil {
