@@ -183,7 +183,10 @@ func (r *planRun) start(ctx context.Context, i int) {
 		r.step(ctx, plan.Event{Kind: plan.RolledBack, Move: i, Err: err.Error()})
 		return
 	}
-	rate := r.moveRate(r.share(1))
+	r.mu.Lock()
+	n := len(plan.Shares(r.mu.p, 1, r.copyingLocked(r.mu.p))) // this move included: running, no figures yet
+	r.mu.Unlock()
+	rate := r.moveRate(r.share(n))
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	mig, err := c.StartMigration(sctx, client.StartMigration{Tenant: m.TenantID, To: m.To, Rate: rate})
 	cancel()
