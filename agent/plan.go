@@ -24,7 +24,7 @@ import (
 //	GET  /v1/plans                  every plan this agent drives or drove, oldest first
 //	GET  /v1/plans/{id}             its state, per move and total: bytes, rate, ETA
 //	GET  /v1/plans/{id}/series      the control loop's record, one point per step
-//	POST /v1/plans/{id}/pause       running moves held (1 byte/s), none started
+//	POST /v1/plans/{id}/pause       copying moves held at 64 KiB/s, none started
 //	POST /v1/plans/{id}/resume      back to the controller's rate
 //	POST /v1/plans/{id}/abort       running moves rolled back, none started
 //
@@ -217,7 +217,8 @@ func (a *Agent) runPlan(p plan.Plan, first plan.Event) *planRun {
 	return r
 }
 
-// resumePlans drives again every plan in the catalog that has not ended.
+// resumePlans drives again every plan in the catalog the driver was not
+// done with (plan.Settled).
 func (a *Agent) resumePlans() {
 	ps, err := a.cat.Plans()
 	if err != nil {
@@ -225,7 +226,7 @@ func (a *Agent) resumePlans() {
 		return
 	}
 	for _, p := range ps {
-		if p.State.Final() {
+		if plan.Settled(p) {
 			continue
 		}
 		a.runPlan(p, plan.Event{Kind: plan.Resumed})

@@ -26,11 +26,11 @@ import (
 // step that changed it, before its actions run.
 
 const (
-	// planPausedRate is a paused plan's per-move rate, bytes/s: the
-	// migration API reads 0 as unlimited, and a throttle at 1 byte/s holds
-	// the stream until the rate is raised (throttle.Limiter re-plans its
-	// waiters at once).
-	planPausedRate = 1
+	// planPausedRate is a paused plan's per-move rate, bytes/s: the least
+	// the migration API takes (client.MinRate, 64 KiB/s; 0 would mean
+	// unlimited), which holds a copy nearly still and keeps its stream
+	// open.
+	planPausedRate = client.MinRate
 	// planFloorShare is the least share of the plan's top speed a moving
 	// snapshot gets under control, so that a held controller (rate 0)
 	// still lets each move's checkpoint and file list through and a move
@@ -123,7 +123,7 @@ func (r *planRun) drive(ctx context.Context, first plan.Event) {
 	r.step(ctx, first)
 	tick := time.NewTicker(r.prof.Step())
 	defer tick.Stop()
-	for !r.snapshot().State.Final() {
+	for !plan.Settled(r.snapshot()) {
 		select {
 		case <-ctx.Done():
 			return

@@ -160,3 +160,89 @@ func doneLine(st client.PlanStatus) string {
 	}
 	return string(st.State) + " " + strings.Join(parts, " ")
 }
+
+// TestPlanPauseResumeAbort: a paused plan holds its copying move at
+// planPausedRate and starts nothing; resumed, the move gets its share back;
+// aborted, the running move rolls back (the tenant serves on its source),
+// the pending one never starts, and the plan ends aborted. Two in-process
+// agents on PostgreSQL 15.
+func TestPlanPauseResumeAbort(t *testing.T) {
+	c1, c2 := agentPair(t)
+	a1, _ := startAgent(t, c1), startAgent(t, c2)
+	ctx := ctxT(t)
+	for id := int64(1); id <= 2; id++ {
+		tn, err := a1.c.CreateTenant(ctx, client.CreateTenant{ID: id, Name: fmt.Sprint("t", id)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		loadData(t, fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres sslmode=disable", tn.Dir, tn.Port), 8)
+	}
+	// 1 MB/s: the first move copies for about half a minute.
+	st, err := a1.c.ApplyPlan(ctx, plan.Spec{Moves: []plan.MoveSpec{{Tenant: "t1", To: "a2"}, {Tenant: "t2", To: "a2"}},
+		Method: plan.MethodSubStore, MaxRate: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := func(st client.PlanStatus) (int, plan.Move) {
+		for i, m := range st.Moves {
+			if m.Status == plan.Running && m.Migration != "" {
+				return i, m
+			}
+		}
+		return -1, plan.Move{}
+	}
+	limitOf := func(m plan.Move, want float64) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			mig, err := a1.c.Migration(ctx, m.Migration)
+			if err == nil && mig.Progress.Limit == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("move %s: limit %v (%v), want %v", m.Tenant, mig.Progress.Limit, err, want)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	var mv plan.Move
+	for i := -1; i < 0; i, mv = running(st) {
+		time.Sleep(200 * time.Millisecond)
+		st = waitPlan(t, a1.c, st.ID)
+	}
+	limitOf(mv, 1<<20)
+	if st, err = a1.c.PlanOp(ctx, st.ID, "pause"); err != nil || st.State != plan.StatePaused {
+		t.Fatalf("pause: %v, state %s", err, st.State)
+	}
+	limitOf(mv, planPausedRate)
+	if st, err = a1.c.PlanOp(ctx, st.ID, "resume"); err != nil || st.State != plan.StateRunning {
+		t.Fatalf("resume: %v, state %s", err, st.State)
+	}
+	limitOf(mv, 1<<20)
+	if st, err = a1.c.PlanOp(ctx, st.ID, "abort"); err != nil || st.State != plan.StateAborted {
+		t.Fatalf("abort: %v, state %s", err, st.State)
+	}
+	m := waitMigration(t, a1.c, mv.Migration, time.Minute, nil)
+	if m.Outcome != "aborted" {
+		t.Fatalf("the running move's migration: %s, want aborted", m.Outcome)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st = waitPlan(t, a1.c, st.ID)
+		if st.Moves[0].Status == plan.Failed || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if st.Moves[0].Status != plan.Failed || st.Moves[1].Status != plan.Pending || st.Moves[1].Migration != "" {
+		t.Fatalf("after abort: moves %+v, want the first failed, the second never started", st.Moves)
+	}
+	for id := int64(1); id <= 2; id++ {
+		if tn, err := a1.c.Tenant(ctx, id); err != nil || tn.State != "running" {
+			t.Fatalf("tenant %d after abort: %+v %v, want running on a1", id, tn, err)
+		}
+	}
+	if _, err := a1.c.PlanOp(ctx, st.ID, "resume"); client.StatusOf(err) != 409 {
+		t.Fatalf("resume of an aborted plan: %v, want 409", err)
+	}
+}

@@ -22,7 +22,7 @@ type State string
 
 const (
 	StateRunning State = "running" // moves start as servers free up
-	StatePaused  State = "paused"  // running moves are held at rate 0; none start
+	StatePaused  State = "paused"  // copying moves are held at the driver's least rate; none start
 	StateDone    State = "done"    // every move done
 	StateFailed  State = "failed"  // every move ended, some failed
 	StateAborted State = "aborted" // stopped by the operator: running moves rolled back
@@ -247,6 +247,13 @@ func Step(p Plan, ev Event, now time.Time) (Plan, []Action) {
 // Ended reports whether no move is pending or running.
 func Ended(p Plan) bool {
 	return !slices.ContainsFunc(p.Moves, func(m Move) bool { return m.Status == Pending || m.Status == Running })
+}
+
+// Settled reports whether the driver is done with p: it is in a final
+// state and no move's migration still runs (an aborted plan's running moves
+// are followed until they have rolled back).
+func Settled(p Plan) bool {
+	return p.State.Final() && !slices.ContainsFunc(p.Moves, func(m Move) bool { return m.Status == Running })
 }
 
 // Schedule returns the pending moves that may start now, in priority
