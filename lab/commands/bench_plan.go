@@ -14,6 +14,7 @@ import (
 	"github.com/sluicedb/sluice/internal/cli"
 	"github.com/sluicedb/sluice/internal/units"
 	"github.com/sluicedb/sluice/lab/experiment"
+	"github.com/sluicedb/sluice/lab/sim"
 	"github.com/sluicedb/sluice/lab/testbed"
 	"github.com/sluicedb/sluice/plan"
 )
@@ -66,7 +67,7 @@ fails; goals are reported, not asserted. Needs root (cgroups).`,
 	f.StringVar(&bf.contract, "contract", "", "every store's latency contract (e.g. 20ms); default 2 × the highest store mean without migration")
 	f.StringVar(&bf.methods, "methods", strings.Join([]string{plan.MethodWholeStore, plan.MethodSubStore, plan.MethodIntegral, plan.MethodPID}, ","), "methods, in order, comma-separated")
 	f.Float64Var(&bf.o.K, "k", 0, "the integral gain, (bytes/s) per second of error; 0 = profiled on the bed")
-	f.Float64Var(&bf.o.Pole, "pole", 0.5, "the integral loop's pole for the profiled K")
+	f.Float64Var(&bf.o.Pole, "pole", sim.DefaultPole, "the integral loop's pole for the profiled K")
 	f.Uint64Var(&bf.o.Seed, "seed", 1, "data and workload seed")
 	f.Float64Var(&bf.cpus, "cpus", 0.3, "each server's CPU quota, cores (negative: no cap)")
 	f.IntVar(&bf.memoryMB, "memory", 512, "each server's memory cap, MiB, page cache included (negative: no cap)")

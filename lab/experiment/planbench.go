@@ -14,6 +14,7 @@ import (
 	agentclient "github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/control"
 	"github.com/sluicedb/sluice/control/tune"
+	"github.com/sluicedb/sluice/lab/sim"
 	"github.com/sluicedb/sluice/lab/testbed"
 	"github.com/sluicedb/sluice/lab/workload"
 	"github.com/sluicedb/sluice/plan"
@@ -50,7 +51,8 @@ type PlanBenchOptions struct {
 	// moving store migrated at fixed rates and rolled back), K = (1−p)/G
 	// for Pole.
 	K float64
-	// Pole is the integral loop's pole for the profiled K; default 0.5.
+	// Pole is the integral loop's pole for the profiled K; default
+	// sim.DefaultPole, `sluice tune`'s.
 	Pole float64
 	// Baseline is the no-migration measurement; default 20 s.
 	Baseline time.Duration
@@ -114,7 +116,7 @@ func (o *PlanBenchOptions) defaults() error {
 		}
 	}
 	if o.Pole == 0 {
-		o.Pole = 0.5
+		o.Pole = sim.DefaultPole
 	}
 	if !(o.Pole > -1 && o.Pole < 1) {
 		return fmt.Errorf("experiment: plan: pole %v outside (-1, 1)", o.Pole)
