@@ -162,6 +162,11 @@ func followPlan(cmd *cobra.Command, c *client.Client, f *planFlags, st client.Pl
 		st = next
 		if !f.asJSON {
 			fmt.Fprintln(out, "  "+planTotalLine(st))
+			for i, m := range st.Moves {
+				if m.Status == plan.Running {
+					fmt.Fprintln(out, "  "+planMoveLine(st, i))
+				}
+			}
 		}
 	}
 	if err := printMigrationPlan(out, st, f.asJSON); err != nil {
@@ -195,24 +200,31 @@ func planTotalLine(st client.PlanStatus) string {
 	return s
 }
 
+// planMoveLine is move i's line: tenant, servers, status, bytes, and while
+// it runs its migration's phase, rate and ETA.
+func planMoveLine(st client.PlanStatus, i int) string {
+	m := st.Moves[i]
+	line := fmt.Sprintf("  move %d  %-12s %s → %s  %-8s %s of %s", i+1, m.Tenant, m.From, m.To, m.Status,
+		units.FormatBytes(float64(m.Moved)), units.FormatBytes(float64(m.Bytes)))
+	if l, ok := st.MoveLive[i]; ok && m.Status == plan.Running {
+		line += fmt.Sprintf("  %s %s", l.Phase, units.FormatRate(l.Rate))
+		if l.ETASeconds > 0 {
+			line += fmt.Sprintf(" eta %.0fs", l.ETASeconds)
+		}
+	}
+	if m.Error != "" {
+		line += "  error: " + m.Error
+	}
+	return line
+}
+
 func printMigrationPlan(out io.Writer, st client.PlanStatus, asJSON bool) error {
 	if asJSON {
 		return cli.WriteJSON(out, st)
 	}
 	fmt.Fprintln(out, planTotalLine(st))
-	for i, m := range st.Moves {
-		line := fmt.Sprintf("  move %d  %-12s %s → %s  %-8s %s of %s", i+1, m.Tenant, m.From, m.To, m.Status,
-			units.FormatBytes(float64(m.Moved)), units.FormatBytes(float64(m.Bytes)))
-		if l, ok := st.MoveLive[i]; ok {
-			line += fmt.Sprintf("  %s %s", l.Phase, units.FormatRate(l.Rate))
-			if l.ETASeconds > 0 {
-				line += fmt.Sprintf(" eta %.0fs", l.ETASeconds)
-			}
-		}
-		if m.Error != "" {
-			line += "  error: " + m.Error
-		}
-		fmt.Fprintln(out, line)
+	for i := range st.Moves {
+		fmt.Fprintln(out, planMoveLine(st, i))
 	}
 	var stores []string
 	for _, s := range st.Stores {
