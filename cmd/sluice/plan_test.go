@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,11 +10,12 @@ import (
 	"github.com/sluicedb/sluice/internal/pgtest"
 )
 
-// TestPlanBadInput: a plan that is not well formed, or that names an
+// TestPlanCommands: a plan that is not well formed, or that names an
 // unknown tenant or agent, moves a tenant to its own server or moves one
 // tenant twice, is refused with exit 2 and one line, and nothing is
-// recorded. Two real agents on PostgreSQL 15, the first holding one running tenant.
-func TestPlanBadInput(t *testing.T) {
+// recorded; a good one runs to the end. Two real agents on PostgreSQL 15, the first
+// holding one running tenant.
+func TestPlanCommands(t *testing.T) {
 	dir := pgtest.TempDir(t)
 	b := startCmdAgent(t, "x2", filepath.Join(dir, "x2"), "127.0.0.1:0", nil)
 	a := startCmdAgent(t, "x1", filepath.Join(dir, "x1"), "127.0.0.1:0", map[string]string{"x2": b.URL()})
@@ -53,5 +55,28 @@ func TestPlanBadInput(t *testing.T) {
 	}
 	if code, _, errs := agentRunCLI(t, "plan", "pause", "nope", "--agent", url); code != 2 || !strings.Contains(errs, "no plan nope") {
 		t.Fatalf("plan pause nope: exit %d %q", code, errs)
+	}
+
+	// A good plan runs to the end: the tenant on x2, the plan done.
+	code, out, errs := agentRunCLI(t, "plan", "apply", file("ok.yaml", "moves:\n  - {tenant: acme, to: x2}\nmethod: whole-store\n"), "--agent", url)
+	t.Logf("plan apply:\n%s", out)
+	if code != 0 || !strings.Contains(out, " done ") || !strings.Contains(out, "move 1  acme") {
+		t.Fatalf("plan apply: exit %d\n%s\n%s", code, out, errs)
+	}
+	id := strings.Fields(strings.TrimPrefix(out, "plan "))[0]
+	id = strings.TrimSuffix(id, ":")
+	code, out, errs = agentRunCLI(t, "plan", "show", id, "--json", "--agent", url)
+	var st struct {
+		State string `json:"state"`
+		Moves []struct {
+			Status string `json:"status"`
+			Moved  int64  `json:"moved_bytes"`
+		} `json:"moves"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.State != "done" || len(st.Moves) != 1 || st.Moves[0].Status != "done" || st.Moves[0].Moved == 0 {
+		t.Fatalf("plan show %s: exit %d %s %s", id, code, out, errs)
+	}
+	if code, _, errs := agentRunCLI(t, "plan", "abort", id, "--agent", url); code != 2 || !strings.Contains(errs, "is done: nothing to abort") {
+		t.Fatalf("plan abort of a done plan: exit %d %q", code, errs)
 	}
 }
