@@ -255,7 +255,7 @@ func PlanBench(ctx context.Context, bed *testbed.Bed, o PlanBenchOptions) (PlanB
 		outs = append(outs, out)
 	}
 	res.Profile = prof
-	return res, writePlanBench(o, bed, res, outs, started)
+	return res, writePlanBench(o, bed.Describe(), res, outs, started)
 }
 
 // baselineAndProfile runs every workload without migration (the

@@ -2,19 +2,19 @@ package experiment
 
 import (
 	"fmt"
+	"image/color"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sluicedb/sluice/lab/chart"
-	"github.com/sluicedb/sluice/lab/testbed"
 	"github.com/sluicedb/sluice/plan"
 )
 
 // writePlanBench writes summary.json, methods.csv, stores.csv, series.csv
 // (each plan's control loop, one row a step), windows.csv (each store's
 // window means), plan-METHOD.png and report.md into o.Out.
-func writePlanBench(o PlanBenchOptions, bed *testbed.Bed, res PlanBenchResult, outs []planOutput, started time.Time) error {
+func writePlanBench(o PlanBenchOptions, bedNote string, res PlanBenchResult, outs []planOutput, started time.Time) error {
 	res.Servers, res.Moves = PlanBenchServers, 6
 	g := func(x float64) string { return strconv.FormatFloat(x, 'g', 6, 64) }
 	for _, w := range []func() error{
@@ -68,7 +68,7 @@ func writePlanBench(o PlanBenchOptions, bed *testbed.Bed, res PlanBenchResult, o
 		}
 	}
 	var b strings.Builder
-	b.WriteString(reportHeader("sluice bench plan (Aqueduct, FAST 2002, §5)", o.Command, started, bed.Describe()))
+	b.WriteString(reportHeader("sluice bench plan (Aqueduct, FAST 2002, §5)", o.Command, started, bedNote))
 	fmt.Fprintf(&b, "Four servers; a, b, c hold two moving stores and one fixed store each, d the alone store. A plan of six moves rotates the moving stores among a, b and c (one move per server at a time); the next method moves them back. "+
 		"Every store: %.0f MB of YCSB data, %.0f transactions/s (MPL %d) through the proxy, contract %.0f ms on its mean latency over %d s windows. "+
 		"No-migration baseline: %.1f transactions/s in all, fixed stores' p99 %.2f ms, alone store's p99 %.2f ms.\n\n",
@@ -148,7 +148,7 @@ func planChart(out planOutput, contractMs float64) chart.Chart {
 		}
 	}
 	for i := range 2 {
-		c.Panels[i].Series = append(c.Panels[i].Series, chart.Series{Name: "contract", X: []float64{0, xmax}, Y: []float64{contractMs, contractMs}, Dashed: true})
+		c.Panels[i].Series = append(c.Panels[i].Series, chart.Series{Name: "contract", X: []float64{0, xmax}, Y: []float64{contractMs, contractMs}, Dashed: true, Color: color.Black})
 	}
 	var x, lim, meas []float64
 	var prevMoved float64
@@ -160,6 +160,6 @@ func planChart(out planOutput, contractMs float64) chart.Chart {
 		meas = append(meas, max(0, m-prevMoved))
 		prevMoved = m
 	}
-	c.Panels[2].Series = []chart.Series{{Name: "controller's rate (0 = unlimited)", X: x, Y: lim}, {Name: "snapshot bytes sent", X: x, Y: meas}}
+	c.Panels[2].Series = []chart.Series{{Name: "controller's rate (0 = unlimited)", X: x, Y: lim}, {Name: "snapshot sent, MB/s", X: x, Y: meas}}
 	return c
 }
