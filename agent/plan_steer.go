@@ -28,7 +28,7 @@ func (r *planRun) steer(ctx context.Context, now time.Time) {
 	copying := r.copyingLocked(p)
 	reason := ""
 	if r.ctrl != nil && p.State == plan.StateRunning && len(plan.Shares(p, 1, copying)) > 0 {
-		d := r.ctrl.Next(plan.Observe(p, ws, lerr, now))
+		d := r.ctrl.Next(plan.Observe(p, ws, lerr, now, r.prof.Settle()))
 		r.mu.rate, reason = d.Rate, d.Reason
 	}
 	r.mu.worst, r.mu.worstL, r.mu.worstC = plan.Worst(p, ws)

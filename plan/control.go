@@ -72,12 +72,30 @@ func RefContract(p Plan) time.Duration {
 // store's contract; for MethodPID each latency is scaled by RefContract /
 // LC_i, so the PID's single setpoint is every store's own contract and its
 // max over signals is the worst store.
-func Observe(p Plan, ws []Window, err error, at time.Time) control.Observation {
+//
+// A running move that started less than settle before at (the profile's
+// settle time: its backup checkpoint, and the last move's handover, are
+// still in the windows) makes the step Settling: every signal carries
+// control.ErrSettling with its values, and the controllers hold, as a
+// single migration's governor has them hold after its copy's start.
+func Observe(p Plan, ws []Window, err error, at time.Time, settle time.Duration) control.Observation {
 	obs := control.Observation{At: at, Lag: -1}
 	if err != nil {
 		obs.Signals = []control.Signal{{Name: "proxy", Err: err}}
 		return obs
 	}
+	defer func() {
+		for _, m := range p.Moves {
+			if m.Status == Running && at.Sub(m.Started) < settle {
+				obs.Settling = true
+			}
+		}
+		for i := range obs.Signals {
+			if obs.Settling {
+				obs.Signals[i].Err = control.ErrSettling
+			}
+		}
+	}()
 	ref := RefContract(p)
 	for _, s := range p.Stores {
 		i := slices.IndexFunc(ws, func(w Window) bool { return w.Store == s.Name && w.Count > 0 })

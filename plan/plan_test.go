@@ -22,7 +22,7 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 //	step            one event per input line: "<offset> <kind> [move=N] [id=X] [bytes=N] [err=X]"
 //	shares rate=R   each running move's share of R
 //	controller [max_rate=R]  the plan's controller (plan.Controller on the default profile)
-//	observe         one step per input line: "<offset> STORE=MEAN_MS[/COUNT] …" or "<offset> proxy-down";
+//	observe [settle=D]  one step per input line: "<offset> STORE=MEAN_MS[/COUNT] …" or "<offset> proxy-down";
 //	                prints the signals the controller sees and its rate
 //
 // Every step round-trips the plan through JSON, as the agent persists it.
@@ -67,14 +67,20 @@ func TestPlan(t *testing.T) {
 				}
 				return fmt.Sprintf("%s, initial %.0f B/s, reference contract %v\n", ctrl.Name(), ctrl.Initial(), RefContract(p))
 			case "observe":
+				var settle time.Duration
+				if d.HasArg("settle") {
+					var v string
+					d.ScanArgs(t, "settle", &v)
+					settle, _ = time.ParseDuration(v)
+				}
 				var out strings.Builder
 				for _, line := range strings.Split(strings.TrimSpace(d.Input), "\n") {
 					at, ws, err := parseWindows(t, line)
-					obs := Observe(p, ws, err, at)
+					obs := Observe(p, ws, err, at, settle)
 					dec := ctrl.Next(obs)
 					var sigs []string
 					for _, s := range obs.Signals {
-						if s.Err != nil {
+						if s.Err != nil && !obs.Settling {
 							sigs = append(sigs, s.Name+"=err")
 							continue
 						}

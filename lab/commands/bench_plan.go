@@ -39,7 +39,8 @@ proxy. Servers a, b and c hold two moving stores and one fixed store each (a sto
 is a tenant with --size of YCSB data and its own workload through the proxy, --tps
 arrivals per second); d holds the alone store, on a server no migration touches.
 It measures every store without migration (the contract, --contract, defaults to
-twice the highest store mean), profiles the plant's gain (sluice tune --live's
+the larger of twice the highest store mean and 1.25 × the 95th percentile of the
+stores' 3 s window means), profiles the plant's gain (sluice tune --live's
 method: one moving store migrated at fixed rates and rolled back; K = (1-p)/G for
 --pole), then runs, for each method (--methods), a plan of six moves rotating the
 moving stores among a, b and c (the next method moves them back), driven by
@@ -64,7 +65,7 @@ fails; goals are reported, not asserted. Needs root (cgroups).`,
 	f.StringVar(&bf.size, "size", "48MB", "YCSB data per store")
 	f.Float64Var(&bf.o.Rate, "tps", 12, "each store's arrivals per second")
 	f.IntVar(&bf.o.MPL, "mpl", 4, "each store's connections")
-	f.StringVar(&bf.contract, "contract", "", "every store's latency contract (e.g. 20ms); default 2 × the highest store mean without migration")
+	f.StringVar(&bf.contract, "contract", "", "every store's latency contract (e.g. 20ms); default the larger of 2 × the highest store mean and 1.25 × the 95th percentile of the stores' 3 s window means, without migration")
 	f.StringVar(&bf.methods, "methods", strings.Join([]string{plan.MethodWholeStore, plan.MethodSubStore, plan.MethodIntegral, plan.MethodPID}, ","), "methods, in order, comma-separated")
 	f.Float64Var(&bf.o.K, "k", 0, "the integral gain, (bytes/s) per second of error; 0 = profiled on the bed")
 	f.Float64Var(&bf.o.Pole, "pole", sim.DefaultPole, "the integral loop's pole for the profiled K")

@@ -23,6 +23,7 @@ type PlanBenchResult struct {
 	ContractMs         float64      `json:"contract_ms"`
 	BaselineTPS        float64      `json:"baseline_tps"`
 	FixedBaselineP99Ms float64      `json:"fixed_store_baseline_p99_ms"`
+	BaselineWindow95Ms float64      `json:"baseline_window_p95_ms"` // 95th percentile of the stores' window means without migration
 	AloneBaselineP99Ms float64      `json:"alone_store_baseline_p99_ms"`
 	K                  float64      `json:"k"`
 	Pole               float64      `json:"pole"`
