@@ -240,7 +240,12 @@ func PlanBench(ctx context.Context, bed *testbed.Bed, o PlanBenchOptions) (PlanB
 		}
 		s.tn = t
 	}
-	res.Stores, res.StoreBytes, res.RateTPS, res.MPL = len(stores), o.StoreBytes, o.Rate, o.MPL
+	res.Servers, res.Stores, res.StoreBytes, res.RateTPS, res.MPL = PlanBenchServers, len(stores), o.StoreBytes, o.Rate, o.MPL
+	for _, s := range stores {
+		if s.role == RoleMoving {
+			res.Moves++
+		}
+	}
 	prof, err := o.baselineAndProfile(ctx, bed, stores, &res)
 	if err != nil {
 		return res, err

@@ -15,7 +15,6 @@ import (
 // (each plan's control loop, one row a step), windows.csv (each store's
 // window means), plan-METHOD.png and report.md into o.Out.
 func writePlanBench(o PlanBenchOptions, bedNote string, res PlanBenchResult, outs []planOutput, started time.Time) error {
-	res.Servers, res.Moves = PlanBenchServers, 6
 	g := func(x float64) string { return strconv.FormatFloat(x, 'g', 6, 64) }
 	for _, w := range []func() error{
 		func() error { return writeJSON(o.Out, SummaryFile, res) },
