@@ -43,8 +43,19 @@
 //
 // A Plan is a plain value the agent persists (catalog bucket plans) after
 // every Step. Each move is pending, running (with the source agent's
-// migration ID), done or failed; the plan is running, paused, done, failed
-// (some move failed, the rest finished) or aborted. A driver that restarts
-// feeds Resumed: running moves keep their migrations, which their source
-// agents resume on their own.
+// migration ID), done or failed; a move whose migration rolled back is
+// pending again until MaxAttempts. The plan is running, paused, done,
+// failed (some move failed, the rest finished) or aborted; Settled says
+// when its driver is done with it (an aborted plan's running moves are
+// followed until they have rolled back). A driver that restarts feeds
+// Resumed: running moves keep their migrations, which their source agents
+// resume on their own.
+//
+// # Control
+//
+// Controller and Observe are the plan's control loop on the worst store
+// (control.Integral on min_i P·LC_i − L_i, or the PID on latencies scaled
+// to the tightest contract); Shares splits its rate among the moves
+// copying. The agent steps it only while a move copies, and Observe holds it
+// while a move settles.
 package plan
