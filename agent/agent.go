@@ -43,8 +43,9 @@ type Agent struct {
 
 	ksMu sync.Mutex // serialises keyspace creation and deletion (keyspaces.go)
 
-	mig migrations  // migrations in progress (migrate.go)
-	rs  reshardRuns // keyspace reconfigurations in progress (reshard.go)
+	mig   migrations  // migrations in progress (migrate.go)
+	rs    reshardRuns // keyspace reconfigurations in progress (reshard.go)
+	plans planRuns    // migration plans this agent drives (plan.go)
 
 	peerTLS *tls.Config         // for calls to peers and the proxy (tls.go); nil = defaults
 	pgTLS   *pgcluster.TLSFiles // the tenants' copies of the agent's TLS files (tls.go); nil = none
@@ -181,6 +182,7 @@ func (a *Agent) Serve(ctx context.Context) error {
 	a.resumeTargetRelays(ctx)
 	a.resumeMigrations(ctx)
 	a.resumeReshards(ctx)
+	a.resumePlans()
 	a.bg.Add(1)
 	go func() {
 		defer a.bg.Done()

@@ -30,6 +30,7 @@ func (a *Agent) Handler() http.Handler {
 	a.migrationRoutes(mux)
 	a.keyspaceRoutes(mux)
 	a.seriesRoute(mux)
+	a.planRoutes(mux)
 	if a.cfg.FaultHooks {
 		a.faultRoutes(mux)
 	}
@@ -93,7 +94,7 @@ func (a *Agent) tenantOp(fn func(r *http.Request, id int64) (any, error)) http.H
 func (a *Agent) Info() (client.Info, error) {
 	info := client.Info{
 		Name: a.cfg.Name, URL: a.url, PGVersion: a.pgVer, PGMajor: a.pgMajor,
-		WalLevel: "replica", CapacityBytes: a.cfg.CapacityBytes, Peers: a.cfg.Peers,
+		WalLevel: "replica", CapacityBytes: a.cfg.CapacityBytes, ContractMs: a.cfg.ContractMs, Peers: a.cfg.Peers,
 	}
 	if v, ok := a.cfg.Tenant.Settings["wal_level"]; ok {
 		info.WalLevel = v

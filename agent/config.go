@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -69,6 +70,11 @@ type Config struct {
 	// CapacityBytes caps the bytes tenants may occupy under Root (bytes);
 	// 0 means the free space of Root's filesystem is the only limit.
 	CapacityBytes int64 `json:"capacity_bytes"`
+	// ContractMs is the latency contract (ms, mean transaction latency) a
+	// migration plan holds this server's tenants to unless the plan names
+	// one (plan.Spec.ContractsMs); 0 = plan.DefaultContractMs (10 ms).
+	// The operator's decision, per server.
+	ContractMs float64 `json:"contract_ms,omitempty"`
 	// Tenant holds the defaults every new tenant gets.
 	Tenant TenantDefaults `json:"tenant"`
 	// Peers maps other agents' names to their API URLs: the only agents
@@ -280,6 +286,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.OSUser == "" {
 		c.OSUser = "postgres"
+	}
+	if c.ContractMs < 0 || math.IsNaN(c.ContractMs) || math.IsInf(c.ContractMs, 0) {
+		return c, fmt.Errorf("agent config: contract_ms %v must be a finite number >= 0", c.ContractMs)
 	}
 	if c.CapacityBytes < 0 {
 		return c, fmt.Errorf("agent config: capacity_bytes %d must be >= 0", c.CapacityBytes)

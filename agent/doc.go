@@ -10,14 +10,16 @@
 // lifecycle (catalog.CanTransition) and the migration state machine
 // (migration.Step, driven by migration.Run) and the keyspace model
 // (package keyspace: it validates keyspaces and plans; the agent applies
-// their schema and checks their rows, keyspaces.go). It persists the migration
+// their schema and checks their rows, keyspaces.go) and the migration plan
+// (package plan: validated, scheduled and stepped there; the agent starts each
+// move as a migration on its source agent and paces it, plan*.go). It persists the migration
 // Record in the catalog after every transition, so a killed agent resumes or
 // rolls back at its next start (migration package rules). Tenant postmasters
 // are detached (pg_ctl): they outlive the agent process.
 //
 // # Layout of the root directory
 //
-//	catalog.db           bbolt catalog: tenants, migrations, keyspaces (none with an etcd catalog)
+//	catalog.db           bbolt catalog: tenants, migrations, keyspaces, reshards, plans (none with an etcd catalog)
 //	token                the API's bearer token (0600, made at first start; Config.TokenFile)
 //	replication.password sluice_replication's password in this agent's tenants (0600)
 //	template/            initdb output copied for each new tenant (initdb runs once)
@@ -30,7 +32,7 @@
 // record deleted); a tenant that should serve (running, migrating-out) whose
 // postmaster is dead is started; source-side migrations not finished are run
 // again (migration.Run feeds Resumed). Target-side migrations need nothing:
-// their source drives them.
+// their source drives them. Plans not ended are driven again (plan.Resumed).
 //
 // # A unique driver
 //
@@ -85,6 +87,11 @@
 //	GET    /v1/keyspaces/{name}/reshard       the reconfiguration running, or the last (?chunks=1: with its chunks)
 //	POST   /v1/keyspaces/{name}/reshard/pace  change the running one's method
 //	POST   /v1/keyspaces/{name}/reshard/pull  a proxy's reactive pull of one chunk, answered once it has arrived
+//	POST   /v1/plans                     plan.Spec → a migration plan validated, recorded and driven from here (plan.go) (201)
+//	GET    /v1/plans                     every plan driven here, oldest first
+//	GET    /v1/plans/{id}                its state and live figures (per move and total: bytes, rate, ETA; the worst store)
+//	GET    /v1/plans/{id}/series         its control loop's record, a point per step
+//	POST   /v1/plans/{id}/pause|resume|abort
 //
 // The tenant object's first fields are what the proxy routes by:
 // {"id":1,"name":"acme","host":"127.0.0.1","port":15001,"database":"postgres","state":"running", …}.

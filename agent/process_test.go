@@ -127,10 +127,17 @@ func procPair(t *testing.T, extra map[string]string) (*procAgent, *procAgent) {
 // procPairWith starts two `sluice agent` processes that are peers, after mod
 // changed each one's config (i is 0 for the first, 1 for the second).
 func procPairWith(t *testing.T, mod func(i int, c *Config)) (*procAgent, *procAgent) {
+	ps := procGroup(t, []string{"p1", "p2"}, mod)
+	return ps[0], ps[1]
+}
+
+// procGroup starts one `sluice agent` process per name, each a peer of all
+// the others, after mod changed each one's config (i is its index in names).
+func procGroup(t *testing.T, names []string, mod func(i int, c *Config)) []*procAgent {
 	bin := buildSluice(t)
-	var ps [2]*procAgent
-	var cfgs [2]Config
-	for i, name := range []string{"p1", "p2"} {
+	ps := make([]*procAgent, len(names))
+	cfgs := make([]Config, len(names))
+	for i, name := range names {
 		cfgs[i] = newTestConfig(t, name)
 		port, _ := pgcluster.FreePort()
 		cfgs[i].Listen = fmt.Sprintf("127.0.0.1:%d", port)
@@ -138,7 +145,12 @@ func procPairWith(t *testing.T, mod func(i int, c *Config)) (*procAgent, *procAg
 	}
 	zero := Duration(0)
 	for i := range cfgs {
-		cfgs[i].Peers = map[string]string{cfgs[1-i].Name: "http://" + cfgs[1-i].Listen}
+		cfgs[i].Peers = map[string]string{}
+		for j := range cfgs {
+			if j != i {
+				cfgs[i].Peers[cfgs[j].Name] = "http://" + cfgs[j].Listen
+			}
+		}
 		mod(i, &cfgs[i])
 		cfgs[i].RetireGrace = &zero
 		cfgs[i].Logger = nil
@@ -168,7 +180,7 @@ func procPairWith(t *testing.T, mod func(i int, c *Config)) (*procAgent, *procAg
 		})
 		p.start()
 	}
-	return ps[0], ps[1]
+	return ps
 }
 
 // TestAgentKilledMidMigration kills -9 the source or the target agent process

@@ -20,6 +20,8 @@
 //     other agents, with its tables and partition plan; the agent it was
 //     created on keeps it, validated again on every read (keyspaces.go);
 //   - a Placement says which agent owns a tenant (placement.go).
+//   - a Plan (package plan) is a migration plan this agent drives, with
+//     every move's progress (plans.go).
 //
 // # What agents sharing an etcd catalog share
 //
@@ -86,6 +88,7 @@ var (
 	bucketKeyspaces  = []byte("keyspaces")
 	bucketReshards   = []byte("reshards")
 	bucketPlacement  = []byte("placement")
+	bucketPlans      = []byte("plans")
 	keySchema        = []byte("schema")
 )
 
@@ -94,7 +97,7 @@ var (
 var sharedBuckets = map[string]bool{string(bucketPlacement): true}
 
 // buckets are the catalog's buckets; every store has them all.
-var buckets = [][]byte{bucketTenants, bucketMigrations, bucketMeta, bucketKeyspaces, bucketReshards, bucketPlacement}
+var buckets = [][]byte{bucketTenants, bucketMigrations, bucketMeta, bucketKeyspaces, bucketReshards, bucketPlacement, bucketPlans}
 
 // schemaVersion is written at creation; Open refuses a newer file.
 const schemaVersion = 1

@@ -56,13 +56,14 @@ type User struct {
 type Info struct {
 	Name          string            `json:"name"`
 	URL           string            `json:"url"`
-	PGVersion     string            `json:"pg_version"`     // e.g. "15.14"
-	PGMajor       int               `json:"pg_major"`       // e.g. 15
-	WalLevel      string            `json:"wal_level"`      // wal_level new tenants get
-	FreeBytes     int64             `json:"free_bytes"`     // space available for new tenant data
-	UsedBytes     int64             `json:"used_bytes"`     // bytes under the tenants directory
-	CapacityBytes int64             `json:"capacity_bytes"` // configured cap; 0 = the filesystem's
-	Tenants       int               `json:"tenants"`        // tenants not deleted or moved
+	PGVersion     string            `json:"pg_version"`            // e.g. "15.14"
+	PGMajor       int               `json:"pg_major"`              // e.g. 15
+	WalLevel      string            `json:"wal_level"`             // wal_level new tenants get
+	FreeBytes     int64             `json:"free_bytes"`            // space available for new tenant data
+	UsedBytes     int64             `json:"used_bytes"`            // bytes under the tenants directory
+	CapacityBytes int64             `json:"capacity_bytes"`        // configured cap; 0 = the filesystem's
+	ContractMs    float64           `json:"contract_ms,omitempty"` // the plans' default contract for its tenants, ms; 0 = plan.DefaultContractMs
+	Tenants       int               `json:"tenants"`               // tenants not deleted or moved
 	Peers         map[string]string `json:"peers,omitempty"`
 }
 

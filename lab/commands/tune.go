@@ -50,7 +50,15 @@ An unstable choice (a pole outside (-1,1), or --k outside (0, 2/G)) is refused u
   sluice tune --scenario steady --setpoint 30ms --pole 0.5 --json
   sluice tune --scenario steady --k 5e8 --force`,
 	Args: cobra.NoArgs,
-	RunE: func(cmd *cobra.Command, _ []string) error { return runTune(cmd, tuneF) },
+	RunE: func(cmd *cobra.Command, _ []string) error {
+		if err := checkTuneModes(cmd); err != nil {
+			return err
+		}
+		if tuneLive.live {
+			return runTuneLive(cmd, tuneF) // tune_live.go
+		}
+		return runTune(cmd, tuneF)
+	},
 }
 
 func init() {

@@ -23,7 +23,8 @@ type Tenant struct {
 	Bytes int64  // the loaded table's size on disk, bytes
 }
 
-// CreateTenant creates tenant name on Servers[server], routes it in the
+// CreateTenant creates tenant name on Servers[server] with an ID unique
+// across the bed's servers, routes it in the
 // proxy, and loads Slacker's YCSB usertable to about size bytes through the
 // proxy (then VACUUM and CHECKPOINT, so the copy and the workload start
 // from a clean state).
@@ -32,7 +33,7 @@ func (b *Bed) CreateTenant(ctx context.Context, server int, name string, size in
 		return Tenant{}, fmt.Errorf("testbed: no server %d", server)
 	}
 	s := b.Servers[server]
-	tn, err := s.Client.CreateTenant(ctx, agentclient.CreateTenant{Name: name, Users: []agentclient.User{b.user}})
+	tn, err := s.Client.CreateTenant(ctx, agentclient.CreateTenant{ID: b.lastID.Add(1), Name: name, Users: []agentclient.User{b.user}})
 	if err != nil {
 		return Tenant{}, fmt.Errorf("testbed: create tenant %s on %s: %w", name, s.Name, err)
 	}
@@ -75,7 +76,7 @@ func (b *Bed) AddTenant(ctx context.Context, server int, name string) (agentclie
 		return agentclient.Tenant{}, fmt.Errorf("testbed: no server %d", server)
 	}
 	s := b.Servers[server]
-	tn, err := s.Client.CreateTenant(ctx, agentclient.CreateTenant{Name: name, Users: []agentclient.User{b.user}})
+	tn, err := s.Client.CreateTenant(ctx, agentclient.CreateTenant{ID: b.lastID.Add(1), Name: name, Users: []agentclient.User{b.user}})
 	if err != nil {
 		return tn, fmt.Errorf("testbed: create tenant %s on %s: %w", name, s.Name, err)
 	}

@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	agentclient "github.com/sluicedb/sluice/agent/client"
@@ -161,6 +162,10 @@ type Bed struct {
 	tokenFile string           // where it is, for the agents' configs
 	user      agentclient.User // the tenants' user, clients' login through the proxy
 	Servers   []*Server
+	// lastID is the last tenant ID given out: tenant IDs are unique across
+	// the bed's servers (an agent numbers its own from 1, and a tenant
+	// cannot move to a server where its ID is taken).
+	lastID atomic.Int64
 
 	agentPorts              []int         // the agents' API ports, chosen before the proxy starts
 	proxyAddr, proxyAPIAddr string        // host:port of the proxy's client and API listeners
