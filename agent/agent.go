@@ -55,6 +55,7 @@ type Agent struct {
 	tgt     migration.Target // served to source agents (target_local.go)
 	relays  targetRelays     // WAL relays in front of incoming standbys (walrelay.go)
 	hooks   faultHooks       // fault-injection pause point (Config.FaultHooks)
+	metrics *agentMetrics    // GET /metrics (metrics.go)
 
 	closeOnce sync.Once
 	bgCtx     context.Context    // background work (analyzeLater) runs under it
@@ -114,6 +115,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a.mig.init()
+	a.metrics = newAgentMetrics(a)
 	// Registered as soon as the listener is bound: a client may call
 	// before Serve runs (requests wait in the listen queue).
 	a.announce()

@@ -30,6 +30,7 @@ func (a *Agent) Handler() http.Handler {
 	a.migrationRoutes(mux)
 	a.keyspaceRoutes(mux)
 	a.seriesRoute(mux)
+	a.operatorRoutes(mux)
 	if a.cfg.FaultHooks {
 		a.faultRoutes(mux)
 	}
