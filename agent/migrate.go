@@ -38,15 +38,15 @@ type migrations struct {
 
 // run is one driver goroutine's live state.
 type run struct {
-	id      string
-	tenant  int64
-	lim     *throttle.Limiter // the snapshot's send rate (and WARM's), bytes/s
-	pre     *throttle.Limiter // the snapshot's reads from disk, bytes/s; follows lim unless a controller sets it
+	id     string
+	tenant int64
+	lim    *throttle.Limiter // the snapshot's send rate (and WARM's), bytes/s
+	pre    *throttle.Limiter // the snapshot's reads from disk, bytes/s; follows lim unless a controller sets it
 	// send and prefetch set lim's and pre's rates: every rate change goes
 	// through them, so that an operator's pause holds (pause.go).
 	send, prefetch *pausable
-	abort   chan string
-	started time.Time
+	abort          chan string
+	started        time.Time
 
 	mu          sync.Mutex
 	prog        migration.Progress
