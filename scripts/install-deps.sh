@@ -3,7 +3,8 @@
 # machine, and nothing that is already there. Idempotent.
 #   scripts/install-deps.sh          PostgreSQL 15 (+contrib), gcc (cgo), Go modules, and the
 #                                    clients the proxy's tests drive (psql,
-#                                    Debian's python3-psycopg2, node-postgres)
+#                                    Debian's python3-psycopg2, node-postgres),
+#                                    and Chromium for the dashboard's browser test
 #   scripts/install-deps.sh bench    also PgBouncer and the benchmark tools
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,9 @@ command -v gcc >/dev/null || want+=(gcc libc6-dev)
 # first on PATH) with its psycopg2, and node with the npm package pg.
 /usr/bin/python3 -c 'import psycopg2' 2>/dev/null || want+=(python3-psycopg2)
 command -v node >/dev/null || want+=(nodejs)
+# The dashboard's browser test (agent/dashboard_test.go) opens the page in
+# headless Chromium.
+command -v chromium >/dev/null || want+=(chromium)
 command -v npm >/dev/null || want+=(npm)
 if [ "${1:-}" = bench ]; then
 	command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || want+=(pgbouncer)
