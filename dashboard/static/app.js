@@ -91,6 +91,7 @@ async function tick() {
   S.busy = true;
   try {
     const ov = await api('GET', '/v1/overview');
+    document.getElementById('token-form').classList.add('hidden');
     const fetches = [];
     for (const m of ov.migrations) {
       if (m.role !== 'source') continue;
@@ -380,13 +381,20 @@ function line(g, pts, fx, fy, color, dash) {
 
 // ---- start -------------------------------------------------------------
 
-function start() {
+// takeToken moves a token in the URL's fragment (#token=…) to the tab's
+// sessionStorage and out of the address bar.
+function takeToken() {
   const m = location.hash.match(/token=([^&]+)/);
   if (m) {
     sessionStorage.setItem(TOKEN_KEY, decodeURIComponent(m[1]));
     history.replaceState(null, '', location.pathname + location.search);
   }
   S.token = sessionStorage.getItem(TOKEN_KEY);
+}
+
+function start() {
+  takeToken();
+  window.addEventListener('hashchange', () => { takeToken(); tick(); });
   document.getElementById('token-form').addEventListener('submit', ev => {
     ev.preventDefault();
     const v = document.getElementById('token-input').value.trim();
