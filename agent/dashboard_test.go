@@ -1,23 +1,29 @@
 package agent
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/migration"
+	"github.com/sluicedb/sluice/proxy"
 	proxyclient "github.com/sluicedb/sluice/proxy/client"
 )
 
@@ -27,6 +33,7 @@ import (
 // watches.
 type watchedMigration struct {
 	a1, a2 *testAgent
+	px     *proxy.Proxy
 	m      client.Migration
 	w      *ledgerWriter
 	stopW  func()
@@ -59,7 +66,7 @@ func startWatchedMigration(t *testing.T) *watchedMigration {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &watchedMigration{a1: a1, a2: a2, m: m, w: w, stopW: stop, tenant: tn.ID}
+	return &watchedMigration{a1: a1, a2: a2, px: px, m: m, w: w, stopW: stop, tenant: tn.ID}
 }
 
 // waitCopying waits until the snapshot is moving and the control loop has
@@ -273,6 +280,7 @@ func TestOverviewAndMetricsDuringMigration(t *testing.T) {
 		t.Fatalf("metrics %d, migration %v", code, err)
 	}
 	series := parseMetrics(t, text)
+	exported := names(series)
 	moved := series[`sluice_migration_moved_bytes{tenant="acme"}`]
 	if moved < float64(before.Progress.Bytes) || moved > float64(after.Progress.Bytes) {
 		t.Errorf("sluice_migration_moved_bytes %v, want between the API's %d and %d", moved, before.Progress.Bytes, after.Progress.Bytes)
@@ -312,6 +320,7 @@ func TestOverviewAndMetricsDuringMigration(t *testing.T) {
 	m := wm.finish(t)
 	_, text = get("/metrics", testToken)
 	series = parseMetrics(t, text)
+	maps.Copy(exported, names(series))
 	if got := series[`sluice_migrations_finished_total{outcome="committed"}`]; got != 1 {
 		t.Errorf("finished committed %v, want 1", got)
 	}
@@ -332,6 +341,113 @@ func TestOverviewAndMetricsDuringMigration(t *testing.T) {
 		t.Fatalf("overview after: %v %+v", err, ov.Migrations)
 	}
 	lint(t, a1)
+
+	// The Grafana dashboard in docs/ asks only for series the agent and
+	// the proxy export.
+	resp, err := http.Get("http://" + wm.px.APIAddr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	maps.Copy(exported, names(parseMetrics(t, string(body))))
+	// Series the agent exports only when known (a standby's lag, an ETA)
+	// may be absent from both scrapes: its declared metrics count too.
+	maps.Copy(exported, describedNames(a1))
+	checkGrafana(t, "../docs/grafana/sluice.json", exported)
+}
+
+// describedNames is the set of series names the agent's registry
+// declares (a histogram's with its _bucket, _sum and _count).
+func describedNames(a *testAgent) map[string]bool {
+	ch := make(chan *prometheus.Desc, 64)
+	go func() {
+		migrationCollector{}.Describe(ch)
+		a.metrics.stepFailures.Describe(ch)
+		close(ch)
+	}()
+	out := map[string]bool{}
+	re := regexp.MustCompile(`fqName: "([^"]+)"`)
+	for d := range ch {
+		if m := re.FindStringSubmatch(d.String()); m != nil {
+			for _, suffix := range []string{"", "_bucket", "_sum", "_count"} {
+				out[m[1]+suffix] = true
+			}
+		}
+	}
+	return out
+}
+
+// names is the set of series names (without labels) of a scrape.
+func names(series map[string]float64) map[string]bool {
+	out := map[string]bool{}
+	for k := range series {
+		name, _, _ := strings.Cut(k, "{")
+		out[name] = true
+	}
+	return out
+}
+
+// checkGrafana checks that file is a Grafana dashboard whose every panel
+// has queries and whose every query and template variable names only
+// sluice series in exported.
+func checkGrafana(t *testing.T, file string, exported map[string]bool) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Title  string `json:"title"`
+		Panels []struct {
+			Type    string `json:"type"`
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+		Templating struct {
+			List []struct {
+				Definition string `json:"definition"`
+			} `json:"list"`
+		} `json:"templating"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&d); err != nil {
+		t.Fatalf("%s: not valid JSON: %v", file, err)
+	}
+	var exprs []string
+	queries := 0
+	for _, p := range d.Panels {
+		if p.Type == "row" {
+			continue
+		}
+		if len(p.Targets) == 0 {
+			t.Errorf("%s: panel %q has no query", file, p.Title)
+		}
+		for _, tg := range p.Targets {
+			exprs = append(exprs, tg.Expr)
+			queries++
+		}
+	}
+	for _, v := range d.Templating.List {
+		exprs = append(exprs, v.Definition)
+	}
+	seriesRE := regexp.MustCompile(`\bsluice_[a-z0-9_]+`)
+	for _, e := range exprs {
+		found := seriesRE.FindAllString(e, -1)
+		if len(found) == 0 {
+			t.Errorf("%s: query %q names no sluice series", file, e)
+		}
+		for _, n := range found {
+			if !exported[n] {
+				t.Errorf("%s: query %q names %s, which neither the agent nor the proxy exports", file, e, n)
+			}
+		}
+	}
+	if queries < 10 {
+		t.Errorf("%s: only %d queries", file, queries)
+	}
 }
 
 func findWindow(ov client.Overview, tenant string) *proxyclient.Window {

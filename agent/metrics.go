@@ -40,6 +40,12 @@ func newAgentMetrics(a *Agent) *agentMetrics {
 		Name: "sluice_migration_step_failures_total",
 		Help: "Migration steps that failed and were retried (the agent logs each with its cause), by the phase they belong to.",
 	}, []string{"phase"})
+	// Every phase's count is exported from the start (0), so that a rate()
+	// over it has a first sample.
+	for _, ph := range []migration.Phase{migration.PhasePrepare, migration.PhaseSnapshot, migration.PhaseCatchUp,
+		migration.PhaseWarm, migration.PhaseHandover, migration.PhaseCleanup, migration.PhaseRollback} {
+		m.stepFailures.WithLabelValues(string(ph))
+	}
 	m.reg.MustRegister(m.stepFailures, migrationCollector{a},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
