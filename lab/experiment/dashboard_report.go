@@ -1,0 +1,150 @@
+package experiment
+
+import (
+	"context"
+	"encoding/csv"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	agentclient "github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/lab/chart"
+	"github.com/sluicedb/sluice/lab/demo"
+	"github.com/sluicedb/sluice/lab/testbed"
+)
+
+// screenshot moves tn once more under the PID at a setpoint of
+// demo.SetpointRule over the proxy's window of tn just before, and, once
+// half of the copy is done (the chart has points to show), has headless
+// Chromium load the source agent's page and save it as o.Screenshot.
+func (o *DashboardOptions) screenshot(ctx context.Context, bed *testbed.Bed, tn testbed.Tenant) error {
+	from, _, err := bed.Owner(ctx, tn)
+	if err != nil {
+		return err
+	}
+	src := bed.Servers[from]
+	ov, err := src.Client.Overview(ctx)
+	if err != nil {
+		return err
+	}
+	var calm time.Duration
+	if ov.Proxy != nil {
+		for _, w := range ov.Proxy.Windows {
+			if w.Tenant == tn.Name {
+				calm = time.Duration(w.MeanMS * float64(time.Millisecond))
+			}
+		}
+	}
+	if calm <= 0 {
+		return fmt.Errorf("experiment: screenshot: the proxy has no window of %s", tn.Name)
+	}
+	sp := demo.SetpointRule(calm)
+	o.Progress("screenshot: one more migration under the PID, setpoint %v (the window's mean %v)", sp.Round(100*time.Microsecond), calm.Round(100*time.Microsecond))
+	shot := make(chan error, 1)
+	taken := false
+	req := o.pidRequest(Variant{Profile: o.Profile}, float64(sp)/float64(time.Millisecond))
+	_, err = bed.Migrate(ctx, tn, 1-from, req, func(m agentclient.Migration) {
+		p := m.Progress
+		if taken || p.Phase != "snapshot" || p.TotalBytes == 0 || 2*p.Bytes < p.TotalBytes {
+			return
+		}
+		taken = true
+		go func() { shot <- o.takeScreenshot(ctx, pageURL(src.URL)) }()
+	})
+	if err != nil {
+		return err
+	}
+	if !taken {
+		return fmt.Errorf("experiment: screenshot: the copy ended before half of it was done")
+	}
+	return <-shot
+}
+
+// takeScreenshot saves url's page as o.Screenshot with headless Chromium.
+func (o *DashboardOptions) takeScreenshot(ctx context.Context, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "sluice-chromium-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	out, err := exec.CommandContext(ctx, o.Chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+		"--hide-scrollbars", "--no-first-run", "--user-data-dir="+dir, "--window-size=1280,1100",
+		"--virtual-time-budget=3000", "--screenshot="+o.Screenshot, url).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("experiment: screenshot: %s: %v\n%s", o.Chromium, err, out)
+	}
+	return nil
+}
+
+// writeDashboard writes requests.csv (every timed request), summary.json,
+// report.md and dashboard.png (each endpoint's answer times).
+func writeDashboard(dir, command string, res DashboardResult, samples []requestSample) error {
+	f, err := os.Create(filepath.Join(dir, "requests.csv"))
+	if err != nil {
+		return fmt.Errorf("experiment: %w", err)
+	}
+	w := csv.NewWriter(f)
+	w.Write([]string{"t_s", "endpoint", "ms", "error"})
+	for _, s := range samples {
+		w.Write([]string{strconv.FormatFloat(s.At, 'f', 3, 64), s.Endpoint, strconv.FormatFloat(s.Ms, 'f', 3, 64), strconv.FormatBool(s.Err)})
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		f.Close()
+		return err
+	}
+	f.Close()
+	if err := writeJSON(dir, SummaryFile, res); err != nil {
+		return err
+	}
+	var c chart.Chart
+	c.Title = "sluice bench dashboard: answer times while migrations run"
+	c.XLabel = "request (in order, all migrations with the poller)"
+	for _, ep := range []string{"overview", "series", "metrics"} {
+		var xs, ys []float64
+		for _, s := range samples {
+			if s.Endpoint == ep && !s.Err {
+				xs, ys = append(xs, float64(len(xs))), append(ys, s.Ms)
+			}
+		}
+		c.Panels = append(c.Panels, chart.Panel{YLabel: ep + ", ms", Series: []chart.Series{
+			{Name: "GET " + ep, X: xs, Y: ys, Points: true}, chart.Const("50 ms target", xs, 50)}})
+	}
+	if err := writePNG(dir, "dashboard.png", c); err != nil {
+		return err
+	}
+	return writeFile(dir, ReportFile, dashboardReport(command, res))
+}
+
+func dashboardReport(command string, r DashboardResult) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# sluice bench dashboard\n\n`%s` — %s; %s\n\n", command, r.Machine, r.Bed)
+	fmt.Fprintf(&b, "A poller on the source agent every %.0f ms (an open page polls each second): GET /v1/overview, the running migration's series, GET /metrics.\n\n", r.PollMs)
+	b.WriteString("| endpoint | requests | errors | p50 ms | p99 ms | max ms |\n|---|---:|---:|---:|---:|---:|\n")
+	for _, e := range r.Endpoints {
+		fmt.Fprintf(&b, "| %s | %d | %d | %.2f | %.2f | %.2f |\n", e.Endpoint, e.Requests, e.Errors, e.P50Ms, e.P99Ms, e.MaxMs)
+	}
+	verdict := "within"
+	if r.P99Ms > 50 {
+		verdict = "ABOVE"
+	}
+	fmt.Fprintf(&b, "\nWorst p99 %.2f ms: %s the 50 ms target.\n\n", r.P99Ms, verdict)
+	b.WriteString("| # | poller | from → to | migration s | freeze ms |\n|---:|---|---|---:|---:|\n")
+	for i, run := range r.Runs {
+		fmt.Fprintf(&b, "| %d | %v | %s → %s | %.2f | %.1f |\n", i+1, run.Poller, run.From, run.To, run.Seconds, run.FreezeMs)
+	}
+	cost := "within the spread of the runs without it: not measurable"
+	if r.DeltaPct > r.SpreadPct {
+		cost = "more than the spread of the runs without it: a measurable cost"
+	}
+	fmt.Fprintf(&b, "\nMigration time: %.2f s with the poller (n=%d) against %.2f s without (n=%d, %.2f–%.2f s): %+.1f %%, %s (spread %.1f %%).\n",
+		r.With.Mean, r.With.N, r.Without.Mean, r.Without.N, r.Without.Min, r.Without.Max, r.DeltaPct, cost, r.SpreadPct)
+	fmt.Fprintf(&b, "\nLedger: %d writes acknowledged, %d missing, %d duplicated.\n", r.WritesAcknowledged, r.WritesMissing, r.WritesDuplicated)
+	return b.String()
+}
