@@ -56,6 +56,7 @@ type Agent struct {
 	relays  targetRelays     // WAL relays in front of incoming standbys (walrelay.go)
 	hooks   faultHooks       // fault-injection pause point (Config.FaultHooks)
 	metrics *agentMetrics    // GET /metrics (metrics.go)
+	remote  remoteOverview   // GET /v1/overview's peers and proxy parts (overview.go)
 
 	closeOnce sync.Once
 	bgCtx     context.Context    // background work (analyzeLater) runs under it

@@ -42,30 +42,87 @@ func (a *Agent) operatorRoutes(mux *http.ServeMux) {
 	mux.Handle("GET /{$}", http.RedirectHandler(dashboard.Prefix, http.StatusFound))
 }
 
-// Overview gathers what the dashboard shows (client.Overview). The peers'
-// tenants and the proxy's windows are asked for concurrently, each bounded
-// by overviewWait.
+// Overview gathers what the dashboard shows (client.Overview) from the
+// catalog and the running migrations, and the remote parts (the peers'
+// tenants, the proxy's windows) from remoteOverview: an answer never waits
+// on a peer or the proxy, which may be busy with the very migration shown.
 func (a *Agent) Overview(ctx context.Context) (client.Overview, error) {
 	v := client.Overview{Time: time.Now().UTC(), Agent: client.OverviewSelf{Name: a.cfg.Name, URL: a.url, PGVersion: a.pgVer},
-		Peers: []client.PeerTenants{}, Keyspaces: []client.KeyspaceView{}}
+		Keyspaces: []client.KeyspaceView{}}
+	v.Peers, v.Proxy, v.RemoteAsOf = a.remote.get(ctx, a)
+	return v, a.localOverview(&v)
+}
+
+// remoteOverview keeps the overview's remote parts: the first overview
+// waits for them (each bounded by overviewWait); later ones get the last
+// answers, at most remoteFresh old plus their fetch time, and start a
+// refresh in the background when they are older.
+type remoteOverview struct {
+	mu         sync.Mutex
+	peers      []client.PeerTenants
+	proxy      *client.ProxyWindows
+	at         time.Time     // when the last refresh started; zero = never
+	refreshing chan struct{} // closed when the refresh in flight ends; nil = none
+}
+
+// remoteFresh is how old the remote parts may be before an overview starts
+// a refresh: the page polls each second.
+const remoteFresh = time.Second
+
+func (ro *remoteOverview) get(ctx context.Context, a *Agent) ([]client.PeerTenants, *client.ProxyWindows, time.Time) {
+	ro.mu.Lock()
+	if time.Since(ro.at) >= remoteFresh && ro.refreshing == nil {
+		done := make(chan struct{})
+		ro.refreshing, ro.at = done, time.Now()
+		a.bg.Add(1)
+		go func() {
+			defer a.bg.Done()
+			peers, px := a.fetchRemote(a.bgCtx)
+			ro.mu.Lock()
+			ro.peers, ro.proxy, ro.refreshing = peers, px, nil
+			ro.mu.Unlock()
+			close(done)
+		}()
+	}
+	wait := ro.refreshing
+	first := ro.peers == nil
+	ro.mu.Unlock()
+	if first {
+		select {
+		case <-wait:
+		case <-ctx.Done():
+		}
+	}
+	ro.mu.Lock()
+	defer ro.mu.Unlock()
+	peers := ro.peers
+	if peers == nil {
+		peers = []client.PeerTenants{}
+	}
+	return peers, ro.proxy, ro.at
+}
+
+// fetchRemote asks every peer for its tenants and the proxy for its
+// windows, concurrently, each bounded by overviewWait.
+func (a *Agent) fetchRemote(ctx context.Context) ([]client.PeerTenants, *client.ProxyWindows) {
 	var wg sync.WaitGroup
 	names := make([]string, 0, len(a.cfg.Peers))
 	for n := range a.cfg.Peers {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	v.Peers = make([]client.PeerTenants, len(names))
+	peers := make([]client.PeerTenants, len(names))
 	for i, n := range names {
-		v.Peers[i] = client.PeerTenants{Name: n, URL: a.cfg.Peers[n], Tenants: []client.Tenant{}}
-		wg.Go(func() { a.peerTenants(ctx, &v.Peers[i]) })
+		peers[i] = client.PeerTenants{Name: n, URL: a.cfg.Peers[n], Tenants: []client.Tenant{}}
+		wg.Go(func() { a.peerTenants(ctx, &peers[i]) })
 	}
+	var px *client.ProxyWindows
 	if a.cfg.Proxy != "" {
-		v.Proxy = &client.ProxyWindows{URL: a.cfg.Proxy, Windows: []proxyclient.Window{}}
-		wg.Go(func() { a.proxyWindows(ctx, v.Proxy) })
+		px = &client.ProxyWindows{URL: a.cfg.Proxy, Windows: []proxyclient.Window{}}
+		wg.Go(func() { a.proxyWindows(ctx, px) })
 	}
-	err := a.localOverview(&v)
 	wg.Wait()
-	return v, err
+	return peers, px
 }
 
 // localOverview fills v's migrations, tenants and keyspaces from the catalog.

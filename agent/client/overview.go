@@ -24,7 +24,7 @@ type Overview struct {
 	// Tenants are this agent's tenants that are not deleted.
 	Tenants []Tenant `json:"tenants"`
 	// Peers are the configured peers with their tenants: where the other
-	// tenants live. A peer that does not answer within a second has Error.
+	// tenants live. A peer that did not answer within a second has Error.
 	Peers []PeerTenants `json:"peers"`
 	// Keyspaces are the keyspaces this agent coordinates, each with its
 	// reconfiguration in progress or its last one.
@@ -32,6 +32,10 @@ type Overview struct {
 	// Proxy is the configured proxy's latency windows per tenant; absent when
 	// the agent has no proxy.
 	Proxy *ProxyWindows `json:"proxy,omitempty"`
+	// RemoteAsOf is when Peers and Proxy were asked for: the agent answers
+	// with its last answers from them (at most about a second old) rather
+	// than wait on a peer or a proxy busy with the migration shown.
+	RemoteAsOf time.Time `json:"remote_as_of"`
 }
 
 // OverviewFinished is how many finished migrations GET /v1/overview lists.

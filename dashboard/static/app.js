@@ -236,8 +236,10 @@ function renderFinished(ov, names) {
     const tr = el('tr', { 'data-id': m.id, 'data-outcome': s.outcome },
       el('td', {}, m.id), el('td', {}, tenantLabel(m, names)), el('td', {}, from + ' → ' + to),
       el('td', { class: 'outcome-' + s.outcome }, s.outcome), el('td', { class: 'num' }, fmtBytes(s.bytes)),
-      el('td', { class: 'num' }, fmtSecs(s.seconds)),
-      el('td', { class: 'num' }, m.mode === 'stop-and-copy' ? 'down ' + fmtMs(s.downtime_ms) : fmtMs(s.freeze_ms)),
+      // The source drives a migration and times it; a target's record
+      // has no times of its own.
+      el('td', { class: 'num' }, m.role === 'source' ? fmtSecs(s.seconds) : 'see ' + m.peer),
+      el('td', { class: 'num' }, m.role !== 'source' ? '–' : m.mode === 'stop-and-copy' ? 'down ' + fmtMs(s.downtime_ms) : fmtMs(s.freeze_ms)),
       el('td', {}, new Date(m.updated).toLocaleString()));
     return tr;
   });

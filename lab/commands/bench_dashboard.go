@@ -34,7 +34,7 @@ every --poll, what an open dashboard page and a Prometheus scrape ask: GET
 Reports each endpoint's p50, p99 and max answer time while the migrations ran
 (target: p99 under 50 ms) and the migration times with and without the poller
 against the spread of those without. --screenshot FILE moves the tenant once more
-under the PID and saves the page (headless chromium) half-way through its copy.
+under the PID and saves the page (headless chromium) 60 % into its copy.
 Writes requests.csv, summary.json, report.md and dashboard.png. Every
 acknowledged write is checked on the final owner.`,
 		Args: cobra.NoArgs,

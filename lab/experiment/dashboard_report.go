@@ -19,7 +19,7 @@ import (
 
 // screenshot moves tn once more under the PID at a setpoint of
 // demo.SetpointRule over the proxy's window of tn just before, and, once
-// half of the copy is done (the chart has points to show), has headless
+// 60 % of the copy is done (the chart has points to show), has headless
 // Chromium load the source agent's page and save it as o.Screenshot.
 func (o *DashboardOptions) screenshot(ctx context.Context, bed *testbed.Bed, tn testbed.Tenant) error {
 	from, _, err := bed.Owner(ctx, tn)
@@ -49,7 +49,7 @@ func (o *DashboardOptions) screenshot(ctx context.Context, bed *testbed.Bed, tn 
 	req := o.pidRequest(Variant{Profile: o.Profile}, float64(sp)/float64(time.Millisecond))
 	_, err = bed.Migrate(ctx, tn, 1-from, req, func(m agentclient.Migration) {
 		p := m.Progress
-		if taken || p.Phase != "snapshot" || p.TotalBytes == 0 || 2*p.Bytes < p.TotalBytes {
+		if taken || p.Phase != "snapshot" || p.TotalBytes == 0 || 10*p.Bytes < 6*p.TotalBytes {
 			return
 		}
 		taken = true
@@ -59,7 +59,7 @@ func (o *DashboardOptions) screenshot(ctx context.Context, bed *testbed.Bed, tn 
 		return err
 	}
 	if !taken {
-		return fmt.Errorf("experiment: screenshot: the copy ended before half of it was done")
+		return fmt.Errorf("experiment: screenshot: the copy ended before 60 % of it was done")
 	}
 	return <-shot
 }
@@ -139,9 +139,14 @@ func dashboardReport(command string, r DashboardResult) string {
 	for i, run := range r.Runs {
 		fmt.Fprintf(&b, "| %d | %v | %s → %s | %.2f | %.1f |\n", i+1, run.Poller, run.From, run.To, run.Seconds, run.FreezeMs)
 	}
-	cost := "within the spread of the runs without it: not measurable"
-	if r.DeltaPct > r.SpreadPct {
-		cost = "more than the spread of the runs without it: a measurable cost"
+	cost := "within the spread of the runs without it: no measurable cost"
+	switch {
+	case r.Without.N < 2:
+		cost = "one run without it: no spread to judge against"
+	case r.DeltaPct > r.SpreadPct:
+		cost = "slower by more than the spread of the runs without it: a measurable cost"
+	case r.DeltaPct < -r.SpreadPct:
+		cost = "faster by more than the spread of the runs without it: noise larger than the spread"
 	}
 	fmt.Fprintf(&b, "\nMigration time: %.2f s with the poller (n=%d) against %.2f s without (n=%d, %.2f–%.2f s): %+.1f %%, %s (spread %.1f %%).\n",
 		r.With.Mean, r.With.N, r.Without.Mean, r.Without.N, r.Without.Min, r.Without.Max, r.DeltaPct, cost, r.SpreadPct)
