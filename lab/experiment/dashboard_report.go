@@ -59,7 +59,7 @@ func (o *DashboardOptions) screenshot(ctx context.Context, bed *testbed.Bed, tn 
 		return err
 	}
 	if !taken {
-		return fmt.Errorf("experiment: screenshot: the copy ended before 60 % of it was done")
+		return fmt.Errorf("experiment: screenshot: the copy ended before 60%% of it was done")
 	}
 	return <-shot
 }
