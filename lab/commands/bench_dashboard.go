@@ -13,7 +13,7 @@ import (
 
 // dashBed is bench dashboard's bed: a tenant small enough that a migration
 // takes tens of seconds on a 0.5-core server.
-var dashBed = bed{size: "256MB", memoryMB: 1024, mpl: experiment.DefaultMPL, cpus: 0.5, tps: 100}
+var dashBed = bed{size: "512MB", memoryMB: 1024, mpl: experiment.DefaultMPL, cpus: 0.5, tps: 100}
 
 func init() {
 	var f loopFlags
@@ -34,7 +34,7 @@ every --poll, what an open dashboard page and a Prometheus scrape ask: GET
 Reports each endpoint's p50, p99 and max answer time while the migrations ran
 (target: p99 under 50 ms) and the migration times with and without the poller
 against the spread of those without. --screenshot FILE moves the tenant once more
-under the PID and saves the page (headless chromium) 60 % into its copy.
+under the PID (--profile, --max-rate) and saves the page (headless chromium) 80 % into its copy.
 Writes requests.csv, summary.json, report.md and dashboard.png. Every
 acknowledged write is checked on the final owner.`,
 		Args: cobra.NoArgs,

@@ -19,7 +19,7 @@ import (
 
 // screenshot moves tn once more under the PID at a setpoint of
 // demo.SetpointRule over the proxy's window of tn just before, and, once
-// 60 % of the copy is done (the chart has points to show), has headless
+// 80 % of the copy is done (the chart has points to show), has headless
 // Chromium load the source agent's page and save it as o.Screenshot.
 func (o *DashboardOptions) screenshot(ctx context.Context, bed *testbed.Bed, tn testbed.Tenant) error {
 	from, _, err := bed.Owner(ctx, tn)
@@ -49,7 +49,7 @@ func (o *DashboardOptions) screenshot(ctx context.Context, bed *testbed.Bed, tn 
 	req := o.pidRequest(Variant{Profile: o.Profile}, float64(sp)/float64(time.Millisecond))
 	_, err = bed.Migrate(ctx, tn, 1-from, req, func(m agentclient.Migration) {
 		p := m.Progress
-		if taken || p.Phase != "snapshot" || p.TotalBytes == 0 || 10*p.Bytes < 6*p.TotalBytes {
+		if taken || p.Phase != "snapshot" || p.TotalBytes == 0 || 10*p.Bytes < 8*p.TotalBytes {
 			return
 		}
 		taken = true
@@ -59,7 +59,7 @@ func (o *DashboardOptions) screenshot(ctx context.Context, bed *testbed.Bed, tn 
 		return err
 	}
 	if !taken {
-		return fmt.Errorf("experiment: screenshot: the copy ended before 60%% of it was done")
+		return fmt.Errorf("experiment: screenshot: the copy ended before 80%% of it was done")
 	}
 	return <-shot
 }
