@@ -31,10 +31,13 @@ leaves, so anything the agent serves meanwhile would slow it. The poller asks,
 every --poll, what an open dashboard page and a Prometheus scrape ask: GET
 /v1/overview, the running migration's GET …/series?since=T, and GET /metrics.
 
-Reports each endpoint's p50, p99 and max answer time while the migrations ran
-(target: p99 under 50 ms) and the migration times with and without the poller
-against the spread of those without. --screenshot FILE moves the tenant once more
-under the PID (--profile, --max-rate) and saves the page (headless chromium) 80 % into its copy.
+Then it moves the tenant once more as the product does by default, under the PID
+(--profile, --max-rate) at the demo's setpoint rule over the proxy's window before it, with
+the poller. Reports each endpoint's p50, p99 and max answer time during the
+unthrottled migrations (the worst case) and during the controlled one (target:
+p99 under 50 ms), and the unthrottled migration times with and without the
+poller against the spread of those without. --screenshot FILE saves the page
+(headless chromium) 80 % into the controlled migration's copy.
 Writes requests.csv, summary.json, report.md and dashboard.png. Every
 acknowledged write is checked on the final owner.`,
 		Args: cobra.NoArgs,

@@ -39,10 +39,8 @@ type DashboardOptions struct {
 	// Poll is the poller's period; default 100 ms (ten open pages).
 	Poll time.Duration
 	// Screenshot, when set, is where a PNG of the page goes, taken during
-	// one more migration under the PID (Common's profile) at a setpoint
-	// of SetpointRule over the proxy's window before it: the page showing
-	// latency against the setpoint and the controller's rate. It needs
-	// Debian's chromium.
+	// the migration under the PID: the page showing latency against the
+	// setpoint and the controller's rate. It needs Debian's chromium.
 	Screenshot string
 	// Chromium is the browser for Screenshot; default "chromium".
 	Chromium string
@@ -50,14 +48,22 @@ type DashboardOptions struct {
 
 // DashboardResult is `sluice bench dashboard --json`.
 type DashboardResult struct {
-	Machine   string             `json:"machine"`
-	Bed       string             `json:"bed"`
-	PollMs    float64            `json:"poll_ms"`
-	Endpoints []EndpointLatency  `json:"endpoints"`
-	P99Ms     float64            `json:"p99_ms"` // the worst endpoint's
-	Runs      []DashboardRun     `json:"runs"`
-	Without   MigrationTimeStats `json:"without_poller"`
-	With      MigrationTimeStats `json:"with_poller"`
+	Machine string  `json:"machine"`
+	Bed     string  `json:"bed"`
+	PollMs  float64 `json:"poll_ms"`
+	// Endpoints are the answers during the unthrottled migrations with the
+	// poller; P99Ms the worst endpoint's p99.
+	Endpoints []EndpointLatency `json:"endpoints"`
+	P99Ms     float64           `json:"p99_ms"`
+	// Controlled are the answers during the last migration, under the PID
+	// at ControlledSetpointMs (the product's default way to migrate);
+	// ControlledP99Ms the worst endpoint's p99.
+	Controlled           []EndpointLatency  `json:"controlled_endpoints"`
+	ControlledP99Ms      float64            `json:"controlled_p99_ms"`
+	ControlledSetpointMs float64            `json:"controlled_setpoint_ms"`
+	Runs                 []DashboardRun     `json:"runs"`
+	Without              MigrationTimeStats `json:"without_poller"`
+	With                 MigrationTimeStats `json:"with_poller"`
 	// DeltaPct is how much longer (negative: shorter) the migrations with
 	// the poller took, % of the mean without.
 	DeltaPct float64 `json:"delta_pct"`
@@ -83,11 +89,12 @@ type EndpointLatency struct {
 
 // DashboardRun is one migration.
 type DashboardRun struct {
-	Poller   bool    `json:"poller"`
-	From     string  `json:"from"`
-	To       string  `json:"to"`
-	Seconds  float64 `json:"seconds"` // the agent's summary: created → finished
-	FreezeMs float64 `json:"freeze_ms"`
+	Poller     bool    `json:"poller"`
+	Controlled bool    `json:"controlled"` // under the PID (else unthrottled)
+	From       string  `json:"from"`
+	To         string  `json:"to"`
+	Seconds    float64 `json:"seconds"` // the agent's summary: created → finished
+	FreezeMs   float64 `json:"freeze_ms"`
 }
 
 // MigrationTimeStats are one arm's migration times, seconds.
@@ -142,12 +149,14 @@ func Dashboard(ctx context.Context, bed *testbed.Bed, o DashboardOptions) (Dashb
 		say("migration %d %s → %s: %.1f s (poller %v, %d requests)", i+1, r.From, r.To, r.Seconds, on, len(got))
 		time.Sleep(5 * time.Second) // the handover's aftermath drains
 	}
-	if o.Screenshot != "" {
-		if err := o.screenshot(ctx, bed, tn); err != nil {
-			return res, err
-		}
-		res.Screenshot = o.Screenshot
+	cr, csamples, sp, err := o.controlled(ctx, bed, tn)
+	if err != nil {
+		return res, err
 	}
+	res.Runs = append(res.Runs, cr)
+	res.ControlledSetpointMs = round(sp, 2)
+	res.Controlled, res.ControlledP99Ms = endpointStats(csamples)
+	res.Screenshot = o.Screenshot
 	if err := bg.stop(); err != nil && !errors.Is(err, context.Canceled) {
 		return res, fmt.Errorf("experiment: workload: %w", err)
 	}
@@ -285,12 +294,35 @@ func (p *poller) stop() []requestSample {
 	return p.samples
 }
 
-// summarise fills r's endpoint percentiles and migration-time comparison.
+// summarise fills r's endpoint percentiles (the unthrottled migrations'
+// samples) and the migration-time comparison (unthrottled runs only).
 func (r *DashboardResult) summarise(samples []requestSample) {
+	r.Endpoints, r.P99Ms = endpointStats(samples)
+	var with, without []float64
+	for _, run := range r.Runs {
+		switch {
+		case run.Controlled:
+		case run.Poller:
+			with = append(with, run.Seconds)
+		default:
+			without = append(without, run.Seconds)
+		}
+	}
+	r.With, r.Without = timeStats(with), timeStats(without)
+	if r.Without.Mean > 0 {
+		r.DeltaPct = round(100*(r.With.Mean-r.Without.Mean)/r.Without.Mean, 1)
+		r.SpreadPct = round(100*(r.Without.Max-r.Without.Min)/r.Without.Mean, 1)
+	}
+}
+
+// endpointStats is each endpoint's percentiles over samples, and the worst p99.
+func endpointStats(samples []requestSample) ([]EndpointLatency, float64) {
 	by := map[string][]requestSample{}
 	for _, s := range samples {
 		by[s.Endpoint] = append(by[s.Endpoint], s)
 	}
+	var out []EndpointLatency
+	worst := 0.0
 	for _, ep := range []string{"overview", "series", "metrics"} {
 		e := EndpointLatency{Endpoint: ep}
 		var ms []float64
@@ -307,22 +339,10 @@ func (r *DashboardResult) summarise(samples []requestSample) {
 		if len(ms) > 0 {
 			e.MaxMs = round(ms[len(ms)-1], 2)
 		}
-		r.Endpoints = append(r.Endpoints, e)
-		r.P99Ms = math.Max(r.P99Ms, e.P99Ms)
+		out = append(out, e)
+		worst = math.Max(worst, e.P99Ms)
 	}
-	var with, without []float64
-	for _, run := range r.Runs {
-		if run.Poller {
-			with = append(with, run.Seconds)
-		} else {
-			without = append(without, run.Seconds)
-		}
-	}
-	r.With, r.Without = timeStats(with), timeStats(without)
-	if r.Without.Mean > 0 {
-		r.DeltaPct = round(100*(r.With.Mean-r.Without.Mean)/r.Without.Mean, 1)
-		r.SpreadPct = round(100*(r.Without.Max-r.Without.Min)/r.Without.Mean, 1)
-	}
+	return out, worst
 }
 
 func timeStats(xs []float64) MigrationTimeStats {
