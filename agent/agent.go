@@ -57,6 +57,8 @@ type Agent struct {
 	tgt     migration.Target // served to source agents (target_local.go)
 	relays  targetRelays     // WAL relays in front of incoming standbys (walrelay.go)
 	hooks   faultHooks       // fault-injection pause point (Config.FaultHooks)
+	metrics *agentMetrics    // GET /metrics (metrics.go)
+	remote  remoteOverview   // GET /v1/overview's peers and proxy parts (overview.go)
 
 	closeOnce sync.Once
 	bgCtx     context.Context    // background work (analyzeLater) runs under it
@@ -115,6 +117,7 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	a.mig.init()
+	a.metrics = newAgentMetrics(a)
 	// Registered as soon as the listener is bound: a client may call
 	// before Serve runs (requests wait in the listen queue).
 	a.announce()

@@ -31,6 +31,7 @@ func (a *Agent) Handler() http.Handler {
 	a.keyspaceRoutes(mux)
 	a.seriesRoute(mux)
 	a.planRoutes(mux)
+	a.operatorRoutes(mux)
 	if a.cfg.FaultHooks {
 		a.faultRoutes(mux)
 	}

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"sort"
 	"strconv"
 	"time"
 
@@ -159,8 +160,8 @@ func (a *Agent) startControl(ctx context.Context, cm catalog.Migration, r *run) 
 		a.log.Error("control loop: bad stored spec; migration runs at its fixed rate", "migration", cm.ID, "err", err)
 		return
 	}
-	r.lim.SetRate(ctrl.Initial())
-	r.pre.SetRate(ctrl.Initial())
+	r.send.SetRate(ctrl.Initial())
+	r.prefetch.SetRate(ctrl.Initial())
 	obs := a.observer(cp)
 	peer, err := a.peerClient(cm.PeerURL)
 	if err != nil {
@@ -169,8 +170,8 @@ func (a *Agent) startControl(ctx context.Context, cm catalog.Migration, r *run) 
 	}
 	l := &loop.Loop{
 		Controller: control.NewGovernor(ctrl, cp.profile.Governor(cp.setpoint, cp.spec.MaxRate, cp.byLatency())),
-		Send:       r.lim,
-		Prefetch:   r.pre,
+		Send:       r.send,
+		Prefetch:   r.prefetch,
 		Period:     cp.profile.Step(),
 		Setpoint:   cp.setpoint,
 		Observe: func(ctx context.Context, at time.Time) control.Observation {
@@ -345,21 +346,22 @@ func controlView(r *run, p *client.Progress) {
 	}
 	p.ReserveMsS = float64(reserve.Microseconds()) / 1000
 	p.LatencyMs = -1
-	if s := l.Series(); len(s) > 0 {
-		p.LatencyMs = s[len(s)-1].LatencyMs
-		p.CPUThrottledPct = s[len(s)-1].CPUThrottledPct
+	if last, ok := l.Last(); ok {
+		p.LatencyMs = last.LatencyMs
+		p.CPUThrottledPct = last.CPUThrottledPct
 	}
 }
 
 // MigrationSeries returns the control loop's record of a running or
-// recently finished migration of this agent.
-func (a *Agent) MigrationSeries(id string) ([]loop.Point, error) {
+// recently finished migration of this agent: its points with T > since
+// (seconds since the loop started; < 0 = all).
+func (a *Agent) MigrationSeries(id string, since float64) ([]loop.Point, error) {
 	if r := a.mig.get(id); r != nil {
 		r.mu.Lock()
 		l := r.loop
 		r.mu.Unlock()
 		if l != nil {
-			return l.Series(), nil
+			return l.Since(since), nil
 		}
 		return []loop.Point{}, nil
 	}
@@ -367,7 +369,8 @@ func (a *Agent) MigrationSeries(id string) ([]loop.Point, error) {
 	pts, ok := a.mig.series[id]
 	a.mig.mu.Unlock()
 	if ok {
-		return pts, nil
+		i := sort.Search(len(pts), func(i int) bool { return pts[i].T > since })
+		return pts[i:], nil
 	}
 	if _, err := a.cat.Migration(id); err != nil {
 		return nil, errf(http.StatusNotFound, "unknown migration %q on agent %s", id, a.cfg.Name)
@@ -377,7 +380,16 @@ func (a *Agent) MigrationSeries(id string) ([]loop.Point, error) {
 
 func (a *Agent) seriesRoute(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/migrations/{id}/series", func(w http.ResponseWriter, r *http.Request) {
-		v, err := a.MigrationSeries(r.PathValue("id"))
+		since := -1.0
+		if q := r.URL.Query().Get("since"); q != "" {
+			f, err := strconv.ParseFloat(q, 64)
+			if err != nil || math.IsNaN(f) {
+				writeError(w, errf(http.StatusBadRequest, "bad since %q: want seconds since the loop started", q))
+				return
+			}
+			since = f
+		}
+		v, err := a.MigrationSeries(r.PathValue("id"), since)
 		if err != nil {
 			writeError(w, err)
 			return

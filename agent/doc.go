@@ -76,6 +76,12 @@
 //	GET    /v1/migrations/{id}           record, live progress (phase, bytes, rate, ETA, lag), summary when done
 //	POST   /v1/migrations/{id}/rate      {"rate"}: change the throttle at once
 //	POST   /v1/migrations/{id}/abort     roll back (refused after the route switch)
+//	POST   /v1/migrations/{id}/pause|resume  hold the copy at rate 0 / let it go on (prepare, snapshot)
+//	GET    /v1/migrations/{id}/series[?since=T]  the control loop's record (points after T)
+//	GET    /v1/overview                  what the dashboard shows, in one answer (overview.go)
+//	GET    /metrics                      Prometheus text format (metrics.go; docs/metrics.md)
+//	GET    /ui/                          the dashboard's page (package dashboard): the one
+//	                                     path served without the token; GET / redirects to it
 //	POST   /v1/keyspaces                 keyspace.Keyspace JSON → schema on every partition (all or none), recorded (201)
 //	GET    /v1/keyspaces                 keyspaces, validated, in name order
 //	GET    /v1/keyspaces/{name}          one keyspace
@@ -112,7 +118,8 @@
 //
 // # Security
 //
-// Every request must carry the agent's token (Config.TokenFile, made at first
+// Every request but the dashboard's static files (dashboard.Open) must carry
+// the agent's token (Config.TokenFile, made at first
 // start; Config.InsecureNoAuth runs open, with a warning at start), compared
 // in constant time; the agent registers the file on this host so that the
 // CLI, the proxy and peers here find it (package internal/auth). The agent

@@ -38,13 +38,16 @@ type migrations struct {
 
 // run is one driver goroutine's live state.
 type run struct {
-	id      string
-	tenant  int64
-	lim     *throttle.Limiter // the snapshot's send rate (and WARM's), bytes/s
-	pre     *throttle.Limiter // the snapshot's reads from disk, bytes/s; follows lim unless a controller sets it
-	abort   chan string
-	started time.Time
-	lock    *catalog.Lock // the driver's lock on the tenant: guards its catalog writes
+	id     string
+	tenant int64
+	lim    *throttle.Limiter // the snapshot's send rate (and WARM's), bytes/s
+	pre    *throttle.Limiter // the snapshot's reads from disk, bytes/s; follows lim unless a controller sets it
+	// send and prefetch set lim's and pre's rates: every rate change goes
+	// through them, so that an operator's pause holds (pause.go).
+	send, prefetch *pausable
+	abort          chan string
+	started        time.Time
+	lock           *catalog.Lock // the driver's lock on the tenant: guards its catalog writes
 
 	mu          sync.Mutex
 	prog        migration.Progress
@@ -307,6 +310,7 @@ func (a *Agent) remoteTarget(pc *client.Client, tn catalog.Tenant) *RemoteTarget
 // driver ends.
 func (a *Agent) launch(lk *catalog.Lock, cm catalog.Migration, rec migration.Record, src *pg.LocalSource, tgt migration.Target) {
 	r := &run{id: rec.ID, lock: lk, tenant: cm.TenantID, lim: throttle.NewLimiter(limiterRate(cm.Rate), 0), pre: throttle.NewLimiter(limiterRate(cm.Rate), 0), abort: make(chan string, 1), started: time.Now()}
+	r.send, r.prefetch = newPausable(r.lim), newPausable(r.pre)
 	src.Prefetch = r.pre
 	src.Checkpoint = cm.Checkpoint
 	src.OnBackupStart = r.backupStart
@@ -377,6 +381,9 @@ func (a *Agent) launch(lk *catalog.Lock, cm catalog.Migration, rec migration.Rec
 					a.log.Info("catch-up converging again", "migration", rec.ID, "lag_bytes", p.LagBytes, "eta", p.ETA.Round(time.Second))
 				}
 				r.prog = p
+				if r.autoResume(p.Phase) {
+					a.log.Info("migration resumed: its copy ended while paused", "migration", rec.ID, "phase", p.Phase)
+				}
 				if p.Phase == migration.PhaseSnapshot {
 					r.sent = max(r.sent, p.BytesDone)
 				}
@@ -441,6 +448,7 @@ func (a *Agent) persistRun(r *run) func(migration.Record) error {
 		defer r.mu.Unlock()
 		r.phase = rec.Phase
 		if rec.Failures > 0 && rec.Failures != r.failures {
+			a.metrics.stepFailed(rec.Phase)
 			a.log.Warn("migration step failed; retrying", "migration", rec.ID, "phase", rec.Phase,
 				"step", migration.Next(rec), "failures", rec.Failures, "since", rec.RetrySince, "err", rec.RetryError)
 		}

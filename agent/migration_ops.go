@@ -73,7 +73,9 @@ func (a *Agent) migrationView(m catalog.Migration) client.Migration {
 		if ckpt != "" && p.Phase == migration.PhaseSnapshot {
 			v.Progress.Action = "checkpoint " + ckpt
 		}
-		if l := r.lim.Rate(); !math.IsInf(l, 1) {
+		paused, l := r.send.state()
+		v.Progress.Paused = paused
+		if !math.IsInf(l, 1) {
 			v.Progress.Limit = l
 		} else {
 			v.Progress.Limit = 0
@@ -136,8 +138,8 @@ func (a *Agent) SetMigrationRate(id string, rate float64) (client.Migration, err
 	if r == nil || m.Done {
 		return client.Migration{}, errf(http.StatusConflict, "migration %s is not running", id)
 	}
-	r.lim.SetRate(limiterRate(rate))
-	r.pre.SetRate(limiterRate(rate))
+	r.send.SetRate(limiterRate(rate))
+	r.prefetch.SetRate(limiterRate(rate))
 	err = r.lock.Update(func(tx *catalog.Tx) error {
 		m, err := tx.Migration(id)
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/catalog"
+	"github.com/sluicedb/sluice/dashboard"
 	"github.com/sluicedb/sluice/internal/auth"
 	"github.com/sluicedb/sluice/pgcluster"
 	proxyclient "github.com/sluicedb/sluice/proxy/client"
@@ -50,10 +51,11 @@ func (a *Agent) loadSecrets() error {
 	return nil
 }
 
-// secureHandler requires the token on every request (the agent serves no
-// open endpoint), unless the agent runs open.
+// secureHandler requires the token on every request but the dashboard's
+// static files (dashboard.Open: they hold no data), unless the agent runs
+// open.
 func (a *Agent) secureHandler(h http.Handler) http.Handler {
-	return auth.Require(h, a.token, "agent "+a.cfg.Name, nil)
+	return auth.Require(h, a.token, "agent "+a.cfg.Name, dashboard.Open)
 }
 
 // announce logs how the API is guarded and registers the token file on this

@@ -23,8 +23,8 @@ import (
 	"github.com/sluicedb/sluice/pgcluster"
 )
 
-// TestAPIRequiresToken: every endpoint — reads, changes, and the
-// agent-to-agent ones — answers 401 with a one-line JSON error to a request
+// TestAPIRequiresToken: every endpoint — reads, changes, metrics, and the
+// agent-to-agent ones; all but the dashboard page's static files — answers 401 with a one-line JSON error to a request
 // without the token or with a wrong one, and changes nothing. The agent made
 // its token at first start: 64 hex digits, mode 0600.
 func TestAPIRequiresToken(t *testing.T) {
@@ -55,6 +55,13 @@ func TestAPIRequiresToken(t *testing.T) {
 		{"GET", "/v1/migrations", ""},
 		{"POST", "/v1/migrations", `{"tenant":1,"to":"http://127.0.0.1:17950"}`},
 		{"POST", "/v1/migrations/m1/abort", ""},
+		{"POST", "/v1/migrations/m1/pause", ""},
+		{"POST", "/v1/migrations/m1/resume", ""},
+		{"GET", "/v1/migrations/m1/series?since=3", ""},
+		{"GET", "/v1/overview", ""},
+		{"GET", "/metrics", ""},
+		{"GET", "/ui/../v1/tenants", ""},
+		{"POST", "/ui/", ""},
 		{"GET", "/v1/internal/targets/info?tenant=1", ""},
 		{"POST", "/v1/internal/targets/m1/reserve", `{}`},
 		{"POST", "/v1/internal/targets/m1/promote", `{}`},

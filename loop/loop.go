@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -141,6 +142,27 @@ func (l *Loop) Series() []Point {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]Point(nil), l.mu.series...)
+}
+
+// Last returns the loop's last point; false before its first step. Cheaper
+// than Series for callers that want the current figures (a scrape, a view).
+func (l *Loop) Last() (Point, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.mu.series) == 0 {
+		return Point{}, false
+	}
+	return l.mu.series[len(l.mu.series)-1], true
+}
+
+// Since returns the loop's points with T > t, seconds since the loop
+// started (t < 0: all): what a poller that already has the points up to t
+// lacks.
+func (l *Loop) Since(t float64) []Point {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i := sort.Search(len(l.mu.series), func(i int) bool { return l.mu.series[i].T > t })
+	return append([]Point{}, l.mu.series[i:]...)
 }
 
 // PV is the process variable of an observation: the max mean latency, in ms,

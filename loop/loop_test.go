@@ -100,3 +100,29 @@ func TestRunNeedsParts(t *testing.T) {
 		t.Fatal("Run without controller/observer/throttle did not fail")
 	}
 }
+
+// TestSinceAndLast: Since returns the points after t (all for t < 0),
+// Last the latest; both copy.
+func TestSinceAndLast(t *testing.T) {
+	l := &Loop{}
+	if _, ok := l.Last(); ok {
+		t.Fatal("Last of an empty loop")
+	}
+	if got := l.Since(-1); got == nil || len(got) != 0 {
+		t.Fatalf("Since of an empty loop: %v, want an empty slice", got)
+	}
+	l.mu.series = []Point{{T: 0}, {T: 1}, {T: 2}, {T: 3}}
+	for _, tc := range []struct {
+		since float64
+		n     int
+	}{{-1, 4}, {0, 3}, {1.5, 2}, {3, 0}, {9, 0}} {
+		if got := l.Since(tc.since); len(got) != tc.n || (tc.n > 0 && got[len(got)-1].T != 3) {
+			t.Errorf("Since(%v) = %v, want the last %d points", tc.since, got, tc.n)
+		}
+	}
+	got := l.Since(-1)
+	got[0].T = 99
+	if last, ok := l.Last(); !ok || last.T != 3 || l.mu.series[0].T != 0 {
+		t.Fatalf("Last %v %v, or Since did not copy", last, ok)
+	}
+}

@@ -57,7 +57,7 @@
 // own as queue_ms: the mean wait at a handover hold or session move). Latencies go into
 // sliding windows (Config.Window, default 3 s; see package timing) per
 // (tenant, server), served as JSON at GET /v1/latency and as a Prometheus
-// summary at GET /metrics.
+// summary at GET /metrics (metrics.go, client_golang; docs/metrics.md).
 //
 // # Handover
 //

@@ -1,81 +1,97 @@
 package proxy
 
 import (
-	"fmt"
-	"io"
 	"math"
 	"net/http"
-	"sort"
-	"strings"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sluicedb/sluice/proxy/timing"
 )
 
-// serveMetrics writes the Prometheus text exposition format (0.0.4):
-// per (tenant, server) a summary of transaction latency over the window
-// (quantiles 0.5/0.95/0.99 from the window; _sum and _count cumulative),
-// the window's mean and count as gauges, and session counters.
-func (p *Proxy) serveMetrics(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-	now := time.Now()
-	type row struct {
-		k       timing.Key
-		st      timing.Stats
-		n       uint64
-		sumSecs float64
+// The proxy's Prometheus metrics (GET /metrics, open: Prometheus scrapes
+// it without a token). Per (tenant, server) pair: a summary of transaction
+// latency whose quantiles are the sliding window's and whose _sum and
+// _count are cumulative, and the window's mean, queue time and count as
+// gauges; then session counters. Figures are read when scraped. The label
+// set is bounded by the tenants and servers the proxy routes to.
+
+var (
+	mTxn = prometheus.NewDesc("sluice_proxy_transaction_seconds",
+		"Client-visible transaction latency (first message after ReadyForQuery 'I' to the next 'I'); quantiles over the sliding window.",
+		[]string{"tenant", "server"}, nil)
+	mWinMean = prometheus.NewDesc("sluice_proxy_window_mean_seconds",
+		"Mean transaction latency over the sliding window.", []string{"tenant", "server"}, nil)
+	mWinQueue = prometheus.NewDesc("sluice_proxy_window_queue_mean_seconds",
+		"Mean time a transaction waited at the proxy (handover hold) over the sliding window.", []string{"tenant", "server"}, nil)
+	mWinCount = prometheus.NewDesc("sluice_proxy_window_transactions",
+		"Transactions ended within the sliding window.", []string{"tenant", "server"}, nil)
+	mWinLen = prometheus.NewDesc("sluice_proxy_window_length_seconds",
+		"Length of the sliding window the window figures cover.", nil, nil)
+	mSessions = prometheus.NewDesc("sluice_proxy_sessions", "Client sessions open.", nil, nil)
+	mCounters = []struct {
+		d    *prometheus.Desc
+		load func(p *Proxy) int64
+	}{
+		{prometheus.NewDesc("sluice_proxy_sessions_total", "Client connections accepted.", nil, nil), func(p *Proxy) int64 { return p.sessionsTotal.Load() }},
+		{prometheus.NewDesc("sluice_proxy_session_moves_total", "Sessions moved to another server at handover.", nil, nil), func(p *Proxy) int64 { return p.moves.Load() }},
+		{prometheus.NewDesc("sluice_proxy_session_moves_prepared_total", "Session moves that used a server session opened before the hold.", nil, nil), func(p *Proxy) int64 { return p.preparedUsed.Load() }},
+		{prometheus.NewDesc("sluice_proxy_cancels_total", "CancelRequests sent to servers.", nil, nil), func(p *Proxy) int64 { return p.cancels.Load() }},
+		{prometheus.NewDesc("sluice_proxy_reactive_pulls_total", "Reactive pulls asked of a keyspace's coordinator for a key a transaction needed.", nil, nil), func(p *Proxy) int64 { return p.reactivePulls.Load() }},
 	}
-	var rows []row
-	p.reg.Each(func(k timing.Key, win *timing.Window) {
-		n, sum := win.Totals()
-		rows = append(rows, row{k, win.SnapshotAt(now), n, sum})
-	})
-	sort.Slice(rows, func(i, j int) bool {
-		if rows[i].k.Tenant != rows[j].k.Tenant {
-			return rows[i].k.Tenant < rows[j].k.Tenant
-		}
-		return rows[i].k.Server < rows[j].k.Server
-	})
-	var b strings.Builder
-	b.WriteString("# HELP sluice_proxy_transaction_seconds Client-visible transaction latency (first message after ReadyForQuery 'I' to the next 'I'); quantiles over the sliding window.\n")
-	b.WriteString("# TYPE sluice_proxy_transaction_seconds summary\n")
-	for _, r := range rows {
-		l := fmt.Sprintf(`tenant="%s",server="%s"`, promEscape(r.k.Tenant), promEscape(r.k.Server))
-		for _, q := range []struct {
-			q string
-			v float64
-		}{{"0.5", r.st.P50MS}, {"0.95", r.st.P95MS}, {"0.99", r.st.P99MS}} {
-			v := q.v / 1000
-			if r.st.Count == 0 {
-				v = math.NaN()
-			}
-			fmt.Fprintf(&b, "sluice_proxy_transaction_seconds{%s,quantile=\"%s\"} %g\n", l, q.q, v)
-		}
-		fmt.Fprintf(&b, "sluice_proxy_transaction_seconds_sum{%s} %g\n", l, r.sumSecs)
-		fmt.Fprintf(&b, "sluice_proxy_transaction_seconds_count{%s} %d\n", l, r.n)
+)
+
+// proxyCollector reads the proxy's windows and counters at scrape time.
+type proxyCollector struct{ p *Proxy }
+
+func (c proxyCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{mTxn, mWinMean, mWinQueue, mWinCount, mWinLen, mSessions} {
+		ch <- d
 	}
-	b.WriteString("# HELP sluice_proxy_window_mean_seconds Mean transaction latency over the sliding window.\n")
-	b.WriteString("# TYPE sluice_proxy_window_mean_seconds gauge\n")
-	for _, r := range rows {
-		fmt.Fprintf(&b, "sluice_proxy_window_mean_seconds{tenant=\"%s\",server=\"%s\"} %g\n", promEscape(r.k.Tenant), promEscape(r.k.Server), r.st.MeanMS/1000)
+	for _, m := range mCounters {
+		ch <- m.d
 	}
-	b.WriteString("# HELP sluice_proxy_window_queue_mean_seconds Mean time a transaction waited at the proxy (handover hold) over the sliding window.\n")
-	b.WriteString("# TYPE sluice_proxy_window_queue_mean_seconds gauge\n")
-	for _, r := range rows {
-		fmt.Fprintf(&b, "sluice_proxy_window_queue_mean_seconds{tenant=\"%s\",server=\"%s\"} %g\n", promEscape(r.k.Tenant), promEscape(r.k.Server), r.st.QueueMeanMS/1000)
-	}
-	b.WriteString("# HELP sluice_proxy_window_transactions Transactions ended within the sliding window.\n")
-	b.WriteString("# TYPE sluice_proxy_window_transactions gauge\n")
-	for _, r := range rows {
-		fmt.Fprintf(&b, "sluice_proxy_window_transactions{tenant=\"%s\",server=\"%s\"} %d\n", promEscape(r.k.Tenant), promEscape(r.k.Server), r.st.Count)
-	}
-	fmt.Fprintf(&b, "# HELP sluice_proxy_sessions Client sessions open.\n# TYPE sluice_proxy_sessions gauge\nsluice_proxy_sessions %d\n", p.sessionsOpen.Load())
-	fmt.Fprintf(&b, "# HELP sluice_proxy_sessions_total Client connections accepted.\n# TYPE sluice_proxy_sessions_total counter\nsluice_proxy_sessions_total %d\n", p.sessionsTotal.Load())
-	fmt.Fprintf(&b, "# HELP sluice_proxy_session_moves_total Sessions moved to another server at handover.\n# TYPE sluice_proxy_session_moves_total counter\nsluice_proxy_session_moves_total %d\n", p.moves.Load())
-	fmt.Fprintf(&b, "# HELP sluice_proxy_cancels_total CancelRequests sent to servers.\n# TYPE sluice_proxy_cancels_total counter\nsluice_proxy_cancels_total %d\n", p.cancels.Load())
-	io.WriteString(w, b.String())
 }
 
-func promEscape(s string) string {
-	return strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(s)
+func (c proxyCollector) Collect(ch chan<- prometheus.Metric) {
+	p := c.p
+	now := time.Now()
+	ch <- prometheus.MustNewConstMetric(mWinLen, prometheus.GaugeValue, p.cfg.Window.Seconds())
+	p.reg.Each(func(k timing.Key, win *timing.Window) {
+		n, sum := win.Totals()
+		st := win.SnapshotAt(now)
+		q := func(ms float64) float64 {
+			if st.Count == 0 {
+				return math.NaN()
+			}
+			return ms / 1000
+		}
+		ch <- prometheus.MustNewConstSummary(mTxn, n, sum,
+			map[float64]float64{0.5: q(st.P50MS), 0.95: q(st.P95MS), 0.99: q(st.P99MS)}, k.Tenant, k.Server)
+		ch <- prometheus.MustNewConstMetric(mWinMean, prometheus.GaugeValue, st.MeanMS/1000, k.Tenant, k.Server)
+		ch <- prometheus.MustNewConstMetric(mWinQueue, prometheus.GaugeValue, st.QueueMeanMS/1000, k.Tenant, k.Server)
+		ch <- prometheus.MustNewConstMetric(mWinCount, prometheus.GaugeValue, float64(st.Count), k.Tenant, k.Server)
+	})
+	ch <- prometheus.MustNewConstMetric(mSessions, prometheus.GaugeValue, float64(p.sessionsOpen.Load()))
+	for _, m := range mCounters {
+		ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.load(p)))
+	}
+}
+
+// Metrics returns the proxy's Prometheus registry (its collector, Go's and
+// the process's), made at the first call.
+func (p *Proxy) Metrics() *prometheus.Registry {
+	p.metricsOnce.Do(func() {
+		p.metricsReg = prometheus.NewRegistry()
+		p.metricsReg.MustRegister(proxyCollector{p}, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	})
+	return p.metricsReg
+}
+
+// serveMetrics is GET /metrics.
+func (p *Proxy) serveMetrics(w http.ResponseWriter, r *http.Request) {
+	promhttp.HandlerFor(p.Metrics(), promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}).ServeHTTP(w, r)
 }

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/sluicedb/sluice/catalog"
 	"github.com/sluicedb/sluice/proxy/client"
 	"github.com/sluicedb/sluice/proxy/scram"
@@ -65,6 +67,9 @@ type Proxy struct {
 	reactivePulls atomic.Int64 // chunks a statement waited for (reshard.go)
 	preparedUsed  atomic.Int64 // session moves that used a server session opened by Prepare
 	cancels       atomic.Int64
+
+	metricsOnce sync.Once            // makes metricsReg (metrics.go)
+	metricsReg  *prometheus.Registry // GET /metrics
 
 	ctx     context.Context
 	cancel  context.CancelFunc

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sluicedb/sluice/internal/pgtest"
 	"github.com/sluicedb/sluice/pgcluster"
 	"github.com/sluicedb/sluice/proxy/client"
@@ -122,9 +123,13 @@ func TestClients(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	want := fmt.Sprintf(`sluice_proxy_transaction_seconds_count{tenant="acme",server="%s"} `, srv.Addr())
+	want := fmt.Sprintf(`sluice_proxy_transaction_seconds_count{server="%s",tenant="acme"} `, srv.Addr())
 	if !strings.Contains(string(body), want) || !strings.Contains(string(body), `quantile="0.99"`) {
 		t.Fatalf("metrics lack %q:\n%s", want, body)
+	}
+	// The exposition follows Prometheus' naming conventions (promtool's lint).
+	if problems, err := testutil.GatherAndLint(p.Metrics()); err != nil || len(problems) > 0 {
+		t.Fatalf("metrics lint: %v %+v", err, problems)
 	}
 }
 

@@ -5,6 +5,7 @@
 #                                    clients the proxy's tests drive (psql,
 #                                    Debian's python3-psycopg2, node-postgres),
 #                                    iproute2 (the lab's hosts in network namespaces)
+#                                    and Chromium for the dashboard's browser test
 #   scripts/install-deps.sh bench    also PgBouncer and the benchmark tools
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +20,9 @@ command -v gcc >/dev/null || want+=(gcc libc6-dev)
 # first on PATH) with its psycopg2, and node with the npm package pg.
 /usr/bin/python3 -c 'import psycopg2' 2>/dev/null || want+=(python3-psycopg2)
 command -v node >/dev/null || want+=(nodejs)
+# The dashboard's browser test (agent/dashboard_test.go) opens the page in
+# headless Chromium.
+command -v chromium >/dev/null || want+=(chromium)
 command -v npm >/dev/null || want+=(npm)
 # The lab's hosts (lab/netns) are network namespaces linked and shaped with
 # ip(8) and tc(8).

@@ -111,6 +111,9 @@ type Progress struct {
 	ETASeconds float64 `json:"eta_seconds"`      // -1 = unknown
 	LagBytes   int64   `json:"lag_bytes"`        // WAL the target still has to replay; -1 = unknown
 	Elapsed    float64 `json:"elapsed_seconds"`
+	// Paused says that an operator paused the copy (POST …/pause): it
+	// waits at rate 0 until resumed; Limit is the rate it resumes at.
+	Paused bool `json:"paused,omitempty"`
 	// Warning, when set, says that catch-up will not end before its
 	// timeout rolls the migration back at the lag's pace (one line).
 	Warning string `json:"warning,omitempty"`

@@ -64,6 +64,8 @@ func TestExitCodes(t *testing.T) {
 		{"agent --insecure-loopback off loopback", []string{"agent", "--config", config("wild", `!"listen":"0.0.0.0:0"`), "--insecure-loopback"}, 2, `insecure_loopback: listen "0.0.0.0:0" is not a loopback address`},
 		{"agent config: certificate without CA", []string{"agent", "--config", config("noca", `"listen":"127.0.0.1:0","tls_cert":"/c.pem","tls_key":"/k.pem"`)}, 2, "tls_cert, tls_key, tls_ca"},
 		{"agent unreachable", []string{"migration", "list", "--agent", closedAddr(t)}, 1, "connection refused"},
+		{"dashboard: agent unreachable", []string{"dashboard", "--agent", closedAddr(t)}, 1, "connection refused"},
+		{"agent refuses: pause unknown migration", []string{"migration", "pause", "m1", "--agent", url}, 2, `unknown migration "m1"`},
 		{"target agent down", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "down"}, 1, "target agent down is unreachable"},
 		{"agent listen address in use", []string{"agent", "--config", config("busy", `"listen":"`+busy.Addr().String()+`"`)}, 1, "address already in use"},
 	} {
@@ -71,6 +73,10 @@ func TestExitCodes(t *testing.T) {
 		if code != tc.code || !strings.Contains(msg, tc.want) || strings.Count(strings.TrimSpace(msg), "\n") != 0 {
 			t.Errorf("%s: exit %d, stderr %q; want exit %d, one line containing %q", tc.name, code, msg, tc.code, tc.want)
 		}
+	}
+	// sluice dashboard prints the page's URL with the agent's token.
+	if code, out, errs := agentRunCLI(t, "dashboard", "--agent", url); code != 0 || !strings.HasPrefix(out, url+"/ui/#token=") || len(strings.TrimSpace(out)) <= len(url+"/ui/#token=") {
+		t.Errorf("dashboard: exit %d, %q %q; want the page's URL with the token", code, out, errs)
 	}
 	// The refused agent configs created nothing; the refusals changed no tenant.
 	for _, name := range []string{"listen", "user", "sb", "busy", "plain", "wild", "noca"} {

@@ -1,7 +1,7 @@
 // Command sluice moves live PostgreSQL data between servers while holding the
 // foreground's transaction latency at a setpoint.
 //
-// The product's commands (agent, proxy, tenant, migrate, migration, version)
+// The product's commands (agent, proxy, tenant, migrate, migration, dashboard, version)
 // live in this package, each in its own file registering itself with root in
 // an init function; the lab's (`sluice lab …` and `sluice demo`) live in
 // lab/commands and are attached here. internal/cli states the conventions

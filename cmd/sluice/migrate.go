@@ -359,6 +359,9 @@ func progressLine(m client.Migration) string {
 			fmt.Fprintf(&b, "  source CPU throttled %.0f%%", *c)
 		}
 	}
+	if p.Paused {
+		b.WriteString("  PAUSED (sluice migration resume)")
+	}
 	if p.Warning != "" {
 		fmt.Fprintf(&b, "  warning: %s", p.Warning)
 	}
@@ -513,8 +516,38 @@ its next step.`,
 			return nil
 		},
 	}
+	pauseCmd := func(use, short string, do func(c *client.Client, cmd *cobra.Command, id string) (client.Migration, error)) *cobra.Command {
+		return &cobra.Command{
+			Use:   use + " ID",
+			Short: short,
+			Args:  cobra.ExactArgs(1),
+			RunE: func(cmd *cobra.Command, args []string) error {
+				c, err := agentClient(agentURL)
+				if err != nil {
+					return err
+				}
+				m, err := do(c, cmd, args[0])
+				if err != nil {
+					return agentErr("migration "+use, err)
+				}
+				if asJSON {
+					return cli.WriteJSON(cmd.OutOrStdout(), m)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: %s\n", m.ID, progressLine(m))
+				return nil
+			},
+		}
+	}
+	pause := pauseCmd("pause", "Hold a running migration's copy at rate 0 until resumed (prepare and snapshot only)",
+		func(c *client.Client, cmd *cobra.Command, id string) (client.Migration, error) {
+			return c.PauseMigration(cmd.Context(), id)
+		})
+	resume := pauseCmd("resume", "Let a paused migration's copy go on at the rate its controller or operator set",
+		func(c *client.Client, cmd *cobra.Command, id string) (client.Migration, error) {
+			return c.ResumeMigration(cmd.Context(), id)
+		})
 	rate.SetFlagErrorFunc(rateFlagError)
-	mc.AddCommand(list, show, rate, abort)
+	mc.AddCommand(list, show, rate, pause, resume, abort)
 	root.AddCommand(mc)
 }
 
