@@ -167,6 +167,16 @@ func (a *Agent) localOverview(v *client.Overview) error {
 		}
 		v.Keyspaces = append(v.Keyspaces, kv)
 	}
+	if v.Plans, err = a.Plans(); err != nil {
+		return err
+	}
+	sort.SliceStable(v.Plans, func(i, j int) bool {
+		fi, fj := v.Plans[i].State.Final(), v.Plans[j].State.Final()
+		if fi != fj {
+			return !fi
+		}
+		return v.Plans[i].Created.After(v.Plans[j].Created)
+	})
 	return nil
 }
 

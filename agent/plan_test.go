@@ -245,4 +245,9 @@ func TestPlanPauseResumeAbort(t *testing.T) {
 	if _, err := a1.c.PlanOp(ctx, st.ID, "resume"); client.StatusOf(err) != 409 {
 		t.Fatalf("resume of an aborted plan: %v, want 409", err)
 	}
+	// The operator's page lists the plan with the API's figures.
+	ov, err := a1.c.Overview(ctx)
+	if err != nil || len(ov.Plans) != 1 || ov.Plans[0].ID != st.ID || ov.Plans[0].State != plan.StateAborted || len(ov.Plans[0].Moves) != 2 {
+		t.Fatalf("overview's plans: %+v %v, want the aborted plan %s with its 2 moves", ov.Plans, err, st.ID)
+	}
 }

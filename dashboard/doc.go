@@ -10,7 +10,8 @@
 //
 //	GET  /v1/overview                     once a second: migrations with live progress and
 //	                                      summaries, tenants here and on the peers, keyspaces
-//	                                      with their reconfiguration, the proxy's windows
+//	                                      with their reconfiguration, the plans it drives,
+//	                                      the proxy's windows
 //	GET  /v1/migrations/{id}/series?since=T   the control loop's new points (latency,
 //	                                      setpoint, rate) for the charts
 //	POST /v1/migrations/{id}/rate|pause|resume|abort   the operator's actions

@@ -29,6 +29,9 @@ type Overview struct {
 	// Keyspaces are the keyspaces this agent coordinates, each with its
 	// reconfiguration in progress or its last one.
 	Keyspaces []KeyspaceView `json:"keyspaces"`
+	// Plans are the migration plans this agent drives (GET /v1/plans), the
+	// unfinished first, then the newest.
+	Plans []PlanStatus `json:"plans"`
 	// Proxy is the configured proxy's latency windows per tenant; absent when
 	// the agent has no proxy.
 	Proxy *ProxyWindows `json:"proxy,omitempty"`

@@ -129,6 +129,7 @@ function render(ov) {
   renderTenants(ov);
   renderWindows(ov);
   renderKeyspaces(ov);
+  renderPlans(ov);
 }
 
 function tenantNames(ov) {
@@ -289,6 +290,21 @@ function renderKeyspaces(ov) {
       el('td', {}, parts), el('td', {}, phase), el('td', {}, prog), el('td', {}, pace));
   });
   fill('keyspaces', rows, 6, 'No keyspace.');
+}
+
+function renderPlans(ov) {
+  const rows = (ov.plans || []).map(p => {
+    const done = p.moves.filter(m => m.status === 'done').length;
+    let pace = p.state === 'running' || p.state === 'paused'
+      ? (p.rate > 0 ? fmtRate(p.rate) : p.rate < 0 ? 'unlimited' : 'held') + ' · ETA ' + fmtSecs(p.eta_seconds)
+      : fmtSecs(p.elapsed_seconds);
+    if (p.worst_store) pace += ' · worst ' + p.worst_store + ' ' + fmtMs(p.worst_latency_ms) + ' / ' + fmtMs(p.worst_contract_ms);
+    return el('tr', { 'data-plan': p.id }, el('td', {}, p.id), el('td', {}, p.method), el('td', {}, p.state),
+      el('td', { class: 'num' }, done + ' of ' + p.moves.length),
+      el('td', { class: 'num' }, fmtBytes(p.moved_bytes_total) + (p.bytes > 0 ? ' of ' + fmtBytes(p.bytes) : '')),
+      el('td', {}, pace));
+  });
+  fill('plans', rows, 6, 'No plan.');
 }
 
 function fill(id, rows, cols, empty) {
