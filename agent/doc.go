@@ -45,7 +45,7 @@
 // catalog.ErrNotOwner, or its session's lease ended — stops at once without
 // touching PostgreSQL or the catalog again (launch), and the next holder
 // resumes from the last record. A keyspace's reconfiguration is driven
-// likewise under reshardLock. With the bbolt catalog the lock is
+// likewise under reshardLock, and a plan under planLock. With the bbolt catalog the lock is
 // in-process and only orders this agent's own drivers.
 //
 // A handover's Router is the proxy at Config.Proxy or, with

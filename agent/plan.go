@@ -175,10 +175,15 @@ func (a *Agent) ApplyPlan(ctx context.Context, spec plan.Spec) (client.PlanStatu
 		return client.PlanStatus{}, err
 	}
 	p.ID, p.Created = newPlanID(), time.Now()
-	if err := a.cat.PutPlan(p); err != nil {
+	lk, err := a.cat.TryLock(ctx, planLock(p.ID))
+	if err != nil {
 		return client.PlanStatus{}, err
 	}
-	r := a.runPlan(p, plan.Event{Kind: plan.Tick})
+	if err := lk.Update(func(tx *catalog.Tx) error { return tx.PutPlan(p) }); err != nil {
+		lk.Unlock(context.Background())
+		return client.PlanStatus{}, err
+	}
+	r := a.runPlan(lk, p, plan.Event{Kind: plan.Tick})
 	a.log.Info("plan: started", "plan", p.ID, "moves", len(p.Moves), "stores", len(p.Stores), "method", p.Method)
 	return r.status(), nil
 }
@@ -205,9 +210,14 @@ func newPlanID() string {
 	return "plan-" + time.Now().UTC().Format("20060102T150405") + "-" + hex.EncodeToString(b[:])
 }
 
-// runPlan starts driving p with first as its first event.
-func (a *Agent) runPlan(p plan.Plan, first plan.Event) *planRun {
-	r := newPlanRun(a, p)
+// planLock names the lock of plan id's driver (catalog.Lock): with an etcd
+// catalog, one agent drives a plan at a time, and one whose lease ended
+// cannot write the plan's state.
+func planLock(id string) string { return "plan/" + id }
+
+// runPlan starts driving p, holding lk, with first as its first event.
+func (a *Agent) runPlan(lk *catalog.Lock, p plan.Plan, first plan.Event) *planRun {
+	r := newPlanRun(a, lk, p)
 	a.plans.put(p.ID, r)
 	a.bg.Add(1)
 	go func() {
@@ -229,8 +239,25 @@ func (a *Agent) resumePlans() {
 		if plan.Settled(p) {
 			continue
 		}
-		a.runPlan(p, plan.Event{Kind: plan.Resumed})
-		a.log.Info("plan: resumed", "plan", p.ID, "state", p.State)
+		a.bg.Add(1)
+		go func() {
+			defer a.bg.Done()
+			// A previous driver's lease may not have ended yet: wait for it,
+			// then read the state it left.
+			lk, err := a.cat.Lock(a.bgCtx, planLock(p.ID))
+			if err != nil {
+				a.log.Error("plan: taking the driver's lock", "plan", p.ID, "err", err)
+				return
+			}
+			id := p.ID
+			if p, err = a.cat.Plan(id); err != nil {
+				lk.Unlock(context.Background())
+				a.log.Error("plan: reading the catalog", "plan", id, "err", err)
+				return
+			}
+			a.runPlan(lk, p, plan.Event{Kind: plan.Resumed})
+			a.log.Info("plan: resumed", "plan", p.ID, "state", p.State)
+		}()
 	}
 }
 

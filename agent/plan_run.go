@@ -3,12 +3,14 @@ package agent
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/catalog"
 	"github.com/sluicedb/sluice/control"
 	"github.com/sluicedb/sluice/migration"
 	"github.com/sluicedb/sluice/plan"
@@ -41,7 +43,11 @@ const (
 )
 
 type planRun struct {
-	a    *Agent
+	a *Agent
+	// lock is the driver's lock on the plan (planLock): every write of
+	// the plan's state is guarded by it, and the driver stops as soon as it
+	// is lost (its etcd lease ended), leaving the plan to the next holder.
+	lock *catalog.Lock
 	prof control.Profile
 	ctrl control.Controller // nil: no control loop (sub-store, whole-store)
 	cmds chan planCmd
@@ -65,8 +71,8 @@ type planCmd struct {
 	done chan error
 }
 
-func newPlanRun(a *Agent, p plan.Plan) *planRun {
-	r := &planRun{a: a, prof: control.DefaultProfile(), cmds: make(chan planCmd)}
+func newPlanRun(a *Agent, lk *catalog.Lock, p plan.Plan) *planRun {
+	r := &planRun{a: a, lock: lk, prof: control.DefaultProfile(), cmds: make(chan planCmd)}
 	r.mu.p = p
 	r.mu.set, r.mu.live = map[int]float64{}, map[int]client.PlanMoveLive{}
 	switch p.Method {
@@ -119,13 +125,20 @@ func (r *planRun) drive(ctx context.Context, first plan.Event) {
 		r.mu.Lock()
 		r.mu.ended = true
 		r.mu.Unlock()
+		r.lock.Unlock(context.Background())
 	}()
-	r.step(ctx, first)
+	if err := r.step(ctx, first); errors.Is(err, catalog.ErrNotOwner) {
+		r.a.log.Error("plan: lost the driver's lock; stopped driving", "plan", r.snapshot().ID)
+		return
+	}
 	tick := time.NewTicker(r.prof.Step())
 	defer tick.Stop()
 	for !plan.Settled(r.snapshot()) {
 		select {
 		case <-ctx.Done():
+			return
+		case <-r.lock.Lost():
+			r.a.log.Error("plan: lost the driver's lock; stopped driving", "plan", r.snapshot().ID)
 			return
 		case c := <-r.cmds:
 			c.done <- r.step(ctx, plan.Event{Kind: c.kind})
@@ -150,7 +163,7 @@ func (r *planRun) step(ctx context.Context, ev plan.Event) error {
 	r.mu.p = next
 	r.mu.Unlock()
 	if changed(before, next) {
-		if err := r.a.cat.PutPlan(next); err != nil {
+		if err := r.lock.Update(func(tx *catalog.Tx) error { return tx.PutPlan(next) }); err != nil {
 			r.a.log.Error("plan: persisting", "plan", next.ID, "err", err)
 			return err
 		}

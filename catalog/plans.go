@@ -25,12 +25,17 @@ func (c *Catalog) Plan(id string) (plan.Plan, error) {
 }
 
 // PutPlan writes p under its ID.
-func (c *Catalog) PutPlan(p plan.Plan) error {
+func (t *Tx) PutPlan(p plan.Plan) error {
 	v, err := json.Marshal(p)
 	if err != nil {
 		return fmt.Errorf("catalog: put plan %q: %w", p.ID, err)
 	}
-	return c.Update(func(tx *Tx) error { return tx.tx.Bucket(bucketPlans).Put([]byte(p.ID), v) })
+	return t.tx.Bucket(bucketPlans).Put([]byte(p.ID), v)
+}
+
+// PutPlan is Update + Tx.PutPlan.
+func (c *Catalog) PutPlan(p plan.Plan) error {
+	return c.Update(func(tx *Tx) error { return tx.PutPlan(p) })
 }
 
 // Plans returns every plan, in ID order (IDs start with their creation
