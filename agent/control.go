@@ -37,6 +37,9 @@ type controlPlan struct {
 	profile  control.Profile
 	setpoint time.Duration
 	stat     control.Statistic
+	// model is the agent's interference model (Config.InterferenceModel);
+	// nil = control.DefaultModel.
+	model *control.Model
 }
 
 // resolveControl checks spec and resolves its profile and top speed. Bad
@@ -101,6 +104,9 @@ func (cp controlPlan) controller(reserve time.Duration) (control.Controller, err
 		}
 		p := control.DefaultInterferenceParams()
 		p.MaxRate = spec.MaxRate
+		if cp.model != nil {
+			p.Model = *cp.model
+		}
 		c, err := control.NewInterference(p)
 		if err != nil {
 			return nil, bad("%v", err)
@@ -125,6 +131,7 @@ func (a *Agent) checkControl(spec *client.Control) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
+	cp.model = a.cfg.model
 	if _, err := cp.controller(0); err != nil {
 		return nil, err
 	}
@@ -146,6 +153,7 @@ func (a *Agent) startControl(ctx context.Context, cm catalog.Migration, r *run) 
 	var cp controlPlan
 	if err == nil {
 		cp, err = resolveControl(spec)
+		cp.model = a.cfg.model
 	}
 	var reserve time.Duration
 	if err == nil && spec.Controller == "pid" && cp.profile.LearnReserve && cp.profile.MeanHorizon > 0 && a.cfg.Proxy != "" {

@@ -37,6 +37,13 @@ func TestExitCodes(t *testing.T) {
 		}
 		return p
 	}
+	model := func(name, body string) string {
+		p := filepath.Join(dir, name+"-model.json")
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return `"interference_model":"` + p + `"`
+	}
 
 	for _, tc := range []struct {
 		name string
@@ -56,6 +63,9 @@ func TestExitCodes(t *testing.T) {
 		{"agent config: listen", []string{"agent", "--config", config("listen", `"listen":"7001"`)}, 2, `listen "7001": want host:port`},
 		{"agent config: os_user", []string{"agent", "--config", config("user", `"os_user":"nosuchuser"`)}, 2, `os_user "nosuchuser"`},
 		{"agent config: shared_buffers", []string{"agent", "--config", config("sb", `"tenant":{"shared_buffers":"lots"}`)}, 2, "tenant.shared_buffers: invalid value"},
+		{"agent config: model missing", []string{"agent", "--config", config("nomodel", `"interference_model":"`+filepath.Join(dir, "none.json")+`"`)}, 2, "interference_model: interference model: open "},
+		{"agent config: model malformed", []string{"agent", "--config", config("badmodel", model("bad", `{"kind": "sluice-interference-model", "coef": [1,`))}, 2, "bad-model.json: not a model file"},
+		{"agent config: model for other features", []string{"agent", "--config", config("othermodel", model("other", `{"kind":"sluice-interference-model","features":["iops","util"],"intercept":0,"coef":[1,2],"mean":[0,0],"scale":[1,1]}`))}, 2, "model is for features [iops, util]"},
 		{"agent unreachable", []string{"migration", "list", "--agent", closedAddr(t)}, 1, "connection refused"},
 		{"target agent down", []string{"migrate", "--agent", url, "--tenant", "1", "--to", "down"}, 1, "target agent down is unreachable"},
 		{"agent listen address in use", []string{"agent", "--config", config("busy", `"listen":"`+busy.Addr().String()+`"`)}, 1, "address already in use"},
@@ -66,7 +76,7 @@ func TestExitCodes(t *testing.T) {
 		}
 	}
 	// The refused agent configs created nothing; the refusals changed no tenant.
-	for _, name := range []string{"listen", "user", "sb", "busy"} {
+	for _, name := range []string{"listen", "user", "sb", "busy", "nomodel", "badmodel", "othermodel"} {
 		if _, err := os.Stat(filepath.Join(dir, "root-"+name)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("agent config %s: root exists after the refusal (%v)", name, err)
 		}
