@@ -116,6 +116,22 @@ func (cp controlPlan) controller(reserve time.Duration) (control.Controller, err
 	return nil, bad("unknown controller %q (pid, fixed, integral, interference)", spec.Controller)
 }
 
+// readAhead is the read-ahead buffer cap of migration cm's snapshot, bytes:
+// its profile's (control.Profile.BufferMB) under the interference
+// controller, which buffers on purpose; 0 (the transfer's default) for
+// the others and without a control spec.
+func readAhead(cm catalog.Migration) int64 {
+	var spec client.Control
+	if len(cm.Control) == 0 || json.Unmarshal(cm.Control, &spec) != nil || spec.Controller != "interference" {
+		return 0
+	}
+	cp, err := resolveControl(spec)
+	if err != nil {
+		return 0
+	}
+	return cp.profile.ReadAhead()
+}
+
 // byLatency reports whether the plan's controller steers by latency.
 func (cp controlPlan) byLatency() bool {
 	return cp.spec.Controller == "pid" || cp.spec.Controller == "integral"

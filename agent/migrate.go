@@ -293,6 +293,7 @@ func (a *Agent) remoteTarget(pc *client.Client, tn catalog.Tenant) *RemoteTarget
 func (a *Agent) launch(cm catalog.Migration, rec migration.Record, src *pg.LocalSource, tgt migration.Target) {
 	r := &run{id: rec.ID, tenant: cm.TenantID, lim: throttle.NewLimiter(limiterRate(cm.Rate), 0), pre: throttle.NewLimiter(limiterRate(cm.Rate), 0), abort: make(chan string, 1), started: time.Now()}
 	src.Prefetch = r.pre
+	src.ReadAhead = readAhead(cm)
 	src.Checkpoint = cm.Checkpoint
 	src.OnBackupStart = r.backupStart
 	src.WALRate = r.lim.Rate // CATCH-UP's WAL stream is paced like the snapshot

@@ -79,7 +79,18 @@ type Profile struct {
 
 	// MaxRate is the top speed when the operator names none, bytes/s, > 0.
 	MaxRate float64 `json:"max_rate" yaml:"max_rate"`
+
+	// BufferMB is the memory cap of the read-ahead buffer of a migration
+	// under the interference controller, MiB, in [1, 4096]: what the reader
+	// may read ahead of the sender while the disk is calm and the sender
+	// then sends from while the disk is busy. A full buffer pauses the
+	// reader (transfer.SendOptions.ReadAhead); the other controllers keep
+	// transfer.DefaultReadAhead.
+	BufferMB float64 `json:"buffer_mb" yaml:"buffer_mb"`
 }
+
+// ReadAhead is the profile's read-ahead buffer cap, bytes (BufferMB).
+func (p Profile) ReadAhead() int64 { return int64(p.BufferMB * (1 << 20)) }
 
 // CatchUpParams configure the floor a Governor raises under the controller's
 // rate in catch-up, so that the standby's replay lag drains even when the
@@ -121,8 +132,9 @@ var (
 		StartGrowth: 1.12, StartExit: 0.5, StartBackoff: 3, RearmGrowth: 1.5,
 		MeanHorizon: 20, MeanBand: 0.5, IdleFloor: 0.5, LearnReserve: true,
 		StepMs: 1000, SettleMs: 3000,
-		CatchUp: defaultCatchUp,
-		MaxRate: 120e6,
+		CatchUp:  defaultCatchUp,
+		MaxRate:  120e6,
+		BufferMB: 256,
 	}
 	// slackerProfile is the paper's controller (Barker et al., EDBT 2012,
 	// §5.3): gains found by Ziegler–Nichols on their MySQL testbed, a tenth
@@ -133,8 +145,9 @@ var (
 		Initial:     0.1,
 		StartGrowth: 1, StartExit: 0.5, RearmGrowth: 1, MeanBand: 0.5,
 		StepMs: 1000, SettleMs: 3000,
-		CatchUp: defaultCatchUp,
-		MaxRate: 120e6,
+		CatchUp:  defaultCatchUp,
+		MaxRate:  120e6,
+		BufferMB: 256,
 	}
 	defaultCatchUp = CatchUpParams{Patience: 5, DrainMs: 20000, Share: 0.1, Boost: 1.5, Entry: 10, MinFloor: 1 << 20}
 )
@@ -266,6 +279,8 @@ func (p Profile) Validate() error {
 		return bad("catch_up.entry", c.Entry, "0 to 600 steps")
 	case !finite(c.MinFloor) || c.MinFloor < 0:
 		return bad("catch_up.min_floor", c.MinFloor, ">= 0 bytes/s")
+	case !finite(p.BufferMB) || p.BufferMB < 1 || p.BufferMB > 4096:
+		return bad("buffer_mb", p.BufferMB, "1 to 4096 MiB")
 	case p.StartGrowth == 0:
 		return bad("start_growth", p.StartGrowth, "1 (none) to 4")
 	}
