@@ -102,11 +102,11 @@ func (cp controlPlan) controller(reserve time.Duration) (control.Controller, err
 		if spec.Device == "" {
 			return nil, bad("interference needs device (a /proc/diskstats name, e.g. vda)")
 		}
-		p := control.DefaultInterferenceParams()
-		p.MaxRate = spec.MaxRate
+		m := control.DefaultModel()
 		if cp.model != nil {
-			p.Model = *cp.model
+			m = *cp.model
 		}
+		p := cp.profile.InterferenceParams(m, spec.MaxRate)
 		c, err := control.NewInterference(p)
 		if err != nil {
 			return nil, bad("%v", err)

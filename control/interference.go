@@ -48,23 +48,12 @@ type InterferenceParams struct {
 	Initial float64
 }
 
-// DefaultInterferenceParams returns the thesis's model, threshold and
-// hysteresis with sluice's gains and prefetch factor. MaxRate is left zero:
-// the caller must set it.
+// DefaultInterferenceParams returns the default profile's interference
+// tuning (Profile.Interference: the thesis's threshold and hysteresis with
+// sluice's gain and prefetch factor) over the thesis's model. MaxRate is
+// left zero: the caller must set it.
 func DefaultInterferenceParams() InterferenceParams {
-	return InterferenceParams{
-		Model:          DefaultModel(),
-		Threshold:      0.5,
-		High:           0.5,
-		Low:            0.15,
-		LockAfter:      2,
-		UnlockAfter:    3,
-		Kp:             0,
-		Ki:             0.03,
-		Kd:             0,
-		PrefetchFactor: 2,
-		Initial:        0.1,
-	}
+	return DefaultProfile().InterferenceParams(DefaultModel(), 0)
 }
 
 // Validate reports the first out-of-range parameter.
