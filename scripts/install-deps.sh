@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Installs what sluice's tests, demo and benchmarks need on a fresh Debian 12
 # machine, and nothing that is already there. Idempotent.
-#   scripts/install-deps.sh          PostgreSQL 15 (+contrib), gcc (cgo), Go modules, and the
+#   scripts/install-deps.sh          PostgreSQL 15 (+contrib), gcc (cgo), Go modules, the
 #                                    clients the proxy's tests drive (psql,
-#                                    Debian's python3-psycopg2, node-postgres)
+#                                    Debian's python3-psycopg2, node-postgres), and fio
 #   scripts/install-deps.sh bench    also PgBouncer and the benchmark tools
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +19,9 @@ command -v gcc >/dev/null || want+=(gcc libc6-dev)
 /usr/bin/python3 -c 'import psycopg2' 2>/dev/null || want+=(python3-psycopg2)
 command -v node >/dev/null || want+=(nodejs)
 command -v npm >/dev/null || want+=(npm)
+# The co-located disk workloads (lab/fio; its test, `sluice lab tune
+# classifier` and `sluice lab bench buffering`).
+command -v fio >/dev/null || want+=(fio)
 if [ "${1:-}" = bench ]; then
 	command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || want+=(pgbouncer)
 fi
