@@ -62,11 +62,18 @@ func ParseModelFile(b []byte) (ModelFile, Model, error) {
 	if err := dec.Decode(&f); err != nil {
 		return f, Model{}, fmt.Errorf("not a model file: %v", err)
 	}
+	m, err := f.Model()
+	return f, m, err
+}
+
+// Model checks f (its kind, feature names, vector lengths and numbers) and
+// returns its model.
+func (f ModelFile) Model() (Model, error) {
 	if f.Kind != ModelFileKind {
-		return f, Model{}, fmt.Errorf("kind %q: want %q", f.Kind, ModelFileKind)
+		return Model{}, fmt.Errorf("kind %q: want %q", f.Kind, ModelFileKind)
 	}
 	if !slices.Equal(f.Features, FeatureNames[:]) {
-		return f, Model{}, fmt.Errorf("model is for features [%s]; this sluice's are [%s]",
+		return Model{}, fmt.Errorf("model is for features [%s]; this sluice's are [%s]",
 			strings.Join(f.Features, ", "), strings.Join(FeatureNames[:], ", "))
 	}
 	var m Model
@@ -77,14 +84,14 @@ func ParseModelFile(b []byte) (ModelFile, Model, error) {
 		dst  *[NumFeatures]float64
 	}{{"coef", f.Coef, &m.Coef}, {"mean", f.Mean, &m.Mean}, {"scale", f.Scale, &m.Scale}} {
 		if len(v.src) != NumFeatures {
-			return f, Model{}, fmt.Errorf("%s has %d numbers, want %d (one per feature)", v.name, len(v.src), NumFeatures)
+			return Model{}, fmt.Errorf("%s has %d numbers, want %d (one per feature)", v.name, len(v.src), NumFeatures)
 		}
 		copy(v.dst[:], v.src)
 	}
 	if err := m.Validate(); err != nil {
-		return f, Model{}, err
+		return Model{}, err
 	}
-	return f, m, nil
+	return m, nil
 }
 
 // LoadModelFile reads and parses the model file at path; the error names

@@ -58,7 +58,9 @@ type agentConfig struct {
 	// default (30 s after each commit) would put a cost-limited ANALYZE of
 	// the 1 GB tenant into the next trial's warm-up or first seconds.
 	AnalyzeAfter string `json:"analyze_after"`
-	Tenant       struct {
+	// InterferenceModel: Options.InterferenceModel.
+	InterferenceModel string `json:"interference_model,omitempty"`
+	Tenant            struct {
 		BasePort      int               `json:"base_port"`
 		SharedBuffers string            `json:"shared_buffers"`
 		Settings      map[string]string `json:"settings"`
@@ -127,6 +129,7 @@ func (b *Bed) writeAgentConfig(name string, port int, peers map[string]string) (
 	cfg.TokenFile, cfg.PeerTokenFile, cfg.ProxyTokenFile = b.tokenFile, b.tokenFile, b.proxyTokenFile()
 	cfg.RetireGrace = "0s"
 	cfg.AnalyzeAfter = "0s"
+	cfg.InterferenceModel = b.Opt.InterferenceModel
 	cfg.Peers = map[string]string{}
 	for n, u := range peers {
 		if n != name {

@@ -90,6 +90,9 @@ type Options struct {
 	// keyspaces they hold, which its keyspace router then routes. Its
 	// two-phase commit log is in Root.
 	FollowCatalogs bool
+	// InterferenceModel is the agents' interference model file (agent
+	// config interference_model); "" = the thesis's coefficients.
+	InterferenceModel string
 	// Progress, if set, receives one line per step of setting up.
 	Progress func(format string, args ...any)
 }
