@@ -2,6 +2,7 @@ package control
 
 import (
 	"math/rand"
+	"os"
 	"strings"
 	"testing"
 )
@@ -91,5 +92,33 @@ func TestModelFileRejects(t *testing.T) {
 	}
 	if _, m, err := ParseModelFile([]byte(`{` + good + vec + `}`)); err != nil || m.Coef[4] != 5 || m.Intercept != -1 {
 		t.Fatalf("good file: %v %+v", err, m)
+	}
+}
+
+// throttledFixture is testdata/model-throttled.json: the model Train fits to
+// otherHost's labels (seed 7, 600 hosts; split seed 3), which the
+// interference transcript's trained-model case loads.
+const throttledFixture = "testdata/model-throttled.json"
+
+func TestModelFixtureIsTrainOutput(t *testing.T) {
+	m, ev, err := Train(otherHost(rand.New(rand.NewSource(7)), 600), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := NewModelFile(m, &ev).Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("SLUICE_REWRITE_FIXTURES") != "" {
+		if err := os.WriteFile(throttledFixture, want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile(throttledFixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != string(want) {
+		t.Fatalf("%s is not Train's output (SLUICE_REWRITE_FIXTURES=1 rewrites it):\n%s", throttledFixture, want)
 	}
 }

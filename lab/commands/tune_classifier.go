@@ -62,10 +62,13 @@ loads: agent config interference_model) to --out, and the model to --write too.`
 			o.Warmup = time.Second
 			return runOnBed(cmd, &f, bo, func(ctx context.Context, bed *testbed.Bed) (any, error) {
 				res, err := experiment.Classifier(ctx, bed, o)
-				if err != nil {
-					return res, err
+				if res != nil {
+					// The samples are written even when the fit fails.
+					if werr := experiment.WriteClassifier(f.out, res); err == nil && werr != nil {
+						err = werr
+					}
 				}
-				if err := experiment.WriteClassifier(f.out, res); err != nil {
+				if err != nil {
 					return res, err
 				}
 				if write != "" {
