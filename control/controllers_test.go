@@ -391,7 +391,7 @@ func TestInterferenceRejectsImpossibleHostIO(t *testing.T) {
 			t.Fatalf("host %+v: %+v, want a hold at %+v", h, d, first)
 		}
 	}
-	if d := c.Next(Observation{Host: &calm}); d.Hold || math.IsNaN(d.Rate) || d.Rate <= first.Rate {
+	if d := c.Next(Observation{Host: &calm}); d.Hold || math.IsNaN(d.Rate) || d.Prefetch <= first.Prefetch {
 		t.Fatalf("after bad figures: %+v", d)
 	}
 }

@@ -192,7 +192,7 @@ var (
 	// with sluice's gain, prefetch factor and buffer (docs/control.md).
 	defaultInterference = InterferenceProfile{
 		Threshold: 0.5, High: 0.5, Low: 0.15, LockAfter: 2, UnlockAfter: 3,
-		Ki: 0.03, PrefetchFactor: 2, Initial: 0.1, BufferMB: 256,
+		Ki: 0.1, PrefetchFactor: 2, Initial: 0.5, BufferMB: 256,
 	}
 	defaultCatchUp = CatchUpParams{Patience: 5, DrainMs: 20000, Share: 0.1, Boost: 1.5, Entry: 10, MinFloor: 1 << 20}
 )

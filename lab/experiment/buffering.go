@@ -262,7 +262,7 @@ func (b *bufferingRun) trial(ctx context.Context, m string, p *fio.Profile, at t
 		// fio's second i is [start+i, start+i+1); count the seconds that
 		// began before the migration ended.
 		row.fioStart = res.MigStart + fres.Start.Sub(migAt).Seconds()
-		k := int(math.Ceil(migAt.Add(time.Duration(row.MigrationSeconds*float64(time.Second))).Sub(fres.Start).Seconds()))
+		k := int(math.Ceil(migAt.Add(time.Duration(row.MigrationSeconds * float64(time.Second))).Sub(fres.Start).Seconds()))
 		k = max(1, min(k, len(fres.PerSecond)))
 		row.OverlapSeconds = k
 		row.ColocatedThroughput = round(fres.Mean(0, k)/1e6, 3)

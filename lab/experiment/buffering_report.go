@@ -138,4 +138,3 @@ func bufferingTimeline(r BufferingRow) chart.Chart {
 		},
 	}
 }
-

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -309,7 +310,7 @@ func (res *ClassifierResult) add(run classifierRun, margin float64) {
 	lo, hi := 1, len(run.values)-1
 	nominal, ok := res.Nominal[run.workload]
 	if !ok {
-		nominal = meanFinite(run.values[lo:max(lo, hi)])
+		nominal = medianFinite(run.values[lo:max(lo, hi)])
 		res.Nominal[run.workload] = nominal
 	}
 	st := ClassifierRunStats{Workload: run.workload, Rate: run.rate}
@@ -333,6 +334,22 @@ func (res *ClassifierResult) add(run classifierRun, margin float64) {
 	}
 	st.MeanValue = meanFinite(vals)
 	res.Runs = append(res.Runs, st)
+}
+
+// medianFinite is the median of xs' numbers (NaN: none): a run's nominal,
+// which a slow first second does not move.
+func medianFinite(xs []float64) float64 {
+	var ok []float64
+	for _, x := range xs {
+		if !math.IsNaN(x) {
+			ok = append(ok, x)
+		}
+	}
+	if len(ok) == 0 {
+		return math.NaN()
+	}
+	sort.Float64s(ok)
+	return workload.Quantile(ok, 0.5)
 }
 
 func meanFinite(xs []float64) float64 {

@@ -15,10 +15,12 @@ import (
 	"time"
 )
 
-// Profile is a co-located disk workload run by fio (Debian's package
-// fio): the migration-buffering thesis's three I/O workloads, each with a
-// demand below the lab's disk cap, as a neighbour's workload has, so that a
-// migration that reads only the disk's spare capacity leaves it whole.
+// Profile is a co-located disk workload run by fio (Debian's package fio):
+// one of the migration-buffering thesis's three I/O workloads. Each is a
+// closed loop, one I/O at a time with a think time between them, as a
+// neighbour's application is: when its I/Os take longer it does less, and
+// it never catches up afterwards (fio's rate limits do, which would hide
+// the interference in a run's mean).
 type Profile struct {
 	Name string
 	Desc string
@@ -26,17 +28,17 @@ type Profile struct {
 	Job []string
 }
 
-// Profiles are the thesis's workloads (§3.1, Fig. 9): fio's random
-// read, a file server (filebench's fileserver: whole-file reads and writes
-// of mixed sizes) and a video server (a few sequential streams at a fixed
-// bit rate). Rates are bytes/s of the workload's demand.
+// Profiles are the thesis's workloads (§3.1, Fig. 9): fio's random read,
+// a file server (filebench's fileserver: reads and writes of mixed sizes)
+// and a video server (a sequential stream at about a fixed bit rate). The
+// throughputs are alone under the lab's 32 MB/s disk cap.
 var Profiles = []Profile{
-	{Name: "randread", Desc: "random 4 KiB reads, 2500 IOPS (10 MB/s), queue depth 4",
-		Job: []string{"--rw=randread", "--bs=4k", "--iodepth=4", "--rate_iops=2500"}},
-	{Name: "fileserver", Desc: "random reads and writes 70/30 of 4-64 KiB, 10 MB/s read + 3 MB/s write, queue depth 4",
-		Job: []string{"--rw=randrw", "--rwmixread=70", "--bsrange=4k-64k", "--iodepth=4", "--rate=10m,3m"}},
-	{Name: "videoserver", Desc: "2 sequential 1 MiB read streams of 6 MB/s each",
-		Job: []string{"--rw=read", "--bs=1m", "--iodepth=1", "--numjobs=2", "--rate=6m"}},
+	{Name: "randread", Desc: "random 4 KiB reads, one at a time, 0.3 ms think time (about 5 MB/s)",
+		Job: []string{"--rw=randread", "--bs=4k", "--iodepth=1", "--thinktime=300"}},
+	{Name: "fileserver", Desc: "random reads and writes 70/30 of 4-64 KiB, one at a time, 2 ms think time (about 10 MB/s)",
+		Job: []string{"--rw=randrw", "--rwmixread=70", "--bsrange=4k-64k", "--iodepth=1", "--thinktime=2000"}},
+	{Name: "videoserver", Desc: "a sequential stream of 1 MiB reads, 80 ms think time (about 11 MB/s)",
+		Job: []string{"--rw=read", "--bs=1m", "--iodepth=1", "--thinktime=80000"}},
 }
 
 // ProfileNamed returns the profile called name.
