@@ -106,8 +106,8 @@ buffering trial to --out.`,
 	}
 	registerBuffering(cmd.Flags(), &f, "buffering")
 	cmd.Flags().StringVar(&model, "model", DefaultModelPath, "the interference model file the agents load (from sluice lab tune classifier)")
-	cmd.Flags().StringVar(&fioFor, "fio-for", "20s", "how long each fio run lasts (the thesis: 240 s)")
-	cmd.Flags().StringVar(&late, "late-start", "10s", "fio's later start after the migration's (the thesis's 100 s, scaled: after the buffer filled)")
+	cmd.Flags().StringVar(&fioFor, "fio-for", "15s", "how long each fio run lasts (the thesis: 240 s)")
+	cmd.Flags().StringVar(&late, "late-start", "12s", "fio's later start after the migration's (the thesis's 100 s, scaled: after the buffer filled)")
 	cmd.Flags().StringVar(&fixed, "fixed-rate", "", "the fixed-rate method's rate (default: --max-rate)")
 	benchCmd.AddCommand(cmd)
 }

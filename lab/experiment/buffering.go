@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"os"
 	"strings"
 	"time"
 
@@ -28,10 +29,10 @@ type BufferingOptions struct {
 	// SetpointMs is the PID's setpoint; default 3 × the workload's
 	// baseline median 3 s window.
 	SetpointMs float64
-	// FioFor is how long each fio run lasts; default 20 s.
+	// FioFor is how long each fio run lasts; default 15 s.
 	FioFor time.Duration
 	// LateStart is the later of fio's two starts after the migration's
-	// (the thesis's 100 s, scaled to this bed); default 10 s.
+	// (the thesis's 100 s, scaled to this bed); default 12 s.
 	LateStart time.Duration
 	// Profiles are the fio workloads; default fio.Profiles.
 	Profiles []fio.Profile
@@ -111,10 +112,10 @@ func Buffering(ctx context.Context, bed *testbed.Bed, o BufferingOptions) (*Buff
 		o.FixedRate = o.MaxRate
 	}
 	if o.FioFor == 0 {
-		o.FioFor = 20 * time.Second
+		o.FioFor = 15 * time.Second
 	}
 	if o.LateStart == 0 {
-		o.LateStart = 10 * time.Second
+		o.LateStart = 12 * time.Second
 	}
 	if o.Profiles == nil {
 		o.Profiles = fio.Profiles
@@ -128,8 +129,11 @@ func Buffering(ctx context.Context, bed *testbed.Bed, o BufferingOptions) (*Buff
 		res.ClassifierAccuracy, res.ClassifierF1 = ev.Accuracy, ev.F1
 		res.DefaultModelAccuracy, res.DefaultModelF1 = ev.DefaultAccuracy, ev.DefaultF1
 	}
-	fioDir := bed.Opt.Root
-	var err error
+	fioDir, err := os.MkdirTemp(bed.Opt.Root, "fio-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(fioDir)
 	if o.Device == "" {
 		if o.Device, err = DiskName(fioDir); err != nil {
 			return nil, err
