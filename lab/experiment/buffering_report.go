@@ -109,7 +109,7 @@ func bufferingChart(res *BufferingResult) chart.Chart {
 		XLabel:        "scenario (fio profile @ start after the migration's)",
 		LegendOutside: true,
 		Panels: []chart.Panel{
-			{YLabel: "fio throughput ÷ alone", YMin: 0, YMax: 1.1, Series: ts},
+			{YLabel: "fio throughput ÷ alone", Series: ts},
 			{YLabel: "migration time ÷ alone", Series: ms},
 		},
 	}
