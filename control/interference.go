@@ -41,7 +41,8 @@ type InterferenceParams struct {
 	// reader runs ahead of the sender at up to twice its maximum and fills
 	// the buffer. (The thesis's "prefetching factor 50" is in pages of its
 	// prefetcher; the unit does not carry over.) The buffer's memory cap is
-	// the transfer layer's business.
+	// the profile's (Profile.Interference.BufferMB), enforced by the
+	// transfer's reader, which blocks while the buffer is full.
 	PrefetchFactor float64
 	// Initial is the output before the first step, a fraction of the
 	// maximum read rate in [0, 1]. Default 0.1.
