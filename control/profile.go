@@ -99,6 +99,9 @@ type InterferenceProfile struct {
 	// lock and below Low that unlock, each in [1, 100].
 	LockAfter   int `json:"lock_after" yaml:"lock_after"`
 	UnlockAfter int `json:"unlock_after" yaml:"unlock_after"`
+	// MaxLocked bounds a lock, steps in [0, 3600]; 0 = unbounded
+	// (InterferenceParams.MaxLocked).
+	MaxLocked int `json:"max_locked" yaml:"max_locked"`
 	// Ki is the integral gain per step, fraction of the maximum read rate
 	// per unit of probability error, in (0, 1].
 	Ki float64 `json:"ki" yaml:"ki"`
@@ -126,7 +129,7 @@ func (p Profile) InterferenceParams(m Model, maxRate float64) InterferenceParams
 	ip := p.Interference
 	return InterferenceParams{
 		Model: m, Threshold: ip.Threshold, High: ip.High, Low: ip.Low,
-		LockAfter: ip.LockAfter, UnlockAfter: ip.UnlockAfter,
+		LockAfter: ip.LockAfter, UnlockAfter: ip.UnlockAfter, MaxLocked: ip.MaxLocked,
 		Ki: ip.Ki, MaxRate: maxRate, PrefetchFactor: ip.PrefetchFactor, Initial: ip.Initial,
 	}
 }
@@ -191,7 +194,7 @@ var (
 	// defaultInterference is the thesis's threshold and hysteresis (§4.2)
 	// with sluice's gain, prefetch factor and buffer (docs/control.md).
 	defaultInterference = InterferenceProfile{
-		Threshold: 0.5, High: 0.5, Low: 0.15, LockAfter: 2, UnlockAfter: 3,
+		Threshold: 0.5, High: 0.5, Low: 0.15, LockAfter: 2, UnlockAfter: 3, MaxLocked: 30,
 		Ki: 0.1, PrefetchFactor: 2, Initial: 0.5, BufferMB: 256,
 	}
 	defaultCatchUp = CatchUpParams{Patience: 5, DrainMs: 20000, Share: 0.1, Boost: 1.5, Entry: 10, MinFloor: 1 << 20}
@@ -328,6 +331,8 @@ func (p Profile) Validate() error {
 		return bad("interference.buffer_mb", p.Interference.BufferMB, "1 to 4096 MiB")
 	case p.Interference.LockAfter > 100 || p.Interference.UnlockAfter > 100:
 		return bad("interference.lock_after/unlock_after", fmt.Sprintf("%d/%d", p.Interference.LockAfter, p.Interference.UnlockAfter), "1 to 100 steps")
+	case p.Interference.MaxLocked < 0 || p.Interference.MaxLocked > 3600:
+		return bad("interference.max_locked", p.Interference.MaxLocked, "0 (unbounded) to 3600 steps")
 	case !finite(p.Interference.Ki) || p.Interference.Ki > 1:
 		return bad("interference.ki", p.Interference.Ki, "(0, 1]")
 	case !finite(p.Interference.PrefetchFactor) || p.Interference.PrefetchFactor > 16:

@@ -177,6 +177,9 @@ func Buffering(ctx context.Context, bed *testbed.Bed, o BufferingOptions) (*Buff
 					return res, err
 				}
 				row.MigrationSecondsNormalized = round(row.MigrationSeconds/res.AloneSeconds[m], 3)
+				// Provisional, against the first alone run (a run cut short
+				// keeps it); replaced by the mean of both at the end.
+				row.ColocatedThroughputNormalized = round(row.ColocatedThroughput/res.FioAloneBefore[p.Name], 3)
 				say("%s, fio %s at %.0f s: migration %.1f s (×%.2f), fio %.2f MB/s (÷ first alone run %.3f, over %d s)", m, p.Name, at.Seconds(),
 					row.MigrationSeconds, row.MigrationSecondsNormalized, row.ColocatedThroughput, row.ColocatedThroughput/res.FioAloneBefore[p.Name], row.OverlapSeconds)
 				res.Methods = append(res.Methods, row)
