@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/catalog"
+	"github.com/sluicedb/sluice/control"
 	"github.com/sluicedb/sluice/migration"
 	"github.com/sluicedb/sluice/monitor"
 	"github.com/sluicedb/sluice/pgcluster"
@@ -157,6 +158,15 @@ type Config struct {
 	// AnalyzeCostDelay), after the handover's backlog has drained. Default
 	// DefaultAnalyzeAfter.
 	AnalyzeAfter *Duration `json:"analyze_after"`
+	// InterferenceModel is the interference controller's model of this
+	// host's disk: a model file (control.ModelFile) written by `sluice lab
+	// tune classifier` on this host. Empty: the thesis's coefficients
+	// (control.DefaultModel), which were fitted on another host and may
+	// never fire here. A missing, malformed file, or one for other
+	// features, is a config error.
+	InterferenceModel string `json:"interference_model"`
+	// model is InterferenceModel loaded; nil = the default.
+	model *control.Model
 
 	// RouterFor, if set, supplies the handover Router of a migration of
 	// tenant id instead of Proxy (tests, benchmarks). Not in JSON.
@@ -371,6 +381,13 @@ func (c Config) withDefaults() (Config, error) {
 			return c, fmt.Errorf("agent config: proxy: %w", err)
 		}
 		c.Proxy = u
+	}
+	if c.InterferenceModel != "" {
+		_, m, err := control.LoadModelFile(c.InterferenceModel)
+		if err != nil {
+			return c, fmt.Errorf("agent config: interference_model: %v", err)
+		}
+		c.model = &m
 	}
 	if len(c.Proxies) > 0 && c.Proxy == "" {
 		return c, errors.New("agent config: proxies needs proxy (the first proxy, the control loop's latency source)")

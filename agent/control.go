@@ -38,6 +38,9 @@ type controlPlan struct {
 	profile  control.Profile
 	setpoint time.Duration
 	stat     control.Statistic
+	// model is the agent's interference model (Config.InterferenceModel);
+	// nil = control.DefaultModel.
+	model *control.Model
 }
 
 // resolveControl checks spec and resolves its profile and top speed. Bad
@@ -100,8 +103,11 @@ func (cp controlPlan) controller(reserve time.Duration) (control.Controller, err
 		if spec.Device == "" {
 			return nil, bad("interference needs device (a /proc/diskstats name, e.g. vda)")
 		}
-		p := control.DefaultInterferenceParams()
-		p.MaxRate = spec.MaxRate
+		m := control.DefaultModel()
+		if cp.model != nil {
+			m = *cp.model
+		}
+		p := cp.profile.InterferenceParams(m, spec.MaxRate)
 		c, err := control.NewInterference(p)
 		if err != nil {
 			return nil, bad("%v", err)
@@ -109,6 +115,22 @@ func (cp controlPlan) controller(reserve time.Duration) (control.Controller, err
 		return c, nil
 	}
 	return nil, bad("unknown controller %q (pid, fixed, integral, interference)", spec.Controller)
+}
+
+// readAhead is the read-ahead buffer cap of migration cm's snapshot, bytes:
+// its profile's (control.Profile.BufferMB) under the interference
+// controller, which buffers on purpose; 0 (the transfer's default) for
+// the others and without a control spec.
+func readAhead(cm catalog.Migration) int64 {
+	var spec client.Control
+	if len(cm.Control) == 0 || json.Unmarshal(cm.Control, &spec) != nil || spec.Controller != "interference" {
+		return 0
+	}
+	cp, err := resolveControl(spec)
+	if err != nil {
+		return 0
+	}
+	return cp.profile.ReadAhead()
 }
 
 // byLatency reports whether the plan's controller steers by latency.
@@ -126,6 +148,7 @@ func (a *Agent) checkControl(spec *client.Control) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
+	cp.model = a.cfg.model
 	if _, err := cp.controller(0); err != nil {
 		return nil, err
 	}
@@ -147,6 +170,7 @@ func (a *Agent) startControl(ctx context.Context, cm catalog.Migration, r *run) 
 	var cp controlPlan
 	if err == nil {
 		cp, err = resolveControl(spec)
+		cp.model = a.cfg.model
 	}
 	var reserve time.Duration
 	if err == nil && spec.Controller == "pid" && cp.profile.LearnReserve && cp.profile.MeanHorizon > 0 && a.cfg.Proxy != "" {

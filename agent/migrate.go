@@ -312,6 +312,7 @@ func (a *Agent) launch(lk *catalog.Lock, cm catalog.Migration, rec migration.Rec
 	r := &run{id: rec.ID, lock: lk, tenant: cm.TenantID, lim: throttle.NewLimiter(limiterRate(cm.Rate), 0), pre: throttle.NewLimiter(limiterRate(cm.Rate), 0), abort: make(chan string, 1), started: time.Now()}
 	r.send, r.prefetch = newPausable(r.lim), newPausable(r.pre)
 	src.Prefetch = r.pre
+	src.ReadAhead = readAhead(cm)
 	src.Checkpoint = cm.Checkpoint
 	src.OnBackupStart = r.backupStart
 	src.WALRate = r.lim.Rate // CATCH-UP's WAL stream is paced like the snapshot

@@ -22,9 +22,11 @@
 //     thesis's logistic model of interference from host I/O, a PID on the
 //     disk read rate toward a probability threshold, and lock/unlock
 //     hysteresis; sends from the read-ahead buffer while locked. The thesis's
-//     coefficients are the default model; fit your own for a new host
-//     (LabelByLatency on recorded observations, then Fit), since a model
-//     fitted elsewhere may never fire.
+//     coefficients are the default model; fit your own for a new host, since
+//     a model fitted elsewhere may never fire: Train (classifier.go: the
+//     thesis's 75/25 split and 5-fold CV) on labelled samples, written as a
+//     model file (modelfile.go) that an agent loads; `sluice lab tune
+//     classifier` collects the samples on the lab's bed.
 //
 // # Profiles and the governor
 //

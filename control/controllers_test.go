@@ -159,12 +159,12 @@ func TestInterferenceLockCountsExact(t *testing.T) {
 	for n := 1; n <= 4; n++ {
 		for m := 1; m <= 4; m++ {
 			p := DefaultInterferenceParams()
-			p.MaxRate, p.LockAfter, p.UnlockAfter = 100e6, n, m
+			p.MaxRate, p.LockAfter, p.UnlockAfter, p.MaxLocked = 100e6, n, m, []int{0, 7}[(n+m)%2]
 			c, err := NewInterference(p)
 			if err != nil {
 				t.Fatal(err)
 			}
-			locked, above, below := false, 0, 0
+			locked, above, below, lockedSteps := false, 0, 0, 0
 			for k := range 3000 {
 				h := states[rng.Intn(len(states))]
 				// Reference: consecutive counts; a missing step counts nothing.
@@ -178,9 +178,14 @@ func TestInterferenceLockCountsExact(t *testing.T) {
 						above, below = 0, 0
 					}
 					if !locked && above == n {
-						locked = true
+						locked, lockedSteps = true, 0
 					} else if locked && below == m {
 						locked = false
+					} else if locked && p.MaxLocked > 0 && lockedSteps == p.MaxLocked {
+						locked, above = false, 0
+					}
+					if locked {
+						lockedSteps++
 					}
 				}
 				d := c.Next(Observation{At: time.Unix(int64(k), 0), Host: h})
@@ -391,7 +396,7 @@ func TestInterferenceRejectsImpossibleHostIO(t *testing.T) {
 			t.Fatalf("host %+v: %+v, want a hold at %+v", h, d, first)
 		}
 	}
-	if d := c.Next(Observation{Host: &calm}); d.Hold || math.IsNaN(d.Rate) || d.Rate <= first.Rate {
+	if d := c.Next(Observation{Host: &calm}); d.Hold || math.IsNaN(d.Rate) || d.Prefetch <= first.Prefetch {
 		t.Fatalf("after bad figures: %+v", d)
 	}
 }

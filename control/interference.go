@@ -22,6 +22,12 @@ type InterferenceParams struct {
 	// UnlockAfter the number of consecutive steps with p < Low that unlocks;
 	// each >= 1. Defaults 2 and 3 (thesis §4.2).
 	LockAfter, UnlockAfter int
+	// MaxLocked bounds a lock, steps, >= 0 (0 = unbounded): after MaxLocked
+	// locked steps the controller unlocks whatever p is, and locks again
+	// only after LockAfter steps above High. A model whose calm probability
+	// lies between Low and High never unlocks otherwise, and its migration,
+	// its buffer drained, never ends (docs/control.md).
+	MaxLocked int
 	// Kp, Ki, Kd are velocity-form gains per step: fraction of the maximum
 	// read rate (PrefetchFactor·MaxRate) per unit of probability error; each
 	// >= 0, Ki > 0. Defaults 0, 0.03, 0: pure integral action. A fitted
@@ -41,30 +47,20 @@ type InterferenceParams struct {
 	// reader runs ahead of the sender at up to twice its maximum and fills
 	// the buffer. (The thesis's "prefetching factor 50" is in pages of its
 	// prefetcher; the unit does not carry over.) The buffer's memory cap is
-	// the transfer layer's business.
+	// the profile's (Profile.Interference.BufferMB), enforced by the
+	// transfer's reader, which blocks while the buffer is full.
 	PrefetchFactor float64
 	// Initial is the output before the first step, a fraction of the
 	// maximum read rate in [0, 1]. Default 0.1.
 	Initial float64
 }
 
-// DefaultInterferenceParams returns the thesis's model, threshold and
-// hysteresis with sluice's gains and prefetch factor. MaxRate is left zero:
-// the caller must set it.
+// DefaultInterferenceParams returns the default profile's interference
+// tuning (Profile.Interference: the thesis's threshold and hysteresis with
+// sluice's gain and prefetch factor) over the thesis's model. MaxRate is
+// left zero: the caller must set it.
 func DefaultInterferenceParams() InterferenceParams {
-	return InterferenceParams{
-		Model:          DefaultModel(),
-		Threshold:      0.5,
-		High:           0.5,
-		Low:            0.15,
-		LockAfter:      2,
-		UnlockAfter:    3,
-		Kp:             0,
-		Ki:             0.03,
-		Kd:             0,
-		PrefetchFactor: 2,
-		Initial:        0.1,
-	}
+	return DefaultProfile().InterferenceParams(DefaultModel(), 0)
 }
 
 // Validate reports the first out-of-range parameter.
@@ -77,6 +73,8 @@ func (p InterferenceParams) Validate() error {
 		return fmt.Errorf("control: interference: threshold must be in (0,1), got %v", p.Threshold)
 	case !finite(p.High) || !finite(p.Low) || p.Low < 0 || p.High > 1 || p.Low >= p.High:
 		return fmt.Errorf("control: interference: need 0 <= low < high <= 1, got low=%v high=%v", p.Low, p.High)
+	case p.MaxLocked < 0:
+		return fmt.Errorf("control: interference: max locked steps must be >= 0, got %d", p.MaxLocked)
 	case p.LockAfter < 1 || p.UnlockAfter < 1:
 		return fmt.Errorf("control: interference: lock/unlock counts must be >= 1, got %d/%d", p.LockAfter, p.UnlockAfter)
 	case !finite(p.Kp) || p.Kp < 0:
@@ -111,6 +109,7 @@ func (p InterferenceParams) Validate() error {
 //	else: above = below = 0                        // counts are consecutive
 //	if !locked and above >= LockAfter:  locked = true
 //	if  locked and below >= UnlockAfter: locked = false
+//	if  locked for MaxLocked steps (> 0): locked = false, above = 0
 //	if !locked:                                     // closed loop
 //	    e = Threshold − p                           // > 0: disk calm, read faster
 //	    (first closed-loop step after start or unlock: e(k−1) = e(k−2) = e)
@@ -135,6 +134,7 @@ type Interference struct {
 	e1, e2        float64
 	primed        bool // e1, e2 hold real errors of the current closed-loop stretch
 	locked        bool
+	lockedSteps   int // steps locked in the current lock
 	above, below  int
 	lastProb      float64
 	lastProbValid bool
@@ -188,9 +188,14 @@ func (c *Interference) Next(obs Observation) Decision {
 	}
 	event := ""
 	if !c.locked && c.above >= c.p.LockAfter {
-		c.locked, c.primed, event = true, false, " LOCK"
+		c.locked, c.primed, c.lockedSteps, event = true, false, 0, " LOCK"
 	} else if c.locked && c.below >= c.p.UnlockAfter {
 		c.locked, event = false, " UNLOCK"
+	} else if c.locked && c.p.MaxLocked > 0 && c.lockedSteps >= c.p.MaxLocked {
+		c.locked, c.above, event = false, 0, " UNLOCK (max locked)"
+	}
+	if c.locked {
+		c.lockedSteps++
 	}
 	if c.locked {
 		d := c.decision()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"os"
 	"strings"
 	"testing"
 
@@ -21,7 +22,7 @@ type interferenceScript struct {
 
 // interference runs the interference directives; ok is false for others:
 //
-//	interference max=<rate> [threshold= high= low= lock= unlock= kp= ki= kd= factor= initial=]
+//	interference max=<rate> [threshold= high= low= lock= unlock= maxlocked= kp= ki= kd= factor= initial= model=<model file>]
 //	host name=<n> iops=<ops/s> util=<0..1> tput=<rate> [ticks=<ms/s>]   (prints p)
 //	feed <name>*<count> ...       steps; "none" = not measured, "fail" = failed read
 //	fit n=<samples> folds=<k> seed=<s>
@@ -42,9 +43,19 @@ func (s *script) interference(t *testing.T, d *datadriven.TestData) (string, boo
 		p.Threshold = a.float("threshold", p.Threshold)
 		p.High, p.Low = a.float("high", p.High), a.float("low", p.Low)
 		p.LockAfter, p.UnlockAfter = a.int("lock", p.LockAfter), a.int("unlock", p.UnlockAfter)
+		p.MaxLocked = a.int("maxlocked", p.MaxLocked)
 		p.Kp, p.Ki, p.Kd = a.float("kp", p.Kp), a.float("ki", p.Ki), a.float("kd", p.Kd)
 		p.PrefetchFactor = a.float("factor", p.PrefetchFactor)
 		p.Initial = a.float("initial", p.Initial)
+		if path := a.str("model", ""); path != "" {
+			b, err := os.ReadFile(path)
+			if err != nil {
+				a.t.Fatalf("%s: %v", a.d.Pos, err)
+			}
+			if _, p.Model, err = ParseModelFile(b); err != nil {
+				return "error: " + err.Error(), true
+			}
+		}
 		c, err := NewInterference(p)
 		if err != nil {
 			return "error: " + err.Error(), true

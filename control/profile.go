@@ -79,6 +79,59 @@ type Profile struct {
 
 	// MaxRate is the top speed when the operator names none, bytes/s, > 0.
 	MaxRate float64 `json:"max_rate" yaml:"max_rate"`
+
+	// Interference tunes the interference controller (migration
+	// buffering; InterferenceParams).
+	Interference InterferenceProfile `json:"interference" yaml:"interference"`
+}
+
+// InterferenceProfile is the interference controller's tuning
+// (InterferenceParams documents each law; docs/control.md the evidence).
+type InterferenceProfile struct {
+	// Threshold is the probability of interference the read rate is
+	// steered toward, in (0, 1).
+	Threshold float64 `json:"threshold" yaml:"threshold"`
+	// High and Low are the lock and unlock probabilities,
+	// 0 <= Low < High <= 1.
+	High float64 `json:"high" yaml:"high"`
+	Low  float64 `json:"low" yaml:"low"`
+	// LockAfter and UnlockAfter are the consecutive steps above High that
+	// lock and below Low that unlock, each in [1, 100].
+	LockAfter   int `json:"lock_after" yaml:"lock_after"`
+	UnlockAfter int `json:"unlock_after" yaml:"unlock_after"`
+	// MaxLocked bounds a lock, steps in [0, 3600]; 0 = unbounded
+	// (InterferenceParams.MaxLocked).
+	MaxLocked int `json:"max_locked" yaml:"max_locked"`
+	// Ki is the integral gain per step, fraction of the maximum read rate
+	// per unit of probability error, in (0, 1].
+	Ki float64 `json:"ki" yaml:"ki"`
+	// PrefetchFactor is the maximum read rate as a multiple of the top
+	// speed, in [1, 16].
+	PrefetchFactor float64 `json:"prefetch_factor" yaml:"prefetch_factor"`
+	// Initial is the output from the first byte, a fraction of the maximum
+	// read rate in [0, 1].
+	Initial float64 `json:"initial" yaml:"initial"`
+	// BufferMB is the memory cap of the read-ahead buffer, MiB, in
+	// [1, 4096]: what the reader may read ahead of the sender while the
+	// disk is calm and the sender then sends from while it is busy. A full
+	// buffer pauses the reader (transfer.SendOptions.ReadAhead); migrations
+	// under the other controllers keep transfer.DefaultReadAhead.
+	BufferMB float64 `json:"buffer_mb" yaml:"buffer_mb"`
+}
+
+// ReadAhead is the interference controller's read-ahead buffer cap, bytes
+// (InterferenceProfile.BufferMB).
+func (p Profile) ReadAhead() int64 { return int64(p.Interference.BufferMB * (1 << 20)) }
+
+// InterferenceParams returns the interference controller's parameters of
+// profile p for model m and a top speed of maxRate bytes/s.
+func (p Profile) InterferenceParams(m Model, maxRate float64) InterferenceParams {
+	ip := p.Interference
+	return InterferenceParams{
+		Model: m, Threshold: ip.Threshold, High: ip.High, Low: ip.Low,
+		LockAfter: ip.LockAfter, UnlockAfter: ip.UnlockAfter, MaxLocked: ip.MaxLocked,
+		Ki: ip.Ki, MaxRate: maxRate, PrefetchFactor: ip.PrefetchFactor, Initial: ip.Initial,
+	}
 }
 
 // CatchUpParams configure the floor a Governor raises under the controller's
@@ -121,8 +174,9 @@ var (
 		StartGrowth: 1.12, StartExit: 0.5, StartBackoff: 3, RearmGrowth: 1.5,
 		MeanHorizon: 20, MeanBand: 0.5, IdleFloor: 0.5, LearnReserve: true,
 		StepMs: 1000, SettleMs: 3000,
-		CatchUp: defaultCatchUp,
-		MaxRate: 120e6,
+		CatchUp:      defaultCatchUp,
+		MaxRate:      120e6,
+		Interference: defaultInterference,
 	}
 	// slackerProfile is the paper's controller (Barker et al., EDBT 2012,
 	// §5.3): gains found by Ziegler–Nichols on their MySQL testbed, a tenth
@@ -133,8 +187,15 @@ var (
 		Initial:     0.1,
 		StartGrowth: 1, StartExit: 0.5, RearmGrowth: 1, MeanBand: 0.5,
 		StepMs: 1000, SettleMs: 3000,
-		CatchUp: defaultCatchUp,
-		MaxRate: 120e6,
+		CatchUp:      defaultCatchUp,
+		MaxRate:      120e6,
+		Interference: defaultInterference,
+	}
+	// defaultInterference is the thesis's threshold and hysteresis (§4.2)
+	// with sluice's gain, prefetch factor and buffer (docs/control.md).
+	defaultInterference = InterferenceProfile{
+		Threshold: 0.5, High: 0.5, Low: 0.15, LockAfter: 2, UnlockAfter: 3, MaxLocked: 30,
+		Ki: 0.1, PrefetchFactor: 2, Initial: 0.5, BufferMB: 256,
 	}
 	defaultCatchUp = CatchUpParams{Patience: 5, DrainMs: 20000, Share: 0.1, Boost: 1.5, Entry: 10, MinFloor: 1 << 20}
 )
@@ -266,12 +327,25 @@ func (p Profile) Validate() error {
 		return bad("catch_up.entry", c.Entry, "0 to 600 steps")
 	case !finite(c.MinFloor) || c.MinFloor < 0:
 		return bad("catch_up.min_floor", c.MinFloor, ">= 0 bytes/s")
+	case !finite(p.Interference.BufferMB) || p.Interference.BufferMB < 1 || p.Interference.BufferMB > 4096:
+		return bad("interference.buffer_mb", p.Interference.BufferMB, "1 to 4096 MiB")
+	case p.Interference.LockAfter > 100 || p.Interference.UnlockAfter > 100:
+		return bad("interference.lock_after/unlock_after", fmt.Sprintf("%d/%d", p.Interference.LockAfter, p.Interference.UnlockAfter), "1 to 100 steps")
+	case p.Interference.MaxLocked < 0 || p.Interference.MaxLocked > 3600:
+		return bad("interference.max_locked", p.Interference.MaxLocked, "0 (unbounded) to 3600 steps")
+	case !finite(p.Interference.Ki) || p.Interference.Ki > 1:
+		return bad("interference.ki", p.Interference.Ki, "(0, 1]")
+	case !finite(p.Interference.PrefetchFactor) || p.Interference.PrefetchFactor > 16:
+		return bad("interference.prefetch_factor", p.Interference.PrefetchFactor, "1 to 16")
 	case p.StartGrowth == 0:
 		return bad("start_growth", p.StartGrowth, "1 (none) to 4")
 	}
 	pp := p.PID(time.Second, p.MaxRate, StatMean)
 	if err := pp.Validate(); err != nil {
 		return fmt.Errorf("control: profile %s: %s", p.Name, strings.TrimPrefix(err.Error(), "control: pid: "))
+	}
+	if err := p.InterferenceParams(DefaultModel(), p.MaxRate).Validate(); err != nil {
+		return fmt.Errorf("control: profile %s: %s", p.Name, strings.TrimPrefix(err.Error(), "control: interference: "))
 	}
 	return nil
 }

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Installs what sluice's tests, demo and benchmarks need on a fresh Debian 12
 # machine, and nothing that is already there. Idempotent.
-#   scripts/install-deps.sh          PostgreSQL 15 (+contrib), gcc (cgo), Go modules, and the
+#   scripts/install-deps.sh          PostgreSQL 15 (+contrib), gcc (cgo), Go modules, the
 #                                    clients the proxy's tests drive (psql,
 #                                    Debian's python3-psycopg2, node-postgres),
-#                                    iproute2 (the lab's hosts in network namespaces)
+#                                    iproute2 (the lab's hosts in network namespaces),
+#                                    fio (the co-located disk workloads)
 #                                    and Chromium for the dashboard's browser test
 #   scripts/install-deps.sh bench    also PgBouncer and the benchmark tools
 set -euo pipefail
@@ -27,6 +28,9 @@ command -v npm >/dev/null || want+=(npm)
 # The lab's hosts (lab/netns) are network namespaces linked and shaped with
 # ip(8) and tc(8).
 { command -v ip >/dev/null && command -v tc >/dev/null; } || want+=(iproute2)
+# The co-located disk workloads (lab/fio; its test, `sluice lab tune
+# classifier` and `sluice lab bench buffering`).
+command -v fio >/dev/null || want+=(fio)
 if [ "${1:-}" = bench ]; then
 	command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || want+=(pgbouncer)
 fi

@@ -41,6 +41,13 @@ func TestExitCodes(t *testing.T) {
 		}
 		return p
 	}
+	model := func(name, body string) string {
+		p := filepath.Join(dir, name+"-model.json")
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return `"interference_model":"` + p + `"`
+	}
 
 	for _, tc := range []struct {
 		name string
@@ -63,6 +70,9 @@ func TestExitCodes(t *testing.T) {
 		{"agent config: no certificates", []string{"agent", "--config", config("plain", `!"listen":"127.0.0.1:0"`)}, 2, "no tls_cert, tls_key and tls_ca: the API requires mutual TLS"},
 		{"agent --insecure-loopback off loopback", []string{"agent", "--config", config("wild", `!"listen":"0.0.0.0:0"`), "--insecure-loopback"}, 2, `insecure_loopback: listen "0.0.0.0:0" is not a loopback address`},
 		{"agent config: certificate without CA", []string{"agent", "--config", config("noca", `"listen":"127.0.0.1:0","tls_cert":"/c.pem","tls_key":"/k.pem"`)}, 2, "tls_cert, tls_key, tls_ca"},
+		{"agent config: model missing", []string{"agent", "--config", config("nomodel", `"interference_model":"`+filepath.Join(dir, "none.json")+`"`)}, 2, "interference_model: interference model: open "},
+		{"agent config: model malformed", []string{"agent", "--config", config("badmodel", model("bad", `{"kind": "sluice-interference-model", "coef": [1,`))}, 2, "bad-model.json: not a model file"},
+		{"agent config: model for other features", []string{"agent", "--config", config("othermodel", model("other", `{"kind":"sluice-interference-model","features":["iops","util"],"intercept":0,"coef":[1,2],"mean":[0,0],"scale":[1,1]}`))}, 2, "model is for features [iops, util]"},
 		{"agent unreachable", []string{"migration", "list", "--agent", closedAddr(t)}, 1, "connection refused"},
 		{"dashboard: agent unreachable", []string{"dashboard", "--agent", closedAddr(t)}, 1, "connection refused"},
 		{"agent refuses: pause unknown migration", []string{"migration", "pause", "m1", "--agent", url}, 2, `unknown migration "m1"`},
@@ -79,7 +89,7 @@ func TestExitCodes(t *testing.T) {
 		t.Errorf("dashboard: exit %d, %q %q; want the page's URL with the token", code, out, errs)
 	}
 	// The refused agent configs created nothing; the refusals changed no tenant.
-	for _, name := range []string{"listen", "user", "sb", "busy", "plain", "wild", "noca"} {
+	for _, name := range []string{"listen", "user", "sb", "busy", "plain", "wild", "noca", "nomodel", "badmodel", "othermodel"} {
 		if _, err := os.Stat(filepath.Join(dir, "root-"+name)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("agent config %s: root exists after the refusal (%v)", name, err)
 		}

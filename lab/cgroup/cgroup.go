@@ -249,3 +249,8 @@ func isGone(pid int) bool {
 	_, err := os.Stat("/proc/" + strconv.Itoa(pid))
 	return err != nil
 }
+
+// ProcsFile is the group's cgroup.procs under controller: a process that
+// writes its own pid there joins the group in that controller only (a
+// workload sharing a server's disk cap, blkio, but not its CPU quota).
+func (g *Group) ProcsFile(controller string) string { return g.path(controller, "cgroup.procs") }

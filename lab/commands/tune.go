@@ -34,7 +34,7 @@ var tuneF tuneFlags
 var tuneCmd = &cobra.Command{
 	Use:   "tune",
 	Short: "Profile a plant with fixed-rate steps, fit its gain and propose controller gains",
-	Long: `tune profiles a plant (today: a simulator scenario) with a staircase of fixed rates,
+	Long: `tune profiles a plant (a simulator scenario) with a staircase of fixed rates,
 stopping at the first step where a store exceeds its contract, fits the process gain G
 (seconds of latency per byte/s) by linear regression over all steps (global, Aqueduct's
 method) and over the operating region near the contract (local: the plant is convex, so
@@ -45,7 +45,8 @@ the slope where a controller works is steeper), and proposes, from the local fit
     testbed (docs/control.md); to try these, write them into a profile file (name: sluice,
     kp, ki, kd) and pass it to sluice sim --profile,
   - a starting rate: the fastest step whose latency stayed under 75% of the contract.
-An unstable choice (a pole outside (-1,1), or --k outside (0, 2/G)) is refused unless --force.`,
+An unstable choice (a pole outside (-1,1), or --k outside (0, 2/G)) is refused unless --force.
+'sluice lab tune classifier' trains the interference controller's model on the lab's bed.`,
 	Example: `  sluice tune --scenario multitenant
   sluice tune --scenario steady --setpoint 30ms --pole 0.5 --json
   sluice tune --scenario steady --k 5e8 --force`,

@@ -73,6 +73,9 @@ type Trial struct {
 	AbortAboveSteal float64
 	// Progress gets a line every 2 s; nil = none.
 	Progress func(format string, args ...any)
+	// AtStart, if set, is called just before the migration starts, with
+	// its source server (a co-located workload's start, a cache drop).
+	AtStart func(ctx context.Context, from int) error
 
 	// stealPeak, if set, replaces monitor.StealPeak for AbortAboveSteal and
 	// HostStealPeak (a test's way to meet a burst on a host that has none).
@@ -337,6 +340,11 @@ func recentMean(secs []workload.Second, span int) (float64, bool) {
 // handover's; an abort for host steal is not an error.
 func (t *trialRun) migrate(ctx context.Context, from int) (agentclient.Migration, error) {
 	tr, res := t.tr, t.res
+	if tr.AtStart != nil {
+		if err := tr.AtStart(ctx, from); err != nil {
+			return agentclient.Migration{}, err
+		}
+	}
 	res.MigStart = t.since()
 	stopLoad := applyLoad(tr.Load, t.run, t.wc.Rate, time.Now(), t.since, t.say)
 	cpuFrom, cpuTo := cpuStat(tr.Bed.Servers[from]), cpuStat(tr.Bed.Servers[tr.To])

@@ -61,7 +61,9 @@ type agentConfig struct {
 	// default (30 s after each commit) would put a cost-limited ANALYZE of
 	// the 1 GB tenant into the next trial's warm-up or first seconds.
 	AnalyzeAfter string `json:"analyze_after"`
-	Tenant       struct {
+	// InterferenceModel: Options.InterferenceModel.
+	InterferenceModel string `json:"interference_model,omitempty"`
+	Tenant            struct {
 		BasePort      int               `json:"base_port"`
 		ListenAddr    string            `json:"listen_addr,omitempty"`
 		SharedBuffers string            `json:"shared_buffers"`
@@ -136,6 +138,7 @@ func (b *Bed) writeAgentConfig(i, port int, peers map[string]string) (string, er
 	cfg.TokenFile, cfg.PeerTokenFile, cfg.ProxyTokenFile = b.tokenFile, b.tokenFile, b.proxyTokenFile()
 	cfg.RetireGrace = "0s"
 	cfg.AnalyzeAfter = "0s"
+	cfg.InterferenceModel = b.Opt.InterferenceModel
 	cfg.Peers = map[string]string{}
 	for n, u := range peers {
 		if n != name {

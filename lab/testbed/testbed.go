@@ -99,6 +99,9 @@ type Options struct {
 	// len(Hosts). Nil: every process on this host's loopback.
 	Hosts     []*netns.Host
 	ProxyHost *netns.Host
+	// InterferenceModel is the agents' interference model file (agent
+	// config interference_model); "" = the thesis's coefficients.
+	InterferenceModel string
 	// Progress, if set, receives one line per step of setting up.
 	Progress func(format string, args ...any)
 }

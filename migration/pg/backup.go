@@ -59,6 +59,9 @@ func (s *LocalSource) SendSnapshot(ctx context.Context, w io.Writer, lim migrati
 	if s.Prefetch != nil {
 		opts.Prefetch = s.Prefetch
 	}
+	if s.ReadAhead > 0 {
+		opts.ReadAhead = s.ReadAhead
+	}
 	res, err := snapshot.Send(ctx, s.C, w, opts)
 	close(stop)
 	wg.Wait()

@@ -37,6 +37,9 @@ type LocalSource struct {
 	// keeps it at the send rate the controller or the operator chose
 	// (control.Decision.Prefetch).
 	Prefetch migration.Limiter
+	// ReadAhead caps the snapshot's read-ahead buffer, bytes; 0 =
+	// transfer.DefaultReadAhead.
+	ReadAhead int64
 	// Checkpoint is how the snapshot's pg_backup_start takes its
 	// checkpoint: "" or "fast" (at once), "spread" (the server's own
 	// pacing, minutes by default), or a pace such as "3s"
