@@ -43,6 +43,7 @@ bench: build bench-deps
 	./$(BIN) bench step40 --json
 	./$(BIN) bench multitenant --json
 	./$(BIN) bench downtime --json
+	./$(BIN) bench wan --json
 	$(GO) test -run XXX -bench . ./throttle/ ./control/ ./lab/sim/ ./transfer/
 
 # Short coverage-guided fuzzing of the parsers that face the network.

@@ -3,7 +3,8 @@
 # machine, and nothing that is already there. Idempotent.
 #   scripts/install-deps.sh          PostgreSQL 15 (+contrib), gcc (cgo), Go modules, and the
 #                                    clients the proxy's tests drive (psql,
-#                                    Debian's python3-psycopg2, node-postgres)
+#                                    Debian's python3-psycopg2, node-postgres),
+#                                    iproute2 (the lab's hosts in network namespaces)
 #   scripts/install-deps.sh bench    also PgBouncer and the benchmark tools
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,6 +20,9 @@ command -v gcc >/dev/null || want+=(gcc libc6-dev)
 /usr/bin/python3 -c 'import psycopg2' 2>/dev/null || want+=(python3-psycopg2)
 command -v node >/dev/null || want+=(nodejs)
 command -v npm >/dev/null || want+=(npm)
+# The lab's hosts (lab/netns) are network namespaces linked and shaped with
+# ip(8) and tc(8).
+{ command -v ip >/dev/null && command -v tc >/dev/null; } || want+=(iproute2)
 if [ "${1:-}" = bench ]; then
 	command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || want+=(pgbouncer)
 fi

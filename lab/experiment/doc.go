@@ -19,7 +19,8 @@
 // compared), schedule.go (the load during a migration), trial.go and
 // result.go (one migration and what it recorded), baseline.go, the
 // experiments (sweep*.go, order.go, ladder.go, step*.go, multitenant.go,
-// downtime*.go, soak*.go), router*.go (the keyspace router against direct
+// downtime*.go, soak*.go, wan*.go: a move between hosts on a shaped, delayed
+// path, lab/netns), router*.go (the keyspace router against direct
 // and tenant routing: no migration, the caller's servers and proxy), and
 // report.go (the output files).
 package experiment

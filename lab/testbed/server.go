@@ -12,7 +12,11 @@ import (
 	"syscall"
 	"time"
 
+	"net"
+	"strconv"
+
 	agentclient "github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/internal/certs"
 	"github.com/sluicedb/sluice/lab/cgroup"
 	"github.com/sluicedb/sluice/lab/damon"
 )
@@ -60,12 +64,23 @@ type agentConfig struct {
 	AnalyzeAfter string `json:"analyze_after"`
 	Tenant       struct {
 		BasePort      int               `json:"base_port"`
+		ListenAddr    string            `json:"listen_addr,omitempty"`
 		SharedBuffers string            `json:"shared_buffers"`
 		Settings      map[string]string `json:"settings"`
 	} `json:"tenant"`
 	// InsecureLoopback: the bed's agents listen on loopback and talk plain
 	// HTTP with the token, as on one host (agent.Config.InsecureLoopback).
 	InsecureLoopback bool `json:"insecure_loopback"`
+	// TLSCert, TLSKey, TLSCA: across hosts (Options.Hosts) the agent's
+	// certificate (its host's address), key and the bed's CA (tls.go).
+	TLSCert string `json:"tls_cert,omitempty"`
+	TLSKey  string `json:"tls_key,omitempty"`
+	TLSCA   string `json:"tls_ca,omitempty"`
+	// Catalog: Options.Catalog; Proxies: the bed's proxies after the first
+	// (Options.Proxies); FaultHooks: Options.FaultHooks.
+	Catalog    string   `json:"catalog,omitempty"`
+	Proxies    []string `json:"proxies,omitempty"`
+	FaultHooks bool     `json:"fault_hooks,omitempty"`
 }
 
 // startServers starts Options.Servers agents on b.agentPorts, each knowing
@@ -74,8 +89,8 @@ type agentConfig struct {
 func (b *Bed) startServers(ctx context.Context, bin string) (err error) {
 	ports := b.agentPorts
 	peers := map[string]string{}
-	for i := range ports {
-		peers[serverName(i)] = fmt.Sprintf("http://127.0.0.1:%d", ports[i])
+	for i, u := range b.agentURLs() {
+		peers[serverName(i)] = u
 	}
 	for i := 0; i < b.Opt.Servers; i++ {
 		s, err := b.startServer(ctx, i, bin, ports[i], peers)
@@ -93,8 +108,8 @@ func (b *Bed) startServers(ctx context.Context, bin string) (err error) {
 // limits on, starts its agent in the group and waits until it answers.
 func (b *Bed) startServer(ctx context.Context, i int, bin string, port int, peers map[string]string) (*Server, error) {
 	o := b.Opt
-	s := &Server{Name: serverName(i), URL: fmt.Sprintf("http://127.0.0.1:%d", port), cpus: o.CPUs}
-	cfgPath, err := b.writeAgentConfig(s.Name, port, peers)
+	s := &Server{Name: serverName(i), URL: b.agentURLs()[i], cpus: o.CPUs}
+	cfgPath, err := b.writeAgentConfig(i, port, peers)
 	if err != nil {
 		return nil, err
 	}
@@ -107,27 +122,46 @@ func (b *Bed) startServer(ctx context.Context, i int, bin string, port int, peer
 		}
 	}
 	s.log = filepath.Join(b.root, s.Name+".log")
-	if err := s.startAgent(bin, cfgPath); err != nil {
+	if err := s.startAgent(b.command(i, bin, "agent", "--config", cfgPath)); err != nil {
 		return s, err
 	}
 	if s.Client, err = agentclient.New(s.URL); err != nil {
 		return s, err
 	}
 	s.Client = s.Client.WithToken(b.token)
+	if b.certs != nil {
+		tc, err := b.certs.clientTLS()
+		if err != nil {
+			return s, err
+		}
+		s.Client = s.Client.WithTLS(tc)
+	}
 	return s, s.waitReady(ctx)
 }
 
-// writeAgentConfig writes the config of server name's agent, listening on
+// writeAgentConfig writes the config of server i's agent, listening on
 // port with a fresh range of tenant ports, into Root, and returns its path.
-func (b *Bed) writeAgentConfig(name string, port int, peers map[string]string) (string, error) {
+func (b *Bed) writeAgentConfig(i, port int, peers map[string]string) (string, error) {
 	base, err := freeBase(16)
 	if err != nil {
 		return "", err
 	}
+	name, host := serverName(i), b.serverHost(i)
 	var cfg agentConfig
-	cfg.Name, cfg.Root, cfg.Listen = name, filepath.Join(b.root, name), fmt.Sprintf("127.0.0.1:%d", port)
-	cfg.InsecureLoopback = true
-	cfg.Proxy = "http://" + b.proxyAPIAddr
+	cfg.Name, cfg.Root, cfg.Listen = name, filepath.Join(b.root, name), net.JoinHostPort(host, strconv.Itoa(port))
+	cfg.InsecureLoopback = b.certs == nil
+	if b.certs != nil {
+		f, err := b.certs.issue(b.root, certs.Request{Name: name, Hosts: []string{host}})
+		if err != nil {
+			return "", err
+		}
+		cfg.TLSCert, cfg.TLSKey, cfg.TLSCA = f.Cert, f.Key, f.CA
+	}
+	cfg.Catalog, cfg.FaultHooks = b.Opt.Catalog, b.Opt.FaultHooks
+	cfg.Proxy = b.scheme() + "://" + b.proxyAPIAddr
+	for _, p := range b.extraProxies {
+		cfg.Proxies = append(cfg.Proxies, b.scheme()+"://"+p.api)
+	}
 	cfg.TokenFile, cfg.PeerTokenFile, cfg.ProxyTokenFile = b.tokenFile, b.tokenFile, b.proxyTokenFile()
 	cfg.RetireGrace = "0s"
 	cfg.AnalyzeAfter = "0s"
@@ -138,6 +172,7 @@ func (b *Bed) writeAgentConfig(name string, port int, peers map[string]string) (
 		}
 	}
 	cfg.Tenant.BasePort, cfg.Tenant.SharedBuffers = base, b.Opt.SharedBuffers
+	cfg.Tenant.ListenAddr = host
 	// The servers share this machine's one disk: a server's commits must not
 	// wait on the other server's writes (on separate machines they would
 	// not), so commits do not wait for the WAL flush (synchronous_commit
@@ -157,15 +192,15 @@ func (b *Bed) writeAgentConfig(name string, port int, peers map[string]string) (
 	return cfgPath, nil
 }
 
-// startAgent starts `bin agent --config cfgPath`, logging to s.log, and
-// puts it in s.Group, if any.
-func (s *Server) startAgent(bin, cfgPath string) error {
+// startAgent starts cmd (`bin agent --config …`, in its host), logging to
+// s.log, and puts it in s.Group, if any.
+func (s *Server) startAgent(cmd *exec.Cmd) error {
 	lf, err := os.OpenFile(s.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return fmt.Errorf("testbed: %w", err)
 	}
 	defer lf.Close()
-	s.cmd = exec.Command(bin, "agent", "--config", cfgPath)
+	s.cmd = cmd
 	s.cmd.Stdout, s.cmd.Stderr = lf, lf
 	// Its own process group: a ^C to the bench reaches the bench, which
 	// stops tenants before agents; the agents never see it first.
@@ -366,4 +401,25 @@ func (b *Bed) saveLogs(dir string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// serverHost is the address server i's agent and tenants listen on: its
+// host's (Options.Hosts), else loopback.
+func (b *Bed) serverHost(i int) string {
+	if b.Opt.Hosts != nil {
+		return b.Opt.Hosts[i].Addr
+	}
+	return "127.0.0.1"
+}
+
+// command is bin with args, run in server i's host (Options.Hosts; i < 0:
+// the proxy's), else here.
+func (b *Bed) command(i int, bin string, args ...string) *exec.Cmd {
+	switch {
+	case b.Opt.Hosts == nil:
+		return exec.Command(bin, args...)
+	case i < 0:
+		return b.Opt.ProxyHost.Command(bin, args...)
+	}
+	return b.Opt.Hosts[i].Command(bin, args...)
 }

@@ -36,7 +36,7 @@ func (b *Bed) CreateTenant(ctx context.Context, server int, name string, size in
 	if err != nil {
 		return Tenant{}, fmt.Errorf("testbed: create tenant %s on %s: %w", name, s.Name, err)
 	}
-	if err := b.ProxyAPI.SetRoute(ctx, proxyclient.Route{Tenant: tn.Name, Addr: net.JoinHostPort(tn.Host, strconv.Itoa(tn.Port)), Database: tn.Database}); err != nil {
+	if err := b.setRoute(ctx, proxyclient.Route{Tenant: tn.Name, Addr: net.JoinHostPort(tn.Host, strconv.Itoa(tn.Port)), Database: tn.Database}); err != nil {
 		return Tenant{}, err
 	}
 	// Loading is setup, not the experiment: the server's limits are lifted
@@ -79,7 +79,7 @@ func (b *Bed) AddTenant(ctx context.Context, server int, name string) (agentclie
 	if err != nil {
 		return tn, fmt.Errorf("testbed: create tenant %s on %s: %w", name, s.Name, err)
 	}
-	err = b.ProxyAPI.SetRoute(ctx, proxyclient.Route{Tenant: tn.Name, Addr: net.JoinHostPort(tn.Host, strconv.Itoa(tn.Port)), Database: tn.Database})
+	err = b.setRoute(ctx, proxyclient.Route{Tenant: tn.Name, Addr: net.JoinHostPort(tn.Host, strconv.Itoa(tn.Port)), Database: tn.Database})
 	return tn, err
 }
 

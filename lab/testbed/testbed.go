@@ -26,6 +26,7 @@ import (
 	agentclient "github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/lab/cgroup"
 	"github.com/sluicedb/sluice/lab/damon"
+	"github.com/sluicedb/sluice/lab/netns"
 	"github.com/sluicedb/sluice/pgcluster"
 	"github.com/sluicedb/sluice/proxy"
 	proxyclient "github.com/sluicedb/sluice/proxy/client"
@@ -90,6 +91,28 @@ type Options struct {
 	// keyspaces they hold, which its keyspace router then routes. Its
 	// two-phase commit log is in Root.
 	FollowCatalogs bool
+	// Hosts, if set, are the servers' hosts (package lab/netns), one per
+	// server: server i's agent, and so its tenants, runs inside Hosts[i]
+	// and listens on its address, and the proxy runs as a subprocess
+	// (ProxyProcess is implied) inside ProxyHost. Servers defaults to
+	// len(Hosts). Nil: every process on this host's loopback.
+	Hosts     []*netns.Host
+	ProxyHost *netns.Host
+	// Proxies is the number of proxies in ProxyHost (Hosts only), each
+	// routing every tenant; an agent hands over on all of them (agent
+	// Config.Proxies). Default 1.
+	Proxies int
+	// CADir, with Hosts, holds the CA (sluice certs init) the bed issues
+	// its agents', proxies' and own certificates from (tls.go); "" = a CA
+	// of its own under Root.
+	CADir string
+	// Catalog, if set, is the etcd catalog (etcd://host:port,…/prefix)
+	// every agent keeps its catalog in and every proxy watches the
+	// placements of; "" = each agent its own bbolt file.
+	Catalog string
+	// FaultHooks turns on the agents' fault-injection endpoints (agent
+	// Config.FaultHooks).
+	FaultHooks bool
 	// Progress, if set, receives one line per step of setting up.
 	Progress func(format string, args ...any)
 }
@@ -97,6 +120,21 @@ type Options struct {
 func (o Options) withDefaults() (Options, error) {
 	if o.Servers == 0 {
 		o.Servers = 2
+		if len(o.Hosts) > 0 {
+			o.Servers = len(o.Hosts)
+		}
+	}
+	if o.Hosts != nil {
+		if len(o.Hosts) != o.Servers || o.ProxyHost == nil {
+			return o, fmt.Errorf("testbed: %d hosts for %d servers (and a proxy host: %v): want one host per server, and one for the proxy", len(o.Hosts), o.Servers, o.ProxyHost != nil)
+		}
+		o.ProxyProcess = true
+	}
+	if o.Proxies == 0 {
+		o.Proxies = 1
+	}
+	if o.Proxies != 1 && o.Hosts == nil {
+		return o, fmt.Errorf("testbed: %d proxies: more than one needs Hosts", o.Proxies)
 	}
 	if o.CPUs == 0 {
 		o.CPUs = 0.5
@@ -149,6 +187,8 @@ type Bed struct {
 	proxyAddr, proxyAPIAddr string        // host:port of the proxy's client and API listeners
 	proxyCmd                *exec.Cmd     // the proxy subprocess (Options.ProxyProcess), nil when in-process
 	proxyExit               chan struct{} // closed when proxyCmd has exited
+	extraProxies            []*proxyProc  // Options.Proxies after the first
+	certs                   *bedCerts     // across hosts; nil on loopback
 
 	root    string
 	ownRoot bool
