@@ -200,3 +200,11 @@ func checkpoint(ctx context.Context, tn agentclient.Tenant) error {
 	_, err = conn.Exec(ctx, "CHECKPOINT")
 	return err
 }
+
+// ClientDSNAt returns, for database db, the connection string through the
+// proxy at a host:port (one of ProxyAddrs), as the tenants' user.
+func (b *Bed) ClientDSNAt(db string) func(addr string) string {
+	return func(addr string) string {
+		return fmt.Sprintf("postgres://%s:%s@%s/%s?sslmode=disable", b.user.Name, b.user.Password, addr, db)
+	}
+}
