@@ -203,15 +203,18 @@ func writableCopies(t *testing.T, ctx context.Context, b *Bed, tn Tenant, server
 		if err != nil {
 			t.Fatal(err)
 		}
+		tried := map[int]bool{} // a moved-away record and the running one may share a port
 		for _, x := range ts {
-			if x.Name != tn.Name {
+			if x.Name != tn.Name || tried[x.Port] {
 				continue
 			}
+			tried[x.Port] = true
 			dsn := fmt.Sprintf("postgres://%s:%s@%s/%s?connect_timeout=5", b.user.Name, b.user.Password, net.JoinHostPort(x.Host, strconv.Itoa(x.Port)), x.Database)
 			err := execOn(ctx, dsn, "INSERT INTO probe VALUES ('"+s.Name+"')")
 			t.Logf("write on %s's copy (state %s, port %d): %v", s.Name, x.State, x.Port, err)
 			if err == nil {
 				ok = append(ok, s.Name)
+				break
 			}
 		}
 	}
