@@ -59,12 +59,30 @@ func StartTLS(t testing.TB, n int, files TLS) *Cluster {
 	return c
 }
 
+// StartTLSOn is StartTLS with the members listening on host (an IPv4
+// address of this machine other than loopback, e.g. one that network
+// namespaces reach through a router) instead of 127.0.0.1; Cert must name
+// host.
+func StartTLSOn(t testing.TB, n int, host string, files TLS) *Cluster {
+	t.Helper()
+	c, err := startDirOn(t.TempDir(), n, host, &files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
 // StartDir starts an n-member cluster with its data under dir and waits
 // until every member is ready (a leader elected).
 func StartDir(dir string, n int) (*Cluster, error) { return startDir(dir, n, nil) }
 
 func startDir(dir string, n int, files *TLS) (*Cluster, error) {
-	ports, err := freePorts(2 * n)
+	return startDirOn(dir, n, "127.0.0.1", files)
+}
+
+func startDirOn(dir string, n int, host string, files *TLS) (*Cluster, error) {
+	ports, err := freePorts(host, 2*n)
 	if err != nil {
 		return nil, err
 	}
@@ -81,8 +99,8 @@ func startDir(dir string, n int, files *TLS) (*Cluster, error) {
 			info := transport.TLSInfo{CertFile: files.Cert, KeyFile: files.Key, TrustedCAFile: files.CA, ClientCertAuth: true}
 			cfg.ClientTLSInfo, cfg.PeerTLSInfo = info, info
 		}
-		cu := url.URL{Scheme: scheme, Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i])}
-		pu := url.URL{Scheme: scheme, Host: fmt.Sprintf("127.0.0.1:%d", ports[2*i+1])}
+		cu := url.URL{Scheme: scheme, Host: net.JoinHostPort(host, fmt.Sprint(ports[2*i]))}
+		pu := url.URL{Scheme: scheme, Host: net.JoinHostPort(host, fmt.Sprint(ports[2*i+1]))}
 		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
 		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
 		cfg.InitialClusterToken = "etcdtest"
@@ -168,8 +186,8 @@ func (c *Cluster) Close() {
 	os.RemoveAll(c.dir)
 }
 
-// freePorts returns n distinct loopback ports free at the time of the call.
-func freePorts(n int) ([]int, error) {
+// freePorts returns n distinct ports of host free at the time of the call.
+func freePorts(host string, n int) ([]int, error) {
 	var lns []net.Listener
 	defer func() {
 		for _, ln := range lns {
@@ -178,7 +196,7 @@ func freePorts(n int) ([]int, error) {
 	}()
 	var ports []int
 	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 		if err != nil {
 			return nil, fmt.Errorf("etcdtest: free port: %w", err)
 		}

@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"syscall"
@@ -15,6 +18,7 @@ import (
 
 	agentclient "github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/internal/auth"
+	"github.com/sluicedb/sluice/internal/certs"
 	"github.com/sluicedb/sluice/proxy"
 	proxyclient "github.com/sluicedb/sluice/proxy/client"
 )
@@ -24,6 +28,9 @@ import (
 // Options.LogDir is set; Close stops it.
 func (b *Bed) startProxy(ctx context.Context, bin string) (err error) {
 	if err := b.makeCredentials(); err != nil {
+		return err
+	}
+	if err := b.makeCerts(); err != nil {
 		return err
 	}
 	if dir := b.Opt.LogDir; dir != "" {
@@ -61,7 +68,16 @@ func (b *Bed) startProxy(ctx context.Context, bin string) (err error) {
 	if err != nil {
 		return fmt.Errorf("testbed: the proxy's token: %w", err)
 	}
-	b.ProxyAPI = proxyclient.New(b.proxyAPIAddr, nil).WithToken(tok)
+	var hc *http.Client
+	if b.certs != nil {
+		if hc, err = b.certs.httpClient(); err != nil {
+			return err
+		}
+	}
+	b.ProxyAPI = proxyclient.New(b.scheme()+"://"+b.proxyAPIAddr, hc).WithToken(tok)
+	for _, p := range b.extraProxies {
+		p.client = proxyclient.New(b.scheme()+"://"+p.api, hc).WithToken(tok)
+	}
 	return nil
 }
 
@@ -69,17 +85,69 @@ func (b *Bed) startProxy(ctx context.Context, bin string) (err error) {
 // addresses.
 const proxyStartTimeout = 30 * time.Second
 
-// startProxyProcess starts `bin proxy` on free loopback ports with no
-// route (the bed sets them through its API, as for the in-process proxy),
-// its log to proxy.log (LogDir) or Root, and reads its addresses.
+// proxyProc is a proxy subprocess.
+type proxyProc struct {
+	cmd       *exec.Cmd
+	exit      chan struct{} // closed when cmd has exited
+	log       *os.File      // its log when the bed owns it (extra proxies)
+	addr, api string        // host:port of its client and API listeners
+	client    *proxyclient.Client
+}
+
+// startProxyProcess starts the bed's proxy, and Options.Proxies-1 more
+// beside it, as subprocesses.
 func (b *Bed) startProxyProcess(ctx context.Context, bin string) error {
-	routes := filepath.Join(b.root, "proxy-routes.json")
+	var logw io.Writer = b.proxyLog
+	if b.proxyLog == nil {
+		lf, err := os.Create(filepath.Join(b.root, "proxy.log"))
+		if err != nil {
+			return fmt.Errorf("testbed: proxy log: %w", err)
+		}
+		b.proxyLog, logw = lf, lf
+	}
+	p, err := b.startProxyProc(ctx, bin, "proxy", logw)
+	if p != nil {
+		b.proxyCmd, b.proxyExit = p.cmd, p.exit
+	}
+	if err != nil {
+		return err
+	}
+	b.proxyAddr, b.proxyAPIAddr = p.addr, p.api
+	for i := 2; i <= b.Opt.Proxies; i++ {
+		name := fmt.Sprintf("proxy-%d", i)
+		dir := b.Opt.LogDir
+		if dir == "" {
+			dir = b.root
+		}
+		lf, err := os.Create(filepath.Join(dir, name+".log"))
+		if err != nil {
+			return fmt.Errorf("testbed: proxy log: %w", err)
+		}
+		p, err := b.startProxyProc(ctx, bin, name, lf)
+		if p != nil {
+			p.log = lf
+			b.extraProxies = append(b.extraProxies, p)
+		} else {
+			lf.Close()
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startProxyProc starts `bin proxy` on free ports (in ProxyHost, if any)
+// with no route (the bed sets them through its API, as for the in-process
+// proxy), logging to logw, and reads its addresses.
+func (b *Bed) startProxyProc(ctx context.Context, bin, name string, logw io.Writer) (*proxyProc, error) {
+	routes := filepath.Join(b.root, name+"-routes.json")
 	if err := os.WriteFile(routes, []byte("[]\n"), 0o644); err != nil {
-		return fmt.Errorf("testbed: %w", err)
+		return nil, fmt.Errorf("testbed: %w", err)
 	}
 	users := filepath.Join(b.root, "proxy-users.txt")
 	if err := os.WriteFile(users, []byte(fmt.Sprintf("%q %q\n", b.user.Name, b.user.Password)), 0o600); err != nil {
-		return fmt.Errorf("testbed: %w", err)
+		return nil, fmt.Errorf("testbed: %w", err)
 	}
 	host := "127.0.0.1"
 	if b.Opt.ProxyHost != nil {
@@ -96,13 +164,15 @@ func (b *Bed) startProxyProcess(ctx context.Context, bin string) error {
 		}
 		args = append(args, "--catalog-token-file", b.tokenFile, "--txlog", b.proxyTxLog())
 	}
-	var logw io.Writer = b.proxyLog
-	if b.proxyLog == nil {
-		lf, err := os.Create(filepath.Join(b.root, "proxy.log"))
+	if b.Opt.Catalog != "" {
+		args = append(args, "--catalog", b.Opt.Catalog)
+	}
+	if b.certs != nil {
+		f, err := b.certs.issue(b.root, certs.Request{Name: name, Hosts: []string{host}})
 		if err != nil {
-			return fmt.Errorf("testbed: proxy log: %w", err)
+			return nil, err
 		}
-		b.proxyLog, logw = lf, lf
+		args = append(args, "--tls-cert", f.Cert, "--tls-key", f.Key, "--tls-ca", f.CA)
 	}
 	cmd := b.command(-1, bin, args...)
 	cmd.Stderr = logw
@@ -111,12 +181,12 @@ func (b *Bed) startProxyProcess(ctx context.Context, bin string) error {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		return fmt.Errorf("testbed: proxy: %w", err)
+		return nil, fmt.Errorf("testbed: proxy: %w", err)
 	}
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("testbed: start proxy: %w", err)
+		return nil, fmt.Errorf("testbed: start proxy: %w", err)
 	}
-	b.proxyCmd, b.proxyExit = cmd, make(chan struct{})
+	p := &proxyProc{cmd: cmd, exit: make(chan struct{})}
 	addrs := make(chan map[string]string, 1)
 	go func() {
 		// The JSON object with the addresses, then drain stdout so the
@@ -128,22 +198,66 @@ func (b *Bed) startProxyProcess(ctx context.Context, bin string) error {
 		}
 		io.Copy(io.Discard, br)
 		cmd.Wait()
-		close(b.proxyExit)
+		close(p.exit)
 	}()
 	select {
 	case a := <-addrs:
-		b.proxyAddr, b.proxyAPIAddr = a["listen"], a["api"]
-		if b.proxyAddr == "" || b.proxyAPIAddr == "" {
-			return fmt.Errorf("testbed: proxy printed no listen addresses (%v)", a)
+		p.addr, p.api = a["listen"], a["api"]
+		if p.addr == "" || p.api == "" {
+			return p, fmt.Errorf("testbed: %s printed no listen addresses (%v)", name, a)
 		}
-		return nil
-	case <-b.proxyExit:
-		return fmt.Errorf("testbed: proxy exited at start; its log: %s", b.proxyLog.Name())
+		return p, nil
+	case <-p.exit:
+		return p, fmt.Errorf("testbed: %s exited at start; see its log", name)
 	case <-time.After(proxyStartTimeout):
-		return fmt.Errorf("testbed: proxy printed no address within %v; its log: %s", proxyStartTimeout, b.proxyLog.Name())
+		return p, fmt.Errorf("testbed: %s printed no address within %v", name, proxyStartTimeout)
 	case <-ctx.Done():
-		return ctx.Err()
+		return p, ctx.Err()
 	}
+}
+
+// stop stops p (SIGTERM, SIGKILL after 10 s) and closes its log.
+func (p *proxyProc) stop() error {
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exit:
+	case <-time.After(10 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.exit
+	}
+	if p.log != nil {
+		return p.log.Close()
+	}
+	return nil
+}
+
+// ProxyAddrs are the client listen addresses of every proxy of the bed
+// (Options.Proxies), the bed's own first.
+func (b *Bed) ProxyAddrs() []string {
+	out := []string{b.proxyAddr}
+	for _, p := range b.extraProxies {
+		out = append(out, p.addr)
+	}
+	return out
+}
+
+// proxyAPIs are the API clients of every proxy of the bed, ProxyAPI first.
+func (b *Bed) proxyAPIs() []*proxyclient.Client {
+	out := []*proxyclient.Client{b.ProxyAPI}
+	for _, p := range b.extraProxies {
+		out = append(out, p.client)
+	}
+	return out
+}
+
+// setRoute sets r on every proxy of the bed.
+func (b *Bed) setRoute(ctx context.Context, r proxyclient.Route) error {
+	for _, c := range b.proxyAPIs() {
+		if err := c.SetRoute(ctx, r); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ProxyAddr is the proxy's client listen address, host:port.
@@ -178,14 +292,19 @@ func (b *Bed) stopProxy() error {
 		}
 		b.proxyCmd = nil
 	}
+	var errs []error
+	for _, p := range b.extraProxies {
+		errs = append(errs, p.stop())
+	}
+	b.extraProxies = nil
 	if b.proxyLog == nil {
-		return nil
+		return errors.Join(errs...)
 	}
 	b.logMu.Lock()
 	defer b.logMu.Unlock()
-	err := b.proxyLog.Close()
+	errs = append(errs, b.proxyLog.Close())
 	b.proxyLog = nil
-	return err
+	return errors.Join(errs...)
 }
 
 // logProxy appends one line, stamped with the time in ms, to proxy.log.
@@ -201,7 +320,7 @@ func (b *Bed) logProxy(format string, args ...any) {
 func (b *Bed) agentURLs() []string {
 	out := make([]string, len(b.agentPorts))
 	for i, p := range b.agentPorts {
-		out[i] = "http://" + net.JoinHostPort(b.serverHost(i), strconv.Itoa(p))
+		out[i] = b.scheme() + "://" + net.JoinHostPort(b.serverHost(i), strconv.Itoa(p))
 	}
 	return out
 }

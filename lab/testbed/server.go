@@ -16,6 +16,7 @@ import (
 	"strconv"
 
 	agentclient "github.com/sluicedb/sluice/agent/client"
+	"github.com/sluicedb/sluice/internal/certs"
 	"github.com/sluicedb/sluice/lab/cgroup"
 	"github.com/sluicedb/sluice/lab/damon"
 )
@@ -72,6 +73,16 @@ type agentConfig struct {
 	// InsecureLoopback: the bed's agents listen on loopback and talk plain
 	// HTTP with the token, as on one host (agent.Config.InsecureLoopback).
 	InsecureLoopback bool `json:"insecure_loopback"`
+	// TLSCert, TLSKey, TLSCA: across hosts (Options.Hosts) the agent's
+	// certificate (its host's address), key and the bed's CA (tls.go).
+	TLSCert string `json:"tls_cert,omitempty"`
+	TLSKey  string `json:"tls_key,omitempty"`
+	TLSCA   string `json:"tls_ca,omitempty"`
+	// Catalog: Options.Catalog; Proxies: the bed's proxies after the first
+	// (Options.Proxies); FaultHooks: Options.FaultHooks.
+	Catalog    string   `json:"catalog,omitempty"`
+	Proxies    []string `json:"proxies,omitempty"`
+	FaultHooks bool     `json:"fault_hooks,omitempty"`
 }
 
 // startServers starts Options.Servers agents on b.agentPorts, each knowing
@@ -120,6 +131,13 @@ func (b *Bed) startServer(ctx context.Context, i int, bin string, port int, peer
 		return s, err
 	}
 	s.Client = s.Client.WithToken(b.token)
+	if b.certs != nil {
+		tc, err := b.certs.clientTLS()
+		if err != nil {
+			return s, err
+		}
+		s.Client = s.Client.WithTLS(tc)
+	}
 	return s, s.waitReady(ctx)
 }
 
@@ -133,8 +151,19 @@ func (b *Bed) writeAgentConfig(i, port int, peers map[string]string) (string, er
 	name, host := serverName(i), b.serverHost(i)
 	var cfg agentConfig
 	cfg.Name, cfg.Root, cfg.Listen = name, filepath.Join(b.root, name), net.JoinHostPort(host, strconv.Itoa(port))
-	cfg.InsecureLoopback = net.ParseIP(host).IsLoopback()
-	cfg.Proxy = "http://" + b.proxyAPIAddr
+	cfg.InsecureLoopback = b.certs == nil
+	if b.certs != nil {
+		f, err := b.certs.issue(b.root, certs.Request{Name: name, Hosts: []string{host}})
+		if err != nil {
+			return "", err
+		}
+		cfg.TLSCert, cfg.TLSKey, cfg.TLSCA = f.Cert, f.Key, f.CA
+	}
+	cfg.Catalog, cfg.FaultHooks = b.Opt.Catalog, b.Opt.FaultHooks
+	cfg.Proxy = b.scheme() + "://" + b.proxyAPIAddr
+	for _, p := range b.extraProxies {
+		cfg.Proxies = append(cfg.Proxies, b.scheme()+"://"+p.api)
+	}
 	cfg.TokenFile, cfg.PeerTokenFile, cfg.ProxyTokenFile = b.tokenFile, b.tokenFile, b.proxyTokenFile()
 	cfg.RetireGrace = "0s"
 	cfg.AnalyzeAfter = "0s"

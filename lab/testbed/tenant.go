@@ -37,7 +37,7 @@ func (b *Bed) CreateTenant(ctx context.Context, server int, name string, size in
 	if err != nil {
 		return Tenant{}, fmt.Errorf("testbed: create tenant %s on %s: %w", name, s.Name, err)
 	}
-	if err := b.ProxyAPI.SetRoute(ctx, proxyclient.Route{Tenant: tn.Name, Addr: net.JoinHostPort(tn.Host, strconv.Itoa(tn.Port)), Database: tn.Database}); err != nil {
+	if err := b.setRoute(ctx, proxyclient.Route{Tenant: tn.Name, Addr: net.JoinHostPort(tn.Host, strconv.Itoa(tn.Port)), Database: tn.Database}); err != nil {
 		return Tenant{}, err
 	}
 	// Loading is setup, not the experiment: the server's limits are lifted
@@ -80,7 +80,7 @@ func (b *Bed) AddTenant(ctx context.Context, server int, name string) (agentclie
 	if err != nil {
 		return tn, fmt.Errorf("testbed: create tenant %s on %s: %w", name, s.Name, err)
 	}
-	err = b.ProxyAPI.SetRoute(ctx, proxyclient.Route{Tenant: tn.Name, Addr: net.JoinHostPort(tn.Host, strconv.Itoa(tn.Port)), Database: tn.Database})
+	err = b.setRoute(ctx, proxyclient.Route{Tenant: tn.Name, Addr: net.JoinHostPort(tn.Host, strconv.Itoa(tn.Port)), Database: tn.Database})
 	return tn, err
 }
 
@@ -200,4 +200,12 @@ func checkpoint(ctx context.Context, tn agentclient.Tenant) error {
 	defer conn.Close(context.Background())
 	_, err = conn.Exec(ctx, "CHECKPOINT")
 	return err
+}
+
+// ClientDSNAt returns, for database db, the connection string through the
+// proxy at a host:port (one of ProxyAddrs), as the tenants' user.
+func (b *Bed) ClientDSNAt(db string) func(addr string) string {
+	return func(addr string) string {
+		return fmt.Sprintf("postgres://%s:%s@%s/%s?sslmode=disable", b.user.Name, b.user.Password, addr, db)
+	}
 }

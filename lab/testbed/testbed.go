@@ -102,6 +102,21 @@ type Options struct {
 	// InterferenceModel is the agents' interference model file (agent
 	// config interference_model); "" = the thesis's coefficients.
 	InterferenceModel string
+	// Proxies is the number of proxies in ProxyHost (Hosts only), each
+	// routing every tenant; an agent hands over on all of them (agent
+	// Config.Proxies). Default 1.
+	Proxies int
+	// CADir, with Hosts, holds the CA (sluice certs init) the bed issues
+	// its agents', proxies' and own certificates from (tls.go); "" = a CA
+	// of its own under Root.
+	CADir string
+	// Catalog, if set, is the etcd catalog (etcd://host:port,…/prefix)
+	// every agent keeps its catalog in and every proxy watches the
+	// placements of; "" = each agent its own bbolt file.
+	Catalog string
+	// FaultHooks turns on the agents' fault-injection endpoints (agent
+	// Config.FaultHooks).
+	FaultHooks bool
 	// Progress, if set, receives one line per step of setting up.
 	Progress func(format string, args ...any)
 }
@@ -118,6 +133,12 @@ func (o Options) withDefaults() (Options, error) {
 			return o, fmt.Errorf("testbed: %d hosts for %d servers (and a proxy host: %v): want one host per server, and one for the proxy", len(o.Hosts), o.Servers, o.ProxyHost != nil)
 		}
 		o.ProxyProcess = true
+	}
+	if o.Proxies == 0 {
+		o.Proxies = 1
+	}
+	if o.Proxies != 1 && o.Hosts == nil {
+		return o, fmt.Errorf("testbed: %d proxies: more than one needs Hosts", o.Proxies)
 	}
 	if o.CPUs == 0 {
 		o.CPUs = 0.5
@@ -174,6 +195,8 @@ type Bed struct {
 	proxyAddr, proxyAPIAddr string        // host:port of the proxy's client and API listeners
 	proxyCmd                *exec.Cmd     // the proxy subprocess (Options.ProxyProcess), nil when in-process
 	proxyExit               chan struct{} // closed when proxyCmd has exited
+	extraProxies            []*proxyProc  // Options.Proxies after the first
+	certs                   *bedCerts     // across hosts; nil on loopback
 
 	root    string
 	ownRoot bool
