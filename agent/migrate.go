@@ -360,6 +360,16 @@ func (a *Agent) launch(lk *catalog.Lock, cm catalog.Migration, rec migration.Rec
 	}
 	go func() {
 		defer a.mig.wg.Done()
+		retake := false
+		defer func() {
+			if retake { // after the run is gone from a.mig.runs
+				a.mig.wg.Add(1)
+				go func() {
+					defer a.mig.wg.Done()
+					a.retakeMigration(cm.TenantID, rec.ID)
+				}()
+			}
+		}()
 		defer stopDriver()
 		defer lk.Unlock(context.Background())
 		defer func() {
@@ -401,8 +411,9 @@ func (a *Agent) launch(lk *catalog.Lock, cm catalog.Migration, rec migration.Rec
 			final, err := migration.Run(rctx, rec, env)
 			cancel()
 			if lockLost(lk, err) {
-				a.log.Error("migration: this agent lost the tenant's driver lock (another driver may hold it); it stops driving",
+				a.log.Error("migration: this agent lost the tenant's driver lock (another driver may hold it); it stops driving and waits to take it again",
 					"migration", rec.ID, "phase", final.Phase, "err", err)
+				retake = true
 				return
 			}
 			r.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strconv"
+	"time"
 
 	"github.com/sluicedb/sluice/catalog"
 	"github.com/sluicedb/sluice/migration"
@@ -115,4 +116,33 @@ func (a *Agent) resumeMigration(lk *catalog.Lock, id string) {
 	a.log.Warn("resuming migration", "migration", cm.ID, "phase", rec.Phase)
 	launched = true
 	a.launch(lk, cm, rec, src, a.remoteTarget(pc, tn))
+}
+
+// retakeMigration takes migration id up again after its driver lost the
+// tenant's lock (its etcd lease ended, e.g. while this agent was cut off
+// from the catalog): it waits for the lock — retrying, with a growing
+// pause up to 30 s, while etcd cannot be reached — and resumes from the
+// catalog's record as a restart would (resumeMigration): whatever the lost
+// driver could not write is not in it, and the migration package's rules
+// resume or roll back from there. Another driver that took the migration
+// meanwhile holds the lock until it ends; the record then says done and
+// nothing is resumed. It returns when the agent stops.
+func (a *Agent) retakeMigration(tenant int64, id string) {
+	ctx := a.mig.base
+	for pause := time.Second; ; pause = min(2*pause, 30*time.Second) {
+		lk, err := a.cat.Lock(ctx, driverLock(tenant))
+		if err == nil {
+			a.resumeMigration(lk, id)
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		a.log.Warn("migration: taking the tenant's driver lock again", "migration", id, "err", err, "retry_in", pause)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(pause):
+		}
+	}
 }

@@ -19,6 +19,7 @@ func TestProgressShowsCheckpoint(t *testing.T) {
 	rec, _ := json.Marshal(migration.Record{Phase: migration.PhaseSnapshot, LagBytes: -1})
 	cm := catalog.Migration{ID: "m1", Record: rec}
 	r := &run{id: "m1", lim: throttle.NewLimiter(math.Inf(1), 0), started: time.Now()}
+	r.send = newPausable(r.lim)
 	r.prog = migration.Progress{ID: "m1", Phase: migration.PhaseSnapshot, Action: "stream-snapshot slot=s1"}
 	a := &Agent{}
 	a.mig.runs = map[string]*run{"m1": r}
