@@ -44,7 +44,8 @@
 // (catalog.Lock.Update); a driver that loses the lock — a write answered
 // catalog.ErrNotOwner, or its session's lease ended — stops at once without
 // touching PostgreSQL or the catalog again (launch), and the next holder
-// resumes from the last record. A keyspace's reconfiguration is driven
+// resumes from the last record — the same agent too, once etcd answers
+// again: it waits for the lock anew (retakeMigration). A keyspace's reconfiguration is driven
 // likewise under reshardLock, and a plan under planLock. With the bbolt catalog the lock is
 // in-process and only orders this agent's own drivers.
 //
