@@ -43,9 +43,9 @@ type Agent struct {
 
 	ksMu sync.Mutex // serialises keyspace creation and deletion (keyspaces.go)
 
-	mig   migrations  // migrations in progress (migrate.go)
-	rs    reshardRuns // keyspace reconfigurations in progress (reshard.go)
-	plans planRuns    // migration plans this agent drives (plan.go)
+	mig   migrations        // migrations in progress (migrate.go)
+	rs    reshardRuns       // keyspace reconfigurations in progress (reshard.go)
+	plans registry[planRun] // migration plans this agent drives now, by ID (plan.go)
 
 	peerTLS *tls.Config         // for calls to peers and the proxy (tls.go); nil = defaults
 	pgTLS   *pgcluster.TLSFiles // the tenants' copies of the agent's TLS files (tls.go); nil = none

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/sluicedb/sluice/agent/client"
@@ -35,31 +34,6 @@ import (
 // after every change; a restarted agent resumes every plan not ended
 // (Serve → resumePlans): the moves' migrations were resumed by their own
 // source agents meanwhile.
-
-// planRuns are the plans this agent drives now, by ID.
-type planRuns struct {
-	mu   sync.Mutex
-	runs map[string]*planRun
-}
-
-func (pr *planRuns) get(id string) *planRun {
-	pr.mu.Lock()
-	defer pr.mu.Unlock()
-	return pr.runs[id]
-}
-
-func (pr *planRuns) put(id string, r *planRun) {
-	pr.mu.Lock()
-	defer pr.mu.Unlock()
-	if pr.runs == nil {
-		pr.runs = map[string]*planRun{}
-	}
-	if r == nil {
-		delete(pr.runs, id)
-	} else {
-		pr.runs[id] = r
-	}
-}
 
 func (a *Agent) planRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/plans", func(w http.ResponseWriter, r *http.Request) {
@@ -191,9 +165,7 @@ func (a *Agent) ApplyPlan(ctx context.Context, spec plan.Spec) (client.PlanStatu
 // planConflicts refuses a plan moving a tenant that a plan running here
 // moves too (409).
 func (a *Agent) planConflicts(p plan.Plan) error {
-	a.plans.mu.Lock()
-	defer a.plans.mu.Unlock()
-	for _, r := range a.plans.runs {
+	for _, r := range a.plans.all() {
 		q := r.snapshot()
 		for _, m := range q.Moves {
 			if (m.Status == plan.Pending || m.Status == plan.Running) && slices.ContainsFunc(p.Moves, func(n plan.Move) bool { return n.TenantID == m.TenantID }) {

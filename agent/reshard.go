@@ -55,8 +55,8 @@ const reshardFenceTimeout = 5 * time.Second
 // reshardRuns are the reconfigurations this agent drives now, and the
 // clients of the peers their operations go to.
 type reshardRuns struct {
-	mu   sync.Mutex
-	runs map[string]*reshardRun // by keyspace
+	registry[reshardRun] // by keyspace
+	peersMu              sync.Mutex
 	// peers are clients by URL and token, kept: each client has its own
 	// connection pool, and a reconfiguration calls its peers per chunk.
 	peers map[[2]string]*client.Client
@@ -65,8 +65,8 @@ type reshardRuns struct {
 // reshardPeer is a.peerClient(url), one per URL and token.
 func (a *Agent) reshardPeer(url string) (*client.Client, error) {
 	key := [2]string{url, a.peerToken(url)}
-	a.rs.mu.Lock()
-	defer a.rs.mu.Unlock()
+	a.rs.peersMu.Lock()
+	defer a.rs.peersMu.Unlock()
 	if c, ok := a.rs.peers[key]; ok {
 		return c, nil
 	}
@@ -79,25 +79,6 @@ func (a *Agent) reshardPeer(url string) (*client.Client, error) {
 	}
 	a.rs.peers[key] = c
 	return c, nil
-}
-
-func (rr *reshardRuns) get(name string) *reshardRun {
-	rr.mu.Lock()
-	defer rr.mu.Unlock()
-	return rr.runs[name]
-}
-
-func (rr *reshardRuns) put(name string, r *reshardRun) {
-	rr.mu.Lock()
-	defer rr.mu.Unlock()
-	if rr.runs == nil {
-		rr.runs = map[string]*reshardRun{}
-	}
-	if r == nil {
-		delete(rr.runs, name)
-	} else {
-		rr.runs[name] = r
-	}
 }
 
 func (a *Agent) reshardRoutes(mux *http.ServeMux) {
