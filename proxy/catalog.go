@@ -53,12 +53,13 @@ type catalogTenant struct {
 
 func (p *Proxy) pollCatalog(ctx context.Context, hc *http.Client, base string) error {
 	var ts []catalogTenant
+	asked := time.Now()
 	if found, err := getJSON(ctx, hc, base+"/v1/tenants", &ts); err != nil {
 		return err
 	} else if !found {
 		return fmt.Errorf("GET /v1/tenants: 404 Not Found")
 	}
-	if err := p.applyCatalog(base, ts); err != nil {
+	if err := p.applyCatalog(base, ts, asked); err != nil {
 		return err
 	}
 	return p.pollKeyspaces(ctx, hc, base)
@@ -98,16 +99,21 @@ func getJSON(ctx context.Context, hc *http.Client, url string, v any) (found boo
 var servedStates = map[string]bool{"running": true, "migrating-out": true}
 
 // applyCatalog routes every served tenant to where the catalog at base
-// says. It is edge-triggered: a tenant's route changes only when that
-// catalog reports a location different from the last one it reported, so a
-// route switched through the API is not reverted by a catalog that has not
-// caught up yet.
-func (p *Proxy) applyCatalog(base string, ts []catalogTenant) error {
+// says, in an answer to a question asked at asked. It is edge-triggered: a
+// tenant's route changes only when that catalog reports a location
+// different from the last one it reported, so a route switched through the
+// API is not reverted by a catalog that has not caught up yet. A tenant the
+// catalog no longer serves is forgotten: a hold this catalog asserted is
+// lifted (its handover is over), and if the tenant comes back (migrated
+// back) it is routed afresh.
+func (p *Proxy) applyCatalog(base string, ts []catalogTenant, asked time.Time) error {
 	var errs []error
+	served := map[string]bool{}
 	for _, ct := range ts {
 		if !servedStates[ct.State] || ct.Name == "" || ct.Port == 0 {
 			continue
 		}
+		served[ct.Name] = true
 		host := ct.Host
 		if host == "" {
 			host = "127.0.0.1"
@@ -135,10 +141,35 @@ func (p *Proxy) applyCatalog(base string, ts []catalogTenant) error {
 			}
 		}
 		if t := p.tenantByName(ct.Name); t != nil && cur.held != (seen && last.held) {
-			p.followHold(t, cur.held)
+			p.followHold(t, cur.held, asked)
 		}
 	}
+	p.forgetUnserved(base, served)
 	return errors.Join(errs...)
+}
+
+// forgetUnserved drops what the catalog at base last said of the tenants
+// it no longer serves (moved, dropped), lifting a hold it had asserted.
+func (p *Proxy) forgetUnserved(base string, served map[string]bool) {
+	prefix := base + "\x00"
+	var lift []string
+	p.catMu.Lock()
+	for k, st := range p.catSeen {
+		name, ok := strings.CutPrefix(k, prefix)
+		if !ok || served[name] {
+			continue
+		}
+		delete(p.catSeen, k)
+		if st.held {
+			lift = append(lift, name)
+		}
+	}
+	p.catMu.Unlock()
+	for _, name := range lift {
+		if t := p.tenantByName(name); t != nil {
+			p.followHold(t, false, time.Time{})
+		}
+	}
 }
 
 // catalogState is what applyCatalog last saw of one tenant in one catalog.
@@ -163,10 +194,13 @@ func (p *Proxy) followRoute(name, addr, db string) error {
 // proxy that restarted mid-handover thus holds what its predecessor held:
 // no write reaches the source between the hold and the fence, which a
 // router's hold is what keeps out. The agent's own hold and release (the
-// API) come first in every other case, and this one is then a no-op.
-func (p *Proxy) followHold(t *tenant, held bool) {
+// API) come first in every other case, and this one is then a no-op. A
+// "held" answered to a question asked before the tenant's last release is
+// stale (the poll crossed the release) and ignored: heeding it would hold
+// the tenant after its handover ended, with nothing left to release it.
+func (p *Proxy) followHold(t *tenant, held bool, asked time.Time) {
 	if held {
-		if t.holdNew() {
+		if t.holdNewUnlessReleasedSince(asked) {
 			p.cfg.Logf("proxy: catalog: tenant %s is in a handover: holding its new transactions until its agent releases it", t.name)
 		}
 		return

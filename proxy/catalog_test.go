@@ -176,3 +176,59 @@ func TestCatalogHandover(t *testing.T) {
 		t.Fatal("a catalog that never said held released the API's hold")
 	}
 }
+
+// TestCatalogStaleHold: a catalog's "held" answered to a poll asked before
+// the agent's release (the poll crossed it) must not hold the tenant again,
+// and a hold a catalog asserted is lifted once that catalog stops serving
+// the tenant (moved), whatever it said last.
+func TestCatalogStaleHold(t *testing.T) {
+	p, err := New(Config{Listen: "127.0.0.1:0", APIListen: "127.0.0.1:0", Trust: true, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const base = "http://agent-a"
+	ct := catalogTenant{ID: 1, Name: "acme", Host: "127.0.0.1", Port: 5001, Database: "postgres", State: "migrating-out"}
+	if err := p.applyCatalog(base, []catalogTenant{ct}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	tn := p.tenantByName("acme")
+	if tn == nil || tn.isHeld() {
+		t.Fatal("acme not routed, or held")
+	}
+	// The agent holds through the API and records the hold; a poll asks;
+	// the agent releases; the poll's answer (held) arrives.
+	tn.holdNew()
+	asked := time.Now()
+	tn.release(0, 0)
+	ct.Held, ct.ServedAt = true, "127.0.0.1:5002"
+	if err := p.applyCatalog(base, []catalogTenant{ct}, asked); err != nil {
+		t.Fatal(err)
+	}
+	if tn.isHeld() {
+		t.Fatal("a held asked before the release held the tenant again")
+	}
+	heldT := ct
+
+	// A catalog that said held, then stops serving the tenant: lifted.
+	heldT.Name, heldT.ServedAt = "beta", ""
+	if err := p.applyCatalog(base, []catalogTenant{heldT}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	beta := p.tenantByName("beta")
+	if beta == nil || !beta.isHeld() {
+		t.Fatal("beta not held")
+	}
+	heldT.State = "moved"
+	if err := p.applyCatalog(base, []catalogTenant{heldT}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if beta.isHeld() {
+		t.Fatal("a hold its catalog asserted outlived the tenant leaving that catalog")
+	}
+}
+
+func (t *tenant) isHeld() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.mu.held
+}

@@ -29,6 +29,7 @@ type tenant struct {
 		sessions  map[*session]struct{}
 		routers   map[*ksBackends]struct{} // keyspace sessions with server sessions here
 		holdGen   uint64                   // gen when the hold in force began
+		released  time.Time                // when the last hold was lifted (zero: never)
 
 		// After a release that moved the tenant, at most rampLimit
 		// transactions are in flight until rampUntil (Config.ReleaseLimit).
@@ -373,9 +374,16 @@ func (t *tenant) openSessions() (idle, running []*session) {
 // under way asks it of a proxy that holds nothing (one that restarted
 // mid-handover).
 func (t *tenant) holdNew() bool {
+	return t.holdNewUnlessReleasedSince(time.Time{})
+}
+
+// holdNewUnlessReleasedSince is holdNew that does nothing (false) when a
+// hold was lifted after since: a catalog's answer to a question asked
+// before that release is stale. A zero since always holds.
+func (t *tenant) holdNewUnlessReleasedSince(since time.Time) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.mu.held {
+	if t.mu.held || (!since.IsZero() && t.mu.released.After(since)) {
 		return false
 	}
 	t.mu.held = true
@@ -398,6 +406,7 @@ func (t *tenant) release(limit int, window time.Duration) (at time.Time, ramp bo
 		return now, false
 	}
 	t.mu.held = false
+	t.mu.released = now
 	t.mu.apiRoute = false
 	close(t.mu.releaseCh)
 	t.mu.releaseCh = nil
