@@ -37,7 +37,8 @@ type Agent struct {
 	pgVer   string // e.g. "15.18"
 	pgMajor int
 
-	locks sync.Map // tenant id (int64) -> *sync.Mutex: serialises lifecycle ops per tenant
+	locks     sync.Map // tenant id (int64) -> *sync.Mutex: serialises lifecycle ops per tenant
+	releasing sync.Map // tenant id (int64) -> time.Time: when a driver here last began its release (releasingRouter)
 
 	tmplMu sync.Mutex // guards creation of the initdb template
 

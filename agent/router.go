@@ -144,3 +144,27 @@ func (p proxyRouter) Release(ctx context.Context, _ string) (time.Time, error) {
 	})
 	return at, err
 }
+
+// releasingRouter notes when the driver begins a release of tenant id,
+// before any proxy hears it. GET /v1/tenants says a tenant is held
+// (client.Tenant.Held) from its record's hold until its record's release,
+// which the driver writes only after the proxies answered: without the note,
+// a proxy polling the catalog in between would read "held" after it was
+// released and hold the tenant again.
+type releasingRouter struct {
+	migration.Router
+	a  *Agent
+	id int64
+}
+
+func (r releasingRouter) Release(ctx context.Context, tenant string) (time.Time, error) {
+	r.a.releasing.Store(r.id, time.Now())
+	return r.Router.Release(ctx, tenant)
+}
+
+// releasingSince reports whether a driver here began releasing tenant id
+// after t.
+func (a *Agent) releasingSince(id int64, t time.Time) bool {
+	v, ok := a.releasing.Load(id)
+	return ok && v.(time.Time).After(t)
+}

@@ -22,10 +22,10 @@ import (
 // — and one that does not watch switches as told.
 
 // switchRouter is the Router of the migration of tenant id driven under
-// lk: router(id), its Switch preceded by the placement's write with an
-// etcd catalog.
+// lk: router(id), its Release noted first (releasingRouter), its Switch
+// preceded by the placement's write with an etcd catalog.
 func (a *Agent) switchRouter(id int64, lk *catalog.Lock) migration.Router {
-	r := a.router(id)
+	var r migration.Router = releasingRouter{Router: a.router(id), a: a, id: id}
 	if !strings.HasPrefix(a.cat.Path(), "etcd://") {
 		return r
 	}

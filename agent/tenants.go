@@ -93,7 +93,8 @@ func (a *Agent) view(tn catalog.Tenant) client.Tenant {
 				if rec.Switched() {
 					v.ServedAt = rec.SwitchedTo
 				}
-				v.Held = rec.Phase == migration.PhaseHandover && !rec.HeldAt.IsZero() && rec.ReleasedAt.IsZero()
+				v.Held = rec.Phase == migration.PhaseHandover && !rec.HeldAt.IsZero() && rec.ReleasedAt.IsZero() &&
+					!a.releasingSince(tn.ID, rec.HeldAt)
 			}
 		}
 	}
