@@ -8,6 +8,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math"
 	"net/http"
 	"slices"
 	"sync"
@@ -153,12 +155,22 @@ func checkReshardRequest(req *client.ReshardRequest) error {
 		if err != nil {
 			return err
 		}
+	case client.MethodPaced:
+		if req.Control != nil {
+			return errf(http.StatusBadRequest, "method paced has no control loop: control (--setpoint) is for method controlled")
+		}
+		if req.Rate != -1 && (math.IsNaN(req.Rate) || math.IsInf(req.Rate, 0) || req.Rate < client.MinRate) {
+			return errf(http.StatusBadRequest, "method paced: rate %v: want at least %d bytes/s, or -1 (unlimited)", req.Rate, client.MinRate)
+		}
 	case client.MethodSquall, client.MethodReactive, client.MethodZephyr, client.MethodStopAndCopy:
 		if req.Control != nil {
 			return errf(http.StatusBadRequest, "method %s has no control loop: control (--setpoint) is for method controlled", req.Method)
 		}
 	default:
-		return errf(http.StatusBadRequest, "unknown method %q (controlled, squall, reactive, zephyr, stop-and-copy)", req.Method)
+		return errf(http.StatusBadRequest, "unknown method %q (controlled, squall, reactive, zephyr, stop-and-copy, paced)", req.Method)
+	}
+	if req.Rate != 0 && req.Method != client.MethodPaced {
+		return errf(http.StatusBadRequest, "rate is method paced's pace; method %s has its own", req.Method)
 	}
 	if req.ChunkBytes == 0 {
 		req.ChunkBytes = reshard.DefaultChunkBytes
@@ -355,7 +367,8 @@ func (a *Agent) SetReshardPace(name string, in client.ReshardPace) (client.Resha
 		return client.ReshardStatus{}, errf(http.StatusConflict, "keyspace %s: no reconfiguration is running on agent %s", name, a.cfg.Name)
 	}
 	req := r.request()
-	req.Method, req.Control, req.PaceDelayMs = in.Method, in.Control, in.PaceDelayMs
+	was := req.Method
+	req.Method, req.Control, req.PaceDelayMs, req.Rate = in.Method, in.Control, in.PaceDelayMs, in.Rate
 	if err := checkReshardRequest(&req); err != nil {
 		return client.ReshardStatus{}, err
 	}
@@ -368,8 +381,15 @@ func (a *Agent) SetReshardPace(name string, in client.ReshardPace) (client.Resha
 	if err := r.putRecord(rec); err != nil {
 		return client.ReshardStatus{}, err
 	}
+	if req.Method == client.MethodPaced {
+		r.setPaced(true) // now: a pull may be sleeping out its slot at the old rate
+	}
 	r.poke()
-	a.log.Info("reshard: pace changed", "keyspace", name, "id", rec.ID, "method", req.Method)
+	lvl := slog.LevelDebug // a plan's driver repaces its moves every few steps
+	if req.Method != was {
+		lvl = slog.LevelInfo
+	}
+	a.log.Log(context.Background(), lvl, "reshard: pace changed", "keyspace", name, "id", rec.ID, "method", req.Method, "rate", req.Rate)
 	return r.status(false), nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"slices"
 	"strconv"
@@ -31,7 +32,7 @@ func (r *reshardRun) move(ctx context.Context) error {
 	}
 	stop := func() {}
 	defer func() { stop() }()
-	ctlOn := false
+	ctlOn, pacedOn := false, false
 	sub := -1
 	var sincePause int64 // bytes pulled since the fixed pace's last pause
 	for {
@@ -50,6 +51,16 @@ func (r *reshardRun) move(ctx context.Context) error {
 			stop, ctlOn = func() {}, on
 			if on {
 				stop = r.startControl(ctx)
+			}
+		}
+		switch {
+		case method == client.MethodPaced:
+			r.setPaced(true)
+			pacedOn = true
+		case pacedOn:
+			pacedOn = false
+			if !ctlOn { // the control loop's pacer replaced it
+				r.setPaced(false)
 			}
 		}
 		switch {
@@ -95,12 +106,35 @@ func (r *reshardRun) paceAfter(ctx context.Context, moved int64, took time.Durat
 			sleepCtx(ctx, msDur(req.PaceDelayMs))
 			return true
 		}
-	case client.MethodControlled:
-		if r.pace != nil {
-			r.pace.Wait(ctx, moved, took)
+	case client.MethodControlled, client.MethodPaced:
+		r.mu.Lock()
+		pace := r.pace
+		r.mu.Unlock()
+		if pace != nil {
+			pace.Wait(ctx, moved, took)
 		}
 	}
 	return false
+}
+
+// setPaced keeps the pulls' pacer at method paced's rate while on, and
+// drops it once off.
+func (r *reshardRun) setPaced(on bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !on {
+		r.pace = nil
+		return
+	}
+	rate := r.req.Rate
+	if rate < 0 {
+		rate = math.Inf(1)
+	}
+	if r.pace == nil {
+		r.pace = throttle.NewPacer(rate)
+	} else if r.pace.Rate() != rate {
+		r.pace.SetRate(rate)
+	}
 }
 
 // clean deletes one batch of chunk id's rows at its source; a batch that

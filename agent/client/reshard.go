@@ -17,6 +17,11 @@ const (
 	MethodReactive    = "reactive"      // reactive pulls only: asynchronous rate 0
 	MethodZephyr      = "zephyr"        // Zephyr+: reactive + chunked asynchronous pulls at the fixed pace, no splitting or sub-plans
 	MethodStopAndCopy = "stop-and-copy" // every moving range held and copied at full speed, then released
+	// MethodPaced: reactive plus asynchronous pulls at Rate, which the
+	// caller sets and changes (POST …/reshard/pace): a migration plan's
+	// driver paces its key-range moves this way, as it does its tenants'
+	// snapshots.
+	MethodPaced = "paced"
 )
 
 // ReshardRequest starts a live reconfiguration of a keyspace to Plan.
@@ -37,6 +42,9 @@ type ReshardRequest struct {
 	PaceDelayMs float64 `json:"pace_delay_ms,omitempty"`
 	// SubPlanPauseMs is the pause between sub-plans (default 100).
 	SubPlanPauseMs float64 `json:"sub_plan_pause_ms,omitempty"`
+	// Rate is method paced's pace, bytes/s (at least MinRate), or -1:
+	// unlimited. Required for paced, refused otherwise.
+	Rate float64 `json:"rate,omitempty"`
 }
 
 // Reshard phases (ReshardStatus.Phase).
@@ -88,6 +96,7 @@ type ReshardPace struct {
 	Method      string   `json:"method"`
 	Control     *Control `json:"control,omitempty"`
 	PaceDelayMs float64  `json:"pace_delay_ms,omitempty"`
+	Rate        float64  `json:"rate,omitempty"` // method paced's
 }
 
 // SetReshardPace changes keyspace name's running reconfiguration's pace.

@@ -15,9 +15,9 @@ import (
 
 // reconfigureFlags are `keyspace reconfigure`'s own flags.
 type reconfigureFlags struct {
-	plan, method, setpoint, percentile, maxRate, chunk string
-	subPlans                                           int
-	status, detach                                     bool
+	plan, method, setpoint, percentile, maxRate, chunk, rate string
+	subPlans                                                 int
+	status, detach                                           bool
 }
 
 func keyspaceReconfigureCmd(f *keyspaceFlags) *cobra.Command {
@@ -37,7 +37,9 @@ Methods: controlled (the default: the control loop paces the pulls to hold the
 clients' latency at --setpoint), squall (Squall's fixed pace: a chunk every 200 ms),
 reactive (pulls only what transactions touch: it never finishes on its own),
 zephyr (reactive plus fixed-pace pulls, no splitting or sub-plans), stop-and-copy
-(every moving range copied at once while its transactions wait).
+(every moving range copied at once while its transactions wait), paced (pulls at
+--rate, which a later --method paced --rate changes; how a migration plan paces
+its key-range moves).
 
 It prints progress until done (phase, chunks, bytes, rate, ETA, latency against the
 setpoint); --detach returns once started, --status shows the current or last one.
@@ -53,7 +55,8 @@ one runs is refused with exit 2 and nothing changes.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&rf.plan, "plan", "", `the new plan as JSON, {"table": {"partition": "[lo,hi)"}}`)
-	fl.StringVar(&rf.method, "method", "", "controlled (default), squall, reactive, zephyr or stop-and-copy")
+	fl.StringVar(&rf.method, "method", "", "controlled (default), squall, reactive, zephyr, stop-and-copy or paced")
+	fl.StringVar(&rf.rate, "rate", "", "method paced's pace, e.g. 20MB/s, or unlimited")
 	fl.StringVar(&rf.setpoint, "setpoint", "", "latency to hold while data moves, e.g. 40ms (method controlled)")
 	fl.StringVar(&rf.percentile, "percentile", "mean", "what the setpoint holds: mean, p95 or p99")
 	fl.StringVar(&rf.maxRate, "max-rate", "", "top speed of the pulls, e.g. 100MB/s (default: the control profile's)")
@@ -95,6 +98,20 @@ func reconfigureRequest(rf reconfigureFlags) (client.ReshardRequest, error) {
 	} else if rf.maxRate != "" {
 		return req, cli.Usagef("keyspace reconfigure: --max-rate needs --setpoint (the control loop's top speed)")
 	}
+	if rf.rate != "" {
+		if rf.method != client.MethodPaced {
+			return req, cli.Usagef("keyspace reconfigure: --rate is method paced's pace: give --method paced")
+		}
+		if rf.rate == "unlimited" {
+			req.Rate = -1
+		} else if v, err := units.ParseRate(rf.rate); err != nil || v < client.MinRate || math.IsInf(v, 0) {
+			return req, cli.Usagef("keyspace reconfigure: --rate %q: want a rate such as 20MB/s (at least 64 KiB/s), or unlimited", rf.rate)
+		} else {
+			req.Rate = v
+		}
+	} else if rf.method == client.MethodPaced {
+		return req, cli.Usagef("keyspace reconfigure: method paced needs --rate")
+	}
 	if rf.chunk != "" {
 		v, err := units.ParseBytes(rf.chunk)
 		if err != nil || v <= 0 {
@@ -121,7 +138,7 @@ func runReconfigure(cmd *cobra.Command, f *keyspaceFlags, rf reconfigureFlags, n
 	ctx := cmd.Context()
 	var st client.ReshardStatus
 	if rf.plan == "" && (rf.method != "" || rf.setpoint != "") {
-		pace := client.ReshardPace{Method: req.Method, Control: req.Control}
+		pace := client.ReshardPace{Method: req.Method, Control: req.Control, Rate: req.Rate}
 		if st, err = c.SetReshardPace(ctx, name, pace); err != nil {
 			return agentErr("keyspace reconfigure", err)
 		}
