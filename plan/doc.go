@@ -1,5 +1,5 @@
 // Package plan is the pure core of a migration plan (Aqueduct, Lu et al.,
-// FAST 2002): many tenant moves between agents, run a few at a time under
+// FAST 2002): many tenant and key-range moves, run a few at a time under
 // one control loop that holds every store's latency under its contract.
 // No clocks, no I/O, no goroutines: time and measurements arrive as
 // arguments, and the agent (agent/plan*.go) does what Step returns.
@@ -13,8 +13,18 @@
 // contract) in one place and returns a Plan: the moves resolved, and every
 // store — every tenant of every server the plan touches, moving or not —
 // with its contract (its own, else its server's default, else
-// DefaultContractMs). Keyspace reconfiguration steps are not part of a plan
-// yet: `sluice keyspace reconfigure` moves key ranges on its own.
+// DefaultContractMs).
+//
+// A move may instead move a key range of a keyspace (Squall's
+// reconfiguration, package reshard) to another partition: the keys [lo,hi)
+// of a root table, from the one partition that owns them to partition To.
+// Validate checks each against the keyspace as the plan's earlier moves
+// leave it, and resolves both partitions to their tenants and agents: the
+// move's servers (From, To) are theirs, and their tenants are stores like
+// any. The agent holding the keyspace runs it as a reconfiguration to the
+// plan keyspace.Assign writes, paced by the plan's controller like a
+// tenant's snapshot (reshard's method paced); a keyspace's key-range moves
+// run one at a time, in the plan's order.
 //
 // # Sub-moves
 //

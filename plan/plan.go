@@ -48,18 +48,34 @@ type Plan struct {
 	Finished time.Time `json:"finished,omitzero"`
 }
 
-// Move is one tenant move and its progress.
+// Move is one tenant or key-range move and its progress.
 type Move struct {
-	Tenant   string `json:"tenant"`
-	TenantID int64  `json:"tenant_id"`
-	From     string `json:"from"`
-	To       string `json:"to"`
+	Tenant   string `json:"tenant,omitempty"`
+	TenantID int64  `json:"tenant_id,omitempty"`
+	// A key-range move (Keyspace set, Tenant empty): the keys Range of root
+	// table Table of keyspace Keyspace, whose reconfigurations agent Holder
+	// drives, from partition Source (its tenant SourceTenant) to partition
+	// Dest (DestTenant). Migration is then the reconfiguration's ID.
+	Keyspace     string `json:"keyspace,omitempty"`
+	Table        string `json:"table,omitempty"`
+	Range        string `json:"range,omitempty"`
+	Holder       string `json:"holder,omitempty"`
+	Source       string `json:"source,omitempty"`
+	SourceTenant string `json:"source_tenant,omitempty"`
+	Dest         string `json:"dest,omitempty"`
+	DestTenant   string `json:"dest_tenant,omitempty"`
+	// From and To are agents: the tenant's source and target, or the
+	// source and destination partitions' (the same agent when both
+	// partitions are its tenants).
+	From string `json:"from"`
+	To   string `json:"to"`
 	// Bytes is the tenant's size when the plan was validated, bytes; 0
 	// unknown. Moved is what its snapshot stream has sent, bytes.
 	Bytes  int64  `json:"bytes"`
 	Moved  int64  `json:"moved_bytes"`
 	Status Status `json:"status"`
-	// Migration is the source agent's migration ID once started.
+	// Migration is the source agent's migration ID once started (a
+	// key-range move's: Holder's reconfiguration ID).
 	Migration string `json:"migration,omitempty"`
 	Error     string `json:"error,omitempty"`
 	// Attempts counts the move's migrations that rolled back.
@@ -70,6 +86,17 @@ type Move struct {
 
 // SubMoves is the number of sub-moves of size sub in m (at least 1).
 func (m Move) SubMoves(sub int64) int64 { return max(1, (m.Bytes+sub-1)/sub) }
+
+// IsRange reports whether m moves a key range (not a tenant).
+func (m Move) IsRange() bool { return m.Keyspace != "" }
+
+// What names what m moves: the tenant, or keyspace:table[lo,hi).
+func (m Move) What() string {
+	if m.IsRange() {
+		return m.Keyspace + ":" + m.Table + m.Range
+	}
+	return m.Tenant
+}
 
 // Store is a tenant whose latency the plan's control loop watches: every
 // tenant of every server the plan touches.
@@ -259,17 +286,26 @@ func Settled(p Plan) bool {
 // Schedule returns the pending moves that may start now, in priority
 // order: each shares no server with a running move or with one chosen
 // before it.
+//
+// A keyspace runs one reconfiguration at a time, and its key-range moves
+// run in the plan's order (each was validated against the plan the ones
+// before it leave): a key-range move may start when no move of its
+// keyspace runs and every one before it has ended.
 func Schedule(p Plan) []int {
 	busy := map[string]bool{}
-	for _, m := range p.Moves {
+	next := map[string]int{} // keyspace → its first key-range move not ended
+	for i, m := range p.Moves {
 		if m.Status == Running {
 			busy[m.From], busy[m.To] = true, true
+		}
+		if _, ok := next[m.Keyspace]; m.IsRange() && !ok && (m.Status == Pending || m.Status == Running) {
+			next[m.Keyspace] = i
 		}
 	}
 	var out []int
 	for _, i := range p.Order {
 		m := p.Moves[i]
-		if m.Status != Pending || busy[m.From] || busy[m.To] {
+		if m.Status != Pending || busy[m.From] || busy[m.To] || (m.IsRange() && next[m.Keyspace] != i) {
 			continue
 		}
 		busy[m.From], busy[m.To] = true, true
@@ -324,5 +360,8 @@ func Sum(p Plan) Totals {
 }
 
 func (m Move) String() string {
+	if m.IsRange() {
+		return fmt.Sprintf("%s %s→%s (%s→%s) %s", m.What(), m.Source, m.Dest, m.From, m.To, m.Status)
+	}
 	return fmt.Sprintf("%s %s→%s %s", m.Tenant, m.From, m.To, m.Status)
 }

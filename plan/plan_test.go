@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/datadriven"
 
 	"github.com/sluicedb/sluice/control"
+	"github.com/sluicedb/sluice/keyspace"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -18,6 +19,7 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // TestPlan runs the datadriven transcripts in testdata/. Commands:
 //
 //	inventory       one agent per input line: "NAME [contract=MS] [TENANT:MB …]"
+//	keyspace holder=A  the input is a keyspace's JSON (keyspace.Decode), held by agent A
 //	validate        the input is a plan (JSON or YAML): its moves, order, stores, or the error
 //	step            one event per input line: "<offset> <kind> [move=N] [id=X] [bytes=N] [err=X]"
 //	shares rate=R   each running move's share of R
@@ -35,6 +37,17 @@ func TestPlan(t *testing.T) {
 			switch d.Cmd {
 			case "inventory":
 				inv = parseInventory(t, d.Input)
+				return ""
+			case "keyspace":
+				var holder string
+				d.ScanArgs(t, "holder", &holder)
+				ks, err := keyspace.Decode([]byte(d.Input))
+				if err != nil {
+					t.Fatal(err)
+				}
+				a := inv[holder]
+				a.Keyspaces = append(a.Keyspaces, ks)
+				inv[holder] = a
 				return ""
 			case "validate":
 				s, err := Parse([]byte(d.Input))
@@ -54,7 +67,7 @@ func TestPlan(t *testing.T) {
 					p = roundTrip(t, p)
 					fmt.Fprintf(&out, "%s\n", line)
 					for _, a := range acts {
-						fmt.Fprintf(&out, "  → %s %d (%s)\n", a.Kind, a.Move, p.Moves[a.Move].Tenant)
+						fmt.Fprintf(&out, "  → %s %d (%s)\n", a.Kind, a.Move, p.Moves[a.Move].What())
 					}
 					out.WriteString("  " + statusLine(p) + "\n")
 				}
@@ -136,6 +149,10 @@ func describe(p Plan) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "method %s, sub-move %d MiB, state %s\n", p.Method, p.SubMoveBytes>>20, p.State)
 	for i, m := range p.Moves {
+		if m.IsRange() {
+			fmt.Fprintf(&b, "move %d: %s %s(%s)→%s(%s) on %s→%s, held by %s\n", i, m.What(), m.Source, m.SourceTenant, m.Dest, m.DestTenant, m.From, m.To, m.Holder)
+			continue
+		}
 		fmt.Fprintf(&b, "move %d: %s (id %d) %s→%s %d MiB (%d sub-moves)\n", i, m.Tenant, m.TenantID, m.From, m.To, m.Bytes>>20, m.SubMoves(p.SubMoveBytes))
 	}
 	fmt.Fprintf(&b, "order %v\n", p.Order)
@@ -152,7 +169,7 @@ func describe(p Plan) string {
 func statusLine(p Plan) string {
 	parts := []string{string(p.State)}
 	for _, m := range p.Moves {
-		s := fmt.Sprintf("%s:%s", m.Tenant, m.Status)
+		s := fmt.Sprintf("%s:%s", m.What(), m.Status)
 		if m.Moved > 0 {
 			s += fmt.Sprintf("(%dMiB)", m.Moved>>20)
 		}

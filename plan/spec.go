@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/sluicedb/sluice/keyspace"
 )
 
 // Methods: how a plan's moves are paced.
@@ -46,7 +48,7 @@ const DefaultContractMs = 10
 
 // Spec is a plan as the operator writes it.
 type Spec struct {
-	// Moves are the tenant moves, at least one.
+	// Moves are the tenant and key-range moves, at least one.
 	Moves []MoveSpec `json:"moves" yaml:"moves"`
 	// ContractsMs are latency contracts by tenant name, ms, > 0; a store
 	// without one gets its server's default (Inventory).
@@ -65,12 +67,17 @@ type Spec struct {
 	MaxRate float64 `json:"max_rate,omitempty" yaml:"max_rate,omitempty"`
 }
 
-// MoveSpec is one move: a tenant (its name, or its numeric ID) to agent To.
-// From, when given, must be where the tenant is.
+// MoveSpec is one move: a tenant (its name, or its numeric ID) to agent
+// To; or, with Keyspace, the keys Range ("[lo,hi)") of root table Table
+// (optional when the keyspace has one) to partition To. From, when given,
+// must be where the tenant is (the partition that owns the keys).
 type MoveSpec struct {
-	Tenant string `json:"tenant" yaml:"tenant"`
-	From   string `json:"from,omitempty" yaml:"from,omitempty"`
-	To     string `json:"to" yaml:"to"`
+	Tenant   string `json:"tenant,omitempty" yaml:"tenant,omitempty"`
+	Keyspace string `json:"keyspace,omitempty" yaml:"keyspace,omitempty"`
+	Table    string `json:"table,omitempty" yaml:"table,omitempty"`
+	Range    string `json:"range,omitempty" yaml:"range,omitempty"`
+	From     string `json:"from,omitempty" yaml:"from,omitempty"`
+	To       string `json:"to" yaml:"to"`
 }
 
 // Parse reads a Spec from JSON or YAML (JSON is YAML; a document starting
@@ -107,6 +114,10 @@ type Agent struct {
 	// tenants, ms; 0 = DefaultContractMs.
 	ContractMs float64
 	Tenants    []Tenant
+	// Keyspaces are the keyspaces this agent holds (drives the
+	// reconfigurations of), validated. Their partitions are tenants of
+	// the inventory's agents, found by name.
+	Keyspaces []*keyspace.Keyspace
 }
 
 // Tenant is a tenant where it lives now.
@@ -130,6 +141,18 @@ func (inv Inventory) find(ref string) (agent string, t Tenant, ok bool) {
 		}
 	}
 	return "", Tenant{}, false
+}
+
+// keyspace returns keyspace name and the agent holding it.
+func (inv Inventory) keyspace(name string) (holder string, ks *keyspace.Keyspace, ok bool) {
+	for _, a := range slices.Sorted(maps.Keys(inv)) {
+		for _, k := range inv[a].Keyspaces {
+			if k.Name == name {
+				return a, k, true
+			}
+		}
+	}
+	return "", nil, false
 }
 
 func (inv Inventory) agentErr(i int, name string) error {
@@ -164,9 +187,21 @@ func Validate(s Spec, inv Inventory) (Plan, error) {
 		return Plan{}, errors.New("plan: no moves")
 	}
 	seen := map[string]int{}
+	kss := map[string]*keyspace.Keyspace{} // each keyspace as the plan's earlier moves leave it
 	for i, m := range s.Moves {
+		if m.Keyspace != "" {
+			mv, err := rangeMove(i, m, inv, kss)
+			if err != nil {
+				return Plan{}, err
+			}
+			p.Moves = append(p.Moves, mv)
+			continue
+		}
 		if m.Tenant == "" || m.To == "" {
-			return Plan{}, fmt.Errorf("plan: move %d: tenant and to are required", i+1)
+			return Plan{}, fmt.Errorf("plan: move %d: tenant and to are required (or keyspace, range and to)", i+1)
+		}
+		if m.Table != "" || m.Range != "" {
+			return Plan{}, fmt.Errorf("plan: move %d: table and range are a key-range move's: give its keyspace", i+1)
 		}
 		if _, ok := inv[m.To]; !ok {
 			return Plan{}, inv.agentErr(i, m.To)
@@ -192,6 +227,9 @@ func Validate(s Spec, inv Inventory) (Plan, error) {
 		}
 		seen[tn.Name] = i
 		p.Moves = append(p.Moves, Move{Tenant: tn.Name, TenantID: tn.ID, From: from, To: m.To, Bytes: tn.Bytes, Status: Pending})
+	}
+	if err := partitionsStay(p.Moves, inv); err != nil {
+		return Plan{}, err
 	}
 	stores, err := storesOf(p.Moves, s.ContractsMs, inv)
 	if err != nil {
@@ -221,7 +259,12 @@ func storesOf(moves []Move, contracts map[string]float64, inv Inventory) ([]Stor
 	}
 	touched, moving := map[string]bool{}, map[string]bool{}
 	for _, m := range moves {
-		touched[m.From], touched[m.To], moving[m.Tenant] = true, true, true
+		touched[m.From], touched[m.To] = true, true
+		if m.IsRange() {
+			moving[m.SourceTenant], moving[m.DestTenant] = true, true
+		} else {
+			moving[m.Tenant] = true
+		}
 	}
 	var out []Store
 	for _, agent := range slices.Sorted(maps.Keys(touched)) {
