@@ -13,6 +13,7 @@ import (
 	"github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/catalog"
 	"github.com/sluicedb/sluice/control"
+	"github.com/sluicedb/sluice/keyspace"
 	"github.com/sluicedb/sluice/plan"
 )
 
@@ -89,9 +90,10 @@ func (a *Agent) agentAPI(name string) (*client.Client, error) {
 	return a.reshardPeer(u)
 }
 
-// planInventory asks every agent a plan may use for its default contract
-// and its tenants. An agent that does not answer fails the request (502):
-// a plan is validated against all of them or not at all.
+// planInventory asks every agent a plan may use for its default contract,
+// its tenants and the keyspaces it holds. An agent that does not answer
+// fails the request (502): a plan is validated against all of them or not
+// at all.
 func (a *Agent) planInventory(ctx context.Context) (plan.Inventory, error) {
 	inv := plan.Inventory{}
 	for _, name := range a.planAgents() {
@@ -105,11 +107,15 @@ func (a *Agent) planInventory(ctx context.Context) (plan.Inventory, error) {
 		if err == nil {
 			ts, err = c.Tenants(qctx, false)
 		}
+		var kss []*keyspace.Keyspace
+		if err == nil {
+			kss, err = c.Keyspaces(qctx)
+		}
 		cancel()
 		if err != nil {
 			return nil, errf(http.StatusBadGateway, "agent %s: %v", name, err)
 		}
-		ag := plan.Agent{ContractMs: info.ContractMs}
+		ag := plan.Agent{ContractMs: info.ContractMs, Keyspaces: kss}
 		for _, t := range ts {
 			if t.State == string(catalog.Moved) || t.State == string(catalog.Deleted) || t.State == string(catalog.MigratingIn) {
 				continue
@@ -162,14 +168,20 @@ func (a *Agent) ApplyPlan(ctx context.Context, spec plan.Spec) (client.PlanStatu
 	return r.status(), nil
 }
 
-// planConflicts refuses a plan moving a tenant that a plan running here
-// moves too (409).
+// planConflicts refuses a plan moving a tenant, or keys of a keyspace,
+// that a plan running here moves too (409).
 func (a *Agent) planConflicts(p plan.Plan) error {
 	for _, r := range a.plans.all() {
 		q := r.snapshot()
 		for _, m := range q.Moves {
-			if (m.Status == plan.Pending || m.Status == plan.Running) && slices.ContainsFunc(p.Moves, func(n plan.Move) bool { return n.TenantID == m.TenantID }) {
+			if m.Status != plan.Pending && m.Status != plan.Running {
+				continue
+			}
+			if slices.ContainsFunc(p.Moves, func(n plan.Move) bool { return !m.IsRange() && !n.IsRange() && n.TenantID == m.TenantID }) {
 				return errf(http.StatusConflict, "plan: tenant %s is moving in plan %s", m.Tenant, q.ID)
+			}
+			if slices.ContainsFunc(p.Moves, func(n plan.Move) bool { return m.IsRange() && n.IsRange() && n.Keyspace == m.Keyspace }) {
+				return errf(http.StatusConflict, "plan: keys of keyspace %s are moving in plan %s", m.Keyspace, q.ID)
 			}
 		}
 	}

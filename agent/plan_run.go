@@ -191,15 +191,19 @@ func changed(a, b plan.Plan) bool {
 // ID, for follow to find the migration or start it again.
 func (r *planRun) start(ctx context.Context, i int) {
 	m := r.snapshot().Moves[i]
+	r.mu.Lock()
+	n := len(plan.Shares(r.mu.p, 1, r.copyingLocked(r.mu.p))) // this move included: running, no figures yet
+	r.mu.Unlock()
+	rate := r.moveRate(r.share(n))
+	if m.IsRange() {
+		r.startRange(ctx, i, rate)
+		return
+	}
 	c, err := r.a.agentAPI(m.From)
 	if err != nil {
 		r.step(ctx, plan.Event{Kind: plan.RolledBack, Move: i, Err: err.Error()})
 		return
 	}
-	r.mu.Lock()
-	n := len(plan.Shares(r.mu.p, 1, r.copyingLocked(r.mu.p))) // this move included: running, no figures yet
-	r.mu.Unlock()
-	rate := r.moveRate(r.share(n))
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	mig, err := c.StartMigration(sctx, client.StartMigration{Tenant: m.TenantID, To: m.To, Rate: rate})
 	cancel()
@@ -219,6 +223,10 @@ func (r *planRun) start(ctx context.Context, i int) {
 
 func (r *planRun) cancel(ctx context.Context, i int) {
 	m := r.snapshot().Moves[i]
+	if m.IsRange() {
+		r.a.log.Info("plan: aborted; a key-range move runs to its end (a reconfiguration rolls forward)", "keys", m.What(), "reshard", m.Migration)
+		return
+	}
 	c, err := r.a.agentAPI(m.From)
 	if err == nil && m.Migration != "" {
 		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -237,13 +245,20 @@ func (r *planRun) follow(ctx context.Context) {
 		if m.Status != plan.Running {
 			continue
 		}
-		c, err := r.a.agentAPI(m.From)
+		c, err := r.a.agentAPI(m.Driver())
 		if err != nil {
 			continue
 		}
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if m.Migration == "" {
+		switch {
+		case m.IsRange() && m.Migration == "":
+			r.recoverRange(qctx, c, i, m)
+		case m.IsRange():
+			r.followRange(qctx, c, i, m)
+		case m.Migration == "":
 			r.recover(qctx, c, i, m)
+		}
+		if m.IsRange() || m.Migration == "" {
 			cancel()
 			continue
 		}

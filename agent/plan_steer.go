@@ -62,6 +62,9 @@ func (r *planRun) copyingLocked(p plan.Plan) func(int) bool {
 	live := maps.Clone(r.mu.live)
 	return func(i int) bool {
 		l, ok := live[i]
+		if p.Moves[i].IsRange() {
+			return !ok || reshardCopying(l.Phase)
+		}
 		return !ok || l.Phase == "" || l.Phase == string(migration.PhasePrepare) || l.Phase == string(migration.PhaseSnapshot)
 	}
 }
@@ -81,14 +84,18 @@ func (r *planRun) apply(ctx context.Context, p plan.Plan, shares map[int]float64
 				want = planPausedRate
 			}
 		}
+		c, err := r.a.agentAPI(m.Driver())
+		if err != nil {
+			continue
+		}
+		if m.IsRange() {
+			r.paceRange(ctx, c, i, m, want)
+			continue
+		}
 		r.mu.Lock()
 		have, ok := r.mu.set[i]
 		r.mu.Unlock()
 		if ok && (have == want || (have > 0 && want > 0 && math.Abs(want-have) <= 0.01*have)) {
-			continue
-		}
-		c, err := r.a.agentAPI(m.From)
-		if err != nil {
 			continue
 		}
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)

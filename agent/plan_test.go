@@ -156,7 +156,7 @@ func runningLive(st client.PlanStatus) (plan.Move, client.PlanMoveLive, bool) {
 func doneLine(st client.PlanStatus) string {
 	var parts []string
 	for _, m := range st.Moves {
-		parts = append(parts, fmt.Sprintf("%s:%s(%d,%d tries)", m.Tenant, m.Status, m.Moved>>20, m.Attempts))
+		parts = append(parts, fmt.Sprintf("%s:%s(%d,%d tries)", m.What(), m.Status, m.Moved>>20, m.Attempts))
 	}
 	return string(st.State) + " " + strings.Join(parts, " ")
 }

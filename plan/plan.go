@@ -87,6 +87,15 @@ type Move struct {
 // SubMoves is the number of sub-moves of size sub in m (at least 1).
 func (m Move) SubMoves(sub int64) int64 { return max(1, (m.Bytes+sub-1)/sub) }
 
+// Driver is the agent that runs m: its tenant's source agent, or the agent
+// holding its keyspace.
+func (m Move) Driver() string {
+	if m.IsRange() {
+		return m.Holder
+	}
+	return m.From
+}
+
 // IsRange reports whether m moves a key range (not a tenant).
 func (m Move) IsRange() bool { return m.Keyspace != "" }
 

@@ -27,11 +27,13 @@ func init() {
 	pc := &cobra.Command{
 		Use:   "plan",
 		Short: "Run a migration plan: many tenant moves between agents under per-store latency contracts (Aqueduct)",
-		Long: `A plan is a list of tenant moves between agents (JSON or YAML):
+		Long: `A plan is a list of moves of tenants between agents and of key ranges between
+a keyspace's partitions (JSON or YAML):
 
   moves:
     - {tenant: acme, to: db2}
     - {tenant: 7, from: db1, to: db3}
+    - {keyspace: shop, table: orders, range: "[5000,8000)", to: p3}
   contracts_ms: {acme: 20}     # per store (tenant); default: its server's contract_ms, else 10
   method: integral             # integral (default), pid, sub-store, whole-store
   sub_move_bytes: 33554432     # 32 MB, Aqueduct's sub-move
@@ -43,8 +45,11 @@ started on its source agent; several run at once where they share no server, one
 per server at a time, moves out of a server that others fill first, the largest
 first. Every step the control loop reads the proxy's latency of every tenant on
 every server the plan touches and sets the moving snapshots' rate from the worst
-store's error against its contract (integral: Aqueduct; pid: Slacker). The plan is
-kept in the agent's catalog: a restarted agent resumes it.`,
+store's error against its contract (integral: Aqueduct; pid: Slacker). A key-range
+move is a live reconfiguration of its keyspace (as 'sluice keyspace reconfigure')
+whose pulls the same loop paces; a keyspace's moves run one at a time, in the
+plan's order, and its partitions' tenants are stores like any. The plan is kept in
+the agent's catalog: a restarted agent resumes it.`,
 	}
 	pc.PersistentFlags().StringVar(&f.agentURL, "agent", "", "agent API URL (default $SLUICE_AGENT or "+defaultAgentURL+")")
 	pc.PersistentFlags().BoolVar(&f.asJSON, "json", false, "print the result as JSON")
@@ -59,9 +64,10 @@ func planApplyCmd(f *planFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "apply FILE",
 		Short: "Validate a plan and run it, printing progress until it ends",
-		Long: `Validates the plan against the agents' tenants — an unknown tenant or agent, a
-move to the tenant's own server or a tenant in two moves is refused with exit 2 and
-nothing changes — then runs it, printing per move and in total the bytes moved,
+		Long: `Validates the plan against the agents' tenants and keyspaces — an unknown tenant,
+agent, keyspace or partition, a move to the tenant's own server, a tenant in two
+moves, keys that are their destination's already or lie in several partitions are
+refused with exit 2 and nothing changes — then runs it, printing per move and in total the bytes moved,
 the rate and the ETA every few seconds. --detach returns once it has started; the
 plan runs on in the agent ('sluice plan show ID').`,
 		Example: `  sluice plan apply rebalance.yaml
@@ -200,11 +206,16 @@ func planTotalLine(st client.PlanStatus) string {
 	return s
 }
 
-// planMoveLine is move i's line: tenant, servers, status, bytes, and while
-// it runs its migration's phase, rate and ETA.
+// planMoveLine is move i's line: tenant (or keys and partitions), servers,
+// status, bytes, and while it runs its migration's (or reconfiguration's)
+// phase, rate and ETA.
 func planMoveLine(st client.PlanStatus, i int) string {
 	m := st.Moves[i]
-	line := fmt.Sprintf("  move %d  %-12s %s → %s  %-8s %s of %s", i+1, m.Tenant, m.From, m.To, m.Status,
+	what := m.What()
+	if m.IsRange() {
+		what += fmt.Sprintf(" %s → %s,", m.Source, m.Dest)
+	}
+	line := fmt.Sprintf("  move %d  %-12s %s → %s  %-8s %s of %s", i+1, what, m.From, m.To, m.Status,
 		units.FormatBytes(float64(m.Moved)), units.FormatBytes(float64(m.Bytes)))
 	if l, ok := st.MoveLive[i]; ok && m.Status == plan.Running {
 		line += fmt.Sprintf("  %s %s", l.Phase, units.FormatRate(l.Rate))
