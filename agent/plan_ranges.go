@@ -86,7 +86,6 @@ func rangePlan(ctx context.Context, c *client.Client, m plan.Move) (spec keyspac
 	return spec, done, nil
 }
 
-
 // reshardRate is method paced's rate for a move rate (0 = unlimited: -1).
 func reshardRate(rate float64) float64 {
 	if rate == 0 || math.IsInf(rate, 1) {

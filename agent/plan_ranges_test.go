@@ -52,7 +52,7 @@ func TestPlanKeyRanges(t *testing.T) {
 	spec := plan.Spec{
 		Moves: []plan.MoveSpec{
 			{Keyspace: "bank", Table: "acct", Range: "[500,1000)", To: "p2"}, // a1 → a2
-			{Keyspace: "bank", Range: "[2000,2500)", From: "p3", To: "p1"},  // a1 → a1
+			{Keyspace: "bank", Range: "[2000,2500)", From: "p3", To: "p1"},   // a1 → a1
 			{Tenant: "solo", To: "a2"},
 		},
 		ContractsMs: map[string]float64{"r1": 200, "r2": 200, "r3": 200, "solo": 200},

@@ -107,4 +107,3 @@ func (ks *Keyspace) ParseRange(table, s string) (Range, error) {
 	}
 	return rs[0], nil
 }
-
