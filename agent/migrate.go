@@ -257,7 +257,7 @@ func preflightError(err error) error {
 	switch {
 	case errors.Is(err, migration.ErrBadRequest), errors.Is(err, migration.ErrSameServer):
 		return errf(http.StatusBadRequest, "%v", err)
-	case errors.Is(err, migration.ErrAlreadyMigrating):
+	case errors.Is(err, migration.ErrAlreadyMigrating), errors.Is(err, migration.ErrTenantTaken):
 		return errf(http.StatusConflict, "%v", err)
 	case errors.Is(err, migration.ErrVersion), errors.Is(err, migration.ErrWALLevel), errors.Is(err, migration.ErrNoSpace):
 		return errf(http.StatusUnprocessableEntity, "%v", err)

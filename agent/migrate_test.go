@@ -294,6 +294,12 @@ func TestMigrationBadInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// a2 has a tenant of acme's id already (ids are per agent without a
+	// shared catalog).
+	squatter, err := a2.c.CreateTenant(ctx, client.CreateTenant{ID: tn.ID, Name: "squatter"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := a1.c.StopTenant(ctx, stopped.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -320,6 +326,7 @@ func TestMigrationBadInput(t *testing.T) {
 		{"other major version", client.StartMigration{Tenant: tn.ID, To: "a4"}, 422, "PostgreSQL 14"},
 		{"wal_level minimal", client.StartMigration{Tenant: minimal.ID, To: "a2"}, 422, "wal_level=minimal"},
 		{"stopped tenant", client.StartMigration{Tenant: stopped.ID, To: "a2"}, 409, "only a running tenant"},
+		{"id taken on the target", client.StartMigration{Tenant: tn.ID, To: "a2"}, 409, "a2 already has tenant " + fmt.Sprint(tn.ID) + " (state running)"},
 	} {
 		_, err := a1.c.StartMigration(ctx, tc.req)
 		if client.StatusOf(err) != tc.code || err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -332,8 +339,8 @@ func TestMigrationBadInput(t *testing.T) {
 			t.Errorf("%s has migrations after refused requests: %+v %v", c.URL(), ms, err)
 		}
 	}
-	if ts, _ := a2.c.Tenants(ctx, true); len(ts) != 0 {
-		t.Errorf("target has tenants after refused requests: %+v", ts)
+	if ts, _ := a2.c.Tenants(ctx, true); len(ts) != 1 || ts[0].Name != squatter.Name || ts[0].State != "running" || !ts[0].Alive {
+		t.Errorf("target's tenants after refused requests: %+v, want its own squatter, running", ts)
 	}
 	if cur, _ := a1.c.Tenant(ctx, tn.ID); cur.State != "running" || !cur.Alive {
 		t.Errorf("source tenant after refused requests: %+v", cur)

@@ -112,8 +112,9 @@ type positionResponse struct {
 }
 
 type targetInfoResponse struct {
-	Major     int   `json:"major"`
-	FreeBytes int64 `json:"free_bytes"`
+	Major     int    `json:"major"`
+	FreeBytes int64  `json:"free_bytes"`
+	Taken     string `json:"taken,omitempty"` // migration.TargetInfo.Taken
 }
 
 // RemoteTarget is a migration.Target on another agent, reached over its HTTP
@@ -231,7 +232,7 @@ func (t *RemoteTarget) Info(ctx context.Context, tenant string) (migration.Targe
 	if err := t.c.Do(ctx, http.MethodGet, targetPrefix+"/info?tenant="+url.QueryEscape(tenant), nil, &v); err != nil {
 		return migration.TargetInfo{}, fmt.Errorf("remote target: info: %w", err)
 	}
-	return migration.TargetInfo{Major: v.Major, FreeBytes: v.FreeBytes}, nil
+	return migration.TargetInfo{Major: v.Major, FreeBytes: v.FreeBytes, Taken: v.Taken}, nil
 }
 
 // Reserve implements migration.Target.
@@ -405,9 +406,13 @@ func (t *RemoteTarget) Addr(m migration.Record) string {
 	return net.JoinHostPort(host, strconv.Itoa(m.TargetPort))
 }
 
-// Abort implements migration.Target.
+// Abort implements migration.Target. A target that never reserved the
+// migration (it refused the reserve: the tenant's id is taken there) has
+// nothing to discard: its 404 is a done abort, or the rollback would retry
+// it forever.
 func (t *RemoteTarget) Abort(ctx context.Context, m migration.Record) error {
-	if err := t.c.Do(ctx, http.MethodPost, t.path(m, "abort"), recordRequest{Record: m}, nil); err != nil {
+	err := t.c.Do(ctx, http.MethodPost, t.path(m, "abort"), recordRequest{Record: m}, nil)
+	if err != nil && client.StatusOf(err) != http.StatusNotFound {
 		return fmt.Errorf("remote target: abort: %w", err)
 	}
 	return nil

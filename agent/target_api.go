@@ -24,7 +24,7 @@ func (a *Agent) targetRoutes(mux *http.ServeMux) {
 			writeError(w, err)
 			return
 		}
-		writeOK(w, http.StatusOK, targetInfoResponse{Major: ti.Major, FreeBytes: ti.FreeBytes})
+		writeOK(w, http.StatusOK, targetInfoResponse{Major: ti.Major, FreeBytes: ti.FreeBytes, Taken: ti.Taken})
 	})
 	mux.HandleFunc("POST "+targetPrefix+"/{mid}/reserve", a.handleReserve)
 	mux.HandleFunc("POST "+targetPrefix+"/{mid}/snapshot", a.handleSnapshot)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/sluicedb/sluice/catalog"
 	"github.com/sluicedb/sluice/migration"
 	"github.com/sluicedb/sluice/migration/pg"
 	"github.com/sluicedb/sluice/pgcluster"
@@ -39,7 +40,13 @@ func (t agentTarget) Info(ctx context.Context, tenant string) (migration.TargetI
 	if err != nil {
 		return migration.TargetInfo{}, fmt.Errorf("agent: target info: %w", err)
 	}
-	return migration.TargetInfo{Major: info.PGMajor, FreeBytes: info.FreeBytes}, nil
+	ti := migration.TargetInfo{Major: info.PGMajor, FreeBytes: info.FreeBytes}
+	if id, err := strconv.ParseInt(tenant, 10, 64); err == nil {
+		if tn, err := t.a.cat.Tenant(id); err == nil && tn.State != catalog.Deleted && tn.State != catalog.Moved {
+			ti.Taken = string(tn.State)
+		}
+	}
+	return ti, nil
 }
 
 // Reserve empties the tenant's directory (a previous attempt's or a moved

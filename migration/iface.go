@@ -36,6 +36,9 @@ type SourceInfo struct {
 type TargetInfo struct {
 	Major     int   // major version of the PostgreSQL binaries it would run
 	FreeBytes int64 // free space where the tenant's directory would go
+	// Taken is the state of a tenant the target has under the same id
+	// ("" none, or only a moved or deleted one's record).
+	Taken string
 }
 
 // SnapshotInfo describes a finished snapshot stream.

@@ -15,6 +15,7 @@ var (
 	ErrVersion          = errors.New("migration: PostgreSQL major versions differ")
 	ErrWALLevel         = errors.New("migration: source wal_level does not allow a live migration")
 	ErrNoSpace          = errors.New("migration: not enough space on the target")
+	ErrTenantTaken      = errors.New("migration: the target has a tenant of that id")
 )
 
 // SpaceHeadroom is the space a target needs beyond the source's data
@@ -49,6 +50,9 @@ func Validate(req Request, src SourceInfo, tgt TargetInfo, active []Record) erro
 		if r.Tenant == req.Tenant && r.Active() {
 			return fmt.Errorf("%w: tenant %s: migration %s from %s to %s is in phase %s", ErrAlreadyMigrating, req.Tenant, r.ID, r.Source, r.Target, r.Phase)
 		}
+	}
+	if tgt.Taken != "" {
+		return fmt.Errorf("%w: %s already has tenant %s (state %s)", ErrTenantTaken, req.Target, req.Tenant, tgt.Taken)
 	}
 	if src.Major != tgt.Major {
 		return fmt.Errorf("%w: source %s runs PostgreSQL %d, target %s has PostgreSQL %d", ErrVersion, req.Source, src.Major, req.Target, tgt.Major)

@@ -29,6 +29,7 @@ func TestValidate(t *testing.T) {
 		{"wal_level minimal", req, SourceInfo{Major: 15, WALLevel: "minimal", DataBytes: 1}, okTgt, nil, ErrWALLevel},
 		{"wal_level minimal is fine for stop-and-copy", Request{Tenant: "t1", Source: "a", Target: "b", Mode: StopAndCopy}, SourceInfo{Major: 15, WALLevel: "minimal", DataBytes: 1}, okTgt, nil, nil},
 		{"no space", req, okSrc, TargetInfo{Major: 15, FreeBytes: 1 << 30}, nil, ErrNoSpace},
+		{"id taken on the target", req, okSrc, TargetInfo{Major: 15, FreeBytes: 10 << 30, Taken: "running"}, nil, ErrTenantTaken},
 		{"empty tenant", Request{Source: "a", Target: "b"}, okSrc, okTgt, nil, ErrBadRequest},
 		{"bad mode", Request{Tenant: "t1", Source: "a", Target: "b", Mode: "teleport"}, okSrc, okTgt, nil, ErrBadRequest},
 	} {
