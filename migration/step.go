@@ -390,7 +390,7 @@ func resume(rec Record, now time.Time) (Record, []Action) {
 		rec.StandbyStarted = false
 	case PhaseHandover:
 		if !rec.Switched() {
-			return startRollback(rec, "agent restarted during handover before the route switch", now)
+			return startRollback(rec, "the driver stopped during handover before the route switch (its agent restarted, or lost the catalog lock and took it again)", now)
 		}
 	}
 	return advance(rec, now)
