@@ -56,7 +56,7 @@ runs inside a governor, as on an agent: the PID and the integral hold their init
 rate for the profile's settling time (settle_ms) after the first byte.
 
 Without --json it prints a summary and an ASCII plot; --json prints one object with
-scenario, controller, seed, setpoint_ms, idle_latency_ms, mean_latency_ms, p95_latency_ms,
+scenario, controller, seed, setpoint_ms (pid and interference), idle_latency_ms, mean_latency_ms, p95_latency_ms,
 p99_latency_ms, violation_fraction, migration_seconds, mean_rate (bytes/s) and completed.
 Latency figures cover the time the migration ran; idle_latency_ms is the same workload
 without a migration; violation_fraction is the share of 1 s windows whose mean latency
@@ -415,7 +415,11 @@ func printSimHuman(w io.Writer, r sim.Result, controller string) {
 	if !r.Completed {
 		done = "NOT completed (time limit)"
 	}
-	fmt.Fprintf(w, "scenario %s, controller %s, seed %d, setpoint %v\n", r.Scenario, controller, r.Seed, r.Setpoint)
+	target := fmt.Sprintf("setpoint %v", r.Setpoint)
+	if !sim.SteersToSetpoint(r.Controller) {
+		target = "judged by each store's contract"
+	}
+	fmt.Fprintf(w, "scenario %s, controller %s, seed %d, %s\n", r.Scenario, controller, r.Seed, target)
 	fmt.Fprintf(w, "migration %s in %.1f s at %s mean\n", done, r.MigrationSeconds, units.FormatRate(r.MeanRate))
 	fmt.Fprintf(w, "latency during migration: mean %.2f ms (idle %.2f ms), p95 %.2f ms, p99 %.2f ms\n",
 		simMS(r.MeanLatency), simMS(r.IdleLatency), simMS(r.P95Latency), simMS(r.P99Latency))

@@ -13,6 +13,11 @@ import (
 // Controller kinds NewController knows.
 var ControllerNames = []string{"fixed", "pid", "integral", "interference"}
 
+// SteersToSetpoint reports whether controller kind steers to a latency
+// setpoint (pid, interference); the others are judged by the contract
+// alone, and a run of theirs has no setpoint to report.
+func SteersToSetpoint(kind string) bool { return kind == "pid" || kind == "interference" }
+
 // ControllerConfig selects and parameterises a controller for a scenario.
 type ControllerConfig struct {
 	Kind     string        // one of ControllerNames

@@ -18,7 +18,7 @@ type Summary struct {
 	Scenario          string  `json:"scenario"`
 	Controller        string  `json:"controller"`
 	Seed              uint64  `json:"seed"`
-	SetpointMS        float64 `json:"setpoint_ms"`
+	SetpointMS        float64 `json:"setpoint_ms,omitempty"` // pid and interference only (SteersToSetpoint)
 	IdleLatencyMS     float64 `json:"idle_latency_ms"`
 	MeanLatencyMS     float64 `json:"mean_latency_ms"`
 	P95LatencyMS      float64 `json:"p95_latency_ms"`
@@ -31,11 +31,15 @@ type Summary struct {
 
 // Summary returns r's JSON figures.
 func (r Result) Summary() Summary {
+	sp := msOf(r.Setpoint)
+	if !SteersToSetpoint(r.Controller) {
+		sp = 0
+	}
 	return Summary{
 		Scenario:          r.Scenario,
 		Controller:        r.Controller,
 		Seed:              r.Seed,
-		SetpointMS:        msOf(r.Setpoint),
+		SetpointMS:        sp,
 		IdleLatencyMS:     msOf(r.IdleLatency),
 		MeanLatencyMS:     msOf(r.MeanLatency),
 		P95LatencyMS:      msOf(r.P95Latency),
