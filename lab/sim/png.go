@@ -34,7 +34,14 @@ func WritePNG(w io.Writer, r Result) error {
 	if len(lat) == 0 {
 		return fmt.Errorf("sim: png: no latency points")
 	}
-	sp := float64(r.Setpoint) / 1e6
+	sp, spName := float64(r.Setpoint)/1e6, "setpoint"
+	if !SteersToSetpoint(r.Controller) && len(r.Stores) > 0 {
+		lc := r.Stores[0].Contract
+		for _, st := range r.Stores {
+			lc = min(lc, st.Contract)
+		}
+		sp, spName = float64(lc)/1e6, "contract"
+	}
 	x0, x1 := lat[0].X, lat[len(lat)-1].X
 
 	top := plot.New()
@@ -63,7 +70,7 @@ func WritePNG(w io.Writer, r Result) error {
 	top.Add(plotter.NewGrid(), il, ll, spl)
 	top.Legend.Add("latency", ll)
 	top.Legend.Add("idle twin", il)
-	top.Legend.Add(fmt.Sprintf("setpoint %.0f ms", sp), spl)
+	top.Legend.Add(fmt.Sprintf("%s %.0f ms", spName, sp), spl)
 	top.Legend.Top = true
 
 	bot := plot.New()
