@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/internal/pgtest"
+	"github.com/sluicedb/sluice/plan"
 )
 
 // TestPlanCommands: a plan that is not well formed, or that names an
@@ -78,5 +80,25 @@ func TestPlanCommands(t *testing.T) {
 	}
 	if code, _, errs := agentRunCLI(t, "plan", "abort", id, "--agent", url); code != 2 || !strings.Contains(errs, "is done: nothing to abort") {
 		t.Fatalf("plan abort of a done plan: exit %d %q", code, errs)
+	}
+}
+
+// TestPlanMoveLine: a key-range move's line names its keys and partitions
+// besides the servers; a running one its reconfiguration's phase.
+func TestPlanMoveLine(t *testing.T) {
+	st := client.PlanStatus{Plan: plan.Plan{Moves: []plan.Move{
+		{Tenant: "acme", TenantID: 3, From: "a", To: "b", Status: plan.Done, Bytes: 64 << 20, Moved: 64 << 20},
+		{Keyspace: "shop", Table: "orders", Range: "[5000,8000)", Source: "p1", Dest: "p3", From: "a", To: "c", Status: plan.Running, Bytes: 8 << 20, Moved: 2 << 20},
+	}}, MoveLive: map[int]client.PlanMoveLive{1: {Phase: "moving", Rate: 1 << 20}}}
+	for i, want := range []string{
+		"move 1  acme         a → b  done",
+		"move 2  shop:orders[5000,8000) p1 → p3, a → c  running",
+	} {
+		if got := planMoveLine(st, i); !strings.Contains(got, want) {
+			t.Errorf("move %d: %q, want it to contain %q", i+1, got, want)
+		}
+	}
+	if got := planMoveLine(st, 1); !strings.Contains(got, "moving") {
+		t.Errorf("running range move: %q, want its phase", got)
 	}
 }
