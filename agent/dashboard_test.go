@@ -14,9 +14,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -40,7 +42,15 @@ type watchedMigration struct {
 	tenant int64
 }
 
+// startWatchedMigration starts the watched migration under the PID.
 func startWatchedMigration(t *testing.T) *watchedMigration {
+	t.Helper()
+	return startWatchedMigrationWith(t, client.StartMigration{Control: &client.Control{SetpointMs: 50, MaxRate: 4 << 20}})
+}
+
+// startWatchedMigrationWith starts acme's migration a1 → a2 as req says
+// (its tenant and target filled in) under a ledger writer through the proxy.
+func startWatchedMigrationWith(t *testing.T, req client.StartMigration) *watchedMigration {
 	t.Helper()
 	c1, c2 := agentPair(t)
 	px := catalogProxy(t, &c1, c2)
@@ -61,8 +71,8 @@ func startWatchedMigration(t *testing.T) *watchedMigration {
 	stop := func() { wstop(); <-wdone }
 	t.Cleanup(stop)
 	time.Sleep(500 * time.Millisecond)
-	m, err := a1.c.StartMigration(ctx, client.StartMigration{Tenant: tn.ID, To: "a2",
-		Control: &client.Control{SetpointMs: 50, MaxRate: 4 << 20}})
+	req.Tenant, req.To = tn.ID, "a2"
+	m, err := a1.c.StartMigration(ctx, req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,6 +254,76 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	b.wait("the finished row", `document.querySelector('#finished tr[data-id="`+wm.m.ID+`"][data-outcome="committed"]')`, 5*time.Second)
 	b.wait("acme on a2", `[...document.querySelectorAll('#tenants tr[data-tenant="acme"]')].some(r => r.cells[2].innerText === 'a2' && r.cells[3].innerText === 'running')`, 10*time.Second)
+}
+
+// TestDashboardRateAndAbort: on a migration copying at a fixed rate, the
+// page's rate form refuses a rate it cannot read (nothing sent) and sets
+// one it can (the API confirms); its Abort button asks first — dismissed,
+// nothing happens; accepted, the migration rolls back, the page shows it
+// aborted, and the tenant serves on from a1 with every acknowledged write.
+func TestDashboardRateAndAbort(t *testing.T) {
+	bin := chromium(t)
+	wm := startWatchedMigrationWith(t, client.StartMigration{Rate: 1 << 20})
+	b := newBrowser(t, bin)
+	wm.waitCopying(t, 0)
+	b.run(chromedp.Navigate(wm.a1.URL() + "/ui/#token=" + testToken))
+	card := `section.migration[data-id="` + wm.m.ID + `"]`
+	sel := `document.querySelector('` + card + `')`
+	b.wait("the migration's card", sel+` && `+sel+`.dataset.phase === 'snapshot'`, 15*time.Second)
+	result := sel + `.querySelector('.actions .result').textContent`
+
+	b.run(chromedp.SetValue(chromedp.CSS(card+` input[name=rate]`), "fast"), chromedp.Click(chromedp.CSS(card+` button[name=set]`)))
+	b.wait("the page's refusal", result+`.includes('a rate is e.g.')`, 5*time.Second)
+	if m, _ := wm.a1.c.Migration(ctxT(t), wm.m.ID); m.Progress.Limit != 1<<20 {
+		t.Fatalf("a refused rate changed the migration's: limit %v", m.Progress.Limit)
+	}
+	b.run(chromedp.SetValue(chromedp.CSS(card+` input[name=rate]`), "512KiB/s"), chromedp.Click(chromedp.CSS(card+` button[name=set]`)))
+	b.wait("the rate set", result+` === 'done'`, 10*time.Second)
+	if m, err := wm.a1.c.Migration(ctxT(t), wm.m.ID); err != nil || m.Progress.Limit != 512<<10 {
+		t.Fatalf("after Set rate 512KiB/s: limit %v (%v)", m.Progress.Limit, err)
+	}
+
+	// Abort asks first: dismissed, then accepted.
+	var asked []string
+	var mu sync.Mutex
+	accept := false
+	go func() {
+		for ev, err := range chromedp.Events(b.ctx, page.JavascriptDialogOpening) {
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			asked = append(asked, ev.Message)
+			ok := accept
+			mu.Unlock()
+			go chromedp.Call(b.ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: ok})
+		}
+	}()
+	b.run(chromedp.Click(chromedp.CSS(card+` button[name=abort]`)))
+	time.Sleep(time.Second)
+	if m, _ := wm.a1.c.Migration(ctxT(t), wm.m.ID); m.Done {
+		t.Fatalf("a dismissed Abort ended the migration: %s", m.Outcome)
+	}
+	mu.Lock()
+	accept = true
+	mu.Unlock()
+	b.run(chromedp.Click(chromedp.CSS(card+` button[name=abort]`)))
+	m := waitMigration(t, wm.a1.c, wm.m.ID, 2*time.Minute, nil)
+	if m.Outcome != "aborted" {
+		t.Fatalf("after an accepted Abort: %s (%s)", m.Outcome, m.Error)
+	}
+	mu.Lock()
+	if len(asked) != 2 || !strings.Contains(asked[0], "Abort migration "+wm.m.ID) {
+		t.Errorf("dialogs %q: want two asking to abort %s", asked, wm.m.ID)
+	}
+	mu.Unlock()
+	b.wait("the card aborted", sel+`.dataset.phase === 'aborted'`, 15*time.Second)
+	wm.stopW()
+	tn, err := wm.a1.c.Tenant(ctxT(t), wm.tenant)
+	if err != nil || tn.State != "running" || !tn.Alive {
+		t.Fatalf("tenant after the abort: %+v %v", tn, err)
+	}
+	wm.w.verify(t, wm.a1.ConnString(tn.Port, ""))
 }
 
 // TestOverviewAndMetricsDuringMigration scrapes the agent's GET /metrics

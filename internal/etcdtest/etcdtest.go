@@ -104,7 +104,10 @@ func startDirOn(dir string, n int, host string, files *TLS) (*Cluster, error) {
 		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
 		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}
 		cfg.InitialClusterToken = "etcdtest"
-		cfg.LogLevel = "error"
+		// Not "error": every member logs "setting up serving … failed:
+		// server closed" at error level when it is closed, which buries a
+		// failing test's own output in CI's log.
+		cfg.LogLevel = "fatal"
 		cfgs[i] = cfg
 		c.cfgs[i] = cfg
 		initial = append(initial, cfg.Name+"="+pu.String())
