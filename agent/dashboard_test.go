@@ -299,7 +299,7 @@ func TestDashboardRateAndAbort(t *testing.T) {
 			go chromedp.Call(b.ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: ok})
 		}
 	}()
-	b.run(chromedp.Click(chromedp.CSS(card+` button[name=abort]`)))
+	b.run(chromedp.Click(chromedp.CSS(card + ` button[name=abort]`)))
 	time.Sleep(time.Second)
 	if m, _ := wm.a1.c.Migration(ctxT(t), wm.m.ID); m.Done {
 		t.Fatalf("a dismissed Abort ended the migration: %s", m.Outcome)
@@ -307,7 +307,7 @@ func TestDashboardRateAndAbort(t *testing.T) {
 	mu.Lock()
 	accept = true
 	mu.Unlock()
-	b.run(chromedp.Click(chromedp.CSS(card+` button[name=abort]`)))
+	b.run(chromedp.Click(chromedp.CSS(card + ` button[name=abort]`)))
 	m := waitMigration(t, wm.a1.c, wm.m.ID, 2*time.Minute, nil)
 	if m.Outcome != "aborted" {
 		t.Fatalf("after an accepted Abort: %s (%s)", m.Outcome, m.Error)
