@@ -300,9 +300,20 @@ func TestDashboardRateAndAbort(t *testing.T) {
 		}
 	}()
 	b.run(chromedp.Click(chromedp.CSS(card + ` button[name=abort]`)))
-	time.Sleep(time.Second)
-	if m, _ := wm.a1.c.Migration(ctxT(t), wm.m.ID); m.Done {
-		t.Fatalf("a dismissed Abort ended the migration: %s", m.Outcome)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		mu.Lock()
+		n := len(asked)
+		mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Abort asked nothing")
+		}
+	}
+	time.Sleep(time.Second) // an abort sent anyway would be under way by now
+	if m, _ := wm.a1.c.Migration(ctxT(t), wm.m.ID); m.Done || eval[string](b, result) != "done" {
+		t.Fatalf("a dismissed Abort did something: migration done %v (%s), the form says %q", m.Done, m.Outcome, eval[string](b, result))
 	}
 	mu.Lock()
 	accept = true
