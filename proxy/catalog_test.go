@@ -3,12 +3,14 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sluicedb/sluice/keyspace"
 	"github.com/sluicedb/sluice/proxy/client"
 )
 
@@ -231,4 +233,42 @@ func (t *tenant) isHeld() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.mu.held
+}
+
+// TestStaleKeyspaceAnswer: a catalog's keyspace read before a switch the
+// proxy already has (its reconfiguration's status, read after, names the
+// newer epoch) does not replace the newer one; a keyspace created again
+// under the same name (epoch 1, no such reconfiguration) does.
+func TestStaleKeyspaceAnswer(t *testing.T) {
+	p, err := New(Config{Listen: "127.0.0.1:0", APIListen: "127.0.0.1:0", Trust: true, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := func(epoch uint64, plan string) *keyspace.Keyspace {
+		ks, err := keyspace.Decode([]byte(fmt.Sprintf(`{"name": "bank", "epoch": %d,
+			"partitions": [{"name": "p1", "tenant": "r1"}, {"name": "p2", "tenant": "r2"}],
+			"tables": [{"name": "acct", "kind": "sharded", "column": "k", "type": "int"}],
+			"plan": {"acct": %s}}`, epoch, plan)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ks
+	}
+	const driver = "http://agent-a"
+	if err := p.installKeyspace(at(3, `{"p1": "[,500)", "p2": "[500,)"}`), nil, driver); err != nil {
+		t.Fatal(err)
+	}
+	stale := &reshardView{ID: "rs-2", Phase: "moving", ToEpoch: 3}
+	if err := p.installKeyspace(at(2, `{"p1": "[,1000)", "p2": "[1000,)"}`), stale, driver); err != nil {
+		t.Fatal(err)
+	}
+	if e := p.keyspace("bank").KS.Epoch; e != 3 {
+		t.Fatalf("a stale answer installed epoch %d over 3", e)
+	}
+	if err := p.installKeyspace(at(1, `{"p1": "[,10)", "p2": "[10,)"}`), nil, driver); err != nil {
+		t.Fatal(err)
+	}
+	if e := p.keyspace("bank").KS.Epoch; e != 1 {
+		t.Fatalf("a keyspace created again stayed at epoch %d", e)
+	}
 }

@@ -318,6 +318,14 @@ func (p *Proxy) putKeyspace(ks *keyspace.Keyspace, v *reshardView, driver string
 	p.ksMu.Lock()
 	defer p.ksMu.Unlock()
 	old := p.keyspaces[ks.Name]
+	if old != nil && ks.Epoch < old.KS.Epoch && v != nil && v.ToEpoch >= old.KS.Epoch {
+		// A stale answer: the catalog's keyspace was read before a switch
+		// this proxy already has (its reconfiguration, read after, names
+		// that epoch). Installing it would route moved keys to their old
+		// owners, whose fences refuse them. A keyspace deleted and created
+		// again starts over at epoch 1 without such a reconfiguration.
+		return false, nil
+	}
 	var mv *mover
 	if v.moving() && v.ToEpoch == ks.Epoch {
 		if old != nil && old.KS.Epoch == ks.Epoch {
