@@ -234,6 +234,7 @@ func Step(p Plan, ev Event, now time.Time) (Plan, []Action) {
 	case Committed:
 		if m := mv(); m != nil && m.Status == Running {
 			m.Status, m.Finished, m.Moved = Done, now, max(m.Moved, ev.Bytes)
+			m.Bytes = max(m.Bytes, m.Moved) // an estimate short of what moved (or none: a key range that ended before its first progress)
 		}
 	case RolledBack:
 		if m := mv(); m != nil && m.Status == Running {
