@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -62,33 +63,9 @@ func TestHandoverTwoProxies(t *testing.T) {
 	defer gate.Close()
 	c1.Proxy, c1.Proxies, c1.ProxyTokenFile = "http://"+px1.APIAddr(), []string{gate.URL}, writeTokenFile(t, token)
 	c2.Proxy, c2.Proxies, c2.ProxyTokenFile = c1.Proxy, c1.Proxies, c1.ProxyTokenFile
-	a1, a2 := startAgent(t, c1), startAgent(t, c2)
+	r := startTwoProxies(t, c1, c2, px1, px2)
+	a1, tn, src, dst, w1, w2 := r.a1, r.tn, r.src, r.dst, r.w1, r.w2
 	ctx := ctxT(t)
-	tn, err := a1.c.CreateTenant(ctx, client.CreateTenant{Name: "acme", Users: testUsers})
-	if err != nil {
-		t.Fatal(err)
-	}
-	loadData(t, a1.ConnString(tn.Port, ""), 5)
-	src, dst := "127.0.0.1:"+strconv.Itoa(tn.Port), "127.0.0.1:"+strconv.Itoa(a2.TenantPort(tn.ID))
-	for _, px := range []*proxy.Proxy{px1, px2} {
-		waitProxyRoute(t, px.APIClient(), "acme", src)
-	}
-	cs := func(px *proxy.Proxy) string {
-		return fmt.Sprintf("postgres://%s:%s@%s/acme?sslmode=disable", testUsers[0].Name, testUsers[0].Password, px.Addr())
-	}
-	w1 := &ledgerWriter{conns: []string{cs(px1)}, pause: 2 * time.Millisecond}
-	w2 := &ledgerWriter{conns: []string{cs(px2)}, pause: 2 * time.Millisecond, first: 1 << 40}
-	wctx, wstop := context.WithCancel(context.Background())
-	wdone := make(chan struct{}, 2)
-	for _, w := range []*ledgerWriter{w1, w2} {
-		go func() { w.run(wctx); wdone <- struct{}{} }()
-	}
-	stopWriters := func() { wstop(); <-wdone; <-wdone }
-	defer func() {
-		if wctx.Err() == nil {
-			stopWriters()
-		}
-	}()
 	time.Sleep(500 * time.Millisecond)
 
 	silent.Store(true)
@@ -128,15 +105,62 @@ func TestHandoverTwoProxies(t *testing.T) {
 	for _, px := range []*proxy.Proxy{px1, px2} {
 		waitProxyRoute(t, px.APIClient(), "acme", dst)
 	}
-	for _, w := range []*ledgerWriter{w1, w2} {
+	r.finishOnTarget(t)
+}
+
+// twoProxies is tenant acme (5 MB) on a1, routed by two proxies, with a
+// ledger writer through each (w2's ids from 1<<40).
+type twoProxies struct {
+	a1, a2   *testAgent
+	tn       client.Tenant
+	src, dst string // acme's address on a1 and on a2
+	w1, w2   *ledgerWriter
+	stop     func() // stops both writers; once (also at the test's end)
+}
+
+// startTwoProxies starts a1 and a2 on c1 and c2, creates acme on a1 and
+// waits until px1 and px2 route it, then starts the writers.
+func startTwoProxies(t *testing.T, c1, c2 Config, px1, px2 *proxy.Proxy) *twoProxies {
+	t.Helper()
+	r := &twoProxies{a1: startAgent(t, c1), a2: startAgent(t, c2)}
+	var err error
+	if r.tn, err = r.a1.c.CreateTenant(ctxT(t), client.CreateTenant{Name: "acme", Users: testUsers}); err != nil {
+		t.Fatal(err)
+	}
+	loadData(t, r.a1.ConnString(r.tn.Port, ""), 5)
+	r.src, r.dst = "127.0.0.1:"+strconv.Itoa(r.tn.Port), "127.0.0.1:"+strconv.Itoa(r.a2.TenantPort(r.tn.ID))
+	for _, px := range []*proxy.Proxy{px1, px2} {
+		waitProxyRoute(t, px.APIClient(), "acme", r.src)
+	}
+	cs := func(px *proxy.Proxy) string {
+		return fmt.Sprintf("postgres://%s:%s@%s/acme?sslmode=disable", testUsers[0].Name, testUsers[0].Password, px.Addr())
+	}
+	r.w1 = &ledgerWriter{conns: []string{cs(px1)}, pause: 2 * time.Millisecond}
+	r.w2 = &ledgerWriter{conns: []string{cs(px2)}, pause: 2 * time.Millisecond, first: 1 << 40}
+	wctx, wstop := context.WithCancel(context.Background())
+	wdone := make(chan struct{}, 2)
+	for _, w := range []*ledgerWriter{r.w1, r.w2} {
+		go func() { w.run(wctx); wdone <- struct{}{} }()
+	}
+	var once sync.Once
+	r.stop = func() { once.Do(func() { wstop(); <-wdone; <-wdone }) }
+	t.Cleanup(r.stop)
+	return r
+}
+
+// finishOnTarget lets each writer get 50 more writes through, stops them
+// and checks every acknowledged write on acme's copy on a2.
+func (r *twoProxies) finishOnTarget(t *testing.T) {
+	t.Helper()
+	for _, w := range []*ledgerWriter{r.w1, r.w2} {
 		before, _, _ := w.stats()
 		waitAcked(t, w, before+50)
 	}
-	stopWriters()
-	for i, w := range []*ledgerWriter{w1, w2} {
+	r.stop()
+	for i, w := range []*ledgerWriter{r.w1, r.w2} {
 		acked, errs, _ := w.stats()
 		t.Logf("writer through proxy %d: %d acknowledged, %d errors", i+1, acked, errs)
-		w.verify(t, a2.ConnString(a2.TenantPort(tn.ID), ""))
+		w.verify(t, r.a2.ConnString(r.a2.TenantPort(r.tn.ID), ""))
 	}
 }
 

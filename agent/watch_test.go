@@ -49,33 +49,9 @@ func TestProxiesWatchEtcdCatalog(t *testing.T) {
 	px1, px2 := newProxy(spec), newProxy(spec)
 	c1.Proxy, c1.Proxies, c1.ProxyTokenFile = "http://"+px1.APIAddr(), []string{"http://" + px2.APIAddr()}, writeTokenFile(t, token)
 	c2.Proxy, c2.Proxies, c2.ProxyTokenFile = c1.Proxy, c1.Proxies, c1.ProxyTokenFile
-	a1, a2 := startAgent(t, c1), startAgent(t, c2)
+	r := startTwoProxies(t, c1, c2, px1, px2)
+	a1, a2, tn, dst, w1, w2 := r.a1, r.a2, r.tn, r.dst, r.w1, r.w2
 	ctx := ctxT(t)
-	tn, err := a1.c.CreateTenant(ctx, client.CreateTenant{Name: "acme", Users: testUsers})
-	if err != nil {
-		t.Fatal(err)
-	}
-	loadData(t, a1.ConnString(tn.Port, ""), 5)
-	src, dst := "127.0.0.1:"+strconv.Itoa(tn.Port), "127.0.0.1:"+strconv.Itoa(a2.TenantPort(tn.ID))
-	for _, px := range []*proxy.Proxy{px1, px2} {
-		waitProxyRoute(t, px.APIClient(), "acme", src)
-	}
-	cs := func(px *proxy.Proxy) string {
-		return fmt.Sprintf("postgres://%s:%s@%s/acme?sslmode=disable", testUsers[0].Name, testUsers[0].Password, px.Addr())
-	}
-	w1 := &ledgerWriter{conns: []string{cs(px1)}, pause: 2 * time.Millisecond}
-	w2 := &ledgerWriter{conns: []string{cs(px2)}, pause: 2 * time.Millisecond, first: 1 << 40}
-	wctx, wstop := context.WithCancel(context.Background())
-	wdone := make(chan struct{}, 2)
-	for _, w := range []*ledgerWriter{w1, w2} {
-		go func() { w.run(wctx); wdone <- struct{}{} }()
-	}
-	stopWriters := func() { wstop(); <-wdone; <-wdone }
-	defer func() {
-		if wctx.Err() == nil {
-			stopWriters()
-		}
-	}()
 	for _, w := range []*ledgerWriter{w1, w2} {
 		waitAcked(t, w, 50)
 	}
@@ -91,16 +67,7 @@ func TestProxiesWatchEtcdCatalog(t *testing.T) {
 	for _, px := range []*proxy.Proxy{px1, px2} {
 		waitProxyRoute(t, px.APIClient(), "acme", dst)
 	}
-	for _, w := range []*ledgerWriter{w1, w2} {
-		before, _, _ := w.stats()
-		waitAcked(t, w, before+50)
-	}
-	stopWriters()
-	for i, w := range []*ledgerWriter{w1, w2} {
-		acked, errs, _ := w.stats()
-		t.Logf("writer through proxy %d: %d acknowledged, %d errors", i+1, acked, errs)
-		w.verify(t, a2.ConnString(a2.TenantPort(tn.ID), ""))
-	}
+	r.finishOnTarget(t)
 	// The route moved by the watch, at the placement's second epoch.
 	if want := fmt.Sprintf("tenant acme now at %s/postgres (epoch 2)", dst); strings.Count(logs.String(), want) < 2 {
 		t.Fatalf("the proxies' logs do not both say %q:\n%s", want, logs.String())
