@@ -156,7 +156,7 @@ func (r *planRun) paceRange(ctx context.Context, c *client.Client, i int, m plan
 	r.mu.Lock()
 	have, ok := r.mu.set[i]
 	r.mu.Unlock()
-	if ok && (have == want || (have > 0 && want > 0 && math.Abs(want-have) <= reshardRateStep*have)) {
+	if ok && closeRate(have, want, reshardRateStep) {
 		return
 	}
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)

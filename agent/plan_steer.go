@@ -95,7 +95,7 @@ func (r *planRun) apply(ctx context.Context, p plan.Plan, shares map[int]float64
 		r.mu.Lock()
 		have, ok := r.mu.set[i]
 		r.mu.Unlock()
-		if ok && (have == want || (have > 0 && want > 0 && math.Abs(want-have) <= 0.01*have)) {
+		if ok && closeRate(have, want, 0.01) {
 			continue
 		}
 		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -107,6 +107,12 @@ func (r *planRun) apply(ctx context.Context, p plan.Plan, shares map[int]float64
 			r.mu.Unlock()
 		}
 	}
+}
+
+// closeRate reports whether rate want is have, or both are limits (> 0)
+// within tol (a fraction of have): not worth sending again.
+func closeRate(have, want, tol float64) bool {
+	return have == want || (have > 0 && want > 0 && math.Abs(want-have) <= tol*have)
 }
 
 // share is each of n copying moves' part of the aggregate rate now.
