@@ -32,7 +32,7 @@ func (r *reshardRun) move(ctx context.Context) error {
 	}
 	stop := func() {}
 	defer func() { stop() }()
-	ctlOn, pacedOn := false, false
+	ctlOn := false
 	sub := -1
 	var sincePause int64 // bytes pulled since the fixed pace's last pause
 	for {
@@ -53,15 +53,10 @@ func (r *reshardRun) move(ctx context.Context) error {
 				stop = r.startControl(ctx)
 			}
 		}
-		switch {
-		case method == client.MethodPaced:
+		if method == client.MethodPaced {
 			r.setPaced(true)
-			pacedOn = true
-		case pacedOn:
-			pacedOn = false
-			if !ctlOn { // the control loop's pacer replaced it
-				r.setPaced(false)
-			}
+		} else if !ctlOn {
+			r.setPaced(false) // only paced and controlled pace the pulls
 		}
 		switch {
 		case finished:
