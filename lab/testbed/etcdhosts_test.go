@@ -39,24 +39,9 @@ import (
 // It runs wherever the machine can make network namespaces (root; CI),
 // and skips with the reason elsewhere.
 func TestHostsEtcdCutOffAtHandover(t *testing.T) {
-	if err := netns.Available(); err != nil {
-		t.Skip(err)
-	}
+	n, hosts := fourHosts(t, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	n, err := netns.New(netns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	var hosts []*netns.Host
-	for _, name := range []string{"host1", "host2", "host3", "proxy"} {
-		h, err := n.AddHost(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		hosts = append(hosts, h)
-	}
 	caDir := filepath.Join(t.TempDir(), "ca")
 	if err := certs.Init(caDir, false, time.Now()); err != nil {
 		t.Fatal(err)

@@ -23,27 +23,9 @@ import (
 // It runs wherever the machine can make network namespaces (root; CI),
 // and skips with the reason elsewhere.
 func TestHostsMoveAndCutOff(t *testing.T) {
-	if err := netns.Available(); err != nil {
-		t.Skip(err)
-	}
+	_, hosts := fourHosts(t, 80)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	n, err := netns.New(netns.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer n.Close()
-	var hosts []*netns.Host
-	for _, name := range []string{"host1", "host2", "host3", "proxy"} {
-		h, err := n.AddHost(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := h.Shape(80); err != nil {
-			t.Fatal(err)
-		}
-		hosts = append(hosts, h)
-	}
 	b, err := Start(ctx, Options{Binary: testbin.Sluice(t), Hosts: hosts[:3], ProxyHost: hosts[3],
 		CPUs: -1, MemoryMB: -1, LogDir: t.TempDir(), Progress: t.Logf})
 	if err != nil {
@@ -175,3 +157,32 @@ func (r fixedRouter) Enter(ctx context.Context) (string, error) { return string(
 func (fixedRouter) Leave()                                      {}
 
 var _ ledger.Router = fixedRouter("")
+
+// fourHosts makes host1, host2, host3 and proxy, network namespaces linked
+// by a router, each link shaped to mbit (0: unshaped), removed at the
+// test's end; it skips where namespaces cannot be made.
+func fourHosts(t *testing.T, mbit float64) (*netns.Net, []*netns.Host) {
+	t.Helper()
+	if err := netns.Available(); err != nil {
+		t.Skip(err)
+	}
+	n, err := netns.New(netns.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Close() })
+	var hosts []*netns.Host
+	for _, name := range []string{"host1", "host2", "host3", "proxy"} {
+		h, err := n.AddHost(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mbit > 0 {
+			if err := h.Shape(mbit); err != nil {
+				t.Fatal(err)
+			}
+		}
+		hosts = append(hosts, h)
+	}
+	return n, hosts
+}
