@@ -109,10 +109,9 @@ func TestKeyspacePartitionMigrates(t *testing.T) {
 	}
 
 	pa, pb := a2.TenantPort(ta.ID), tb.Port
-	load.verify(t, a2.ConnString(pa, "postgres"), a2.ConnString(pb, "postgres"))
-	for _, port := range []int{pa, pb} {
-		waitNoPrepared(t, a2.ConnString(port, "postgres"))
-	}
+	p1, p2 := a2.ConnString(pa, "postgres"), a2.ConnString(pb, "postgres")
+	waitSettled(t, p1, p2)
+	load.verify(t, p1, p2)
 
 	ck, err := a1.c.CheckKeyspace(ctx, "orders")
 	if err != nil || !ck.OK || ck.Misplaced != 0 || len(ck.Reference) != 1 || !ck.Reference[0].Equal {
@@ -182,28 +181,42 @@ func waitKeyspaceRouted(t *testing.T, cs string) {
 	t.Fatalf("the proxy never routed keyspace orders: %v", err)
 }
 
-// waitNoPrepared waits until the database at cs has no prepared
-// transaction (the proxy resolves in-doubt ones every few seconds).
-func waitNoPrepared(t *testing.T, cs string) {
+// waitSettled waits until no transaction is open or prepared on any of the
+// databases css (superuser connection strings), twice in a row 200 ms
+// apart. The load's clients are cut off mid-operation when it stops, but
+// the router finishes a two-phase commit it began (its COMMIT PREPAREDs
+// land one partition at a time) and the proxy resolves in-doubt ones every
+// few seconds: reading the partitions before that would see one half of a
+// transaction committed and not yet the other.
+func waitSettled(t *testing.T, css ...string) {
 	t.Helper()
+	const q = `SELECT (SELECT count(*) FROM pg_prepared_xacts)
+		+ (SELECT count(*) FROM pg_stat_activity
+		   WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() AND xact_start IS NOT NULL)`
 	deadline := time.Now().Add(time.Minute)
-	var gids []string
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		conn, err := pgx.Connect(ctx, cs)
-		if err == nil {
-			err = conn.QueryRow(ctx, "SELECT coalesce(array_agg(gid), '{}') FROM pg_prepared_xacts").Scan(&gids)
-			conn.Close(ctx)
+	for calm := 0; calm < 2; {
+		open := 0
+		for _, cs := range css {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			conn, err := pgx.Connect(ctx, cs)
+			var n int
+			if err == nil {
+				err = conn.QueryRow(ctx, q).Scan(&n)
+				conn.Close(ctx)
+			}
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			open += n
 		}
-		cancel()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(gids) == 0 {
-			return
+		if open == 0 {
+			calm++
+		} else {
+			calm = 0
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("prepared transactions left at %s: %v", cs, gids)
+			t.Fatalf("transactions still open or prepared a minute after the load stopped: %d", open)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
