@@ -136,9 +136,16 @@ func (r *planRun) moveRate(share float64) float64 {
 
 // windows reads the proxy's per-tenant windows: one per tenant, the one on
 // the server carrying most of its transactions (after a handover the old
-// server's window drains away).
+// server's window drains away). A tenant the proxy routes with no client
+// session open (the keyspace router's counted) and no transaction in its
+// window is Idle.
 func (r *planRun) windows(ctx context.Context) ([]plan.Window, error) {
-	raw, err := r.a.proxyClient().Latency(ctx, "")
+	pc := r.a.proxyClient()
+	raw, err := pc.Latency(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	routes, err := pc.Routes(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -149,6 +156,11 @@ func (r *planRun) windows(ctx context.Context) ([]plan.Window, error) {
 		}
 		if b, ok := best[w.Tenant]; !ok || w.Count > b.Count {
 			best[w.Tenant] = plan.Window{Store: w.Tenant, Count: w.Count, MeanMs: w.MeanMS, P95Ms: w.P95MS, P99Ms: w.P99MS}
+		}
+	}
+	for _, rt := range routes {
+		if w := best[rt.Tenant]; w.Count == 0 && rt.Sessions == 0 && !rt.Held {
+			best[rt.Tenant] = plan.Window{Store: rt.Tenant, Idle: true}
 		}
 	}
 	out := make([]plan.Window, 0, len(best))

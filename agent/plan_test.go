@@ -251,3 +251,47 @@ func TestPlanPauseResumeAbort(t *testing.T) {
 		t.Fatalf("overview's plans: %+v %v, want the aborted plan %s with its 2 moves", ov.Plans, err, st.ID)
 	}
 }
+
+// TestPlanIdleFleet: under the integral, a plan whose store has no client
+// (the proxy routes it, no session is open and no transaction ends) counts
+// it as full slack and copies at its top speed within a few steps, rather
+// than holding at its floor for want of a latency (which would take this
+// move minutes at 1 % of 8 MB/s).
+func TestPlanIdleFleet(t *testing.T) {
+	c1, c2 := agentPair(t)
+	px := catalogProxy(t, &c1, c2)
+	defer px.Close()
+	a1, _ := startAgent(t, c1), startAgent(t, c2)
+	ctx := ctxT(t)
+	tn, err := a1.c.CreateTenant(ctx, client.CreateTenant{ID: 1, Name: "idle", Users: testUsers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loadData(t, fmt.Sprintf("host=%s port=%d user=postgres dbname=postgres sslmode=disable", tn.Dir, tn.Port), 8)
+	const top = 8 << 20
+	st, err := a1.c.ApplyPlan(ctx, plan.Spec{Moves: []plan.MoveSpec{{Tenant: "idle", To: "a2"}}, Method: plan.MethodIntegral, MaxRate: top})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for st = waitPlan(t, a1.c, st.ID); !st.State.Final(); st = waitPlan(t, a1.c, st.ID) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the plan on an idle store has not ended after 3 min: %s", doneLine(st))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if st.State != plan.StateDone {
+		t.Fatalf("plan %s, want done", doneLine(st))
+	}
+	pts, err := a1.c.PlanSeries(ctx, st.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peak := 0.0
+	for _, p := range pts {
+		peak = max(peak, p.Rate)
+	}
+	if peak < top/2 {
+		t.Fatalf("the plan's rate peaked at %.0f B/s on an idle store, want at least half its top %d: %+v", peak, top, pts)
+	}
+}

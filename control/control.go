@@ -61,6 +61,13 @@ type Signal struct {
 	Count    int           // transactions completed in the window
 	Contract time.Duration // latency contract LC_i of this store (Integral); 0 = controller's default
 	Err      error         // non-nil: this signal has no data this step
+	// Idle: the store has no client connected and none of its transactions
+	// ended in the window, so no one's latency can suffer. The Integral
+	// counts it as latency 0 (full slack); latency-tracking controllers
+	// (PID, model) leave it out and hold when every signal is idle. Only a
+	// source that can tell "no clients" from "no transaction yet" sets it;
+	// a window that is merely empty is an Err (latency unknown, not zero).
+	Idle bool
 }
 
 // HostIO is the host's block-device activity over the last step (from

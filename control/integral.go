@@ -71,6 +71,7 @@ func (p IntegralParams) Validate() error {
 //
 //	if no signals, or any signal missing/failed: hold R, report Hold
 //	for each store i: LC_i = Signal.Contract, or DefaultContract if 0
+//	                  L_i(k) = 0 if the store is idle (Signal.Idle: no client to hurt)
 //	                  E_i(k) = P·LC_i − L_i(k)      // seconds; < 0 is a violation of the reference
 //	E_min(k) = min_i E_i(k)                          // the worst store decides
 //	R(k) = clamp(R(k−1) + K·E_min(k), 0, MaxRate)   // bytes/s; 0 = paused

@@ -28,6 +28,9 @@ func (s Statistic) valid() bool {
 
 // of returns statistic s of sig ("" is the mean).
 func (s Statistic) of(sig Signal) time.Duration {
+	if sig.Idle {
+		return 0
+	}
 	switch s {
 	case StatP95:
 		return sig.P95
@@ -43,6 +46,9 @@ func (s Statistic) of(sig Signal) time.Duration {
 // measurement (no transaction completes in no time), so it counts as missing:
 // reading it as "fast" would speed the migration up blind.
 func usable(sig Signal, stat Statistic) error {
+	if sig.Err == nil && sig.Idle {
+		return nil
+	}
 	if sig.Err != nil {
 		return fmt.Errorf("%w: signal %q: %v", ErrNoData, sig.Name, sig.Err)
 	}
@@ -55,20 +61,26 @@ func usable(sig Signal, stat Statistic) error {
 // worstLatency returns the largest statistic stat over signals, and the name
 // of the signal that has it. Any unusable signal makes the whole observation
 // unusable: the missing one might be the worst, so the max over the rest could
-// be too optimistic.
+// be too optimistic. Idle signals (Signal.Idle) are left out: a latency
+// tracker has nothing to track on them, so all idle is no data.
 func worstLatency(signals []Signal, stat Statistic) (time.Duration, string, error) {
-	if len(signals) == 0 {
-		return 0, "", fmt.Errorf("%w: no latency signals", ErrNoData)
-	}
 	var worst time.Duration
 	var name string
+	n := 0
 	for _, s := range signals {
 		if err := usable(s, stat); err != nil {
 			return 0, "", err
 		}
+		if s.Idle {
+			continue
+		}
+		n++
 		if v := stat.of(s); v > worst {
 			worst, name = v, s.Name
 		}
+	}
+	if n == 0 {
+		return 0, "", fmt.Errorf("%w: no latency signals", ErrNoData)
 	}
 	return worst, name, nil
 }

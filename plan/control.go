@@ -10,12 +10,15 @@ import (
 )
 
 // Window is one store's latency over the last window, as the proxy measures
-// it per tenant (ms); Count 0 = no transaction ended in it.
+// it per tenant (ms); Count 0 = no transaction ended in it. Idle says more:
+// the proxy has no client session of the store open either (a session
+// between transactions counts), so no one is waiting on it.
 type Window struct {
 	Store         string
 	Count         int
 	MeanMs, P99Ms float64
 	P95Ms         float64
+	Idle          bool
 }
 
 // Controller returns the control loop of a plan with a latency method: for
@@ -66,8 +69,10 @@ func RefContract(p Plan) time.Duration {
 
 // Observe turns the stores' windows into the control loop's observation at
 // at. Every store of the plan is looked for; a store with no window, or
-// none with a transaction, has no clients waiting on it and gives no
-// signal. err (the proxy did not answer) gives one failed signal: the
+// none with a transaction, gives no signal, unless its window is Idle (no
+// client connected): then an idle signal, which the integral counts as
+// full slack, so that a plan on servers nobody uses moves at speed rather
+// than hold at its floor. err (the proxy did not answer) gives one failed signal: the
 // controllers hold the rate. For MethodIntegral each signal carries its
 // store's contract; for MethodPID each latency is scaled by RefContract /
 // LC_i, so the PID's single setpoint is every store's own contract and its
@@ -91,7 +96,7 @@ func Observe(p Plan, ws []Window, err error, at time.Time, settle time.Duration)
 			}
 		}
 		for i := range obs.Signals {
-			if obs.Settling {
+			if obs.Settling && !obs.Signals[i].Idle { // no clients, no windows to disturb
 				obs.Signals[i].Err = control.ErrSettling
 			}
 		}
@@ -100,6 +105,9 @@ func Observe(p Plan, ws []Window, err error, at time.Time, settle time.Duration)
 	for _, s := range p.Stores {
 		i := slices.IndexFunc(ws, func(w Window) bool { return w.Store == s.Name && w.Count > 0 })
 		if i < 0 {
+			if slices.ContainsFunc(ws, func(w Window) bool { return w.Store == s.Name && w.Idle }) {
+				obs.Signals = append(obs.Signals, control.Signal{Name: s.Name, Contract: msDur(s.ContractMs), Idle: true})
+			}
 			continue
 		}
 		w, lc := ws[i], msDur(s.ContractMs)

@@ -97,6 +97,10 @@ func TestPlan(t *testing.T) {
 							sigs = append(sigs, s.Name+"=err")
 							continue
 						}
+						if s.Idle {
+							sigs = append(sigs, s.Name+"=idle")
+							continue
+						}
 						sigs = append(sigs, fmt.Sprintf("%s=%.1f/%v", s.Name, float64(s.Mean)/1e6, s.Contract))
 					}
 					w, l, c := Worst(p, ws)
@@ -232,6 +236,10 @@ func parseWindows(t *testing.T, line string) (time.Time, []Window, error) {
 			return t0.Add(off), nil, fmt.Errorf("proxy unreachable")
 		}
 		name, v, _ := strings.Cut(kv, "=")
+		if v == "idle" {
+			ws = append(ws, Window{Store: name, Idle: true})
+			continue
+		}
 		ms, cnt, ok := strings.Cut(v, "/")
 		w := Window{Store: name, Count: 100}
 		w.MeanMs, _ = strconv.ParseFloat(ms, 64)

@@ -466,7 +466,7 @@ func (p *Proxy) routes() []routeView {
 	for _, t := range ts {
 		t.mu.Lock()
 		out = append(out, routeView{Tenant: t.name, Aliases: t.mu.route.Aliases, Addr: t.mu.route.Addr,
-			Database: t.mu.route.Database, Held: t.mu.held, Sessions: len(t.mu.sessions)})
+			Database: t.mu.route.Database, Held: t.mu.held, Sessions: len(t.mu.sessions) + len(t.mu.routers)})
 		t.mu.Unlock()
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Tenant < out[j].Tenant })

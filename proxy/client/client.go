@@ -29,7 +29,7 @@ type Route struct {
 	Addr     string   `json:"addr"`              // server host:port
 	Database string   `json:"database"`          // database name on the server
 	Held     bool     `json:"held"`              // a handover hold is in force
-	Sessions int      `json:"sessions"`          // client sessions of the tenant now open
+	Sessions int      `json:"sessions"`          // client sessions of the tenant now open, the keyspace router's among them
 }
 
 // HoldResult is the answer to a hold: the tenant is quiescent when it returns.
