@@ -2,7 +2,9 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/sluicedb/sluice/agent/client"
 	"github.com/sluicedb/sluice/internal/etcdtest"
+	"github.com/sluicedb/sluice/migration"
 )
 
 // TestEtcdDriverLosesLease: two agents share an etcd catalog. The source's
@@ -19,7 +22,8 @@ import (
 // the tenant serving on the source; the source agent takes the lock again
 // (it can reach etcd), resumes the migration from its record and commits
 // it — and, restarted after that, finds nothing to resume — with every acknowledged write on the target exactly once.
-// The placement, shared by both agents, ends on the target.
+// The placement, shared by both agents, ends on the target. A call to the
+// target made with the replaced driver's view (its attempt) is refused there.
 func TestEtcdDriverLosesLease(t *testing.T) {
 	cl := etcdtest.Start(t, 1)
 	spec := "etcd://" + cl.Endpoints[0] + "/fleet"
@@ -107,6 +111,15 @@ func TestEtcdDriverLosesLease(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("no placement of tenant %d in %+v", tn.ID, ps)
+	}
+	var rec migration.Record
+	if err := json.Unmarshal(done.Record, &rec); err != nil || rec.Attempt < 2 {
+		t.Fatalf("the resumed migration's record: attempt %d (%v), want at least 2", rec.Attempt, err)
+	}
+	rec.Attempt--
+	err = a2.c.Do(ctx, http.MethodPost, targetPrefix+"/"+m.ID+"/position", recordRequest{Record: rec}, nil)
+	if client.StatusOf(err) != http.StatusConflict || !strings.Contains(err.Error(), "replaced") {
+		t.Fatalf("a target call of attempt %d after attempt %d: %v, want 409 (a replaced driver)", rec.Attempt, rec.Attempt+1, err)
 	}
 	if !strings.HasPrefix(a1.Catalog().Path(), "etcd://") {
 		t.Fatalf("catalog %s: want the etcd one", a1.Catalog().Path())

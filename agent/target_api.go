@@ -131,8 +131,9 @@ func (a *Agent) targetCall(w http.ResponseWriter, r *http.Request, req any, rec 
 	writeOK(w, http.StatusOK, v)
 }
 
-// checkTargetRecord verifies that rec is migration mid and that this agent
-// reserved it (its catalog has the target-side migration).
+// checkTargetRecord verifies that rec is migration mid, that this agent
+// reserved it (its catalog has the target-side migration), and that rec
+// is not from a replaced driver (staleAttempt).
 func (a *Agent) checkTargetRecord(mid string, rec migration.Record) error {
 	if rec.ID != mid {
 		return errf(http.StatusBadRequest, "record id %q does not match path %q", rec.ID, mid)
@@ -144,7 +145,23 @@ func (a *Agent) checkTargetRecord(mid string, rec migration.Record) error {
 	if m.Role != catalog.Target {
 		return errf(http.StatusConflict, "agent %s is the source of migration %s, not its target", a.cfg.Name, mid)
 	}
-	return nil
+	return a.staleAttempt(m.Record, rec)
+}
+
+// staleAttempt refuses (409) a call whose record is of an earlier attempt
+// than the one stored here. A driver that resumes a migration (its agent
+// restarted, or it took the catalog lock from one whose lease ended)
+// counts a new attempt, and every call it makes carries it: a call of an
+// earlier attempt is from a driver that has been replaced, and may not
+// act on the target nor overwrite its record (the attempt is the target's
+// fencing token, as the lease is the catalog's).
+func (a *Agent) staleAttempt(stored []byte, rec migration.Record) error {
+	var cur migration.Record
+	if len(stored) == 0 || json.Unmarshal(stored, &cur) != nil || rec.Attempt >= cur.Attempt {
+		return nil
+	}
+	return errf(http.StatusConflict, "migration %s is at attempt %d on agent %s; this call is attempt %d's, from a driver that has been replaced",
+		rec.ID, cur.Attempt, a.cfg.Name, rec.Attempt)
 }
 
 // storeTargetRecord keeps the target's copy of the record current for GET
@@ -238,6 +255,8 @@ func (a *Agent) handleReserve(w http.ResponseWriter, r *http.Request) {
 		m, err := tx.Migration(rec.ID)
 		if err != nil {
 			m = catalog.Migration{ID: rec.ID, TenantID: id, Role: catalog.Target, Peer: req.Source, PeerURL: req.SourceURL, Mode: string(rec.Mode)}
+		} else if err := a.staleAttempt(m.Record, rec); err != nil {
+			return err
 		}
 		m.Record = recJSON
 		return tx.PutMigration(m)
