@@ -164,7 +164,7 @@ func TestSessionMove(t *testing.T) {
 	// Cancel reaches the new backend through the proxy's key.
 	// (pgx's context cancellation only sets a deadline; send the CancelRequest explicitly.)
 	go func() {
-		time.Sleep(300 * time.Millisecond)
+		waitActive(t, b, "select pg_sleep(20)") // a cancel before it would find the session idle
 		cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
 		defer ccancel()
 		conn.PgConn().CancelRequest(cctx)

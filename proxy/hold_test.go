@@ -39,7 +39,7 @@ func TestHoldDeadlineCancels(t *testing.T) {
 		_, err := slow.Exec(ctx, "select pg_sleep(30)")
 		slowErr <- err
 	}()
-	time.Sleep(300 * time.Millisecond)
+	waitActive(t, a, "select pg_sleep(30)") // running at the deadline, not yet sent
 	hr, err := api.Hold(ctx, "acme", 200*time.Millisecond)
 	if err != nil {
 		t.Fatal(err)
