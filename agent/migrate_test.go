@@ -147,12 +147,12 @@ func TestLiveMigration(t *testing.T) {
 		t.Fatalf("set rate: %+v %v", v.Progress, err)
 	}
 	m = waitMigration(t, a1.c, m.ID, 3*time.Minute, nil)
-	time.Sleep(500 * time.Millisecond) // writes land on the target
-	wstop()
-	<-wdone
 	if m.Outcome != "committed" || m.Summary == nil {
 		t.Fatalf("migration ended %+v (error %q)", m, m.Error)
 	}
+	waitAckedAt(t, w, 1, 20) // writes land on the target
+	wstop()
+	<-wdone
 	t.Logf("migration %s: %d bytes in %.1fs, freeze %.0f ms", m.ID, m.Summary.Bytes, m.Summary.Seconds, m.Summary.FreezeMS)
 	if m.Summary.Bytes < 20<<20 || m.Summary.FreezeMS <= 0 || m.Summary.Checkpoint != "fast" || m.Summary.CheckpointSeconds <= 0 {
 		t.Fatalf("summary %+v: want ≥ 20 MiB copied, a measured freeze, and the fast checkpoint's time", m.Summary)
@@ -164,9 +164,6 @@ func TestLiveMigration(t *testing.T) {
 	}
 	acked, errs, byHome := w.stats()
 	t.Logf("writer: %d acknowledged (%v per home), %d errors", acked, byHome, errs)
-	if byHome[1] == 0 {
-		t.Fatal("no write was acknowledged by the target after the handover")
-	}
 	w.verify(t, dstCS)
 
 	// Catalogs: moved on the source, running on the target; source dir gone.

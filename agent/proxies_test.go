@@ -167,9 +167,19 @@ func (r *twoProxies) finishOnTarget(t *testing.T) {
 // waitAcked waits up to a minute until w has n acknowledged writes.
 func waitAcked(t *testing.T, w *ledgerWriter, n int) {
 	t.Helper()
+	waitAckedAt(t, w, -1, n)
+}
+
+// waitAckedAt waits up to a minute until w has n acknowledged writes at
+// its home (index in w.conns), or in all if home is -1.
+func waitAckedAt(t *testing.T, w *ledgerWriter, home, n int) {
+	t.Helper()
 	deadline := time.Now().Add(time.Minute)
 	for {
-		acked, errs, _ := w.stats()
+		acked, errs, byHome := w.stats()
+		if home >= 0 {
+			acked = byHome[home]
+		}
 		if acked >= n {
 			return
 		}
@@ -177,7 +187,7 @@ func waitAcked(t *testing.T, w *ledgerWriter, n int) {
 			w.mu.Lock()
 			last := w.last
 			w.mu.Unlock()
-			t.Fatalf("writer stuck at %d acknowledged writes (want %d; %d errors, last %q)", acked, n, errs, last)
+			t.Fatalf("writer stuck at %d acknowledged writes (home %d; want %d; %d errors, last %q)", acked, home, n, errs, last)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
