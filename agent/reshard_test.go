@@ -241,7 +241,10 @@ func updated(tag pgconn.CommandTag, err error) error {
 }
 
 // note records an operation's outcome: a server's error (SQLSTATE) means
-// it did not commit; a broken connection leaves it unknown.
+// it did not commit; a broken connection leaves it unknown, and so does a
+// connection exception the router reports for one (class 08: 08006, or
+// 08007 at COMMIT) or a FATAL that ends the session (a crashed or
+// terminated server backend), either of which may come after the commit.
 func (l *bankLoad) note(k int, withLog bool, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -253,7 +256,7 @@ func (l *bankLoad) note(k int, withLog bool, err error) {
 		if withLog {
 			l.logs[k]++
 		}
-	case errors.As(err, &pe):
+	case errors.As(err, &pe) && !strings.HasPrefix(pe.Code, "08") && pe.Severity != "FATAL" && pe.Severity != "PANIC":
 		l.errs[pe.Code+" "+pe.Message]++
 	case strings.HasPrefix(err.Error(), "UPDATE found"):
 		l.missed++
