@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -28,15 +29,23 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// freeBase returns a base port such that base+1 … base+n are free right now.
-// It picks below the kernel's ephemeral range (32768+), where outgoing
-// connections would otherwise collide with the tenants' ports.
+// freeBase returns a base port such that base+1 … base+n are free right now
+// and were handed to no other agent of this test binary (parallel tests
+// pick their configs before either starts a tenant: free then is not
+// enough). It picks below the kernel's ephemeral range (32768+), where
+// outgoing connections would otherwise collide with the tenants' ports.
 func freeBase(t testing.TB, n int) int {
 	t.Helper()
+	basesMu.Lock()
+	defer basesMu.Unlock()
 	for try := 0; try < 200; try++ {
 		p := 20000 + rand.IntN(12000-n)
 		ok := true
 		for i := 0; i < n && ok; i++ {
+			if handedOut[p+i] {
+				ok = false
+				break
+			}
 			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+i))
 			if err != nil {
 				ok = false
@@ -45,12 +54,21 @@ func freeBase(t testing.TB, n int) int {
 			l.Close()
 		}
 		if ok {
+			for i := 0; i < n; i++ {
+				handedOut[p+i] = true
+			}
 			return p - 1
 		}
 	}
 	t.Fatal("no run of free ports")
 	return 0
 }
+
+// handedOut holds the tenant ports freeBase returned in this test binary.
+var (
+	basesMu   sync.Mutex
+	handedOut = map[int]bool{}
+)
 
 // testToken is the shared agent token of the tests' agents; each knows it
 // as its peers' token too (Config.PeerTokenFile).
