@@ -434,16 +434,35 @@ func TestPreflight(t *testing.T) {
 	}
 }
 
+// gateProbe is a limiter that counts the bytes it granted and the WaitN
+// calls waiting in it.
+type gateProbe struct {
+	*throttle.Limiter
+	granted atomic.Int64
+	waiting atomic.Int32
+}
+
+func (g *gateProbe) WaitN(ctx context.Context, n int) error {
+	g.waiting.Add(1)
+	err := g.Limiter.WaitN(ctx, n)
+	g.waiting.Add(-1)
+	if err == nil {
+		g.granted.Add(int64(n))
+	}
+	return err
+}
+
 // TestRateChangeMidSnapshot: the snapshot stream follows the limiter's rate
 // as it changes: paused (rate 0) it moves nothing, raised it completes.
 func TestRateChangeMidSnapshot(t *testing.T) {
 	f := newFixture(t, 8)
 	lim := throttle.NewLimiter(8<<20, 0)
+	gate := &gateProbe{Limiter: lim}
 	var done atomic.Int64
 	var phase atomic.Value
 	phase.Store(migration.PhasePending)
 	env := migration.Env{
-		Source: f.source, Target: f.target, Router: migration.DirectRouter{}, Limiter: lim,
+		Source: f.source, Target: f.target, Router: migration.DirectRouter{}, Limiter: gate,
 		ProgressEvery: time.Nanosecond,
 		Progress: func(p migration.Progress) {
 			phase.Store(p.Phase)
@@ -465,19 +484,26 @@ func TestRateChangeMidSnapshot(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	lim.SetRate(0)
-	// Chunks granted before the pause may still land: wait until it settles.
-	paused := done.Load()
-	for still := 0; still < 4; {
+	// Bytes earned before the pause may still pass, and chunks granted may
+	// still land: wait until the stream waits at the limiter with nothing
+	// granted since (it sends a chunk before asking for the next, so all it
+	// was granted is sent), however long its disk or CPU stalls take.
+	granted := gate.granted.Load()
+	for still, deadline := 0, time.Now().Add(time.Minute); still < 4; {
+		if time.Now().After(deadline) {
+			t.Fatalf("the stream never came to wait at the paused limiter (phase %v)", phase.Load())
+		}
 		time.Sleep(50 * time.Millisecond)
-		if n := done.Load(); n != paused {
-			paused, still = n, 0
+		if g := gate.granted.Load(); g != granted || gate.waiting.Load() == 0 {
+			granted, still = g, 0
 		} else {
 			still++
 		}
 	}
+	paused := done.Load() // reported by a 100 ms ticker: what was sent, or less
 	time.Sleep(500 * time.Millisecond)
-	if moved := done.Load() - paused; moved > 0 || phase.Load() != migration.PhaseSnapshot {
-		t.Fatalf("paused stream moved %d bytes (phase %v)", moved, phase.Load())
+	if moved := gate.granted.Load() - granted; moved > 0 || gate.waiting.Load() == 0 || phase.Load() != migration.PhaseSnapshot {
+		t.Fatalf("paused stream moved %d bytes (waiting at the limiter: %d; phase %v)", moved, gate.waiting.Load(), phase.Load())
 	}
 	lim.SetRate(math.Inf(1))
 	r := <-res
