@@ -131,6 +131,8 @@ type RemoteTarget struct {
 	mu   sync.Mutex
 	host string // target's tenant host, learned from Reserve or Info
 
+	stall time.Duration // snapshotStall when 0 (tests shorten it)
+
 	// walRate, when set, makes the target agent relay the standby's WAL
 	// stream (client.WALRelayTarget) for migration walMID, paced at walRate()
 	// bytes/s as paceWAL pushes it.
@@ -261,10 +263,19 @@ func (t *RemoteTarget) OpenSnapshot(ctx context.Context, m migration.Record) (io
 		t.walStarted.Store(true) // the target's relay starts with the copy
 	}
 	pr, pw := io.Pipe()
-	w := &streamWriter{pw: pw, done: make(chan error, 1)}
+	sctx, cancel := context.WithCancelCause(ctx)
+	stall := t.stall
+	if stall <= 0 {
+		stall = snapshotStall
+	}
+	w := &streamWriter{pw: pw, done: make(chan error, 1), stall: stall, cancel: cancel}
 	go func() {
-		err := t.c.StreamWithHeader(ctx, path, recordHeader, base64.StdEncoding.EncodeToString(rec), frameReader{pr}, nil)
+		defer cancel(nil)
+		err := t.c.StreamWithHeader(sctx, path, recordHeader, base64.StdEncoding.EncodeToString(rec), frameReader{pr}, nil)
 		if err != nil {
+			if c := context.Cause(sctx); errors.Is(c, errStalled) {
+				err = c
+			}
 			err = fmt.Errorf("remote target: snapshot: %w", err)
 		}
 		pr.CloseWithError(err) // unblocks a writer if the request died early
@@ -272,6 +283,17 @@ func (t *RemoteTarget) OpenSnapshot(ctx context.Context, m migration.Record) (io
 	}()
 	return w, nil
 }
+
+// snapshotStall is how long one write of the snapshot stream (a frame,
+// 256 KiB) may wait for the connection before the stream is given up:
+// the copy's pacing waits before a write, not in it, so a write blocked
+// this long means the link or the target has stopped taking bytes (a cut
+// link is otherwise noticed only at TCP's retransmission limit, ~15 min).
+// The failed stream rolls the migration back, the source serving on.
+const snapshotStall = time.Minute
+
+// errStalled is the cause of a snapshot stream given up (snapshotStall).
+var errStalled = errors.New("the stream stalled: no write went through for the stall limit (link down, or the target stopped reading)")
 
 // frameReader is a snapshot request's body: the pipe's read end, passed on a
 // frame at a time. net/http copies a request body through a 32 KiB buffer and
@@ -289,15 +311,22 @@ func (f frameReader) WriteTo(w io.Writer) (int64, error) {
 	return io.CopyBuffer(struct{ io.Writer }{w}, struct{ io.Reader }{f.r}, buf)
 }
 
-// streamWriter feeds a pipe into a streaming request.
+// streamWriter feeds a pipe into a streaming request, which it cancels
+// (cause errStalled) when one write blocks longer than stall.
 type streamWriter struct {
-	pw   *io.PipeWriter
-	done chan error
-	once sync.Once
-	err  error
+	pw     *io.PipeWriter
+	done   chan error
+	stall  time.Duration
+	cancel context.CancelCauseFunc
+	once   sync.Once
+	err    error
 }
 
-func (w *streamWriter) Write(p []byte) (int, error) { return w.pw.Write(p) }
+func (w *streamWriter) Write(p []byte) (int, error) {
+	dog := time.AfterFunc(w.stall, func() { w.cancel(errStalled) })
+	defer dog.Stop()
+	return w.pw.Write(p)
+}
 
 func (w *streamWriter) Close() error {
 	w.once.Do(func() {
