@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -145,7 +146,27 @@ func (a *Agent) CreateKeyspace(ctx context.Context, body []byte) (*keyspace.Keys
 		return nil, err
 	}
 	a.log.Info("keyspace created", "keyspace", ks.Name, "partitions", len(ms))
+	a.announceKeyspace(ctx, ks)
 	return ks, nil
+}
+
+// announceKeyspace tells the agent's proxy (config proxy) of a keyspace
+// just created, so that clients can use it at once rather than after the
+// proxy's next poll of the catalog, which it otherwise waits for. Best
+// effort: the poll remains how proxies learn keyspaces.
+func (a *Agent) announceKeyspace(ctx context.Context, ks *keyspace.Keyspace) {
+	if a.cfg.Proxy == "" {
+		return
+	}
+	b, err := json.Marshal(ks)
+	if err == nil {
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err = a.proxyClient().SwitchKeyspace(pctx, b, nil, a.url)
+		cancel()
+	}
+	if err != nil {
+		a.log.Warn("keyspace: telling the proxy failed; it learns the keyspace from the catalog", "keyspace", ks.Name, "err", err)
+	}
 }
 
 // prepareAll prepares the schema on every member, in order, and returns the

@@ -284,8 +284,22 @@ func (r *planRun) follow(ctx context.Context) {
 			r.step(ctx, plan.Event{Kind: plan.RolledBack, Move: i, Err: mig.Outcome + ": " + mig.Error})
 		case pr.Phase == string(migration.PhaseSnapshot):
 			r.step(ctx, plan.Event{Kind: plan.Progressed, Move: i, Bytes: pr.Bytes, Total: pr.TotalBytes})
+		case copied(pr.Phase) && m.Moved < m.Bytes:
+			// Past its snapshot the move's bytes have moved (the phases'
+			// own byte counts are of other copies: the warm start's pages).
+			r.step(ctx, plan.Event{Kind: plan.Progressed, Move: i, Bytes: m.Bytes})
 		}
 	}
+}
+
+// copied reports whether a migration in phase has its snapshot behind it
+// and is going forward (not rolling back).
+func copied(phase string) bool {
+	switch migration.Phase(phase) {
+	case migration.PhaseCatchUp, migration.PhaseWarm, migration.PhaseHandover, migration.PhaseCleanup:
+		return true
+	}
+	return false
 }
 
 func (r *planRun) forget(i int) {

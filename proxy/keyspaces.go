@@ -94,6 +94,9 @@ func (p *Proxy) pollKeyspaces(ctx context.Context, hc *http.Client, base string)
 		// installed with the reconfiguration that brought it (reshard.go).
 		old := p.keyspace(ks.Name)
 		if old != nil && old.KS.Epoch == ks.Epoch && old.Moving == nil {
+			p.ksMu.Lock()
+			p.ksFrom[ks.Name] = base // installed by its agent's call: this catalog has it
+			p.ksMu.Unlock()
 			continue
 		}
 		var v *reshardView

@@ -38,7 +38,10 @@ func (s *LocalSource) FenceEarly(ctx context.Context, admit []int) error {
 	start := time.Now()
 	err := s.fenceEarly(ctx, admit)
 	if s.Log != nil {
-		if err != nil {
+		if errors.Is(err, errNoRouterBackend) {
+			// A tenant without clients: nothing is lost, the fence does it all.
+			s.Log.Info("no early fence: the handover's fence will reload", "why", err)
+		} else if err != nil {
 			s.Log.Warn("early fence failed; the handover's fence will reload", "err", err)
 		} else {
 			s.Log.Info("source fenced early (pg_hba.conf admits only the router's addresses)", "took", time.Since(start).Round(100*time.Microsecond))
@@ -46,6 +49,10 @@ func (s *LocalSource) FenceEarly(ctx context.Context, admit []int) error {
 	}
 	return err
 }
+
+// errNoRouterBackend is FenceEarly's answer for a source where the router
+// has no session (a tenant without clients): the usual case, not a fault.
+var errNoRouterBackend = errors.New("none of the router's backends is on the source")
 
 func (s *LocalSource) fenceEarly(ctx context.Context, admit []int) error {
 	if admit == nil {
@@ -85,7 +92,7 @@ func (s *LocalSource) fenceEarly(ctx context.Context, admit []int) error {
 		if found == 0 {
 			// Nothing tells where the router connects from: narrowing now
 			// would refuse its next session.
-			return errors.New("none of the router's backends is on the source")
+			return errNoRouterBackend
 		}
 		orig, err := s.originalHBA()
 		if err != nil {
