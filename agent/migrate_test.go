@@ -176,8 +176,8 @@ func TestLiveMigration(t *testing.T) {
 		t.Fatalf("source data dir still there: %v", err)
 	}
 	tm, err := a2.c.Migration(ctx, m.ID)
-	if err != nil || tm.Role != "target" || !tm.Done || tm.Outcome != "committed" {
-		t.Fatalf("target's migration record = %+v (%v)", tm, err)
+	if err != nil || tm.Role != "target" || !tm.Done || tm.Outcome != "committed" || tm.Progress.Phase != "done" {
+		t.Fatalf("target's migration record = %+v (%v), want committed in phase done", tm, err)
 	}
 	// The WAL written during the copy was received then (the target's
 	// relay, the default) and replayed from the standby's own disk.

@@ -343,6 +343,7 @@ func (a *Agent) targetAbort(ctx context.Context, rec migration.Record) error {
 		}
 		if rec.Phase == migration.PhaseRollback || rec.Phase.Terminal() {
 			m.Done, m.Outcome = true, "aborted"
+			m.Record = endedRecord(rec, migration.PhaseAborted)
 			m.Error = rec.Error
 		}
 		return tx.PutMigration(m)
@@ -383,12 +384,22 @@ func (a *Agent) targetCommit(ctx context.Context, rec migration.Record) error {
 			return nil
 		}
 		m.Done, m.Outcome = true, "committed"
+		m.Record = endedRecord(rec, migration.PhaseDone)
 		return tx.PutMigration(m)
 	})
 	if err == nil {
 		a.analyzeLater(id)
 	}
 	return err
+}
+
+// endedRecord is the target's copy of rec once the call that ended the
+// migration there ran: the driver's record at that call, in phase (done,
+// aborted), so that the target's list does not show it mid-handover.
+func endedRecord(rec migration.Record, phase migration.Phase) []byte {
+	rec.Phase = phase
+	b, _ := json.Marshal(rec)
+	return b
 }
 
 // withoutReserved drops the settings the agent sets itself from a copy.
