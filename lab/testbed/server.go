@@ -141,10 +141,16 @@ func (b *Bed) startServer(ctx context.Context, i int, bin string, port int, peer
 	return s, s.waitReady(ctx)
 }
 
+// tenantPorts is how many tenant ports (base+1 … base+n: a tenant's port is
+// the base plus its ID) each bed agent's range is checked free for. IDs
+// are bed-wide with a shared catalog, so the range covers the IDs of a
+// whole bed's tenants, not one server's.
+const tenantPorts = 64
+
 // writeAgentConfig writes the config of server i's agent, listening on
 // port with a fresh range of tenant ports, into Root, and returns its path.
 func (b *Bed) writeAgentConfig(i, port int, peers map[string]string) (string, error) {
-	base, err := freeBase(16)
+	base, err := freeBase(tenantPorts)
 	if err != nil {
 		return "", err
 	}
