@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -13,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicedb/sluice/catalog"
 	"github.com/sluicedb/sluice/migration"
 	"github.com/sluicedb/sluice/throttle"
 	"github.com/sluicedb/sluice/transfer"
@@ -54,15 +52,7 @@ func processCPU() time.Duration {
 // -benchtime=1x; the figures to compare are the ratios to raw.
 func BenchmarkPacedSnapshotCPU(b *testing.B) {
 	rec := migration.New("bench2", "1", "src", "bench", migration.Live, time.Now())
-	rj, _ := json.Marshal(rec)
-	cfg := newTestConfig(b, "bench")
-	ta := startAgent(b, cfg)
-	ta.tgtOnce.Do(func() {})
-	ta.tgt = discardTarget{}
-	if err := ta.cat.PutMigration(catalog.Migration{ID: rec.ID, TenantID: 1, Role: catalog.Target, Record: rj}); err != nil {
-		b.Fatal(err)
-	}
-	rt := &RemoteTarget{c: ta.c}
+	rt := &RemoteTarget{c: discardAgent(b, newTestConfig(b, "bench"), rec).c}
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 
 	const seconds = 3

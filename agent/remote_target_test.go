@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sluicedb/sluice/agent/client"
-	"github.com/sluicedb/sluice/catalog"
 	"github.com/sluicedb/sluice/migration"
 )
 
@@ -23,14 +21,8 @@ import (
 // through.
 func TestSnapshotStreamStalls(t *testing.T) {
 	rec := migration.New("stall1", "1", "src", "tgt", migration.Live, time.Now())
-	rj, _ := json.Marshal(rec)
 	cfg := newTestConfig(t, "tgt")
-	ta := startAgent(t, cfg)
-	ta.tgtOnce.Do(func() {})
-	ta.tgt = discardTarget{}
-	if err := ta.cat.PutMigration(catalog.Migration{ID: rec.ID, TenantID: 1, Role: catalog.Target, Record: rj}); err != nil {
-		t.Fatal(err)
-	}
+	ta := discardAgent(t, cfg, rec)
 	relay := startCutRelay(t, strings.TrimPrefix(ta.URL(), "http://"))
 	c, err := client.New("http://" + relay.addr())
 	if err != nil {

@@ -28,6 +28,20 @@ func (discardTarget) OpenSnapshot(context.Context, migration.Record) (io.WriteCl
 	return &countWriter{}, nil
 }
 
+// discardAgent starts an agent of cfg whose local target is a
+// discardTarget, with target-side migration rec reserved on it.
+func discardAgent(tb testing.TB, cfg Config, rec migration.Record) *testAgent {
+	tb.Helper()
+	rj, _ := json.Marshal(rec)
+	ta := startAgent(tb, cfg)
+	ta.tgtOnce.Do(func() {})
+	ta.tgt = discardTarget{}
+	if err := ta.cat.PutMigration(catalog.Migration{ID: rec.ID, TenantID: 1, Role: catalog.Target, Record: rj}); err != nil {
+		tb.Fatal(err)
+	}
+	return ta
+}
+
 // BenchmarkSnapshotTransport compares streaming a snapshot to the target over
 // the agents' HTTP transport (RemoteTarget → chunked POST → target handler)
 // (plain and TLS) with a raw loopback TCP connection into the same target writer (what a
@@ -36,7 +50,6 @@ func (discardTarget) OpenSnapshot(context.Context, migration.Record) (io.WriteCl
 func BenchmarkSnapshotTransport(b *testing.B) {
 	const total = 256 << 20
 	rec := migration.New("bench1", "1", "src", "bench", migration.Live, time.Now())
-	rj, _ := json.Marshal(rec)
 	// target starts an agent whose local target discards the stream and
 	// returns a RemoteTarget client for it.
 	target := func(tls bool) *RemoteTarget {
@@ -44,13 +57,7 @@ func BenchmarkSnapshotTransport(b *testing.B) {
 		if tls {
 			withTLS(b, &cfg)
 		}
-		ta := startAgent(b, cfg)
-		ta.tgtOnce.Do(func() {})
-		ta.tgt = discardTarget{}
-		if err := ta.cat.PutMigration(catalog.Migration{ID: rec.ID, TenantID: 1, Role: catalog.Target, Record: rj}); err != nil {
-			b.Fatal(err)
-		}
-		return &RemoteTarget{c: ta.c}
+		return &RemoteTarget{c: discardAgent(b, cfg, rec).c}
 	}
 	chunk := make([]byte, migration.ChunkBytes)
 	stream := func(w io.WriteCloser) {
