@@ -170,7 +170,9 @@ func TestFenceOutWaitsForWriters(t *testing.T) {
 	go func() { done <- FenceOut(ctx, conn, "r3", []reshard.Chunk{chunk}) }()
 	// The writer's transaction holds ROW EXCLUSIVE on acct: FenceOut's
 	// SHARE lock cannot be granted, whatever the timing, until it ends.
-	waitFor(t, ctx, writer, "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LOCK TABLE%' AND wait_event_type = 'Lock'")
+	// Watched from a connection outside any transaction: inside one,
+	// pg_stat_activity is the snapshot its first read took.
+	waitFor(t, ctx, connect(t, ctx, dsn("p1")), "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LOCK TABLE%' AND wait_event_type = 'Lock'")
 	select {
 	case err := <-done:
 		t.Fatalf("FenceOut returned %v while a writer was open", err)
@@ -192,7 +194,8 @@ func TestFenceOutWaitsForWriters(t *testing.T) {
 	}
 }
 
-// waitFor polls query (a count) until it is positive.
+// waitFor polls query (a count) on conn, which must be outside a
+// transaction (each poll a fresh view), until it is positive.
 func waitFor(t *testing.T, ctx context.Context, conn *pgx.Conn, query string) {
 	t.Helper()
 	for count(t, conn, query) == 0 {
