@@ -59,7 +59,8 @@ Routes: --route tenant=host:port[/database][,alias...] (repeatable), --routes FI
 a sluice agent whose GET /v1/tenants and GET /v1/keyspaces are followed every second,
 or an etcd catalog etcd://host:port[,host:port...]/prefix shared by agents, whose
 placements the proxy watches: each tenant is routed where its placement says, and a
-handover's switch is the migration driver's write of it).
+handover's switch is the migration driver's write of it; keyspaces still come from
+agents, so with etcd also list the agents that hold keyspaces).
 
 A client whose database is a keyspace's name (sluice keyspace create, or --keyspace
 FILE) is routed by key: each transaction goes to the partitions owning its keys,
