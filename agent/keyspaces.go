@@ -150,10 +150,11 @@ func (a *Agent) CreateKeyspace(ctx context.Context, body []byte) (*keyspace.Keys
 	return ks, nil
 }
 
-// announceKeyspace tells the agent's proxy (config proxy) of a keyspace
-// just created, so that clients can use it at once rather than after the
-// proxy's next poll of the catalog, which it otherwise waits for. Best
-// effort: the poll remains how proxies learn keyspaces.
+// announceKeyspace tells the agent's proxy (config proxy) of keyspace ks
+// as just recorded (created, or at the end of a reconfiguration), so that
+// its clients are routed by it at once rather than after the proxy's next
+// poll of the catalog. Best effort: the poll remains how proxies learn
+// keyspaces.
 func (a *Agent) announceKeyspace(ctx context.Context, ks *keyspace.Keyspace) {
 	if a.cfg.Proxy == "" {
 		return
@@ -165,7 +166,7 @@ func (a *Agent) announceKeyspace(ctx context.Context, ks *keyspace.Keyspace) {
 		cancel()
 	}
 	if err != nil {
-		a.log.Warn("keyspace: telling the proxy failed; it learns the keyspace from the catalog", "keyspace", ks.Name, "err", err)
+		a.log.Warn("keyspace: telling the proxy failed; it learns the keyspace from the catalog", "keyspace", ks.Name, "epoch", ks.Epoch, "err", err)
 	}
 }
 

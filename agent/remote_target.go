@@ -268,7 +268,9 @@ func (t *RemoteTarget) OpenSnapshot(ctx context.Context, m migration.Record) (io
 	if stall <= 0 {
 		stall = snapshotStall
 	}
-	w := &streamWriter{pw: pw, done: make(chan error, 1), stall: stall, cancel: cancel}
+	w := &streamWriter{pw: pw, done: make(chan error, 1), stall: stall}
+	w.dog = time.AfterFunc(time.Hour, func() { cancel(errStalled) })
+	w.dog.Stop() // armed by each Write
 	go func() {
 		defer cancel(nil)
 		err := t.c.StreamWithHeader(sctx, path, recordHeader, base64.StdEncoding.EncodeToString(rec), frameReader{pr}, nil)
@@ -311,20 +313,21 @@ func (f frameReader) WriteTo(w io.Writer) (int64, error) {
 	return io.CopyBuffer(struct{ io.Writer }{w}, struct{ io.Reader }{f.r}, buf)
 }
 
-// streamWriter feeds a pipe into a streaming request, which it cancels
-// (cause errStalled) when one write blocks longer than stall.
+// streamWriter feeds a pipe into a streaming request, which its watchdog
+// cancels (cause errStalled) when one write blocks longer than stall. One
+// timer per stream, re-armed by each write: nothing is allocated per chunk.
 type streamWriter struct {
-	pw     *io.PipeWriter
-	done   chan error
-	stall  time.Duration
-	cancel context.CancelCauseFunc
-	once   sync.Once
-	err    error
+	pw    *io.PipeWriter
+	done  chan error
+	stall time.Duration
+	dog   *time.Timer
+	once  sync.Once
+	err   error
 }
 
 func (w *streamWriter) Write(p []byte) (int, error) {
-	dog := time.AfterFunc(w.stall, func() { w.cancel(errStalled) })
-	defer dog.Stop()
+	w.dog.Reset(w.stall)
+	defer w.dog.Stop()
 	return w.pw.Write(p)
 }
 

@@ -221,12 +221,7 @@ func (r *reshardRun) finish(ctx context.Context) {
 	if err := r.putRecord(rec); err != nil {
 		r.a.log.Error("reshard: catalog", "err", err)
 	}
-	if r.a.cfg.Proxy != "" {
-		ksJSON, _ := json.Marshal(r.next)
-		if err := r.a.proxyClient().SwitchKeyspace(ctx, ksJSON, nil, r.a.url); err != nil {
-			r.a.log.Warn("reshard: telling the proxy it is done failed; it follows the catalog", "err", err)
-		}
-	}
+	r.a.announceKeyspace(ctx, r.next)
 	r.a.log.Info("reshard: done", "keyspace", r.ks.Name, "id", rec.ID, "seconds", rec.Finished.Sub(rec.Started).Seconds(),
 		"reactive_pulls", rec.ReactivePulls, "async_pulls", rec.AsyncPulls, "bytes", rec.BytesCopied)
 }

@@ -46,11 +46,11 @@ func (s Statistic) of(sig Signal) time.Duration {
 // measurement (no transaction completes in no time), so it counts as missing:
 // reading it as "fast" would speed the migration up blind.
 func usable(sig Signal, stat Statistic) error {
-	if sig.Err == nil && sig.Idle {
-		return nil
-	}
 	if sig.Err != nil {
 		return fmt.Errorf("%w: signal %q: %v", ErrNoData, sig.Name, sig.Err)
+	}
+	if sig.Idle {
+		return nil
 	}
 	if stat.of(sig) <= 0 {
 		return fmt.Errorf("%w: signal %q has no %s latency", ErrNoData, sig.Name, cmp.Or(stat, StatMean))
