@@ -99,12 +99,34 @@ func TestAgentMutualTLS(t *testing.T) {
 }
 
 // wireTap is a TCP relay in front of an agent that records every byte of
-// every connection through it, each direction apart.
+// every connection through it, each direction apart. Cut, it stops
+// forwarding without closing anything, as a cut link does, until the test
+// ends.
 type wireTap struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	conns  []*tapConn
+	ln      net.Listener
+	target  string
+	mu      sync.Mutex
+	conns   []*tapConn
+	cutOnce sync.Once
+	cutCh   chan struct{} // closed by cut
+	ended   chan struct{} // closed when the test ends
+}
+
+// cut stops the relay carrying bytes.
+func (tap *wireTap) cut() { tap.cutOnce.Do(func() { close(tap.cutCh) }) }
+
+// gate passes writes until the tap is cut, then holds the write (and so
+// the copy that reads for it) until the test ends.
+type gate struct{ tap *wireTap }
+
+func (g gate) Write(p []byte) (int, error) {
+	select {
+	case <-g.tap.cutCh:
+		<-g.tap.ended
+		return 0, net.ErrClosed
+	default:
+		return len(p), nil
+	}
 }
 
 type tapConn struct{ up, down bytes.Buffer } // up: caller to agent
@@ -127,8 +149,8 @@ func startTap(t *testing.T, target string) *wireTap {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tap := &wireTap{ln: ln, target: target}
-	t.Cleanup(func() { ln.Close() })
+	tap := &wireTap{ln: ln, target: target, cutCh: make(chan struct{}), ended: make(chan struct{})}
+	t.Cleanup(func() { close(tap.ended); ln.Close() })
 	go func() {
 		for {
 			c, err := ln.Accept()
@@ -145,11 +167,11 @@ func startTap(t *testing.T, target string) *wireTap {
 			tap.conns = append(tap.conns, tc)
 			tap.mu.Unlock()
 			go func() {
-				io.Copy(io.MultiWriter(s, lockedWriter{&tap.mu, &tc.up}), c)
+				io.Copy(io.MultiWriter(gate{tap}, s, lockedWriter{&tap.mu, &tc.up}), c)
 				s.(*net.TCPConn).CloseWrite()
 			}()
 			go func() {
-				io.Copy(io.MultiWriter(c, lockedWriter{&tap.mu, &tc.down}), s)
+				io.Copy(io.MultiWriter(gate{tap}, c, lockedWriter{&tap.mu, &tc.down}), s)
 				c.(*net.TCPConn).CloseWrite()
 			}()
 		}
